@@ -1,0 +1,1 @@
+"""Flows: templates, validation (DAG), executors."""

@@ -1,0 +1,129 @@
+"""The template language of ``input_map`` values.
+
+``{{_trigger.<name>}}`` is a flow input; ``{{<step_id>}}`` is a step's whole output and
+``{{<step_id>.<dotted.path>}}`` a field of it (JSON text is parsed first; a path segment
+that is a whole number indexes a list). A string that is exactly one template renders to
+the referenced value itself (a dict stays a dict); templates inside longer text render as
+text (JSON for non-strings). Anything that is not a string is a constant, rendered
+recursively through dicts and lists. There is no ``eval``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+TRIGGER = "_trigger"
+_TEMPLATE = re.compile(r"\{\{(.*?)\}\}")
+_SEGMENT = re.compile(r"^[^.\s{}]+$")
+
+
+class TemplateError(ValueError):
+    """A template is malformed, or names something that is not there at run time."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A parsed ``{{root.path}}``: ``root`` is ``_trigger`` or a step id."""
+
+    root: str
+    path: tuple[str, ...]
+    text: str
+
+    @property
+    def is_trigger(self) -> bool:
+        return self.root == TRIGGER
+
+
+def parse_reference(text: str) -> Reference:
+    """Parse the inside of ``{{...}}``."""
+    inner = text.strip()
+    parts = inner.split(".") if inner else []
+    if not parts or not all(_SEGMENT.match(p) for p in parts):
+        raise TemplateError(
+            f"malformed template {{{{{text}}}}}: write {{{{_trigger.<input>}}}} or "
+            "{{<step_id>.<dotted.path>}}"
+        )
+    if parts[0] == TRIGGER and len(parts) < 2:
+        raise TemplateError("template {{_trigger}} needs an input name: {{_trigger.<input>}}")
+    return Reference(root=parts[0], path=tuple(parts[1:]), text="{{" + inner + "}}")
+
+
+def iter_references(value: Any, field: str = "") -> Iterator[tuple[str, Reference | TemplateError]]:
+    """Every template in ``value`` with the dotted field path where it stands."""
+    if isinstance(value, str):
+        for m in _TEMPLATE.finditer(value):
+            try:
+                yield field, parse_reference(m.group(1))
+            except TemplateError as exc:
+                yield field, exc
+        if "{{" in _TEMPLATE.sub("", value):
+            yield field, TemplateError(f"unclosed template in {value!r}: close it with }}}}")
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from iter_references(v, f"{field}.{k}" if field else str(k))
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from iter_references(v, f"{field}[{i}]")
+
+
+def maybe_json(value: Any) -> Any:
+    """Parse ``value`` if it is JSON text of an object or array; else return it as is."""
+    if isinstance(value, str):
+        s = value.strip()
+        if s[:1] in ("{", "[") and s[-1:] in ("}", "]"):
+            try:
+                return json.loads(s)
+            except ValueError:
+                return value
+    return value
+
+
+def lookup(value: Any, path: tuple[str, ...], *, where: str) -> Any:
+    """Follow ``path`` into ``value`` (parsing JSON text on the way)."""
+    current = maybe_json(value)
+    for i, seg in enumerate(path):
+        current = maybe_json(current)
+        if isinstance(current, Mapping) and seg in current:
+            current = current[seg]
+        elif isinstance(current, list | tuple) and seg.lstrip("-").isdigit() and -len(current) <= int(seg) < len(current):
+            current = current[int(seg)]
+        else:
+            got = type(current).__name__
+            keys = f"; keys: {', '.join(map(str, list(current)[:10]))}" if isinstance(current, Mapping) else ""
+            raise TemplateError(f"{where}: no '{'.'.join(path[: i + 1])}' in the value ({got}{keys})")
+    return current
+
+
+def _to_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def render(value: Any, *, inputs: Mapping[str, Any], results: Mapping[str, Any]) -> Any:
+    """Render ``value`` against flow ``inputs`` and step ``results`` (step id → output)."""
+
+    def resolve(ref: Reference) -> Any:
+        if ref.is_trigger:
+            name = ref.path[0]
+            if name not in inputs:
+                raise TemplateError(
+                    f"{ref.text}: flow input {name!r} was not given; inputs: {', '.join(inputs) or 'none'}"
+                )
+            return lookup(inputs[name], ref.path[1:], where=ref.text)
+        if ref.root not in results:
+            raise TemplateError(f"{ref.text}: step {ref.root!r} has no output yet")
+        return lookup(results[ref.root], ref.path, where=ref.text)
+
+    if isinstance(value, str):
+        whole = _TEMPLATE.fullmatch(value.strip())
+        if whole and value.strip().count("{{") == 1:
+            return resolve(parse_reference(whole.group(1)))
+        return _TEMPLATE.sub(lambda m: _to_text(resolve(parse_reference(m.group(1)))), value)
+    if isinstance(value, Mapping):
+        return {k: render(v, inputs=inputs, results=results) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [render(v, inputs=inputs, results=results) for v in value]
+    return value

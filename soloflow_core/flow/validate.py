@@ -1,0 +1,183 @@
+"""Flow validation: a DAG by Kahn's algorithm, references, templates, executors.
+
+Every problem is collected, then raised together in one ``FlowValidationError`` whose
+message names the flow, the step and the field path of each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from soloflow_core.errors import ExecutorNotFoundError, FlowValidationError
+from soloflow_core.flow.templates import Reference, TemplateError, iter_references
+from soloflow_core.models import FlowDefinition
+
+Problem = tuple[str | None, str | None, str]
+
+
+@dataclass(frozen=True, slots=True)
+class FlowPlan:
+    """A validated flow's execution plan."""
+
+    order: list[str]
+    """Step ids in a topological order (ties kept in definition order)."""
+    layers: list[list[str]]
+    """Steps grouped so that each layer depends only on earlier ones (can run in parallel)."""
+    ancestors: dict[str, set[str]]
+    """Every step's transitive dependencies."""
+
+
+def topological_layers(deps: dict[str, list[str]]) -> tuple[list[list[str]], list[str]]:
+    """Kahn's algorithm. Returns (layers, ids left in a cycle)."""
+    indeg = {n: 0 for n in deps}
+    children: dict[str, list[str]] = {n: [] for n in deps}
+    for n, ds in deps.items():
+        for d in ds:
+            if d in deps:
+                indeg[n] += 1
+                children[d].append(n)
+    layer = [n for n in deps if indeg[n] == 0]
+    layers: list[list[str]] = []
+    while layer:
+        layers.append(layer)
+        nxt: list[str] = []
+        for n in layer:
+            for c in children[n]:
+                indeg[c] -= 1
+                if indeg[c] == 0:
+                    nxt.append(c)
+        layer = sorted(nxt, key=list(deps).index)
+    placed = {n for lay in layers for n in lay}
+    return layers, [n for n in deps if n not in placed]
+
+
+def find_cycle(deps: dict[str, list[str]], among: list[str]) -> list[str]:
+    """One cycle among ``among``, as a path that returns to its start."""
+    rest = set(among)
+    start = among[0]
+    path: list[str] = [start]
+    seen = {start: 0}
+    node = start
+    while True:
+        nxt = next(d for d in deps[node] if d in rest)
+        if nxt in seen:
+            return path[seen[nxt] :] + [nxt]
+        seen[nxt] = len(path)
+        path.append(nxt)
+        node = nxt
+
+
+def _format(flow: str, problems: list[Problem]) -> str:
+    lines = []
+    for step, field, msg in problems:
+        where = f"flow {flow!r}"
+        if step:
+            where += f", step {step!r}"
+        if field:
+            where += f", field {field!r}"
+        lines.append(f"{where}: {msg}")
+    head = "invalid flow" if len(lines) == 1 else f"invalid flow ({len(lines)} problems)"
+    return head + ":\n  " + "\n  ".join(lines)
+
+
+def validate_flow(
+    flow: FlowDefinition, *, executors: Collection[str] | None = None
+) -> FlowPlan:
+    """Check ``flow`` and return its plan.
+
+    Args:
+        flow: the definition.
+        executors: the registered ``skill_key``s; when given, each step's must be one.
+
+    Raises:
+        FlowValidationError: with every problem found (``ExecutorNotFoundError`` when the
+            only problems are unknown ``skill_key``s).
+    """
+    problems: list[Problem] = []
+    ids = [s.id for s in flow.steps]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    for d in dupes:
+        problems.append((d, "id", f"step id {d!r} is used {ids.count(d)} times; step ids must be unique"))
+    known = set(ids)
+    deps: dict[str, list[str]] = {}
+    for s in flow.steps:
+        deps.setdefault(s.id, [])
+        for i, d in enumerate(s.depends_on):
+            if d == s.id:
+                problems.append((s.id, f"depends_on[{i}]", "a step cannot depend on itself"))
+            elif d not in known:
+                problems.append(
+                    (s.id, f"depends_on[{i}]", f"unknown step {d!r}; known steps: {', '.join(ids)}")
+                )
+            else:
+                deps[s.id].append(d)
+    layers, cyclic = topological_layers(deps)
+    if cyclic:
+        cycle = find_cycle(deps, cyclic)
+        problems.append(
+            (cycle[0], "depends_on", "dependency cycle: " + " → ".join(reversed(cycle))
+             + "; remove one of these dependencies")
+        )
+    ancestors: dict[str, set[str]] = {}
+    for layer in layers:
+        for n in layer:
+            acc: set[str] = set()
+            for d in deps[n]:
+                acc.add(d)
+                acc |= ancestors.get(d, set())
+            ancestors[n] = acc
+    declared_inputs: set[str] | None = None
+    if flow.input_schema is not None:
+        declared_inputs = set((flow.input_schema.get("properties") or {}).keys())
+    for s in flow.steps:
+        for field, ref in iter_references(s.input_map, "input_map"):
+            if isinstance(ref, TemplateError):
+                problems.append((s.id, field, str(ref)))
+                continue
+            problems.extend(_check_reference(s.id, field, ref, known, ancestors, declared_inputs))
+    if flow.output_step is not None and flow.output_step not in known:
+        problems.append((None, "output_step", f"unknown step {flow.output_step!r}"))
+    missing_exec: list[Problem] = []
+    if executors is not None:
+        avail = ", ".join(sorted(executors)[:20]) or "none"
+        for s in flow.steps:
+            if s.skill_key not in executors:
+                missing_exec.append(
+                    (s.id, "skill_key", f"no executor registered for skill_key {s.skill_key!r} "
+                     f"(registered: {avail}); pass the tool to the compiler or register it "
+                     "in a plugin's soloflow_register_executors")
+                )
+    if problems or missing_exec:
+        everything = problems + missing_exec
+        cls = ExecutorNotFoundError if not problems else FlowValidationError
+        first = everything[0]
+        raise cls(_format(flow.name, everything), flow=flow.name, step=first[0], field=first[1],
+                  problems=everything)
+    order = [n for layer in layers for n in layer]
+    return FlowPlan(order=order, layers=layers, ancestors=ancestors)
+
+
+def _check_reference(
+    step: str,
+    field: str,
+    ref: Reference,
+    known: set[str],
+    ancestors: dict[str, set[str]],
+    declared_inputs: set[str] | None,
+) -> list[Problem]:
+    if ref.is_trigger:
+        name = ref.path[0]
+        if declared_inputs is not None and name not in declared_inputs:
+            return [(step, field, f"{ref.text} names unknown flow input {name!r}; declared inputs: "
+                     f"{', '.join(sorted(declared_inputs)) or 'none'} (add it to input_schema.properties)")]
+        return []
+    if ref.root not in known:
+        return [(step, field, f"{ref.text} names unknown step {ref.root!r}; known steps: "
+                 f"{', '.join(sorted(known))}")]
+    if ref.root == step:
+        return [(step, field, f"{ref.text}: a step cannot read its own output")]
+    if step in ancestors and ref.root not in ancestors[step]:
+        return [(step, field, f"{ref.text} reads step {ref.root!r}, which is not upstream of "
+                 f"{step!r}: add {ref.root!r} to depends_on")]
+    return []

@@ -1,0 +1,37 @@
+"""Pydantic models at SoloFlow's boundaries."""
+
+from soloflow_core.models.candidates import (
+    CandidateStatus,
+    FlowCandidate,
+    MatchType,
+    candidate_id_for,
+    dedupe_key_for,
+)
+from soloflow_core.models.config import DetectorConfig, SoloFlowConfig
+from soloflow_core.models.flows import FlowDefinition, FlowStep
+from soloflow_core.models.ledger import (
+    DEFAULT_AGENT,
+    DEFAULT_USER,
+    ModelCall,
+    StepRecord,
+    TaskRun,
+    ToolCall,
+)
+
+__all__ = [
+    "DEFAULT_AGENT",
+    "DEFAULT_USER",
+    "CandidateStatus",
+    "DetectorConfig",
+    "FlowCandidate",
+    "FlowDefinition",
+    "FlowStep",
+    "MatchType",
+    "ModelCall",
+    "SoloFlowConfig",
+    "StepRecord",
+    "TaskRun",
+    "ToolCall",
+    "candidate_id_for",
+    "dedupe_key_for",
+]

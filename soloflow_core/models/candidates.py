@@ -1,0 +1,55 @@
+"""Flow candidates: what the detector proposes from the ledger."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from soloflow_core.models.flows import FlowDefinition
+
+CandidateStatus = Literal["pending", "approved", "rejected"]
+MatchType = Literal["exact", "subsequence"]
+
+DEDUPE_PREFIX = "flow_offload:"
+
+
+def dedupe_key_for(tool_sequence: list[str] | tuple[str, ...]) -> str:
+    """The design document's dedupe key: ``flow_offload:a→b→c``."""
+    return DEDUPE_PREFIX + "→".join(tool_sequence)
+
+
+def candidate_id_for(user_id: str, agent_id: str, dedupe_key: str) -> str:
+    """A stable id: the same pattern in the same namespace always gets the same id."""
+    digest = hashlib.sha256(f"{user_id}\x1f{agent_id}\x1f{dedupe_key}".encode()).hexdigest()
+    return "cand_" + digest[:12]
+
+
+class FlowCandidate(BaseModel):
+    """A repeated tool sequence proposed as a flow."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    user_id: str
+    agent_id: str
+    tool_sequence: list[str]
+    occurrence_count: int
+    """Distinct task runs that contain the sequence."""
+    match_type: MatchType
+    """``exact``: the whole tool sequence of at least ``min_occurrences`` runs;
+    ``subsequence``: found only inside longer runs."""
+    estimated_token_savings: float
+    avg_cost_per_execution: float
+    dedupe_key: str
+    proposed_flow: FlowDefinition
+    run_ids: list[str]
+    savings_method: str = "design-doc: avg_run_cost * occurrences * 0.95"
+    """How ``estimated_token_savings`` was computed."""
+    status: CandidateStatus = "pending"
+    created_at: datetime | None = None
+    agent_prompt_hint: str = ""
+    argument_confidence: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Per step, per argument: how sure the argument-source inference is (0..1)."""

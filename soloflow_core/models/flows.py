@@ -1,0 +1,66 @@
+"""Flow definitions: what users write and what the detector proposes."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+OnFailure = Literal["stop", "continue"]
+
+
+class FlowStep(BaseModel):
+    """One step of a flow: a call to the executor registered under ``skill_key``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+    """Unique within the flow; templates refer to the step's output by it."""
+    name: str = ""
+    """Human-readable name (e.g. "File Read")."""
+    skill_key: str = Field(min_length=1)
+    """Which executor runs the step: a tool name or a key a plugin registered."""
+    depends_on: list[str] = Field(default_factory=list)
+    """Steps that must complete before this one starts."""
+    output_key: str | None = None
+    """Name under which the step's output is stored; defaults to the step id."""
+    retry_max: int = Field(default=2, ge=0)
+    """Retries after the first attempt (any exception is retried)."""
+    retry_backoff: float = Field(default=1.0, ge=0)
+    """Seconds before the first retry; doubled for each further retry."""
+    timeout_seconds: float = Field(default=120, gt=0)
+    """Time limit of one attempt (enforced by the flow runtime)."""
+    on_failure: OnFailure = "stop"
+    """What a failed step does to the run: ``stop`` it, or ``continue`` without this output."""
+    input_map: dict[str, Any] = Field(default_factory=dict)
+    """Keyword arguments of the call. Strings may hold ``{{_trigger.<input>}}`` and
+    ``{{<step_id>.<dotted.path>}}`` templates; anything else is a constant."""
+
+
+class FlowDefinition(BaseModel):
+    """A flow: named steps in dependency order, with its inputs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    version: int = Field(default=1, ge=1)
+    steps: list[FlowStep] = Field(min_length=1)
+    tags: list[str] = Field(default_factory=list)
+    input_schema: dict[str, Any] | None = None
+    """JSON Schema (type object) of the flow's inputs. When given, every
+    ``{{_trigger.<name>}}`` must be one of its properties."""
+    extraction: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per input: how to recover it from a new task's text (see :mod:`soloflow_core.generalize`)."""
+    output_step: str | None = None
+    """Whose output is the flow's result; defaults to the last step."""
+
+    def step(self, step_id: str) -> FlowStep:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(step_id)
+
+    @property
+    def result_step(self) -> str:
+        return self.output_step or self.steps[-1].id

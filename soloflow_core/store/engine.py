@@ -1,0 +1,135 @@
+"""Opening a database: URL resolution, engine settings per dialect, schema migration."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+
+from soloflow_core.errors import SchemaVersionError, StoreError
+from soloflow_core.store.schema import SCHEMA_REVISION
+
+ENV_DATABASE_URL = "SOLOFLOW_DATABASE_URL"
+ENV_HOME = "SOLOFLOW_HOME"
+VERSION_TABLE = "sf_alembic_version"
+WRITE_OPTION = "soloflow_write"
+_MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def default_database_path() -> Path:
+    """Where the embedded database lives when no URL is given.
+
+    ``$SOLOFLOW_HOME/soloflow.db`` if set, else ``$XDG_DATA_HOME/soloflow/soloflow.db``,
+    else ``~/.local/share/soloflow/soloflow.db``.
+    """
+    if os.environ.get(ENV_HOME):
+        return Path(os.environ[ENV_HOME]).expanduser() / "soloflow.db"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser() / "soloflow" / "soloflow.db"
+
+
+def resolve_database_url(url: str | None = None) -> str:
+    """``url`` if given, else ``$SOLOFLOW_DATABASE_URL``, else the embedded SQLite file.
+
+    A bare path is taken as a SQLite file; ``postgresql://`` selects the psycopg 3 driver.
+    """
+    url = url or os.environ.get(ENV_DATABASE_URL)
+    if not url:
+        path = default_database_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{path}"
+    if "://" not in url:
+        path = Path(url).expanduser()
+        if path.parent and not path.parent.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{path}"
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def _sqlite_engine(url: str) -> Engine:
+    engine = sa.create_engine(
+        url, connect_args={"check_same_thread": False, "timeout": 30.0}, pool_pre_ping=False
+    )
+
+    @sa.event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):  # type: ignore[no-untyped-def]
+        # Take transaction control from pysqlite so that writes can BEGIN IMMEDIATE.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        if ":memory:" not in url and url != "sqlite://":
+            cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _on_begin(conn):  # type: ignore[no-untyped-def]
+        # A writer takes the write lock up front: no deadlock-prone lock upgrade later.
+        conn.exec_driver_sql(
+            "BEGIN IMMEDIATE" if conn.get_execution_options().get(WRITE_OPTION) else "BEGIN"
+        )
+
+    return engine
+
+
+def create_store_engine(url: str) -> Engine:
+    """An engine configured for SoloFlow's access pattern on the URL's dialect."""
+    try:
+        if url.startswith("sqlite"):
+            return _sqlite_engine(url)
+        return sa.create_engine(url, pool_pre_ping=True)
+    except (ImportError, sa.exc.ArgumentError) as exc:
+        hint = ""
+        if url.startswith("postgresql"):
+            hint = " Install the PostgreSQL extra: pip install 'soloflow-engine[postgres]'."
+        raise StoreError(f"cannot open database {safe_url(url)!r}: {exc}.{hint}") from exc
+
+
+def safe_url(url: str) -> str:
+    """The URL with any password masked, for messages."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return url
+
+
+def _current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        if not sa.inspect(conn).has_table(VERSION_TABLE):
+            return None
+        return conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
+
+
+def _known_revisions() -> list[str]:
+    return sorted(p.stem.split("_", 1)[0] for p in (_MIGRATIONS / "versions").glob("[0-9]*_*.py"))
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to ``SCHEMA_REVISION`` with Alembic; refuse a newer database.
+
+    Raises:
+        SchemaVersionError: the database was written by a SoloFlow with a schema this
+            version does not know.
+    """
+    current = _current_revision(engine)
+    if current == SCHEMA_REVISION:
+        return
+    if current is not None and current not in _known_revisions():
+        raise SchemaVersionError(
+            f"database {safe_url(str(engine.url))!r} has schema revision {current!r}, which this "
+            f"SoloFlow (schema {SCHEMA_REVISION!r}) does not know: it was written by a newer "
+            "version. Upgrade soloflow-engine, or point --db at another database."
+        )
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")

@@ -1,0 +1,565 @@
+"""The store: the only code that opens database sessions.
+
+Every method takes the caller's namespace (``user_id``, ``agent_id``) and never returns
+another namespace's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from soloflow_core.errors import NotFoundError, StoreError
+from soloflow_core.models import FlowCandidate, FlowDefinition, ModelCall, TaskRun, ToolCall
+from soloflow_core.store import schema as t
+from soloflow_core.store.engine import (
+    WRITE_OPTION,
+    create_store_engine,
+    migrate,
+    resolve_database_url,
+    safe_url,
+)
+
+_BATCH = 500
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _jsonable(value: Any) -> Any:
+    """A JSON-safe copy: non-JSON values become strings, NaN/inf become None, NUL is dropped."""
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, str):
+        return value.replace("\x00", "") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {str(k).replace("\x00", ""): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    try:
+        return _jsonable(json.loads(json.dumps(value, default=str)))
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """A task run without its calls, for listings."""
+
+    run_id: str
+    task: str | None
+    success: bool | None
+    tool_count: int
+    model_call_count: int
+    tokens: int | None
+    cost: float | None
+    classification: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RunSequence:
+    """What the detector reads of a run: its tool names in order and its outcome."""
+
+    run_id: str
+    names: tuple[str, ...]
+    errors: tuple[bool, ...]
+    success: bool | None
+    cost: float | None
+    tokens: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRecord:
+    """A registered flow version."""
+
+    flow: FlowDefinition
+    source: str
+    candidate_id: str | None
+    created_at: datetime
+
+
+class Store:
+    """Runs, candidates, flows and flow runs in one database (SQLite or PostgreSQL).
+
+    Example:
+        >>> store = Store.open("sqlite:///:memory:")
+        >>> store.add_runs([TaskRun(run_id="r1")])
+        1
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._writer = engine.execution_options(**{WRITE_OPTION: True})
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Store:
+        """Open (and create or migrate) the database at ``url``; see ``resolve_database_url``."""
+        resolved = resolve_database_url(url)
+        engine = create_store_engine(resolved)
+        try:
+            migrate(engine)
+        except StoreError:
+            engine.dispose()
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            engine.dispose()
+            raise StoreError(f"cannot open database {safe_url(resolved)!r}: {exc}") from exc
+        return cls(engine)
+
+    @property
+    def url(self) -> str:
+        return safe_url(str(self.engine.url))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ task runs
+
+    def add_runs(self, runs: Iterable[TaskRun]) -> int:
+        """Store runs, each with all its calls or not at all; skip run ids already stored.
+
+        Runs are written in batches, one transaction per batch.
+
+        Returns:
+            how many runs were written.
+        """
+        written = 0
+        batch: list[TaskRun] = []
+        for run in runs:
+            batch.append(run)
+            if len(batch) >= _BATCH:
+                written += self._write_batch(batch)
+                batch = []
+        if batch:
+            written += self._write_batch(batch)
+        return written
+
+    def add_run(self, run: TaskRun) -> bool:
+        """Store one run; False if its run id was already stored in its namespace."""
+        return self._write_batch([run]) == 1
+
+    def _existing_run_ids(self, conn: Connection, runs: Sequence[TaskRun]) -> set[tuple[str, str, str]]:
+        found: set[tuple[str, str, str]] = set()
+        by_ns: dict[tuple[str, str], list[str]] = {}
+        for r in runs:
+            by_ns.setdefault((r.user_id, r.agent_id), []).append(r.run_id)
+        for (user, agent), ids in by_ns.items():
+            q = sa.select(t.task_runs.c.run_id).where(
+                t.task_runs.c.user_id == user,
+                t.task_runs.c.agent_id == agent,
+                t.task_runs.c.run_id.in_(ids),
+            )
+            found.update((user, agent, rid) for rid in conn.execute(q).scalars())
+        return found
+
+    def _write_batch(self, runs: Sequence[TaskRun]) -> int:
+        now = _now()
+        with self._writer.begin() as conn:
+            existing = self._existing_run_ids(conn, runs)
+            fresh: list[TaskRun] = []
+            seen: set[tuple[str, str, str]] = set()
+            for r in runs:
+                key = (r.user_id, r.agent_id, r.run_id)
+                if key in existing or key in seen:
+                    continue
+                seen.add(key)
+                fresh.append(r)
+            if not fresh:
+                return 0
+            rows = [
+                {
+                    "run_id": r.run_id,
+                    "user_id": r.user_id,
+                    "agent_id": r.agent_id,
+                    "task": _jsonable(r.task),
+                    "success": r.success,
+                    "cost": _jsonable(r.cost),
+                    "tokens": r.tokens,
+                    "tool_count": len(r.tool_calls),
+                    "model_call_count": len(r.model_calls),
+                    "classification": r.classification,
+                    "started_at": r.started_at,
+                    "ended_at": r.ended_at,
+                    "created_at": now,
+                    "meta": _jsonable(r.meta),
+                }
+                for r in fresh
+            ]
+            result = conn.execute(
+                sa.insert(t.task_runs).returning(t.task_runs.c.id, sort_by_parameter_order=True),
+                rows,
+            )
+            pks = [row[0] for row in result]
+            calls: list[dict[str, Any]] = []
+            models: list[dict[str, Any]] = []
+            for pk, r in zip(pks, fresh, strict=True):
+                for i, c in enumerate(r.tool_calls):
+                    calls.append(
+                        {
+                            "run_pk": pk,
+                            "user_id": r.user_id,
+                            "agent_id": r.agent_id,
+                            "seq": i,
+                            "name": c.name,
+                            "args": _jsonable(c.args),
+                            "output": _jsonable(c.output),
+                            "error": c.error,
+                            "duration_ms": _jsonable(c.duration_ms),
+                            "tool_call_id": c.tool_call_id,
+                            "meta": _jsonable(c.meta) if c.meta else None,
+                        }
+                    )
+                for i, m in enumerate(r.model_calls):
+                    models.append(
+                        {
+                            "run_pk": pk,
+                            "user_id": r.user_id,
+                            "agent_id": r.agent_id,
+                            "seq": i,
+                            "model": m.model,
+                            "input_tokens": m.input_tokens,
+                            "output_tokens": m.output_tokens,
+                            "total_tokens": m.total_tokens,
+                            "duration_ms": _jsonable(m.duration_ms),
+                            "tool_calls_requested": m.tool_calls_requested,
+                        }
+                    )
+            if calls:
+                conn.execute(sa.insert(t.tool_calls), calls)
+            if models:
+                conn.execute(sa.insert(t.model_calls), models)
+            return len(fresh)
+
+    def count_runs(self, *, user_id: str, agent_id: str) -> int:
+        q = sa.select(sa.func.count()).where(
+            t.task_runs.c.user_id == user_id, t.task_runs.c.agent_id == agent_id
+        )
+        with self.engine.connect() as conn:
+            return int(conn.execute(q).scalar() or 0)
+
+    def list_runs(
+        self, *, user_id: str, agent_id: str, limit: int = 50, offset: int = 0
+    ) -> list[RunSummary]:
+        """Newest first."""
+        c = t.task_runs.c
+        q = (
+            sa.select(
+                c.run_id, c.task, c.success, c.tool_count, c.model_call_count,
+                c.tokens, c.cost, c.classification, c.created_at,
+            )
+            .where(c.user_id == user_id, c.agent_id == agent_id)
+            .order_by(c.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+        with self.engine.connect() as conn:
+            return [RunSummary(*row) for row in conn.execute(q)]
+
+    def get_run(self, run_id: str, *, user_id: str, agent_id: str) -> TaskRun:
+        runs = self.load_runs([run_id], user_id=user_id, agent_id=agent_id)
+        if not runs:
+            raise NotFoundError(
+                f"no task run {run_id!r} for user {user_id!r}, agent {agent_id!r}; "
+                "list them with `soloflow runs list`"
+            )
+        return runs[0]
+
+    def load_runs(self, run_ids: Sequence[str], *, user_id: str, agent_id: str) -> list[TaskRun]:
+        """Full runs (calls included), in the order of ``run_ids``; unknown ids are left out."""
+        c = t.task_runs.c
+        out: dict[str, TaskRun] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(run_ids), _BATCH):
+                chunk = list(run_ids[start : start + _BATCH])
+                rows = conn.execute(
+                    sa.select(t.task_runs).where(
+                        c.user_id == user_id, c.agent_id == agent_id, c.run_id.in_(chunk)
+                    )
+                ).mappings().all()
+                pks = [r["id"] for r in rows]
+                calls: dict[int, list[ToolCall]] = {pk: [] for pk in pks}
+                for cr in conn.execute(
+                    sa.select(t.tool_calls)
+                    .where(t.tool_calls.c.run_pk.in_(pks))
+                    .order_by(t.tool_calls.c.run_pk, t.tool_calls.c.seq)
+                ).mappings():
+                    calls[cr["run_pk"]].append(
+                        ToolCall(
+                            name=cr["name"], args=cr["args"] or {}, output=cr["output"],
+                            error=cr["error"], duration_ms=cr["duration_ms"],
+                            tool_call_id=cr["tool_call_id"], meta=cr["meta"] or {},
+                        )
+                    )
+                mcalls: dict[int, list[ModelCall]] = {pk: [] for pk in pks}
+                for mr in conn.execute(
+                    sa.select(t.model_calls)
+                    .where(t.model_calls.c.run_pk.in_(pks))
+                    .order_by(t.model_calls.c.run_pk, t.model_calls.c.seq)
+                ).mappings():
+                    mcalls[mr["run_pk"]].append(
+                        ModelCall(
+                            model=mr["model"], input_tokens=mr["input_tokens"],
+                            output_tokens=mr["output_tokens"], total_tokens=mr["total_tokens"],
+                            duration_ms=mr["duration_ms"],
+                            tool_calls_requested=mr["tool_calls_requested"],
+                        )
+                    )
+                for r in rows:
+                    out[r["run_id"]] = TaskRun(
+                        run_id=r["run_id"], user_id=r["user_id"], agent_id=r["agent_id"],
+                        task=r["task"], success=r["success"], cost=r["cost"], tokens=r["tokens"],
+                        tool_calls=calls[r["id"]], model_calls=mcalls[r["id"]],
+                        started_at=r["started_at"], ended_at=r["ended_at"],
+                        classification=r["classification"], meta=r["meta"] or {},
+                    )
+        return [out[rid] for rid in run_ids if rid in out]
+
+    def iter_sequences(
+        self, *, user_id: str, agent_id: str, lookback: int | None = None
+    ) -> Iterator[RunSequence]:
+        """Tool-name sequences of the namespace's runs, oldest first (the newest
+        ``lookback`` runs when given)."""
+        c = t.task_runs.c
+        runs_q = sa.select(c.id, c.run_id, c.success, c.cost, c.tokens).where(
+            c.user_id == user_id, c.agent_id == agent_id
+        )
+        if lookback is not None:
+            runs_q = runs_q.order_by(c.id.desc()).limit(lookback)
+        with self.engine.connect() as conn:
+            run_rows = sorted(conn.execute(runs_q).all(), key=lambda r: r[0])
+            if not run_rows:
+                return
+            min_pk = run_rows[0][0]
+            names: dict[int, list[str]] = {}
+            errors: dict[int, list[bool]] = {}
+            tc = t.tool_calls.c
+            q = (
+                sa.select(tc.run_pk, tc.name, tc.error)
+                .where(tc.user_id == user_id, tc.agent_id == agent_id, tc.run_pk >= min_pk)
+                .order_by(tc.run_pk, tc.seq)
+            )
+            for pk, name, err in conn.execute(q):
+                names.setdefault(pk, []).append(name)
+                errors.setdefault(pk, []).append(bool(err))
+        for pk, run_id, success, cost, tokens in run_rows:
+            yield RunSequence(
+                run_id=run_id,
+                names=tuple(names.get(pk, ())),
+                errors=tuple(errors.get(pk, ())),
+                success=success,
+                cost=cost,
+                tokens=tokens,
+            )
+
+    # ------------------------------------------------------------------ candidates
+
+    def save_candidates(self, candidates: Iterable[FlowCandidate]) -> None:
+        """Insert new candidates; refresh pending ones; never reopen a decided one."""
+        now = _now()
+        with self._writer.begin() as conn:
+            for cand in candidates:
+                body = cand.model_dump(mode="json")
+                existing = conn.execute(
+                    sa.select(t.candidates.c.status).where(t.candidates.c.id == cand.id)
+                ).scalar()
+                if existing is None:
+                    conn.execute(
+                        sa.insert(t.candidates).values(
+                            id=cand.id, user_id=cand.user_id, agent_id=cand.agent_id,
+                            dedupe_key=cand.dedupe_key, status=cand.status,
+                            occurrence_count=cand.occurrence_count,
+                            estimated_token_savings=cand.estimated_token_savings,
+                            body=body, created_at=now, updated_at=now,
+                        )
+                    )
+                elif existing == "pending":
+                    conn.execute(
+                        sa.update(t.candidates)
+                        .where(t.candidates.c.id == cand.id)
+                        .values(
+                            occurrence_count=cand.occurrence_count,
+                            estimated_token_savings=cand.estimated_token_savings,
+                            body=body, updated_at=now,
+                        )
+                    )
+
+    def _candidate_from_row(self, row: Any) -> FlowCandidate:
+        body = dict(row["body"])
+        body["status"] = row["status"]
+        body["created_at"] = row["created_at"]
+        return FlowCandidate.model_validate(body)
+
+    def get_candidate(self, candidate_id: str, *, user_id: str, agent_id: str) -> FlowCandidate:
+        c = t.candidates.c
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(t.candidates).where(
+                    c.id == candidate_id, c.user_id == user_id, c.agent_id == agent_id
+                )
+            ).mappings().first()
+        if row is None:
+            raise NotFoundError(
+                f"no candidate {candidate_id!r} for user {user_id!r}, agent {agent_id!r}; "
+                "run `soloflow detect` to list candidates"
+            )
+        return self._candidate_from_row(row)
+
+    def list_candidates(
+        self, *, user_id: str, agent_id: str, status: str | None = None
+    ) -> list[FlowCandidate]:
+        c = t.candidates.c
+        q = sa.select(t.candidates).where(c.user_id == user_id, c.agent_id == agent_id)
+        if status is not None:
+            q = q.where(c.status == status)
+        q = q.order_by(c.estimated_token_savings.desc(), c.id)
+        with self.engine.connect() as conn:
+            return [self._candidate_from_row(r) for r in conn.execute(q).mappings()]
+
+    def decided_dedupe_keys(self, *, user_id: str, agent_id: str) -> dict[str, str]:
+        """dedupe key → status, for every candidate already stored in the namespace."""
+        c = t.candidates.c
+        q = sa.select(c.dedupe_key, c.status).where(c.user_id == user_id, c.agent_id == agent_id)
+        with self.engine.connect() as conn:
+            return {k: s for k, s in conn.execute(q)}
+
+    def set_candidate_status(
+        self, candidate_id: str, status: str, *, user_id: str, agent_id: str
+    ) -> FlowCandidate:
+        cand = self.get_candidate(candidate_id, user_id=user_id, agent_id=agent_id)
+        with self._writer.begin() as conn:
+            conn.execute(
+                sa.update(t.candidates)
+                .where(t.candidates.c.id == candidate_id)
+                .values(status=status, updated_at=_now())
+            )
+        return cand.model_copy(update={"status": status})
+
+    # ------------------------------------------------------------------ flows
+
+    def register_flow(
+        self,
+        flow: FlowDefinition,
+        *,
+        user_id: str,
+        agent_id: str,
+        source: str,
+        candidate_id: str | None = None,
+    ) -> FlowDefinition:
+        """Store ``flow`` as the next version of its name; returns it with that version."""
+        c = t.flows.c
+        with self._writer.begin() as conn:
+            latest = conn.execute(
+                sa.select(sa.func.max(c.version)).where(
+                    c.user_id == user_id, c.agent_id == agent_id, c.name == flow.name
+                )
+            ).scalar()
+            versioned = flow.model_copy(update={"version": (latest or 0) + 1})
+            conn.execute(
+                sa.insert(t.flows).values(
+                    user_id=user_id, agent_id=agent_id, name=flow.name,
+                    version=versioned.version, source=source, candidate_id=candidate_id,
+                    definition=versioned.model_dump(mode="json"), created_at=_now(),
+                )
+            )
+        return versioned
+
+    def get_flow(
+        self, name: str, *, user_id: str, agent_id: str, version: int | None = None
+    ) -> FlowRecord:
+        c = t.flows.c
+        q = sa.select(t.flows).where(c.user_id == user_id, c.agent_id == agent_id, c.name == name)
+        q = q.where(c.version == version) if version is not None else q.order_by(c.version.desc())
+        with self.engine.connect() as conn:
+            row = conn.execute(q.limit(1)).mappings().first()
+        if row is None:
+            raise NotFoundError(
+                f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
+                f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`"
+            )
+        return FlowRecord(
+            flow=FlowDefinition.model_validate(row["definition"]),
+            source=row["source"],
+            candidate_id=row["candidate_id"],
+            created_at=row["created_at"],
+        )
+
+    def list_flows(self, *, user_id: str, agent_id: str) -> list[FlowRecord]:
+        """The latest version of each flow in the namespace, by name."""
+        c = t.flows.c
+        latest = (
+            sa.select(c.name, sa.func.max(c.version).label("v"))
+            .where(c.user_id == user_id, c.agent_id == agent_id)
+            .group_by(c.name)
+            .subquery()
+        )
+        q = (
+            sa.select(t.flows)
+            .join(latest, sa.and_(c.name == latest.c.name, c.version == latest.c.v))
+            .where(c.user_id == user_id, c.agent_id == agent_id)
+            .order_by(c.name)
+        )
+        with self.engine.connect() as conn:
+            return [
+                FlowRecord(
+                    flow=FlowDefinition.model_validate(r["definition"]),
+                    source=r["source"],
+                    candidate_id=r["candidate_id"],
+                    created_at=r["created_at"],
+                )
+                for r in conn.execute(q).mappings()
+            ]
+
+    # ------------------------------------------------------------------ flow runs
+
+    def start_flow_run(
+        self, flow: FlowDefinition, inputs: dict[str, Any], *, user_id: str, agent_id: str
+    ) -> str:
+        run_id = "frun_" + uuid.uuid4().hex
+        with self._writer.begin() as conn:
+            conn.execute(
+                sa.insert(t.flow_runs).values(
+                    id=run_id, user_id=user_id, agent_id=agent_id, flow_name=flow.name,
+                    flow_version=flow.version, status="running", inputs=_jsonable(inputs),
+                    started_at=_now(),
+                )
+            )
+        return run_id
+
+    def finish_flow_run(
+        self, run_id: str, *, status: str, outputs: Any = None, error: str | None = None
+    ) -> None:
+        with self._writer.begin() as conn:
+            conn.execute(
+                sa.update(t.flow_runs)
+                .where(t.flow_runs.c.id == run_id)
+                .values(status=status, outputs=_jsonable(outputs), error=error, ended_at=_now())
+            )
+
+    def list_flow_runs(
+        self, *, user_id: str, agent_id: str, flow_name: str | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        c = t.flow_runs.c
+        q = sa.select(t.flow_runs).where(c.user_id == user_id, c.agent_id == agent_id)
+        if flow_name is not None:
+            q = q.where(c.flow_name == flow_name)
+        q = q.order_by(c.started_at.desc()).limit(limit)
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(q).mappings()]

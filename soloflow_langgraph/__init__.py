@@ -1,0 +1,1 @@
+"""SoloFlow's LangChain / LangGraph adapters."""
