@@ -1,0 +1,247 @@
+"""Where each argument of a repeated sequence comes from.
+
+Given the aligned occurrences of a pattern (the task text and the calls of each), every
+argument of every step gets one explanation, checked against every occurrence:
+
+1. ``constant``  — the same value everywhere → a literal in ``input_map``;
+2. ``upstream``  — equal to a field of an earlier step's output (dotted path; JSON text
+   parsed; nested objects and list items too) → ``{{<step_id>.<path>}}``; the nearest
+   earlier step and the shortest path win;
+3. ``task``      — appears in the task text → ``{{_trigger.<name>}}`` with an extraction rule;
+4. ``free``      — none of these → ``{{_trigger.<name>}}``, to be given by the caller.
+
+Upstream is preferred over task when both hold: data that flows between steps stays
+correct even when the task text is phrased differently.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from soloflow_core.flow.templates import maybe_json
+
+_MAX_LEAVES = 2000
+_MAX_DEPTH = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """One place a pattern occurred: the run's task text and the pattern's calls in it."""
+
+    task: str
+    args: Sequence[dict[str, Any]]
+    outputs: Sequence[Any]
+
+
+@dataclass(slots=True)
+class ArgumentSource:
+    kind: str  # constant | upstream | task | free
+    template: Any
+    confidence: float
+    input_name: str | None = None
+
+
+@dataclass(slots=True)
+class Generalization:
+    input_maps: list[dict[str, Any]]
+    input_schema: dict[str, Any]
+    extraction: dict[str, dict[str, Any]]
+    sources: list[dict[str, ArgumentSource]] = field(default_factory=list)
+
+    def confidence(self) -> dict[str, dict[str, float]]:
+        return {
+            f"step_{i + 1}": {k: round(s.confidence, 3) for k, s in srcs.items()}
+            for i, srcs in enumerate(self.sources)
+        }
+
+
+def _canon(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def _leaves(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> Iterator[tuple[tuple[str, ...], Any]]:
+    value = maybe_json(value)
+    yield path, value
+    if depth >= _MAX_DEPTH:
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and k and "." not in k and " " not in k:
+                yield from _leaves(v, (*path, k), depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value[:200]):
+            yield from _leaves(v, (*path, str(i)), depth + 1)
+
+
+def _at(value: Any, path: tuple[str, ...]) -> Any:
+    cur = maybe_json(value)
+    for seg in path:
+        cur = maybe_json(cur)
+        if isinstance(cur, dict) and seg in cur:
+            cur = cur[seg]
+        elif isinstance(cur, list) and seg.isdigit() and int(seg) < len(cur):
+            cur = cur[int(seg)]
+        else:
+            raise KeyError(seg)
+    return maybe_json(cur) if path else cur
+
+
+def _upstream_path(values: list[Any], outputs: list[Any]) -> tuple[str, ...] | None:
+    """The shortest path into every ``outputs[k]`` that yields ``values[k]``."""
+    first = _canon(values[0])
+    found: list[tuple[str, ...]] = []
+    for n, (path, leaf) in enumerate(_leaves(outputs[0])):
+        if n > _MAX_LEAVES:
+            break
+        if _canon(leaf) == first or (isinstance(leaf, str | int | float) and str(leaf) == str(values[0]) and not isinstance(leaf, bool)):
+            found.append(path)
+    found.sort(key=len)
+    for path in found:
+        try:
+            if all(_canon(_at(o, path)) == _canon(v) or str(_at(o, path)) == str(v) for o, v in zip(outputs, values, strict=True)):
+                return path
+        except KeyError:
+            continue
+    return None
+
+
+def _json_type(values: list[Any]) -> str | None:
+    kinds = set()
+    for v in values:
+        if isinstance(v, bool):
+            kinds.add("boolean")
+        elif isinstance(v, int):
+            kinds.add("integer")
+        elif isinstance(v, float):
+            kinds.add("number")
+        elif isinstance(v, str):
+            kinds.add("string")
+        elif isinstance(v, list):
+            kinds.add("array")
+        elif isinstance(v, dict):
+            kinds.add("object")
+    if kinds == {"integer", "number"}:
+        return "number"
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+_SHAPES = [
+    ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+    ("integer", r"-?\d+"),
+    ("number", r"-?\d+(?:\.\d+)?"),
+    ("token", r"[A-Za-z0-9][A-Za-z0-9_\-./:]*"),
+]
+
+
+def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
+    """A rule that finds the value in a task text: a value shape and, when every occurrence
+    has the same word before the value, that word as an anchor."""
+    shape = next(
+        (s for s in _SHAPES if all(re.fullmatch(s[1], v) for v in values)), None
+    )
+    if shape is None:
+        return None
+    prefixes = set()
+    for v, t in zip(values, tasks, strict=True):
+        i = t.find(v)
+        before = t[:i].rstrip(" :=#'\"(")
+        words = re.findall(r"[\w-]+$", before)
+        prefixes.add(words[0].lower() if words else "")
+    anchor = prefixes.pop() if len(prefixes) == 1 else ""
+    rule = {"shape": shape[0], "pattern": shape[1], "anchor": anchor}
+    # The rule must give back the recorded value from every recorded task.
+    if all(extract_value(rule, t) == v for v, t in zip(values, tasks, strict=True)):
+        return rule
+    if anchor:
+        rule["anchor"] = ""
+        if all(extract_value(rule, t) == v for v, t in zip(values, tasks, strict=True)):
+            return rule
+    return None
+
+
+def extract_value(rule: dict[str, Any], task: str) -> str | None:
+    """Apply an extraction rule to a task text."""
+    value = f"(?P<v>{rule['pattern']})"
+    if rule.get("anchor"):
+        rx = re.compile(rf"\b{re.escape(rule['anchor'])}\b[\s:=#'\"(]*{value}", re.I)
+    else:
+        rx = re.compile(rf"(?<![\w@.\-]){value}(?![\w@])")
+    m = rx.search(task)
+    return m.group("v") if m else None
+
+
+def generalize(occurrences: Sequence[Occurrence]) -> Generalization:
+    """Infer ``input_map``s, the flow's input schema and extraction rules."""
+    n_steps = len(occurrences[0].args)
+    input_maps: list[dict[str, Any]] = []
+    sources: list[dict[str, ArgumentSource]] = []
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    extraction: dict[str, dict[str, Any]] = {}
+    used_names: dict[str, str] = {}  # canonical value list -> input name (one input, many uses)
+    tasks = [o.task or "" for o in occurrences]
+    for i in range(n_steps):
+        keys = [k for k in occurrences[0].args[i] if all(k in o.args[i] for o in occurrences)]
+        imap: dict[str, Any] = {}
+        srcs: dict[str, ArgumentSource] = {}
+        for key in keys:
+            values = [o.args[i][key] for o in occurrences]
+            canon = [_canon(v) for v in values]
+            if len(set(canon)) == 1:
+                imap[key] = values[0]
+                srcs[key] = ArgumentSource("constant", values[0], 1.0 if len(values) > 1 else 0.5)
+                continue
+            found = None
+            for j in range(i - 1, -1, -1):
+                path = _upstream_path(values, [o.outputs[j] for o in occurrences])
+                if path is not None:
+                    found = (j, path)
+                    break
+            if found is not None:
+                j, path = found
+                tmpl = "{{" + ".".join((f"step_{j + 1}", *path)) + "}}"
+                imap[key] = tmpl
+                srcs[key] = ArgumentSource("upstream", tmpl, 1.0)
+                continue
+            sig = "|".join(canon)
+            name = used_names.get(sig)
+            if name is None:
+                name = key if key not in props else f"step_{i + 1}_{key}"
+                used_names[sig] = name
+                jtype = _json_type(values)
+                props[name] = {"type": jtype} if jtype else {}
+                props[name]["examples"] = values[:3]
+                required.append(name)
+                strs = [v if isinstance(v, str) else json.dumps(v) for v in values]
+                in_task = all(s and s in t for s, t in zip(strs, tasks, strict=True))
+                rule = learn_extraction(strs, tasks) if in_task else None
+                if rule is not None:
+                    rule["type"] = jtype or "string"
+                    extraction[name] = rule
+            tmpl = "{{_trigger." + name + "}}"
+            imap[key] = tmpl
+            kind = "task" if name in extraction else "free"
+            srcs[key] = ArgumentSource(kind, tmpl, 0.9 if kind == "task" else 0.5, input_name=name)
+        input_maps.append(imap)
+        sources.append(srcs)
+    schema = {"type": "object", "properties": props, "required": required}
+    return Generalization(input_maps=input_maps, input_schema=schema, extraction=extraction, sources=sources)
+
+
+def extract_inputs(extraction: dict[str, dict[str, Any]], task: str) -> dict[str, Any]:
+    """Recover flow inputs from a new task text with the learned rules (missing ones left out)."""
+    out: dict[str, Any] = {}
+    for name, rule in extraction.items():
+        v = extract_value(rule, task)
+        if v is None:
+            continue
+        t = rule.get("type")
+        try:
+            out[name] = int(v) if t == "integer" else float(v) if t == "number" else v
+        except ValueError:
+            out[name] = v
+    return out

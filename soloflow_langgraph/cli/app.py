@@ -1,0 +1,74 @@
+"""The ``soloflow`` app: global options, error handling, sub-command groups."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from soloflow_core.errors import SoloFlowError
+from soloflow_core.store import Store
+
+app = typer.Typer(
+    name="soloflow",
+    help="SoloFlow: capture agent tool calls, detect repeated workflows, run them as flows.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+out = Console()
+
+
+@dataclass
+class Context:
+    db: str | None
+    user: str
+    agent: str
+    _store: Store | None = None
+
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = Store.open(self.db)
+        return self._store
+
+    @property
+    def ns(self) -> dict[str, str]:
+        return {"user_id": self.user, "agent_id": self.agent}
+
+
+@app.callback()
+def _global(
+    ctx: typer.Context,
+    db: str | None = typer.Option(
+        None, "--db", envvar="SOLOFLOW_DATABASE_URL",
+        help="Database URL (sqlite:///file.db, postgresql://...) or a SQLite file path. "
+        "Default: the embedded file under $SOLOFLOW_HOME or ~/.local/share/soloflow.",
+    ),
+    user: str = typer.Option("default", "--user", envvar="SOLOFLOW_USER", help="Your user id (namespace)."),
+    agent: str = typer.Option("default", "--agent", envvar="SOLOFLOW_AGENT", help="The agent id (namespace)."),
+) -> None:
+    ctx.obj = Context(db=db, user=user, agent=agent)
+
+
+def print_json(value: Any) -> None:
+    """Only JSON on stdout."""
+    sys.stdout.write(json.dumps(value, indent=2, default=str, ensure_ascii=False) + "\n")
+
+
+def fail(message: str, code: int = 1) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: SoloFlow errors become one clear line, exit code 1."""
+    try:
+        app(args=argv, standalone_mode=True)
+    except SoloFlowError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(1)

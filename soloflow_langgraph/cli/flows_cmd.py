@@ -1,0 +1,146 @@
+"""``soloflow flows ...``: candidates, approval, registered flows, running them."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+import typer
+from rich.syntax import Syntax
+from rich.table import Table
+
+from soloflow_core.errors import SoloFlowError
+from soloflow_core.plugins import get_plugin_manager
+from soloflow_core.promotion import approve_candidate, reject_candidate
+from soloflow_langgraph.cli.app import Context, app, fail, out, print_json
+from soloflow_langgraph.compiler import flow_mermaid
+from soloflow_langgraph.runner import run_flow
+
+flows_app = typer.Typer(help="Flow candidates and registered flows.", no_args_is_help=True)
+app.add_typer(flows_app, name="flows")
+
+
+@flows_app.command("approve")
+def approve(ctx: typer.Context, candidate_id: str = typer.Argument(..., help="From `soloflow detect`.")) -> None:
+    """Register a candidate's proposed flow."""
+    c: Context = ctx.obj
+    flow = approve_candidate(c.store(), candidate_id, pm=get_plugin_manager(), **c.ns)
+    out.print(f"registered flow [bold]{flow.name}[/] version {flow.version}")
+
+
+@flows_app.command("reject")
+def reject(ctx: typer.Context, candidate_id: str = typer.Argument(..., help="From `soloflow detect`.")) -> None:
+    """Reject a candidate; the same sequence is not proposed again."""
+    c: Context = ctx.obj
+    reject_candidate(c.store(), candidate_id, **c.ns)
+    out.print(f"rejected {candidate_id}")
+
+
+@flows_app.command("candidates")
+def candidates(
+    ctx: typer.Context,
+    status: str | None = typer.Option(None, "--status", help="pending | approved | rejected"),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """List stored candidates."""
+    c: Context = ctx.obj
+    cands = c.store().list_candidates(status=status, **c.ns)
+    if as_json:
+        print_json([x.model_dump(mode="json") for x in cands])
+        return
+    table = Table("candidate", "status", "runs", "sequence")
+    for x in cands:
+        table.add_row(x.id, x.status, str(x.occurrence_count), " → ".join(x.tool_sequence))
+    out.print(table)
+
+
+@flows_app.command("list")
+def list_flows(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="JSON only.")) -> None:
+    """List registered flows (latest version of each)."""
+    c: Context = ctx.obj
+    records = c.store().list_flows(**c.ns)
+    if as_json:
+        print_json([
+            {"name": r.flow.name, "version": r.flow.version, "source": r.source,
+             "candidate_id": r.candidate_id, "steps": [s.skill_key for s in r.flow.steps],
+             "inputs": list((r.flow.input_schema or {}).get("properties", {})),
+             "created_at": r.created_at}
+            for r in records
+        ])
+        return
+    table = Table("name", "version", "source", "steps", "inputs")
+    for r in records:
+        table.add_row(r.flow.name, str(r.flow.version), r.source, str(len(r.flow.steps)),
+                      ", ".join((r.flow.input_schema or {}).get("properties", {})))
+    out.print(table)
+
+
+@flows_app.command("show")
+def show(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="The flow's name."),
+    version: int | None = typer.Option(None, "--version", help="Default: the latest."),
+    mermaid: bool = typer.Option(False, "--mermaid", help="Print only the Mermaid diagram."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the definition as JSON."),
+) -> None:
+    """Show a flow's definition (or its Mermaid diagram)."""
+    c: Context = ctx.obj
+    record = c.store().get_flow(name, version=version, **c.ns)
+    if mermaid:
+        print(flow_mermaid(record.flow))
+        return
+    if as_json:
+        print_json(record.flow.model_dump(mode="json"))
+        return
+    out.print(f"[bold]{record.flow.name}[/] v{record.flow.version} ({record.source})")
+    out.print(Syntax(json.dumps(record.flow.model_dump(mode="json"), indent=2, ensure_ascii=False), "json"))
+
+
+def load_tools(spec: str) -> list[Any]:
+    """``module:attr`` → the list of tools (or one tool) it names."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SoloFlowError(f"--tools {spec!r}: write it as module.path:ATTRIBUTE")
+    try:
+        value = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise SoloFlowError(f"--tools {spec!r}: {exc}") from exc
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+@flows_app.command("run")
+def run(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="The flow's name."),
+    input_json: str = typer.Option("{}", "--input", help="The flow inputs as a JSON object."),
+    task: str | None = typer.Option(None, "--task", help="Recover missing inputs from this task text."),
+    tools: list[str] = typer.Option([], "--tools", help="module:ATTR naming tools steps may call (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """Run a registered flow with no model call. Executors come from plugins and --tools."""
+    from soloflow_langgraph.runner import inputs_from_task
+
+    c: Context = ctx.obj
+    try:
+        inputs = json.loads(input_json)
+    except ValueError as exc:
+        fail(f"--input is not JSON: {exc}")
+    if not isinstance(inputs, dict):
+        fail("--input must be a JSON object, e.g. '{\"email\": \"a@b.c\"}'")
+    record = c.store().get_flow(name, **c.ns)
+    if task:
+        inputs = {**inputs_from_task(record.flow, task), **inputs}
+    all_tools = [t for spec in tools for t in load_tools(spec)]
+    result = run_flow(record.flow, inputs, tools=all_tools, plugin_manager=get_plugin_manager(),
+                      store=c.store(), **c.ns)
+    if as_json:
+        print_json({"run_id": result.run_id, "flow": result.flow, "status": result.status,
+                    "output": result.output, "results": result.results, "errors": result.errors,
+                    "duration_ms": result.duration_ms})
+    else:
+        print(result.run_id)
+        out.print(f"{result.status}: {result.output!r}" if result.status == "completed"
+                  else f"[red]failed[/]: {result.errors}")
+    if result.status != "completed":
+        raise typer.Exit(1)

@@ -1,0 +1,143 @@
+"""``soloflow ingest``, ``soloflow runs ...`` and ``soloflow detect``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+from rich.table import Table
+
+from soloflow_core.mining.detector import detect_candidates
+from soloflow_core.models import DetectorConfig
+from soloflow_langgraph.cli.app import Context, app, err, out, print_json
+
+runs_app = typer.Typer(help="The captured task runs (the ledger).", no_args_is_help=True)
+app.add_typer(runs_app, name="runs")
+
+
+@app.command()
+def ingest(
+    ctx: typer.Context,
+    files: list[Path] = typer.Argument(..., help="Ledger files: JSON Lines, optionally .gz."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON only."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any line was bad (good lines are still kept)."),
+) -> None:
+    """Read ledger files into the store. Bad lines are reported with their line number and skipped."""
+    from soloflow_core.ledger import ingest as do_ingest
+
+    c: Context = ctx.obj
+    for f in files:
+        if not f.is_file():
+            err.print(f"[bold red]error:[/] {f}: no such file")
+            raise typer.Exit(1)
+    store = c.store()
+    total = sum(f.stat().st_size for f in files)
+    with Progress(
+        TextColumn("[bold]ingest"), BarColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+        console=err, transient=True, disable=as_json or not err.is_terminal,
+    ) as progress:
+        task = progress.add_task("ingest", total=total)
+
+        def on_progress(lines: int, done: int, _total: int) -> None:
+            progress.update(task, completed=done)
+
+        report = do_ingest(store, files, default_user=c.user, default_agent=c.agent, on_progress=on_progress)
+    for e in report.errors[:50]:
+        err.print(f"[yellow]skipped[/] {e}", highlight=False, soft_wrap=True)
+    if len(report.errors) > 50:
+        err.print(f"[yellow]... and {len(report.errors) - 50} more bad lines[/]")
+    summary = {
+        "files": [str(f) for f in files],
+        "lines": report.lines,
+        "runs_written": report.runs_written,
+        "runs_skipped_existing": report.runs_skipped_existing,
+        "bad_lines": [{"path": e.path, "line": e.line, "reason": e.reason} for e in report.errors],
+        "database": store.url,
+    }
+    if as_json:
+        print_json(summary)
+    else:
+        out.print(
+            f"ingested [bold]{report.runs_written}[/] runs from {len(files)} file(s) "
+            f"({report.runs_skipped_existing} already stored, {len(report.errors)} bad lines) into {store.url}"
+        )
+    if strict and report.errors:
+        raise typer.Exit(1)
+
+
+@runs_app.command("list")
+def runs_list(
+    ctx: typer.Context,
+    limit: int = typer.Option(50, "--limit", min=1, help="How many (newest first)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """List task runs, newest first."""
+    c: Context = ctx.obj
+    rows = c.store().list_runs(limit=limit, **c.ns)
+    if as_json:
+        print_json([
+            {"run_id": r.run_id, "task": r.task, "success": r.success, "tool_calls": r.tool_count,
+             "model_calls": r.model_call_count, "tokens": r.tokens, "cost": r.cost,
+             "classification": r.classification, "created_at": r.created_at}
+            for r in rows
+        ])
+        return
+    table = Table("run id", "task", "ok", "tools", "model calls", "tokens", title=f"task runs ({c.user}/{c.agent})")
+    for r in rows:
+        task = (r.task or "").replace("\n", " ")
+        table.add_row(r.run_id, task[:60] + ("…" if len(task) > 60 else ""),
+                      {True: "✓", False: "✗", None: "?"}[r.success], str(r.tool_count),
+                      str(r.model_call_count), "" if r.tokens is None else str(r.tokens))
+    out.print(table)
+
+
+@runs_app.command("show")
+def runs_show(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="The run id."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """Show one task run with its tool calls."""
+    c: Context = ctx.obj
+    run = c.store().get_run(run_id, **c.ns)
+    if as_json:
+        print_json(run.model_dump(mode="json"))
+        return
+    out.print(f"[bold]{run.run_id}[/] success={run.success} tokens={run.tokens}\n[dim]{run.task}[/]")
+    table = Table("#", "tool", "args", "error", "ms")
+    for i, call in enumerate(run.tool_calls):
+        table.add_row(str(i), call.name, str(call.args)[:80], str(call.error),
+                      "" if call.duration_ms is None else f"{call.duration_ms:.1f}")
+    out.print(table)
+
+
+@app.command()
+def detect(
+    ctx: typer.Context,
+    min_length: int = typer.Option(3, "--min-length", min=2, help="Shortest sequence to report."),
+    min_occurrences: int = typer.Option(3, "--min-occurrences", min=2, help="Distinct runs a sequence must appear in."),
+    lookback: int | None = typer.Option(None, "--lookback", min=1, help="Only the newest N runs (default: all)."),
+    max_candidates: int = typer.Option(5, "--max-candidates", min=1, help="How many candidates to propose."),
+    as_json: bool = typer.Option(False, "--json", help="Print the candidates as JSON only."),
+) -> None:
+    """Find repeated tool sequences and store them as flow candidates."""
+    c: Context = ctx.obj
+    config = DetectorConfig(
+        min_sequence_length=min_length, min_occurrences=min_occurrences,
+        lookback_limit=lookback, max_candidates=max_candidates,
+    )
+    cands = detect_candidates(c.store(), config=config, **c.ns)
+    if as_json:
+        print_json([cand.model_dump(mode="json") for cand in cands])
+        return
+    if not cands:
+        out.print("no repeated sequence found (need "
+                  f"≥{min_length} calls repeated in ≥{min_occurrences} runs)")
+        return
+    table = Table("candidate", "runs", "match", "savings", "sequence", title="flow candidates")
+    for cand in cands:
+        table.add_row(cand.id, str(cand.occurrence_count), cand.match_type,
+                      f"{cand.estimated_token_savings:g}", " → ".join(cand.tool_sequence))
+    out.print(table)
+    out.print("approve one with [bold]soloflow flows approve CANDIDATE_ID[/]")
