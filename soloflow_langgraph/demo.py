@@ -130,6 +130,5 @@ def run_demo(store: Store, *, user_id: str, agent_id: str, console: Console | No
     con.print(measured)
     con.print(("[green]✓[/] the flow made exactly the tool calls the agent made" if report.same_calls
                else "[yellow]![/] the flow's calls differ from the agent's"))
-    con.print(f"[dim]data: {store.url} (the demo's own database: pass --db to keep it; then try "
-              "`soloflow --db FILE runs list` and `soloflow --db FILE flows list`)[/]")
+    con.print(f"[dim]data: {store.url}[/]")
     return report

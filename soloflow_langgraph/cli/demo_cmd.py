@@ -27,5 +27,7 @@ def demo(ctx: typer.Context) -> None:
         with tempfile.TemporaryDirectory(prefix="soloflow-demo-") as tmp:
             with Store.open(str(Path(tmp) / "demo.db")) as store:
                 report = run_demo(store, user_id=c.user, agent_id=c.agent, console=out)
+        out.print("[dim]that database was temporary: run `soloflow --db demo.db demo` to keep it, then "
+                  "`soloflow --db demo.db runs list` / `flows list` / `flows show NAME --mermaid`[/]")
     if report.flow is None or report.flow_model_calls != 0:
         raise typer.Exit(1)
