@@ -7,6 +7,7 @@ modules named in ``SOLOFLOW_PLUGINS`` (comma-separated import paths), like pytes
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -26,6 +27,15 @@ ENV_BLOCKED = "SOLOFLOW_BLOCK_PLUGINS"
 
 def _split(value: str | None) -> list[str]:
     return [p.strip() for p in (value or "").split(",") if p.strip()]
+
+
+def _first_unloaded_entry_point(pm: pluggy.PluginManager) -> str | None:
+    """The entry point pluggy stopped at: the first one neither loaded nor blocked."""
+    for dist in importlib.metadata.distributions():  # pluggy's own iteration order
+        for ep in dist.entry_points:
+            if ep.group == PROJECT_NAME and not (pm.get_plugin(ep.name) or pm.is_blocked(ep.name)):
+                return ep.name
+    return None
 
 
 def get_plugin_manager(
@@ -57,20 +67,26 @@ def get_plugin_manager(
         try:
             pm.load_setuptools_entrypoints(PROJECT_NAME)
         except Exception as exc:  # a broken third-party plugin must say which one
+            culprit = _first_unloaded_entry_point(pm)
             raise PluginError(
-                f"loading the '{PROJECT_NAME}' entry points failed: {exc}. "
-                f"Block the failing plugin with {ENV_BLOCKED}=<name>.",
+                f"loading the '{PROJECT_NAME}' entry point {culprit or '<unknown>'!r} failed: "
+                f"{type(exc).__name__}: {exc}. "
+                f"Fix or uninstall it, or block it with {ENV_BLOCKED}={culprit or '<name>'}.",
+                plugin=culprit,
             ) from exc
     for path in _split(os.environ.get(ENV_PLUGINS)):
         if pm.is_blocked(path) or pm.get_plugin(path) is not None:
             continue
         try:
             module = importlib.import_module(path)
-        except ImportError as exc:
+        except Exception as exc:  # a SyntaxError or a failing import-time line, too
             raise PluginError(
-                f"plugin module {path!r} named in {ENV_PLUGINS} cannot be imported: {exc}",
+                f"plugin module {path!r} named in {ENV_PLUGINS} cannot be imported: "
+                f"{type(exc).__name__}: {exc}",
                 plugin=path,
             ) from exc
+        if pm.is_registered(module):  # already loaded through its entry point
+            continue
         pm.register(module, name=path)
     for plugin in plugins:
         pm.register(plugin)
