@@ -35,16 +35,30 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def _text(value: str) -> str:
+    """``value`` without what neither database stores: NUL characters (dropped) and lone
+    UTF-16 surrogates, which are not UTF-8 encodable (written as ``\\udXXX`` text)."""
+    if "\x00" in value:
+        value = value.replace("\x00", "")
+    if not value.isascii():  # O(1) in CPython: pure-ASCII text skips the encode below
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
 def _jsonable(value: Any) -> Any:
-    """A JSON-safe copy: non-JSON values become strings, NaN/inf become None, NUL is dropped."""
+    """A JSON-safe copy: non-JSON values become strings, NaN/inf become None, text is
+    made storable (see ``_text``)."""
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, str):
-        return value.replace("\x00", "") if "\x00" in value else value
+        return _text(value)
     if isinstance(value, dict):
-        return {str(k).replace("\x00", ""): _jsonable(v) for k, v in value.items()}
+        return {_text(str(k)): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     try:
@@ -550,7 +564,12 @@ class Store:
             conn.execute(
                 sa.update(t.flow_runs)
                 .where(t.flow_runs.c.id == run_id)
-                .values(status=status, outputs=_jsonable(outputs), error=error, ended_at=_now())
+                .values(
+                    status=status,
+                    outputs=_jsonable(outputs),
+                    error=None if error is None else _text(error),
+                    ended_at=_now(),
+                )
             )
 
     def list_flow_runs(

@@ -6,14 +6,40 @@ Bump ``SCHEMA_REVISION`` together with a new Alembic revision in ``migrations/ve
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
 SCHEMA_REVISION = "0001"
 
+
+class UTCDateTime(sa.TypeDecorator[datetime]):
+    """A timestamp stored in UTC and read back timezone-aware, in UTC, on every dialect.
+
+    SQLite has no timestamp type: SQLAlchemy writes the wall time and drops the offset,
+    so ``12:00+02:00`` would come back as a naive ``12:00``. Converting to UTC on the way
+    in and attaching UTC on the way out keeps the instant. A naive value is taken as UTC.
+    """
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 metadata = sa.MetaData()
 JSONType = sa.JSON().with_variant(JSONB(), "postgresql")
-TS = sa.DateTime(timezone=True)
+TS = UTCDateTime()
 
 task_runs = sa.Table(
     "sf_task_runs",

@@ -9,19 +9,34 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from soloflow_core.errors import SoloFlowError
 from soloflow_core.store import Store
 
+err = Console(stderr=True)
+out = Console()
+
+
+class _SoloFlowGroup(TyperGroup):
+    """Turns a SoloFlowError anywhere below into one clear line on stderr, exit code 1."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SoloFlowError as exc:
+            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(1) from None
+
+
 app = typer.Typer(
+    cls=_SoloFlowGroup,
     name="soloflow",
     help="SoloFlow: capture agent tool calls, detect repeated workflows, run them as flows.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
-out = Console()
 
 
 @dataclass
@@ -66,9 +81,5 @@ def fail(message: str, code: int = 1) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console-script entry point: SoloFlow errors become one clear line, exit code 1."""
-    try:
-        app(args=argv, standalone_mode=True)
-    except SoloFlowError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(1)
+    """Console-script entry point."""
+    app(args=argv)

@@ -22,6 +22,11 @@ def ingest(
     files: list[Path] = typer.Argument(..., help="Ledger files: JSON Lines, optionally .gz."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON only."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any line was bad (good lines are still kept)."),
+    keep_namespaces: bool = typer.Option(
+        False, "--keep-namespaces",
+        help="Store each run under the user_id/agent_id its record names (operators ingesting a "
+        "fleet's ledger). Default: every run goes to --user/--agent.",
+    ),
 ) -> None:
     """Read ledger files into the store. Bad lines are reported with their line number and skipped."""
     from soloflow_core.ledger import ingest as do_ingest
@@ -42,7 +47,8 @@ def ingest(
         def on_progress(lines: int, done: int, _total: int) -> None:
             progress.update(task, completed=done)
 
-        report = do_ingest(store, files, default_user=c.user, default_agent=c.agent, on_progress=on_progress)
+        report = do_ingest(store, files, default_user=c.user, default_agent=c.agent,
+                           on_progress=on_progress, keep_namespaces=keep_namespaces)
     for e in report.errors[:50]:
         err.print(f"[yellow]skipped[/] {e}", highlight=False, soft_wrap=True)
     if len(report.errors) > 50:
@@ -54,6 +60,7 @@ def ingest(
         "runs_skipped_existing": report.runs_skipped_existing,
         "bad_lines": [{"path": e.path, "line": e.line, "reason": e.reason} for e in report.errors],
         "database": store.url,
+        "namespaces": [{"user_id": u, "agent_id": a, "runs": n} for (u, a), n in report.namespaces.items()],
     }
     if as_json:
         print_json(summary)

@@ -1,0 +1,570 @@
+"""Reading the ledger format: JSON Lines (gzip too), one task run per line.
+
+The format is documented field by field in ``docs/ledger.md``. A bad line never stops a
+read: it becomes a :class:`~soloflow_core.errors.LedgerError` naming the file, the line and
+the field at fault, and the good lines around it are kept.
+
+Example:
+    >>> report = ingest(store, ["runs.jsonl.gz"], default_user="alice", default_agent="bot")
+    >>> report.runs_written, [str(e) for e in report.errors]
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import io
+import json
+import math
+import os
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import pydantic
+import sqlalchemy as sa
+
+from soloflow_core.errors import LedgerError
+from soloflow_core.models.ledger import ModelCall, TaskRun, ToolCall
+
+if TYPE_CHECKING:
+    from soloflow_core.store import Store
+
+__all__ = ["IngestReport", "dump_run", "ingest", "parse_record", "read_ledger"]
+
+StrPath = str | os.PathLike[str]
+_M = TypeVar("_M", bound=pydantic.BaseModel)
+ProgressCallback = Callable[[int, int, int], None]
+
+# The store's column widths (soloflow_core/store/schema.py; a test pins them): a value
+# the database would refuse is reported on its line instead of failing a whole batch.
+MAX_RUN_ID = 512
+MAX_NAMESPACE = 255
+MAX_TOOL_NAME = 512
+MAX_TOOL_CALL_ID = 255
+MAX_MODEL = 255
+MAX_CLASSIFICATION = 64
+MAX_INT = 2**31 - 1
+"""Token counts are 32-bit integer columns on PostgreSQL."""
+
+RUN_FIELDS = frozenset(TaskRun.model_fields)
+TOOL_CALL_FIELDS = frozenset(ToolCall.model_fields)
+MODEL_CALL_FIELDS = frozenset(ModelCall.model_fields)
+EXTRA_KEY = "_extra"
+"""Where an unknown field goes when ``meta`` already has a key of that name."""
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_BATCH = 500
+_PROGRESS_EVERY = 200
+# The database refused a run (bad value, constraint): that run's line is reported.
+_REJECTED_BY_DATABASE = (sa.exc.DataError, sa.exc.IntegrityError, UnicodeEncodeError)
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "<missing>"
+
+
+_MISSING: Any = _Missing()
+
+
+# ---------------------------------------------------------------------- parse one record
+
+
+def parse_record(obj: dict[str, Any], *, default_user: str, default_agent: str) -> TaskRun:
+    """One ledger record (a decoded JSON object) as a :class:`TaskRun`.
+
+    A null or absent ``user_id`` / ``agent_id`` takes ``default_user`` / ``default_agent``.
+    Unknown top-level fields land in ``meta``, unknown tool-call fields in that call's ``meta``
+    (under ``meta["_extra"]`` when ``meta`` already has the key).
+
+    Raises:
+        LedgerError: the record is malformed; the message starts with the field path at
+            fault (``tool_calls[3].name: required, a non-empty string (got null)``).
+    """
+    if not isinstance(obj, dict):
+        _fail("record", "must be a JSON object {...}", obj)
+    calls = _list(obj.get("tool_calls"), "tool_calls")
+    model_calls = _list(obj.get("model_calls"), "model_calls")
+    values = {
+        "run_id": _identifier(obj.get("run_id", _MISSING), "run_id", MAX_RUN_ID),
+        "user_id": _namespace(obj.get("user_id"), "user_id", default_user),
+        "agent_id": _namespace(obj.get("agent_id"), "agent_id", default_agent),
+        "task": _optional_text(obj.get("task"), "task"),
+        "success": _optional_bool(obj.get("success"), "success"),
+        "cost": _optional_number(obj.get("cost"), "cost"),
+        "tokens": _tokens(obj.get("tokens")),
+        "tool_calls": [_tool_call(c, f"tool_calls[{i}]") for i, c in enumerate(calls)],
+        "model_calls": [_model_call(c, f"model_calls[{i}]") for i, c in enumerate(model_calls)],
+        "started_at": _optional_datetime(obj.get("started_at"), "started_at"),
+        "ended_at": _optional_datetime(obj.get("ended_at"), "ended_at"),
+        "classification": _optional_identifier(
+            obj.get("classification"), "classification", MAX_CLASSIFICATION
+        ),
+        "meta": _with_extras(
+            _object(obj.get("meta"), "meta"),
+            {k: v for k, v in obj.items() if k not in RUN_FIELDS},
+            "meta",
+        ),
+    }
+    return _build(TaskRun, values, "")
+
+
+def _tool_call(obj: Any, where: str) -> ToolCall:
+    if not isinstance(obj, dict):
+        _fail(where, "must be a JSON object with at least a name", obj)
+    values = {
+        "name": _identifier(obj.get("name", _MISSING), f"{where}.name", MAX_TOOL_NAME),
+        "args": _object(
+            obj.get("args"), f"{where}.args", hint="decode JSON-encoded arguments first"
+        ),
+        "output": obj.get("output"),
+        "error": _optional_bool(obj.get("error"), f"{where}.error"),
+        "duration_ms": _optional_number(obj.get("duration_ms"), f"{where}.duration_ms", minimum=0),
+        "tool_call_id": _optional_identifier(
+            obj.get("tool_call_id"), f"{where}.tool_call_id", MAX_TOOL_CALL_ID
+        ),
+        "meta": _with_extras(
+            _object(obj.get("meta"), f"{where}.meta"),
+            {k: v for k, v in obj.items() if k not in TOOL_CALL_FIELDS},
+            f"{where}.meta",
+        ),
+    }
+    return _build(ToolCall, values, where)
+
+
+def _model_call(obj: Any, where: str) -> ModelCall:
+    if not isinstance(obj, dict):
+        _fail(where, "must be a JSON object", obj)
+    unknown = sorted(k for k in obj if k not in MODEL_CALL_FIELDS)
+    if unknown:
+        _fail(
+            f"{where}.{unknown[0]}",
+            "unknown field; a model call takes " + ", ".join(sorted(MODEL_CALL_FIELDS)),
+            obj[unknown[0]],
+            hint="move anything else to the run's meta",
+        )
+    input_tokens = _count(obj.get("input_tokens"), f"{where}.input_tokens")
+    output_tokens = _count(obj.get("output_tokens"), f"{where}.output_tokens")
+    total = obj.get("total_tokens")
+    values = {
+        "model": _optional_identifier(obj.get("model"), f"{where}.model", MAX_MODEL),
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": (
+            _count(total, f"{where}.total_tokens")
+            if total is not None
+            else _bounded(input_tokens + output_tokens, f"{where}.total_tokens")
+        ),
+        "duration_ms": _optional_number(obj.get("duration_ms"), f"{where}.duration_ms", minimum=0),
+        "tool_calls_requested": _count(
+            obj.get("tool_calls_requested"), f"{where}.tool_calls_requested"
+        ),
+    }
+    return _build(ModelCall, values, where)
+
+
+def _build(model: type[_M], values: dict[str, Any], where: str) -> _M:
+    try:
+        return model(**values)
+    except pydantic.ValidationError as exc:  # a safety net: the checks above come first
+        first = exc.errors()[0]
+        path = where
+        for part in first["loc"]:
+            if isinstance(part, int):
+                path += f"[{part}]"
+            else:
+                path += f".{part}" if path else str(part)
+        raise LedgerError(f"{path or 'record'}: {first['msg']}") from None
+
+
+# ---------------------------------------------------------------------- field checks
+
+
+def _describe(value: Any) -> str:
+    if value is _MISSING:
+        return "nothing"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"the string {json.dumps(shown)}"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def _fail(
+    where: str, expected: str, value: Any = _MISSING, *, hint: str = "", got: str = ""
+) -> NoReturn:
+    message = f"{where}: {expected} (got {got or _describe(value)})"
+    raise LedgerError(f"{message}; {hint}" if hint else message)
+
+
+def _identifier(value: Any, where: str, limit: int) -> str:
+    if not isinstance(value, str) or not value:
+        _fail(where, "required, a non-empty string", value)
+    return _checked_identifier(value, where, limit)
+
+
+def _optional_identifier(value: Any, where: str, limit: int) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        _fail(where, "must be a non-empty string or null", value)
+    return _checked_identifier(value, where, limit)
+
+
+def _checked_identifier(value: str, where: str, limit: int) -> str:
+    if len(value) > limit:
+        _fail(where, f"at most {limit} characters", got=f"a string of {len(value)} characters")
+    if "\x00" in value:
+        _fail(where, "must not contain NUL (\\u0000) characters", value)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            _fail(where, "must not contain lone UTF-16 surrogates (\\ud800-\\udfff)", value)
+    return value
+
+
+def _namespace(value: Any, where: str, default: str) -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str) or not value:
+        _fail(where, "must be a non-empty string, or null for the caller's default", value)
+    return _checked_identifier(value, where, MAX_NAMESPACE)
+
+
+def _optional_text(value: Any, where: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        _fail(where, "must be a string or null", value)
+    return value
+
+
+def _optional_bool(value: Any, where: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        _fail(where, "must be true, false or null", value)
+    return value
+
+
+def _optional_number(value: Any, where: str, *, minimum: float | None = None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        _fail(where, "must be a number or null", value)
+    if minimum is not None and value < minimum:
+        _fail(where, f"must be at least {minimum:g}", value)
+    return float(value)
+
+
+def _count(value: Any, where: str, *, default: int = 0) -> int:
+    """A token or call count: a non-negative integer (``12.0`` is accepted as 12)."""
+    if value is None:
+        return default
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        _fail(where, "must be a non-negative integer", value)
+    return _bounded(value, where)
+
+
+def _bounded(value: int, where: str) -> int:
+    if value > MAX_INT:
+        _fail(where, f"must be at most {MAX_INT}", value)
+    return value
+
+
+def _tokens(value: Any) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        return _count(value, "tokens")
+    if value.get("total_tokens") is not None:
+        return _count(value["total_tokens"], "tokens.total_tokens")
+    if value.get("input_tokens") is not None and value.get("output_tokens") is not None:
+        total = _count(value["input_tokens"], "tokens.input_tokens") + _count(
+            value["output_tokens"], "tokens.output_tokens"
+        )
+        return _bounded(total, "tokens")
+    _fail("tokens", "an object needs total_tokens, or input_tokens and output_tokens", value)
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        _fail(where, "must be an array or null", value)
+    return value
+
+
+def _object(value: Any, where: str, *, hint: str = "") -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        _fail(where, "must be a JSON object or null", value, hint=hint)
+    return dict(value)
+
+
+def _optional_datetime(value: Any, where: str) -> datetime | None:
+    """An ISO 8601 string; a time without an offset is taken as UTC."""
+    if value is None:
+        return None
+    expected = "must be an ISO 8601 date-time such as 2024-05-01T12:30:00Z, or null"
+    if not isinstance(value, str):
+        _fail(where, expected, value)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        _fail(where, expected, value)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _with_extras(meta: dict[str, Any], extras: dict[str, Any], where: str) -> dict[str, Any]:
+    """``meta`` with the unknown fields added; a key ``meta`` already has goes to ``_extra``."""
+    for key, value in extras.items():
+        if key not in meta:
+            meta[key] = value
+            continue
+        bucket = meta.get(EXTRA_KEY, {})
+        if not isinstance(bucket, dict) or key in bucket:
+            why = "holds it too" if isinstance(bucket, dict) else "is not an object"
+            _fail(
+                f"{where}.{EXTRA_KEY}.{key}",
+                f"no room for the unknown field {key!r}: meta already has that key "
+                f"and meta.{EXTRA_KEY} {why}",
+                value,
+                hint="rename the field or move it into meta yourself",
+            )
+        meta[EXTRA_KEY] = {**bucket, key: value}
+    return meta
+
+
+# ---------------------------------------------------------------------- dump
+
+
+def dump_run(run: TaskRun) -> dict[str, Any]:
+    """The ledger record of ``run``: ``parse_record(dump_run(run), ...) == run``.
+
+    Every field is written, the namespace included, so the defaults passed to
+    ``parse_record`` do not matter. A naive ``started_at`` / ``ended_at`` comes back as UTC.
+    ``args``, ``output`` and ``meta`` are copied as they are: JSON-serialisable for any run
+    read from the store.
+    """
+    record = run.model_dump()
+    for key in ("started_at", "ended_at"):
+        if record[key] is not None:
+            record[key] = record[key].isoformat()
+    return record
+
+
+# ---------------------------------------------------------------------- read a file
+
+
+def read_ledger(
+    path: StrPath, *, default_user: str, default_agent: str
+) -> Iterator[tuple[int, TaskRun | LedgerError]]:
+    """Stream a ledger file: ``(line number, run or the error of that line)``, line by line.
+
+    Gzip is detected by its magic bytes, whatever the file's name. Blank lines are skipped
+    (they still count in line numbers, which start at 1). The file is never held in memory.
+
+    Raises:
+        LedgerError: the file cannot be opened (a bad *line* is yielded, not raised).
+    """
+    for line, item, _ in _read_records(path, default_user, default_agent):
+        yield line, item
+
+
+def _lines(raw: io.BufferedReader, stack: ExitStack) -> Iterator[bytes]:
+    """The file's lines, through gzip when the content starts with its magic bytes."""
+    if raw.peek(2)[:2] == _GZIP_MAGIC:
+        return iter(stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")))
+    return iter(raw)
+
+
+def _read_records(
+    path: StrPath, default_user: str, default_agent: str
+) -> Iterator[tuple[int, TaskRun | LedgerError, int]]:
+    """Like :func:`read_ledger`, with how many bytes of the file are read after each line."""
+    name = os.fspath(path)
+    with ExitStack() as stack:
+        try:
+            raw = stack.enter_context(open(name, "rb"))
+        except OSError as exc:
+            raise LedgerError(f"cannot open the file: {exc.strerror}", path=name) from exc
+        lines = _lines(raw, stack)
+        number = 0
+        while True:
+            try:
+                data = next(lines)
+            except StopIteration:
+                return
+            except (EOFError, OSError, zlib.error) as exc:
+                reason = (
+                    f"the gzip data is truncated or corrupt ({exc}); the lines before it were read"
+                )
+                yield number + 1, LedgerError(reason, path=name, line=number + 1), raw.tell()
+                return
+            number += 1
+            if number == 1 and data.startswith(codecs.BOM_UTF8):
+                data = data[len(codecs.BOM_UTF8) :]
+            if not data.strip():
+                continue
+            try:
+                item: TaskRun | LedgerError = _parse_line(data, default_user, default_agent)
+            except LedgerError as exc:
+                item = LedgerError(exc.reason, path=name, line=number)
+            yield number, item, raw.tell()
+
+
+def _parse_line(data: bytes, default_user: str, default_agent: str) -> TaskRun:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LedgerError(
+            f"not valid UTF-8 (byte {exc.start + 1} of the line); re-encode the file as UTF-8"
+        ) from None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LedgerError(
+            f"not valid JSON: {exc.msg} at column {exc.colno}; "
+            "each line must hold one whole JSON object"
+        ) from None
+    except RecursionError:
+        raise LedgerError("not valid JSON: nested too deeply") from None
+    if not isinstance(obj, dict):
+        raise LedgerError(f"a record must be a JSON object {{...}}, got {_describe(obj)}")
+    return parse_record(obj, default_user=default_user, default_agent=default_agent)
+
+
+# ---------------------------------------------------------------------- ingest
+
+
+@dataclass(slots=True)
+class IngestReport:
+    """What :func:`ingest` did. ``lines`` counts the non-blank lines read, so
+    ``lines == runs_written + runs_skipped_existing + len(errors)``."""
+
+    files: int = 0
+    lines: int = 0
+    runs_written: int = 0
+    runs_skipped_existing: int = 0
+    """Runs whose id was already stored in their namespace (or earlier in the same files)."""
+    errors: list[LedgerError] = field(default_factory=list)
+    """One per bad line, in reading order, each with its file and line number."""
+    namespaces: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Good runs read per ``(user_id, agent_id)``: where they went. A record's own
+    ``agent_id`` (e.g. ``"gpt-4o"``) puts it outside the caller's default namespace."""
+
+
+def ingest(
+    store: Store,
+    paths: Iterable[StrPath],
+    *,
+    default_user: str,
+    default_agent: str,
+    on_progress: ProgressCallback | None = None,
+    keep_namespaces: bool = False,
+) -> IngestReport:
+    """Stream ledger files into ``store``: good lines are written, bad ones reported.
+
+    Every run lands in the caller's namespace (``default_user``, ``default_agent``): a file
+    cannot write into someone else's. A record's own ``user_id``/``agent_id``, when it
+    differs, is kept in ``meta["ledger_user_id"]``/``meta["ledger_agent_id"]``. With
+    ``keep_namespaces=True`` (an operator ingesting a fleet's ledger) the record's own
+    namespace is used instead, a null one taking the defaults.
+
+    Runs are written in batches, each run whole with all its calls. A run id already stored
+    in its namespace is skipped, so ingesting the same file twice writes nothing new.
+
+    Args:
+        on_progress: called now and then with ``(lines_done, bytes_done, total_bytes)``,
+            bytes being those of the files on disk (compressed for gzip).
+
+    Raises:
+        LedgerError: a file does not exist or cannot be read; nothing was written.
+    """
+    files = [os.fspath(p) for p in paths]
+    sizes: list[int] = []
+    for name in files:
+        try:
+            sizes.append(os.stat(name).st_size)
+        except OSError as exc:
+            raise LedgerError(f"cannot read the file: {exc.strerror}", path=name) from exc
+    total = sum(sizes)
+    report = IngestReport()
+    # Errors are keyed by the ordinal of their line, so that lines the database refuses
+    # (found when their batch is written) still come out in reading order.
+    errors: list[tuple[int, LedgerError]] = []
+    pending: list[tuple[int, int, TaskRun]] = []
+    done_before = 0
+    for name, size in zip(files, sizes, strict=True):
+        for line, item, position in _read_records(name, default_user, default_agent):
+            report.lines += 1
+            if isinstance(item, LedgerError):
+                errors.append((report.lines, item))
+            else:
+                if not keep_namespaces:
+                    item = _claim(item, default_user, default_agent)
+                pending.append((report.lines, line, item))
+                key = (item.user_id, item.agent_id)
+                report.namespaces[key] = report.namespaces.get(key, 0) + 1
+                if len(pending) >= _BATCH:
+                    errors += _write(store, pending, report, name)
+                    pending = []
+            if on_progress is not None and report.lines % _PROGRESS_EVERY == 0:
+                on_progress(report.lines, done_before + min(position, size), total)
+        if pending:  # a batch never spans files: a refused run's line belongs to `name`
+            errors += _write(store, pending, report, name)
+            pending = []
+        report.files += 1
+        done_before += size
+    report.errors = [e for _, e in sorted(errors, key=lambda pair: pair[0])]
+    if on_progress is not None:
+        on_progress(report.lines, total, total)
+    return report
+
+
+def _claim(run: TaskRun, user_id: str, agent_id: str) -> TaskRun:
+    """``run`` moved into the caller's namespace, its own recorded in ``meta``."""
+    if run.user_id == user_id and run.agent_id == agent_id:
+        return run
+    meta = dict(run.meta)
+    if run.user_id != user_id:
+        meta.setdefault("ledger_user_id", run.user_id)
+    if run.agent_id != agent_id:
+        meta.setdefault("ledger_agent_id", run.agent_id)
+    return run.model_copy(update={"user_id": user_id, "agent_id": agent_id, "meta": meta})
+
+
+def _write(
+    store: Store, pending: list[tuple[int, int, TaskRun]], report: IngestReport, path: str
+) -> list[tuple[int, LedgerError]]:
+    """Write one batch; if the database refuses it, write its runs one by one so that only
+    the refused runs are lost. Returns their errors."""
+    try:
+        written = store.add_runs([run for _, _, run in pending])
+        refused: list[tuple[int, LedgerError]] = []
+    except _REJECTED_BY_DATABASE:
+        written, refused = 0, []
+        for ordinal, line, run in pending:
+            try:
+                written += store.add_run(run)
+            except _REJECTED_BY_DATABASE as exc:
+                cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+                message = f"the database refused run {run.run_id!r}: {cause}"
+                refused.append((ordinal, LedgerError(message, path=path, line=line)))
+    report.runs_written += written
+    report.runs_skipped_existing += len(pending) - written - len(refused)
+    return refused
