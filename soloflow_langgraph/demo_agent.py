@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -93,7 +94,7 @@ def support_script(messages: list[BaseMessage]) -> AIMessage:
     step = len(results)
     if step == 0:
         return _call("find_customer", {"email": email.group(0)}, step)
-    last = json.loads(str(results[-1].content)) if step < 4 else None
+    last: Any = json.loads(str(results[-1].content)) if step < 4 else None
     if step == 1:
         return _call("list_orders", {"customer_id": last["customer_id"]}, step)
     if step == 2:

@@ -39,10 +39,10 @@ def title_case(tool_name: str) -> str:
 
 
 def _avg_cost(pattern: Pattern, runs: Sequence[RunSequence]) -> tuple[float, str]:
-    costs = [runs[r].cost for r in pattern.runs if runs[r].cost is not None]
+    costs = [c for r in pattern.runs if (c := runs[r].cost) is not None]
     if costs:
         return sum(costs) / len(costs), "design-doc: avg_run_cost * occurrences * 0.95 (cost)"
-    tokens = [runs[r].tokens for r in pattern.runs if runs[r].tokens is not None]
+    tokens = [t for r in pattern.runs if (t := runs[r].tokens) is not None]
     if tokens:
         return sum(tokens) / len(tokens), "design-doc: avg_run_tokens * occurrences * 0.95 (no cost recorded)"
     return 0.0, "design-doc formula; no cost or tokens recorded, so 0"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import typer
 from rich.console import Console
@@ -21,7 +21,7 @@ out = Console()
 class _SoloFlowGroup(TyperGroup):
     """Turns a SoloFlowError anywhere below into one clear line on stderr, exit code 1."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except SoloFlowError as exc:
@@ -39,6 +39,11 @@ app = typer.Typer(
 )
 
 
+class Namespace(TypedDict):
+    user_id: str
+    agent_id: str
+
+
 @dataclass
 class Context:
     db: str | None
@@ -52,7 +57,7 @@ class Context:
         return self._store
 
     @property
-    def ns(self) -> dict[str, str]:
+    def ns(self) -> Namespace:
         return {"user_id": self.user, "agent_id": self.agent}
 
 

@@ -10,7 +10,7 @@ connection = context.config.attributes.get("connection")
 if connection is None:  # pragma: no cover - only through `alembic` CLI with a URL
     from sqlalchemy import create_engine
 
-    engine = create_engine(context.config.get_main_option("sqlalchemy.url"))
+    engine = create_engine(context.config.get_main_option("sqlalchemy.url") or "")
     connection = engine.connect()
 
 context.configure(
