@@ -34,7 +34,8 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from soloflow_core.models import ModelCall, StepRecord, TaskRun, ToolCall
+from soloflow_core.mining.watch import DetectionWatcher
+from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun, ToolCall
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
 
@@ -233,6 +234,10 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         agent_id: namespace of the runs.
         plugin_manager: where ``soloflow_classify_task``, ``soloflow_step_finished`` and
             ``soloflow_run_finished`` are called; defaults to ``get_plugin_manager()``.
+        detect: watch for repeated sequences as runs arrive (True, or a ``DetectorConfig``):
+            an O(run length) check after each run, and a full detection on a background
+            thread when a new candidate may exist; candidates are stored pending and listed
+            in ``handler.watcher.proposed``.
 
     Attributes:
         last_run: the last task run written to the store.
@@ -254,12 +259,17 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         user_id: str = "default",
         agent_id: str = "default",
         plugin_manager: pluggy.PluginManager | None = None,
+        detect: bool | DetectorConfig = False,
     ) -> None:
         self._owns_store = store is None
         self.store = store if store is not None else Store.open(database_url)
         self.user_id = user_id
         self.agent_id = agent_id
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
+        self.watcher: DetectionWatcher | None = None
+        if detect:
+            config = detect if isinstance(detect, DetectorConfig) else None
+            self.watcher = DetectionWatcher(self.store, config)
         self.last_run: TaskRun | None = None
         self.runs_written = 0
         self.unsaved: list[TaskRun] = []
@@ -608,6 +618,11 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         with self._lock:
             self.last_run = run
             self.runs_written += int(fresh)
+        if self.watcher is not None:
+            try:
+                self.watcher.observe(run)
+            except Exception:
+                logger.exception("SoloFlow capture: incremental detection failed")
         hook = self.pm.hook.soloflow_run_finished
         if hook.get_hookimpls():
             try:

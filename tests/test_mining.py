@@ -68,3 +68,35 @@ def test_unicode_names():
     seqs = [["読む", "書く", "🚀"]] * 3
     (p,) = mine_closed_patterns(seqs)
     assert p.names == ("読む", "書く", "🚀") and p.exact_runs == (0, 1, 2)
+
+
+# ---------------------------------------------------------------------- the numpy miner
+
+from soloflow_core.mining.fast import CodedLedger, mine_closed_patterns_fast, mine_coded  # noqa: E402
+
+
+@given(ledgers, st.integers(min_value=1, max_value=4), st.integers(min_value=1, max_value=4))
+@settings(max_examples=400, deadline=None)
+def test_fast_miner_matches_brute_force(seqs, min_length, min_support):
+    expected = brute_force(seqs, min_length, min_support)
+    got = mine_closed_patterns_fast(seqs, min_length=min_length, min_support=min_support)
+    assert {p.names: set(p.runs) for p in got} == expected
+    assert got == mine_closed_patterns(seqs, min_length=min_length, min_support=min_support)
+
+
+def test_fast_miner_compact_results_and_exact_support():
+    seqs = [["a", "b", "c"]] * 3 + [["x", "a", "b", "c"]]
+    (p,) = mine_coded(CodedLedger.from_sequences(seqs))
+    assert (p.names, p.support, p.exact_support) == (("a", "b", "c"), 4, 3)
+
+
+def test_fast_miner_caps_pattern_length():
+    seqs = [["a"] * 500] * 3
+    got = mine_coded(CodedLedger.from_sequences(seqs), max_length=20)
+    assert [(len(p.names), p.truncated) for p in got] == [(20, True)]
+
+
+def test_fast_miner_many_distinct_names_and_empty_runs():
+    seqs = [[f"t{i}" for i in range(r * 1000, r * 1000 + 1000)] for r in range(50)] + [[]] * 5
+    assert mine_coded(CodedLedger.from_sequences(seqs)) == []
+    assert mine_coded(CodedLedger.from_sequences([])) == []
