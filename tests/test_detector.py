@@ -116,3 +116,23 @@ def test_proposed_flow_wires_arguments(sqlite_store):
     assert cand.proposed_flow.input_schema["required"] == ["email"]
     assert cand.proposed_flow.extraction["email"]["shape"] == "email"
     assert cand.argument_confidence["step_2"]["customer_id"] == 1.0
+
+
+def test_pattern_inside_a_registered_flow_is_not_proposed(sqlite_store):
+    from soloflow_core.models import FlowDefinition, FlowStep
+    from soloflow_core.promotion import submit_flow
+
+    sqlite_store.add_runs([_run(i, ["a", "b", "c"]) for i in range(3)])
+    flow = FlowDefinition(name="mine", steps=[FlowStep(id=f"s{i}", skill_key=k) for i, k in enumerate("xabcy")])
+    submit_flow(sqlite_store, flow, **NS)
+    assert detect_candidates(sqlite_store, **NS) == []
+
+
+def test_pending_candidate_is_refreshed_not_duplicated(sqlite_store):
+    sqlite_store.add_runs([_run(i, ["a", "b", "c"]) for i in range(3)])
+    (first,) = detect_candidates(sqlite_store, **NS)
+    sqlite_store.add_runs([_run(9, ["a", "b", "c"])])
+    (again,) = detect_candidates(sqlite_store, **NS)
+    assert again.id == first.id and again.occurrence_count == 4
+    (stored,) = sqlite_store.list_candidates(**NS)
+    assert stored.occurrence_count == 4

@@ -78,6 +78,12 @@ def propose_flow(
     return flow, (gen.confidence() if gen else {})
 
 
+def _inside(pattern: tuple[str, ...], flow: tuple[str, ...]) -> bool:
+    """True when ``pattern`` is a contiguous part of a registered flow's step sequence."""
+    n = len(pattern)
+    return any(flow[i : i + n] == pattern for i in range(len(flow) - n + 1))
+
+
 def detect_candidates(
     store: Store,
     *,
@@ -88,7 +94,9 @@ def detect_candidates(
 ) -> list[FlowCandidate]:
     """Mine the namespace's ledger and return the top candidates (stored when ``save``).
 
-    Candidates already approved or rejected in the namespace are not proposed again.
+    A sequence already approved or rejected in the namespace is not proposed again, nor
+    is one that lies inside a registered flow (learned or user-submitted); a pending
+    candidate is refreshed in place (same id), never duplicated.
     """
     config = config or DetectorConfig()
     runs = list(store.iter_sequences(user_id=user_id, agent_id=agent_id, lookback=config.lookback_limit))
@@ -101,10 +109,14 @@ def detect_candidates(
         k for k, s in store.decided_dedupe_keys(user_id=user_id, agent_id=agent_id).items()
         if s != "pending"
     }
+    registered = [
+        tuple(step.skill_key for step in rec.flow.steps)
+        for rec in store.list_flows(user_id=user_id, agent_id=agent_id)
+    ]
     scored = []
     for p in patterns:
         key = dedupe_key_for(p.names)
-        if key in decided:
+        if key in decided or any(_inside(p.names, flow) for flow in registered):
             continue
         avg, method = _avg_cost(p, runs)
         savings = avg * p.support * SAVINGS_FACTOR
