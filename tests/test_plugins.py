@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from langchain_core.tools import tool
 
+import soloflow_plugins.extractive_summarizer
 import soloflow_plugins.keyword_classifier
 import soloflow_plugins.tool_executor
 from soloflow_core import PluginError, hookimpl
@@ -25,6 +26,7 @@ EXAMPLE_MODULE = "soloflow_example_plugin"
 BUILT_INS = {
     "tool_executor": soloflow_plugins.tool_executor,
     "keyword_classifier": soloflow_plugins.keyword_classifier,
+    "extractive_summarizer": soloflow_plugins.extractive_summarizer,
 }
 
 
@@ -151,7 +153,7 @@ def test_a_built_in_is_blocked_by_name(via: str, monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_environment_blocks_several(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SOLOFLOW_BLOCK_PLUGINS", "keyword_classifier,tool_executor")
+    monkeypatch.setenv("SOLOFLOW_BLOCK_PLUGINS", "keyword_classifier,tool_executor,extractive_summarizer")
     pm = get_plugin_manager(blocked=["something_else"])
     assert pm.get_plugins() == set()
     assert all(pm.is_blocked(n) for n in ("keyword_classifier", "tool_executor", "something_else"))
