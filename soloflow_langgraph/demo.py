@@ -128,7 +128,7 @@ def run_demo(store: Store, *, user_id: str, agent_id: str, console: Console | No
     measured.add_row("tool calls", str(len(agent_calls)), str(len(flow_calls)))
     measured.add_row("wall time (ms)", f"{report.agent_ms:.1f}", f"{report.flow_ms:.1f}")
     con.print(measured)
-    con.print(("[green]✓[/] the flow made exactly the tool calls the agent made" if report.same_calls
-               else "[yellow]![/] the flow's calls differ from the agent's"))
+    con.print("[green]✓[/] the flow made exactly the tool calls the agent made" if report.same_calls
+               else "[yellow]![/] the flow's calls differ from the agent's")
     con.print(f"[dim]data: {store.url}[/]")
     return report

@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import TAU_BENCH
 from typer.testing import CliRunner
 
-from conftest import TAU_BENCH
 from soloflow_langgraph.cli import app
 
 runner = CliRunner()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import TAU_BENCH
+
 from soloflow_core.ledger import ingest
 from soloflow_core.mining.closed import mine_closed_patterns
 from soloflow_core.mining.detector import detect_candidates
