@@ -10,7 +10,9 @@ Each loop runs with (i) no callbacks, (ii) a no-op ``BaseCallbackHandler`` and (
    (iv) the SoloFlow handler with its store write skipped, to split capture from the write;
 4. the same agent with ``ainvoke``, plus (iv) the handler with ``run_inline=False``;
 5. the events of one real agent invocation replayed into the handler: its own CPU cost,
-   without LangChain's dispatch and with little noise.
+   without LangChain's dispatch and with little noise;
+6. runs of 3, 10 and 30 tool calls: agent ``invoke`` and replay, each with the run's
+   end-of-run commit (one ``Store.add_run``) amortised over its tool calls.
 
 Variants are measured round-robin (one rep of each, then the next rep) and the median of the
 reps is reported, so drift on a noisy machine hits every variant alike.
@@ -151,6 +153,65 @@ def report(title: str, times: dict[str, list[float]], note: str = "") -> dict[st
     return added
 
 
+RUN_LENGTHS = (3, 10, 30)
+
+
+def per_length(
+    turns: int, store: Store, pm: Any, new: Callable[..., Any], reps: int, quick: bool
+) -> tuple[float, float, float, float]:
+    """Section 6 for runs of ``turns`` tool calls: the no-op handler's µs per tool call in
+    an agent invoke, then the µs per tool call SoloFlow adds to it (with the write), in the
+    replay (with the write), and in the replay with the write skipped."""
+    agent: Any = create_agent(ScriptedChatModel(script=_script(turns)), tools=[add])
+    invokes = max(1, (30 if quick else 60) // turns)
+    noop = NoOpHandler()
+
+    def agent_loop(handler: BaseCallbackHandler) -> Callable[[], int]:
+        cfg = _config(handler)
+
+        def run() -> int:
+            for i in range(invokes):
+                agent.invoke({"messages": [("user", f"add things {i}")]}, config=cfg)
+            return invokes * turns
+
+        return run
+
+    t_inv = measure({NOOP: agent_loop(noop), SOLO: agent_loop(new())}, reps)
+    recorder = Recorder()
+    agent.invoke({"messages": [("user", "record me")]}, config=_config(recorder))
+    copies = invokes * 2
+
+    def replay(handler: BaseCallbackHandler) -> Callable[[], int]:
+        def run() -> int:
+            for _ in range(copies):
+                for name, args, kw in _fresh_ids(recorder):
+                    getattr(handler, name)(*args, **kw)
+            return copies * turns
+
+        return run
+
+    t_rep = measure(
+        {NOOP: replay(noop), SOLO: replay(new()), NO_WRITE: replay(new(CaptureOnly))}, reps
+    )
+    a_inv = report(f"6. runs of {turns} tool calls: create_agent invoke ({invokes} per rep)", t_inv)
+    a_rep = report(f"6. runs of {turns} tool calls: replayed events ({copies} runs per rep)", t_rep)
+    noop_us = statistics.median(t_inv[NOOP])
+    return noop_us, a_inv[SOLO], a_rep[SOLO], a_rep[NO_WRITE]
+
+
+def _fresh_ids(recorder: Recorder) -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
+    """The recorded events with new run ids: each replay is a new run."""
+    ids: dict[Any, uuid.UUID] = {}
+    out = []
+    for name, args, kw in recorder.events:
+        kw = dict(kw)
+        for key in ("run_id", "parent_run_id"):
+            if kw.get(key) is not None:
+                kw[key] = ids.setdefault(kw[key], uuid.uuid4())
+        out.append((name, args, kw))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller loops, 7 reps")
@@ -283,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         {NOOP: replay(noop), SOLO: replay(new()), NO_WRITE: replay(new(CaptureOnly))}, reps
     )
 
+    lengths = {n: per_length(n, store, pm, new, reps, opts.quick) for n in RUN_LENGTHS}
+
     report(
         f"1. bare tool.invoke, each call a root run ({n_root} calls per rep)",
         t1,
@@ -319,6 +382,21 @@ def main(argv: list[str] | None = None) -> int:
         f"the write at the end of a run (one Store.add_run, {turns} tool + {turns + 1} model "
         f"calls) ≈ {per_run:.2f} ms, i.e. {per_run * 1000 / turns:.0f} µs per tool call of that run"
     )
+    print(
+        "\nper run length (6): µs added per tool call vs the no-op handler, the end-of-run "
+        "commit included"
+    )
+    print(
+        f"  {'tool calls per run':<20} {'no-op µs/call':>14} {'invoke +µs':>11} {'ratio':>6} "
+        f"{'replay +µs':>11} {'write-skipped +µs':>18} {'write ms/run':>13}"
+    )
+    for n, (noop_us, inv, rep, skipped) in lengths.items():
+        ratio = (noop_us + inv) / noop_us
+        write_ms = (rep - skipped) * n / 1000
+        print(
+            f"  {n:<20} {noop_us:>14.1f} {inv:>+11.1f} {ratio:>5.2f}x {rep:>+11.1f} "
+            f"{skipped:>+18.1f} {write_ms:>13.2f}  {'OK' if max(inv, rep) <= TARGET_US else 'OVER'}"
+        )
     print("(i) vs (ii) in loops 3 and 4 shows this machine's noise: they should be equal")
     written = sum(h.runs_written for h in handlers if not isinstance(h, CaptureOnly))
     unsaved = sum(len(h.unsaved) for h in handlers)

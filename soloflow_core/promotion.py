@@ -60,6 +60,57 @@ def approve_candidate(
     return flow
 
 
+DEFAULT_PROMOTION_THRESHOLD = 0.9
+"""Automatic promotion needs at least this replay fidelity (``soloflow flows verify``)."""
+
+
+def describe_divergences(cand: FlowCandidate, limit: int = 5) -> str:
+    """The calls that diverged in replay, one per line, for the person who decides."""
+    lines = []
+    for d in cand.divergences[:limit]:
+        where = f"{d.get('occurrence')}: {d.get('step') or '-'} {d.get('tool') or ''}".rstrip()
+        if d.get("kind") == "unexpected":
+            lines.append(f"{where}: made {d.get('made')!r}, recorded {d.get('expected')!r}")
+        elif d.get("kind") == "missing":
+            lines.append(f"{where}: recorded call {d.get('expected')!r} was not made")
+        else:
+            lines.append(f"{where}: {d.get('message')}")
+    more = len(cand.divergences) - limit
+    return "\n".join(lines + ([f"... and {more} more"] if more > 0 else []))
+
+
+def auto_promote_candidate(
+    store: Store,
+    candidate_id: str,
+    *,
+    user_id: str,
+    agent_id: str,
+    threshold: float = DEFAULT_PROMOTION_THRESHOLD,
+    pm: pluggy.PluginManager | None = None,
+) -> FlowDefinition:
+    """Promote a candidate without a person, only if its replay fidelity ≥ ``threshold``.
+
+    Raises:
+        SoloFlowError: not verified yet, or below the threshold (the message lists the
+            calls that diverged, for a person to approve or reject it instead).
+    """
+    if not 0.0 <= threshold <= 1.0:
+        raise SoloFlowError(f"promotion threshold must be within [0, 1], got {threshold!r}")
+    cand = store.get_candidate(candidate_id, user_id=user_id, agent_id=agent_id)
+    if cand.fidelity is None:
+        raise SoloFlowError(
+            f"candidate {candidate_id!r} has no replay fidelity "
+            f"({cand.verification_note or 'not verified'}); run `soloflow flows verify "
+            f"{candidate_id}` first, or have a person approve it with `soloflow flows approve`")
+    if cand.fidelity < threshold:
+        raise SoloFlowError(
+            f"candidate {candidate_id!r} reproduced {cand.fidelity:.0%} of held-out occurrences, "
+            f"below the automatic-promotion threshold {threshold:.0%}; a person must approve "
+            f"(`soloflow flows approve {candidate_id}`) or reject it. Calls that diverged:\n"
+            + describe_divergences(cand))
+    return approve_candidate(store, candidate_id, user_id=user_id, agent_id=agent_id, pm=pm)
+
+
 def reject_candidate(store: Store, candidate_id: str, *, user_id: str, agent_id: str) -> FlowCandidate:
     """Mark a candidate rejected: its dedupe key is not proposed again."""
     cand = store.get_candidate(candidate_id, user_id=user_id, agent_id=agent_id)

@@ -1,7 +1,8 @@
 """Compile a :class:`FlowDefinition` into a LangGraph graph.
 
 One node per step; dependency edges (several dependencies make a fan-in barrier);
-independent steps run in the same superstep. Step inputs are rendered from ``input_map``
+independent steps run in the same superstep. A map step (``map_over``) fans out with one
+LangGraph ``Send`` per item and collects the outputs, in item order, into a list. Step inputs are rendered from ``input_map``
 templates against the flow inputs and earlier outputs. ``retry_max``/``retry_backoff``
 become a ``RetryPolicy`` that retries any exception except template errors (a missing
 field does not appear by retrying). A step with ``on_failure="continue"`` retries inside
@@ -16,12 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import RetryPolicy
+from langgraph.types import RetryPolicy, Send
 
 from soloflow_core.errors import FlowRunError
 from soloflow_core.flow.executors import ExecutorRegistry, build_executor_registry
 from soloflow_core.flow.templates import TemplateError, render
-from soloflow_core.flow.validate import validate_flow
+from soloflow_core.flow.validate import ITEM, validate_flow
 from soloflow_core.models import FlowDefinition, FlowStep, ToolCall
 
 if TYPE_CHECKING:
@@ -30,10 +31,25 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+FANOUT_SUFFIX = "__fanout"
+ITEM_SUFFIX = "__item"
+"""A map step ``s`` is three nodes: ``s__fanout`` (waits for the dependencies, then sends
+one ``s__item`` task per item), ``s__item`` (one call) and ``s`` (collects the list)."""
+
 
 def merge_dicts(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
     """Reducer for keys that parallel steps write to."""
     return {**(left or {}), **(right or {})}
+
+
+def merge_map_parts(
+    left: dict[str, dict[int, Any]] | None, right: dict[str, dict[int, Any]] | None
+) -> dict[str, dict[int, Any]]:
+    """Reducer for the per-item outputs of map steps (step id → item index → output)."""
+    out = {k: dict(v) for k, v in (left or {}).items()}
+    for k, v in (right or {}).items():
+        out.setdefault(k, {}).update(v)
+    return out
 
 
 class FlowState(TypedDict, total=False):
@@ -42,6 +58,12 @@ class FlowState(TypedDict, total=False):
     inputs: dict[str, Any]
     results: Annotated[dict[str, Any], merge_dicts]
     errors: Annotated[dict[str, str], merge_dicts]
+    map_parts: Annotated[dict[str, dict[int, Any]], merge_map_parts]
+    """Per map step, each item's output until the step collects them into a list."""
+    map_item: Any
+    """Only in a map item's ``Send`` payload: the item."""
+    map_index: int
+    """Only in a map item's ``Send`` payload: the item's position."""
 
 
 class StepInputError(FlowRunError):
@@ -79,8 +101,11 @@ class _StepNode:
         self.__name__ = step.id
 
     def _render(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        results = state.get("results") or {}
+        if "map_index" in state:
+            results = {**results, ITEM: state.get("map_item")}
         try:
-            kwargs = render(self.step.input_map, inputs=state.get("inputs") or {}, results=state.get("results") or {})
+            kwargs = render(self.step.input_map, inputs=state.get("inputs") or {}, results=results)
         except TemplateError as exc:
             raise StepInputError(
                 f"flow {self.flow.name!r}, step {self.step.id!r}: cannot render input_map: {exc}",
@@ -109,21 +134,75 @@ class _StepNode:
                 )
                 self.on_step(self.step, call, self.index)
 
+    def _done(self, state: Mapping[str, Any], out: Any) -> dict[str, Any]:
+        if "map_index" in state:
+            return {"map_parts": {self.step.id: {int(state["map_index"]): out}}}
+        return {"results": {self.step.id: out}}
+
+    def _where(self, state: Mapping[str, Any]) -> str:
+        return f"{self.step.id}[{state['map_index']}]" if "map_index" in state else self.step.id
+
     def __call__(self, state: FlowState) -> dict[str, Any]:
         kwargs = self._render(state)
         if self.step.on_failure != "continue":
-            return {"results": {self.step.id: self._attempt(kwargs)}}
+            return self._done(state, self._attempt(kwargs))
         delay = self.step.retry_backoff
         for attempt in range(self.step.retry_max + 1):
             try:
-                return {"results": {self.step.id: self._attempt(kwargs)}}
+                return self._done(state, self._attempt(kwargs))
             except Exception as exc:
                 if attempt == self.step.retry_max:
-                    log.warning("flow %r step %r failed, continuing: %s", self.flow.name, self.step.id, exc)
-                    return {"errors": {self.step.id: f"{type(exc).__name__}: {exc}"}}
+                    log.warning("flow %r step %r failed, continuing: %s", self.flow.name, self._where(state), exc)
+                    return {"errors": {self._where(state): f"{type(exc).__name__}: {exc}"}}
                 time.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")
+
+
+class _MapFanOut:
+    """The conditional edge of a map step: one ``Send`` per item of ``map_over``."""
+
+    def __init__(self, flow: FlowDefinition, step: FlowStep) -> None:
+        self.flow, self.step = flow, step
+        self.__name__ = f"{step.id}{FANOUT_SUFFIX}"
+
+    def __call__(self, state: FlowState) -> list[Send | str]:
+        assert self.step.map_over is not None
+        try:
+            items = render(self.step.map_over, inputs=state.get("inputs") or {},
+                           results=state.get("results") or {})
+        except TemplateError as exc:
+            raise StepInputError(
+                f"flow {self.flow.name!r}, step {self.step.id!r}, field 'map_over': {exc}",
+                flow=self.flow.name, step=self.step.id, cause=exc,
+            ) from exc
+        if not isinstance(items, list | tuple):
+            raise StepInputError(
+                f"flow {self.flow.name!r}, step {self.step.id!r}, field 'map_over': "
+                f"{self.step.map_over} is a {type(items).__name__}, not a list; point it at a list",
+                flow=self.flow.name, step=self.step.id,
+            )
+        if not items:
+            return [self.step.id]
+        base = {"inputs": state.get("inputs") or {}, "results": state.get("results") or {}}
+        return [Send(self.step.id + ITEM_SUFFIX, {**base, "map_item": x, "map_index": k})
+                for k, x in enumerate(items)]
+
+
+class _Collect:
+    """A map step's last node: the items' outputs, in item order, as the step's output."""
+
+    def __init__(self, step_id: str) -> None:
+        self.step_id = self.__name__ = step_id
+
+    def __call__(self, state: FlowState) -> dict[str, Any]:
+        parts = (state.get("map_parts") or {}).get(self.step_id, {})
+        n = max(parts, default=-1) + 1
+        return {"results": {self.step_id: [parts.get(k) for k in range(n)]}}
+
+
+def _noop(state: FlowState) -> dict[str, Any]:
+    return {}
 
 
 def build_flow_graph(
@@ -147,16 +226,25 @@ def build_flow_graph(
                 retry_on=_retryable,
             )
         node = _StepNode(flow, step, registry.get(step.skill_key), on_step, order[step.id])
-        graph.add_node(step.id, node, **kwargs)
+        if step.map_over is None:
+            graph.add_node(step.id, node, **kwargs)
+            continue
+        fanout, item = step.id + FANOUT_SUFFIX, step.id + ITEM_SUFFIX
+        graph.add_node(fanout, _noop)
+        graph.add_node(item, node, **kwargs)
+        graph.add_node(step.id, _Collect(step.id))
+        graph.add_conditional_edges(fanout, _MapFanOut(flow, step), [item, step.id])
+        graph.add_edge(item, step.id)
     has_dependents = {d for s in flow.steps for d in s.depends_on}
     for step in flow.steps:
         deps = list(dict.fromkeys(step.depends_on))
+        entry = step.id + FANOUT_SUFFIX if step.map_over is not None else step.id
         if not deps:
-            graph.add_edge(START, step.id)
+            graph.add_edge(START, entry)
         elif len(deps) == 1:
-            graph.add_edge(deps[0], step.id)
+            graph.add_edge(deps[0], entry)
         else:
-            graph.add_edge(deps, step.id)
+            graph.add_edge(deps, entry)
     for step in flow.steps:
         if step.id not in has_dependents:
             graph.add_edge(step.id, END)

@@ -211,3 +211,42 @@ async def test_async_invoke():
     graph = compile_flow(FOUR_STEPS, tools=TOOLS)
     state = await graph.ainvoke({"inputs": {"email": "cy@z.io"}})
     assert state["results"]["s"]["first"] == "item:U-cy-1"
+
+
+def test_map_step_fans_out_with_send_and_collects_in_order():
+    from soloflow_core.flow.executors import ExecutorRegistry
+    from soloflow_core.models import FlowDefinition, FlowStep
+    from soloflow_langgraph.runner import run_flow
+
+    reg = ExecutorRegistry()
+    reg.register("user", lambda uid: {"reservations": [{"id": "A"}, {"id": "B"}, {"id": "C"}]} if uid else {"reservations": []})
+    reg.register("res", lambda rid: rid.lower())
+    reg.register("join", lambda parts: "".join(parts))
+    flow = FlowDefinition(name="m", input_schema={"type": "object", "properties": {"uid": {}}}, steps=[
+        FlowStep(id="s1", skill_key="user", input_map={"uid": "{{_trigger.uid}}"}),
+        FlowStep(id="s2", skill_key="res", depends_on=["s1"], map_over="{{s1.reservations}}",
+                 input_map={"rid": "{{_item.id}}"}),
+        FlowStep(id="s3", skill_key="join", depends_on=["s2"], input_map={"parts": "{{s2}}"}),
+    ])
+    out = run_flow(flow, {"uid": "u"}, registry=reg)
+    assert out.status == "completed" and out.results["s2"] == ["a", "b", "c"] and out.output == "abc"
+    empty = run_flow(flow, {"uid": ""}, registry=reg)
+    assert empty.status == "completed" and empty.results["s2"] == [] and empty.output == ""
+
+
+def test_map_over_problems_name_the_step_and_field():
+    import pytest
+
+    from soloflow_core.errors import FlowValidationError
+    from soloflow_core.flow.validate import validate_flow
+    from soloflow_core.models import FlowDefinition, FlowStep
+
+    flow = FlowDefinition(name="bad", steps=[
+        FlowStep(id="s1", skill_key="a", input_map={"x": "{{_item}}"}),
+        FlowStep(id="s2", skill_key="b", map_over="{{s1.items}} and more"),
+    ])
+    with pytest.raises(FlowValidationError) as info:
+        validate_flow(flow)
+    msg = str(info.value)
+    assert "step 's1', field 'input_map.x'" in msg and "has no map_over" in msg
+    assert "step 's2', field 'map_over'" in msg

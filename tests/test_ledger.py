@@ -22,6 +22,7 @@ from soloflow_core.ledger import dump_run, ingest, parse_record, read_ledger
 from soloflow_core.models import ModelCall, TaskRun, ToolCall
 from soloflow_core.store import Store
 from soloflow_core.store import schema as store_schema
+from soloflow_core.store.writer import RunRow
 
 DEFAULTS = {"default_user": "me", "default_agent": "my-agent"}
 TAU_NS = {"user_id": "me", "agent_id": "gpt-4o"}
@@ -572,3 +573,65 @@ task_runs = st.builds(
 def test_parse_of_dump_is_the_identity(run):
     record = json.loads(json.dumps(dump_run(run)))
     assert parse_record(record, default_user="x", default_agent="y") == run
+
+
+# ---------------------------------------------------------------------- the fast lane
+
+# Values of every JSON type, the odd ones included, for any field of a record.
+odd_values = st.one_of(
+    json_values,
+    st.sampled_from([float("nan"), float("inf"), 12.0, -1, 2**31, 2**70, "", "x\x00", True]),
+    st.sampled_from(["2024-05-01T12:30:00Z", "2024-05-01", "yesterday", "\ud800", "\U0001f600"]),
+)
+tool_call_records = st.dictionaries(
+    st.sampled_from([*sorted(ledger.TOOL_CALL_FIELDS), "extra"]), odd_values, max_size=8
+) | st.builds(lambda c: dump_run(TaskRun(run_id="r", tool_calls=[c]))["tool_calls"][0], tool_calls)
+model_call_records = st.dictionaries(
+    st.sampled_from([*sorted(ledger.MODEL_CALL_FIELDS), "cost"]), odd_values | counts, max_size=7
+)
+records = st.dictionaries(
+    st.sampled_from([*sorted(ledger.RUN_FIELDS), "source", "reward"]),
+    odd_values
+    | st.lists(tool_call_records, max_size=3)
+    | st.lists(model_call_records, max_size=2),
+    max_size=14,
+).map(lambda r: {"run_id": "r1", **r} if "run_id" not in r else r)
+
+
+def reference(line: bytes) -> TaskRun | str:
+    """The checked path: ``json.loads`` then ``parse_record`` (the error text if it fails)."""
+    try:
+        return parse_record(json.loads(line), **DEFAULTS)
+    except LedgerError as exc:
+        return exc.reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(records, task_runs.map(dump_run)))
+def test_the_fast_lane_reads_what_the_checked_path_reads_or_leaves_the_line_to_it(record):
+    line = json.dumps(record).encode()
+    fast = ledger._parse_plain(line, **DEFAULTS)
+    expected = reference(line)
+    if fast is not None:  # repr: NaN is not equal to itself
+        assert repr(fast.to_task_run()) == repr(expected)
+    try:
+        read = ledger._parse_line(line, **DEFAULTS)
+    except LedgerError as exc:
+        assert exc.reason == expected
+    else:
+        assert repr(read.to_task_run() if isinstance(read, RunRow) else read) == repr(expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(task_runs)
+def test_the_fast_lane_takes_every_ordinary_record(run):
+    line = json.dumps(dump_run(run)).encode()
+    fast = ledger._parse_plain(line, **DEFAULTS)
+    assert fast is not None and fast.to_task_run() == run
+
+
+def test_the_real_files_take_the_fast_lane():
+    for path in (TAU_BENCH, AGENTDOJO):
+        for line in gzip.open(path).read().splitlines():
+            fast = ledger._parse_plain(line, **DEFAULTS)
+            assert fast is not None and fast.to_task_run() == reference(line)

@@ -20,8 +20,9 @@ from soloflow_core.models import (
     candidate_id_for,
     dedupe_key_for,
 )
-from soloflow_core.store import Store, default_database_path, resolve_database_url
+from soloflow_core.store import Store, default_database_path, resolve_database_url, writer
 from soloflow_core.store.engine import create_store_engine, migrate
+from soloflow_core.store.writer import ModelCallRow, RunRow, ToolCallRow
 
 NS = {"user_id": "alice", "agent_id": "bot"}
 OTHER_NAMESPACES = [
@@ -190,6 +191,119 @@ def test_a_value_the_database_cannot_hold_rolls_back_the_whole_batch(store):
         store.add_runs([make_run("r1"), bad, make_run("r3")])
     assert store.count_runs(**NS) == 0
     assert table_count(store, "sf_tool_calls") == 0
+
+
+def test_one_refused_run_is_rolled_back_whole_and_the_store_stays_usable(store):
+    install_reject_trigger(store, "refused_tool")
+    with pytest.raises(sa.exc.IntegrityError, match="refused"):
+        store.add_run(make_run("bad", ("a", "refused_tool")))
+    assert store.count_runs(**NS) == 0
+    assert table_count(store, "sf_tool_calls") == 0
+    assert store.add_run(make_run("good")) is True
+    assert store.add_run(make_run("good")) is False
+    assert [r.run_id for r in store.list_runs(**NS)] == ["good"]
+
+
+def test_a_run_row_is_stored_as_its_task_run(store):
+    run = make_run(
+        "row",
+        ("a", "b"),
+        task="t",
+        success=True,
+        cost=0.5,
+        tokens=12,
+        classification="lookup",
+        started_at=datetime(2024, 5, 1, 12, tzinfo=PLUS_TWO),
+        model_calls=[ModelCall(model="m", input_tokens=3, output_tokens=4, total_tokens=7)],
+        meta={"k": [1, 2]},
+    )
+    row = RunRow(
+        **{name: getattr(run, name) for name in RunRow.__slots__ if name not in CALL_FIELDS},
+        tool_calls=[ToolCallRow(**c.model_dump()) for c in run.tool_calls],
+        model_calls=[ModelCallRow(**m.model_dump()) for m in run.model_calls],
+    )
+    assert row.to_task_run() == run
+    assert store.add_run(row) is True and store.add_run(row) is False
+    assert store.add_runs([row]) == 0
+    assert store.get_run("row", **NS) == run.model_copy(
+        update={"started_at": datetime(2024, 5, 1, 10, tzinfo=UTC)}
+    )
+
+
+def test_a_run_rows_parsed_json_is_stored_as_the_generic_writer_stores_it(store):
+    """A RunRow's JSON values take pydantic-core's serialiser on SQLite: NaN becomes null and
+    NUL is dropped there too, and the values read back are the same."""
+    values = {"nan": float("nan"), "nul": "a\x00b", "é": ["\U0001f600", 1e16, -0.0, 2**70]}
+    call = ToolCallRow("t", values, values, None, None, None, values)
+    row = RunRow("r", NS["user_id"], NS["agent_id"], None, None, None, None, [call], [], None, None, None, values)
+    expected = {"nan": None, "nul": "ab", "é": ["\U0001f600", 1e16, -0.0, 2**70]}
+    assert store.add_runs([row]) == 1
+    back = store.get_run("r", **NS)
+    assert back.meta == back.tool_calls[0].args == back.tool_calls[0].output == expected
+    assert back.tool_calls[0].meta == expected
+
+
+CALL_FIELDS = ("tool_calls", "model_calls")
+TABLE_COLUMNS = {
+    "sf_task_runs": "run_id, task, success, cost, tokens, tool_count, model_call_count, "
+    "classification, started_at, ended_at, meta",
+    "sf_tool_calls": "seq, name, args, output, error, duration_ms, tool_call_id, meta",
+    "sf_model_calls": "seq, model, input_tokens, output_tokens, total_tokens, duration_ms, "
+    "tool_calls_requested",
+}
+
+
+def stored_rows(store: Store, agent_id: str) -> dict[str, list[tuple[object, ...]]]:
+    """Every column SQLite holds for the namespace, as stored (JSON as text, NULLs)."""
+    out = {}
+    with store.engine.connect() as conn:
+        for table, columns in TABLE_COLUMNS.items():
+            q = f"SELECT {columns} FROM {table} WHERE agent_id = ? ORDER BY id"
+            out[table] = [tuple(r) for r in conn.exec_driver_sql(q, (agent_id,))]
+    return out
+
+
+def test_the_sqlite_fast_writers_store_the_rows_of_the_generic_writer(sqlite_store):
+    """``add_runs`` and ``add_run`` on SQLite bind positional tuples through the driver; the
+    generic writer (PostgreSQL's) goes through SQLAlchemy. Same rows, byte for byte."""
+    odd = {"nan": float("nan"), "nul\x00": "a\x00b", "lone": "x\ud800", "true": 1, "e": "\u00e9"}
+    runs = [
+        make_run("plain"),
+        make_run(
+            "odd",
+            ("a", "boom"),
+            task="t\x00\udcff",
+            success=False,
+            cost=float("inf"),
+            tokens=5,
+            classification="c",
+            started_at=datetime(2024, 5, 1, 12, tzinfo=PLUS_TWO),
+            ended_at=datetime(2024, 5, 1, 13),
+            meta=odd,
+            model_calls=[ModelCall(), ModelCall(model="m", input_tokens=1, duration_ms=2.0)],
+        ),
+        make_run(
+            "calls",
+            tool_calls=[
+                ToolCall(name="x", args=odd, output=[1, {"y": None}], tool_call_id="c1"),
+                ToolCall(name="y", output=float("nan"), error=None, meta={"m": 1}),
+            ],
+        ),
+    ]
+    created = datetime(2024, 1, 1, tzinfo=UTC)
+
+    def moved(agent: str) -> list[TaskRun]:
+        return [r.model_copy(update={"agent_id": agent}) for r in runs]
+
+    with sqlite_store._writer.begin() as conn:
+        writer.insert_returning(conn, moved("generic"), created)
+    sqlite_store.add_runs(moved("batch"))
+    for run in moved("one"):
+        sqlite_store.add_run(run)
+    generic = stored_rows(sqlite_store, "generic")
+    assert len(generic["sf_tool_calls"]) == 6 and len(generic["sf_model_calls"]) == 2
+    assert stored_rows(sqlite_store, "batch") == generic
+    assert stored_rows(sqlite_store, "one") == generic
 
 
 # ---------------------------------------------------------------------- namespaces

@@ -15,6 +15,10 @@ from soloflow_core.models import FlowDefinition
 
 Problem = tuple[str | None, str | None, str]
 
+ITEM = "_item"
+"""The root of a map step's per-item templates: ``{{_item}}``, ``{{_item.<path>}}``."""
+RESERVED_ROOTS = frozenset({"_trigger", ITEM})
+
 
 @dataclass(frozen=True, slots=True)
 class FlowPlan:
@@ -99,6 +103,9 @@ def validate_flow(
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     for d in dupes:
         problems.append((d, "id", f"step id {d!r} is used {ids.count(d)} times; step ids must be unique"))
+    for sid in ids:
+        if sid in RESERVED_ROOTS:
+            problems.append((sid, "id", f"step id {sid!r} is reserved for templates; rename the step"))
     known = set(ids)
     deps: dict[str, list[str]] = {}
     for s in flow.steps:
@@ -135,7 +142,14 @@ def validate_flow(
             if isinstance(ref, TemplateError):
                 problems.append((s.id, field, str(ref)))
                 continue
+            if ref.root == ITEM:
+                if s.map_over is None:
+                    problems.append((s.id, field, f"{ref.text} reads a map item, but the step has no "
+                                     "map_over; set map_over to the list to map over"))
+                continue
             problems.extend(_check_reference(s.id, field, ref, known, ancestors, declared_inputs))
+        if s.map_over is not None:
+            problems.extend(_check_map_over(s.id, s.map_over, known, ancestors, declared_inputs))
     if flow.output_step is not None and flow.output_step not in known:
         problems.append((None, "output_step", f"unknown step {flow.output_step!r}"))
     missing_exec: list[Problem] = []
@@ -156,6 +170,23 @@ def validate_flow(
                   problems=everything)
     order = [n for layer in layers for n in layer]
     return FlowPlan(order=order, layers=layers, ancestors=ancestors)
+
+
+def _check_map_over(
+    step: str, map_over: str, known: set[str], ancestors: dict[str, set[str]],
+    declared_inputs: set[str] | None,
+) -> list[Problem]:
+    refs = list(iter_references(map_over, "map_over"))
+    whole = map_over.strip()
+    if len(refs) != 1 or not (whole.startswith("{{") and whole.endswith("}}")):
+        return [(step, "map_over", f"map_over must be exactly one template naming a list, like "
+                 f"{{{{step_1.items}}}}; got {map_over!r}")]
+    ref = refs[0][1]
+    if isinstance(ref, TemplateError):
+        return [(step, "map_over", str(ref))]
+    if ref.root == ITEM:
+        return [(step, "map_over", "map_over cannot read {{_item}}: name an input or an earlier step's list")]
+    return _check_reference(step, "map_over", ref, known, ancestors, declared_inputs)
 
 
 def _check_reference(

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from soloflow_core.errors import SoloFlowError
 from soloflow_core.flow.templates import maybe_json
 
 _MAX_LEAVES = 2000
 _MAX_DEPTH = 6
+MAX_OUTPUT_CHARS = 1_000_000
+"""Outputs longer than this (as text) are not searched for upstream values."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,11 @@ class Occurrence:
 
     task: str
     args: Sequence[dict[str, Any]]
+    """Per step, the arguments of the call that represents it (its last attempt)."""
     outputs: Sequence[Any]
+    step_calls: Sequence[Sequence[Any]] = ()
+    """Per step, every successful call of its unit (several for a loop: the same tool
+    called once per item), as ``ToolCall`` objects; empty when not known."""
 
 
 @dataclass(slots=True)
@@ -43,6 +50,8 @@ class ArgumentSource:
     template: Any
     confidence: float
     input_name: str | None = None
+    note: str = ""
+    """Why this source and not another, when more than one held."""
 
 
 @dataclass(slots=True)
@@ -51,6 +60,8 @@ class Generalization:
     input_schema: dict[str, Any]
     extraction: dict[str, dict[str, Any]]
     sources: list[dict[str, ArgumentSource]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What a person should know: choices between sources, arguments left out, types."""
 
     def confidence(self) -> dict[str, dict[str, float]]:
         return {
@@ -60,7 +71,10 @@ class Generalization:
 
 
 def _canon(v: Any) -> str:
-    return json.dumps(v, sort_keys=True, default=str)
+    try:
+        return json.dumps(v, sort_keys=True, default=str)
+    except ValueError:  # a reference cycle: compare by repr, which marks the cycle
+        return repr(v)
 
 
 def _leaves(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -90,19 +104,29 @@ def _at(value: Any, path: tuple[str, ...]) -> Any:
     return maybe_json(cur) if path else cur
 
 
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, dict | list) or isinstance(b, dict | list):
+        return type(a) is type(b) and _canon(a) == _canon(b)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b or str(a) == str(b)
+
+
 def _upstream_path(values: list[Any], outputs: list[Any]) -> tuple[str, ...] | None:
     """The shortest path into every ``outputs[k]`` that yields ``values[k]``."""
-    first = _canon(values[0])
+    first = values[0]
+    if first is None or first == "":
+        return None  # an empty value "matches" too many fields to mean anything
     found: list[tuple[str, ...]] = []
     for n, (path, leaf) in enumerate(_leaves(outputs[0])):
         if n > _MAX_LEAVES:
             break
-        if _canon(leaf) == first or (isinstance(leaf, str | int | float) and str(leaf) == str(values[0]) and not isinstance(leaf, bool)):
+        if _same(leaf, first):
             found.append(path)
     found.sort(key=len)
     for path in found:
         try:
-            if all(_canon(_at(o, path)) == _canon(v) or str(_at(o, path)) == str(v) for o, v in zip(outputs, values, strict=True)):
+            if all(_same(_at(o, path), v) for o, v in zip(outputs, values, strict=True)):
                 return path
         except KeyError:
             continue
@@ -133,7 +157,7 @@ _SHAPES = [
     ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
     ("integer", r"-?\d+"),
     ("number", r"-?\d+(?:\.\d+)?"),
-    ("token", r"[A-Za-z0-9][A-Za-z0-9_\-./:]*"),
+    ("token", r"[^\W_][\w\-./:]*"),
 ]
 
 
@@ -174,21 +198,77 @@ def extract_value(rule: dict[str, Any], task: str) -> str | None:
     return m.group("v") if m else None
 
 
-def generalize(occurrences: Sequence[Occurrence]) -> Generalization:
-    """Infer ``input_map``s, the flow's input schema and extraction rules."""
+def _parsed_outputs(occ: Occurrence, n_steps: int, loops: Mapping[int, str]) -> list[Any]:
+    """Each step's output parsed once; a loop step's is the list of its calls' outputs;
+    an output over ``MAX_OUTPUT_CHARS`` is not searched (None)."""
+    out: list[Any] = []
+    for i in range(n_steps):
+        if i in loops and len(occ.step_calls) > i and occ.step_calls[i]:
+            out.append([_bounded(getattr(c, "output", None)) for c in occ.step_calls[i]])
+        else:
+            out.append(_bounded(occ.outputs[i] if i < len(occ.outputs) else None))
+    return out
+
+
+def _bounded(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_OUTPUT_CHARS:
+        return None
+    return maybe_json(value)
+
+
+def check_occurrences(occurrences: Sequence[Occurrence]) -> None:
+    """Raise ``SoloFlowError`` saying why these occurrences cannot be generalised."""
+    if not occurrences:
+        raise SoloFlowError("cannot generalise a candidate with no complete occurrence; "
+                            "ingest runs with arguments and outputs, then run `soloflow detect` again")
+    n = len(occurrences[0].args)
+    for k, o in enumerate(occurrences):
+        if len(o.args) != n or len(o.outputs) != n:
+            raise SoloFlowError(
+                f"occurrence {k} has {len(o.args)} argument sets and {len(o.outputs)} outputs "
+                f"where occurrence 0 has {n}: occurrences of one candidate must align step by step")
+        for i, a in enumerate(o.args):
+            if not isinstance(a, Mapping):
+                raise SoloFlowError(f"occurrence {k}, step_{i + 1}: arguments are a "
+                                    f"{type(a).__name__}, not an object; record tool arguments as a dict")
+
+
+def generalize(
+    occurrences: Sequence[Occurrence], *, loops: Mapping[int, str] | None = None
+) -> Generalization:
+    """Infer ``input_map``s, the flow's input schema and extraction rules.
+
+    Args:
+        occurrences: the aligned occurrences (at least one).
+        loops: step index → the argument a map step takes from its item; that argument is
+            left to the caller, and the step's output is the list of its calls' outputs.
+
+    Raises:
+        SoloFlowError: the occurrences do not align (says which and why).
+    """
+    check_occurrences(occurrences)
+    loops = dict(loops or {})
     n_steps = len(occurrences[0].args)
     input_maps: list[dict[str, Any]] = []
     sources: list[dict[str, ArgumentSource]] = []
     props: dict[str, Any] = {}
     required: list[str] = []
     extraction: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
     used_names: dict[str, str] = {}  # canonical value list -> input name (one input, many uses)
     tasks = [o.task or "" for o in occurrences]
+    parsed = [_parsed_outputs(o, n_steps, loops) for o in occurrences]
     for i in range(n_steps):
         keys = [k for k in occurrences[0].args[i] if all(k in o.args[i] for o in occurrences)]
+        dropped = sorted({k for o in occurrences for k in o.args[i]} - set(keys))
+        if dropped:
+            notes.append(f"step_{i + 1}: argument(s) {', '.join(dropped)} left out: not given "
+                         "in every occurrence")
         imap: dict[str, Any] = {}
         srcs: dict[str, ArgumentSource] = {}
         for key in keys:
+            if loops.get(i) == key:
+                continue
             values = [o.args[i][key] for o in occurrences]
             canon = [_canon(v) for v in values]
             if len(set(canon)) == 1:
@@ -197,15 +277,22 @@ def generalize(occurrences: Sequence[Occurrence]) -> Generalization:
                 continue
             found = None
             for j in range(i - 1, -1, -1):
-                path = _upstream_path(values, [o.outputs[j] for o in occurrences])
+                path = _upstream_path(values, [p[j] for p in parsed])
                 if path is not None:
                     found = (j, path)
                     break
+            strs = [v if isinstance(v, str) else _canon(v) for v in values]
+            in_task = all(s and s in t for s, t in zip(strs, tasks, strict=True))
             if found is not None:
                 j, path = found
                 tmpl = "{{" + ".".join((f"step_{j + 1}", *path)) + "}}"
                 imap[key] = tmpl
-                srcs[key] = ArgumentSource("upstream", tmpl, 1.0)
+                note = ""
+                if in_task:
+                    note = (f"also in the task text; {tmpl} chosen: a value passed between "
+                            "steps stays right when the task is phrased differently")
+                    notes.append(f"step_{i + 1}.{key}: {note}")
+                srcs[key] = ArgumentSource("upstream", tmpl, 1.0, note=note)
                 continue
             sig = "|".join(canon)
             name = used_names.get(sig)
@@ -214,14 +301,21 @@ def generalize(occurrences: Sequence[Occurrence]) -> Generalization:
                 used_names[sig] = name
                 jtype = _json_type(values)
                 props[name] = {"type": jtype} if jtype else {}
+                if jtype is None:
+                    notes.append(f"step_{i + 1}.{key}: values differ in type between "
+                                 "occurrences; input {name!r} left untyped".replace("{name!r}", repr(name)))
                 props[name]["examples"] = values[:3]
                 required.append(name)
-                strs = [v if isinstance(v, str) else json.dumps(v) for v in values]
-                in_task = all(s and s in t for s, t in zip(strs, tasks, strict=True))
                 rule = learn_extraction(strs, tasks) if in_task else None
                 if rule is not None:
                     rule["type"] = jtype or "string"
                     extraction[name] = rule
+                props[name]["description"] = (
+                    f"from the task text ({rule['shape']}"
+                    + (f" after {rule['anchor']!r}" if rule["anchor"] else "") + ")"
+                    if rule is not None else
+                    "free: not in the task text nor an earlier output; the caller gives it"
+                )
             tmpl = "{{_trigger." + name + "}}"
             imap[key] = tmpl
             kind = "task" if name in extraction else "free"
@@ -229,7 +323,8 @@ def generalize(occurrences: Sequence[Occurrence]) -> Generalization:
         input_maps.append(imap)
         sources.append(srcs)
     schema = {"type": "object", "properties": props, "required": required}
-    return Generalization(input_maps=input_maps, input_schema=schema, extraction=extraction, sources=sources)
+    return Generalization(input_maps=input_maps, input_schema=schema, extraction=extraction,
+                          sources=sources, notes=notes)
 
 
 def extract_inputs(extraction: dict[str, dict[str, Any]], task: str) -> dict[str, Any]:

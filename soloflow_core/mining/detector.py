@@ -1,87 +1,191 @@
-"""Detector v1: the design document's flow-sequence detector, over the whole ledger.
+"""The detector: the whole ledger of a namespace → ranked, generalised flow candidates.
 
-Exact sequences and contiguous sub-sequences of length ≥ ``min_sequence_length`` present
-in ≥ ``min_occurrences`` distinct runs, closed patterns only, ranked by the design
-document's savings formula (average run cost × occurrences × 0.95), with pattern length
-and support as tie-breakers. Each candidate's proposed flow has its arguments generalised
-from the recorded occurrences (:mod:`soloflow_core.generalize.arguments`).
+Reads the namespace's tool-name columns from the store (:meth:`Store.read_tool_names`),
+mines and ranks them (:func:`soloflow_core.mining.pipeline.mine_ranked`: closed contiguous
+patterns in ≥ ``min_occurrences`` distinct runs, chosen by a greedy MDL cover that tolerates
+agent noise), drops what is already decided or registered, then loads the runs behind each
+chosen pattern's occurrences to measure its savings from their model calls and to
+generalise its arguments (:mod:`soloflow_core.generalize.arguments`). docs/mining.md
+explains the ranking and its measured quality.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from soloflow_core.generalize.arguments import Occurrence, generalize
-from soloflow_core.mining.closed import Pattern, mine_closed_patterns
+import numpy as np
+
+from soloflow_core.generalize.arguments import Occurrence
+from soloflow_core.generalize.propose import flow_name_for, propose_flow, title_case
+from soloflow_core.mining.pipeline import MiningProgress, mine_ranked
+from soloflow_core.mining.ranking import RankedPattern, RankingOptions, with_measured_savings
 from soloflow_core.models import (
     DetectorConfig,
     FlowCandidate,
-    FlowDefinition,
-    FlowStep,
+    TaskRun,
     candidate_id_for,
     dedupe_key_for,
 )
 
 if TYPE_CHECKING:
-    from soloflow_core.store import RunSequence, Store
+    from soloflow_core.store import Store, ToolNameColumns
 
-SAVINGS_FACTOR = 0.95
-
-
-def flow_name_for(tool_sequence: Sequence[str]) -> str:
-    return "Auto: " + " → ".join(tool_sequence)
-
-
-def title_case(tool_name: str) -> str:
-    return " ".join(w.capitalize() for w in tool_name.replace("-", "_").split("_") if w)
-
-
-def _avg_cost(pattern: Pattern, runs: Sequence[RunSequence]) -> tuple[float, str]:
-    costs = [c for r in pattern.runs if (c := runs[r].cost) is not None]
-    if costs:
-        return sum(costs) / len(costs), "design-doc: avg_run_cost * occurrences * 0.95 (cost)"
-    tokens = [t for r in pattern.runs if (t := runs[r].tokens) is not None]
-    if tokens:
-        return sum(tokens) / len(tokens), "design-doc: avg_run_tokens * occurrences * 0.95 (no cost recorded)"
-    return 0.0, "design-doc formula; no cost or tokens recorded, so 0"
-
-
-def propose_flow(
-    tool_sequence: Sequence[str], occurrences: Sequence[Occurrence], *, observed: int
-) -> tuple[FlowDefinition, dict[str, dict[str, float]]]:
-    """The proposed flow: one step per call, linearly chained in the observed order."""
-    gen = generalize(occurrences) if occurrences else None
-    steps = []
-    for i, name in enumerate(tool_sequence):
-        sid = f"step_{i + 1}"
-        steps.append(
-            FlowStep(
-                id=sid,
-                name=title_case(name),
-                skill_key=name,
-                depends_on=[f"step_{i}"] if i else [],
-                output_key=sid,
-                input_map=gen.input_maps[i] if gen else {},
-            )
-        )
-    flow = FlowDefinition(
-        name=flow_name_for(tool_sequence),
-        description=f"Auto-generated from {observed} observed repetitions of "
-        + " → ".join(tool_sequence) + ".",
-        steps=steps,
-        tags=["auto-generated", "flow-offload"],
-        input_schema=gen.input_schema if gen else {"type": "object", "properties": {}},
-        extraction=gen.extraction if gen else {},
-    )
-    return flow, (gen.confidence() if gen else {})
+MAX_EVIDENCE_RUNS = 200
+"""Runs loaded per candidate to measure savings and generalise arguments (evenly spread
+over its occurrences); support is always counted on the whole ledger."""
+MAX_LISTED_RUN_IDS = 1000
+"""``run_ids`` lists at most this many runs (``occurrence_count`` is the full count)."""
 
 
 def _inside(pattern: tuple[str, ...], flow: tuple[str, ...]) -> bool:
     """True when ``pattern`` is a contiguous part of a registered flow's step sequence."""
     n = len(pattern)
     return any(flow[i : i + n] == pattern for i in range(len(flow) - n + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class _Ledger:
+    """The mined columns and, per run, the namespace it came from."""
+
+    columns: ToolNameColumns
+    namespace: list[tuple[str, str]]
+
+
+def _read(
+    store: Store, scope: Sequence[tuple[str, str]], config: DetectorConfig
+) -> _Ledger:
+    from soloflow_core.store import ToolNameColumns
+
+    parts = [
+        (ns, store.read_tool_names(user_id=ns[0], agent_id=ns[1], lookback=config.lookback_limit))
+        for ns in scope
+    ]
+    if len(parts) == 1:
+        ns, cols = parts[0]
+        return _Ledger(cols, [ns] * cols.run_count)
+    # Several namespaces: one vocabulary, runs concatenated in scope order.
+    vocab: dict[str, int] = {}
+    codes, offsets, namespace = [], [np.zeros(1, np.int64)], []
+    base = 0
+    for ns, cols in parts:
+        remap = np.asarray([vocab.setdefault(n, len(vocab)) for n in cols.names], dtype=np.int64)
+        codes.append(remap[cols.codes] if len(cols.codes) else cols.codes)
+        offsets.append(cols.offsets[1:] + base)
+        base += len(cols.codes)
+        namespace += [ns] * cols.run_count
+    merged = ToolNameColumns(
+        run_pks=np.concatenate([c.run_pks for _, c in parts]),
+        run_ids=[r for _, c in parts for r in c.run_ids],
+        offsets=np.concatenate(offsets),
+        codes=np.concatenate(codes),
+        names=list(vocab),
+        errors=np.concatenate([c.errors for _, c in parts]),
+        success=np.concatenate([c.success for _, c in parts]),
+        cost=np.concatenate([c.cost for _, c in parts]),
+        tokens=np.concatenate([c.tokens for _, c in parts]),
+    )
+    return _Ledger(merged, namespace)
+
+
+def _evidence(store: Store, ledger: _Ledger, runs: Sequence[int]) -> dict[int, TaskRun]:
+    """Full runs for (at most :data:`MAX_EVIDENCE_RUNS` of) ``runs``, keyed by index."""
+    if len(runs) > MAX_EVIDENCE_RUNS:
+        step = len(runs) / MAX_EVIDENCE_RUNS
+        runs = [runs[int(i * step)] for i in range(MAX_EVIDENCE_RUNS)]
+    by_ns: dict[tuple[str, str], list[int]] = {}
+    for r in runs:
+        by_ns.setdefault(ledger.namespace[r], []).append(r)
+    out: dict[int, TaskRun] = {}
+    for (user, agent), idx in by_ns.items():
+        ids = [ledger.columns.run_ids[r] for r in idx]
+        loaded = {run.run_id: run for run in store.load_runs(ids, user_id=user, agent_id=agent)}
+        for r, rid in zip(idx, ids, strict=True):
+            if rid in loaded:
+                out[r] = loaded[rid]
+    return out
+
+
+def _swap_passes_data(run: TaskRun, a: int, b: int) -> bool:
+    """Whether data passes between calls ``a`` and ``b`` (either way): then their order
+    matters and a swap of them is a different sequence, not noise."""
+    from soloflow_core.mining.ranking import _passes_data
+
+    ca, cb = run.tool_calls[a], run.tool_calls[b]
+    return _passes_data(ca, cb) or _passes_data(cb, ca)
+
+
+def _checked(pattern: RankedPattern, evidence: dict[int, TaskRun]) -> RankedPattern:
+    """``pattern`` without the swapped occurrences (among the loaded runs) whose two
+    swapped steps pass data: the ranking sees names only, the runs show the data."""
+    from dataclasses import replace
+
+    bad = set()
+    for k, occ in enumerate(pattern.occurrences):
+        run = evidence.get(occ.run)
+        if run is None:
+            continue
+        for defect in occ.noise:
+            if defect.startswith("swap@"):
+                j = int(defect[5:])
+                sa, sb = occ.spans[j], occ.spans[j + 1]
+                if sa and sb and _swap_passes_data(run, sa[1], sb[1]):
+                    bad.add(k)
+    if not bad:
+        return pattern
+    kept = tuple(o for k, o in enumerate(pattern.occurrences) if k not in bad)
+    return replace(
+        pattern,
+        occurrences=kept,
+        runs=tuple(sorted({o.run for o in kept})),
+        explanation=pattern.explanation
+        + f" {len(bad)} swapped occurrence(s) dropped: data passes between the swapped steps.",
+    )
+
+
+def _occurrences(pattern: RankedPattern, evidence: dict[int, TaskRun]) -> list[Occurrence]:
+    """The complete occurrences among the loaded runs, as the generaliser reads them."""
+    out = []
+    for occ in pattern.occurrences:
+        run = evidence.get(occ.run)
+        calls = occ.calls
+        if run is None or any(c is None for c in calls):
+            continue
+        picked = [run.tool_calls[c] for c in calls if c is not None]
+        step_calls = [
+            [run.tool_calls[k] for k in range(span[0], span[1] + 1) if not run.tool_calls[k].error]
+            or [run.tool_calls[span[1]]]
+            for span in occ.spans
+            if span is not None
+        ]
+        out.append(Occurrence(task=run.task or "", args=[c.args for c in picked],
+                              outputs=[c.output for c in picked], step_calls=step_calls))
+    return out
+
+
+def _exact_runs(pattern: RankedPattern, cols: ToolNameColumns) -> int:
+    """Runs whose whole tool sequence is one clean occurrence of the pattern."""
+    lengths = np.diff(cols.offsets)
+    n = 0
+    for occ in pattern.occurrences:
+        first, last = occ.spans[0], occ.spans[-1]
+        if (not occ.noise and first is not None and last is not None and first[0] == 0
+                and last[1] == int(lengths[occ.run]) - 1):
+            n += 1
+    return n
+
+
+def _avg_cost(pattern: RankedPattern, cols: ToolNameColumns) -> float:
+    costs = cols.cost[np.asarray(pattern.runs, dtype=np.int64)] if pattern.runs else np.zeros(0)
+    known = costs[~np.isnan(costs)]
+    return float(known.mean()) if len(known) else 0.0
+
+
+def _finite(x: float) -> float:
+    return round(x, 4) if math.isfinite(x) else 0.0
 
 
 def detect_candidates(
@@ -91,20 +195,25 @@ def detect_candidates(
     agent_id: str,
     config: DetectorConfig | None = None,
     save: bool = True,
+    also_namespaces: Sequence[tuple[str, str]] = (),
+    on_progress: MiningProgress | None = None,
 ) -> list[FlowCandidate]:
     """Mine the namespace's ledger and return the top candidates (stored when ``save``).
 
-    A sequence already approved or rejected in the namespace is not proposed again, nor
-    is one that lies inside a registered flow (learned or user-submitted); a pending
-    candidate is refreshed in place (same id), never duplicated.
+    Only (``user_id``, ``agent_id``)'s runs are mined unless ``also_namespaces`` names
+    more (an explicit opt-in, for an operator whose agents share workflows); candidates
+    always belong to the caller's namespace. A sequence already approved or rejected in the
+    namespace is not proposed again, nor is one that lies inside a registered flow
+    (learned or user-submitted); a pending candidate is refreshed in place (same id), never
+    duplicated.
     """
     config = config or DetectorConfig()
-    runs = list(store.iter_sequences(user_id=user_id, agent_id=agent_id, lookback=config.lookback_limit))
-    patterns = mine_closed_patterns(
-        [r.names for r in runs],
-        min_length=config.min_sequence_length,
-        min_support=config.min_occurrences,
-    )
+    scope: list[tuple[str, str]] = [(user_id, agent_id)]
+    for user, agent in also_namespaces:
+        if (user, agent) not in scope:
+            scope.append((user, agent))
+    ledger = _read(store, scope, config)
+    cols = ledger.columns
     decided = {
         k for k, s in store.decided_dedupe_keys(user_id=user_id, agent_id=agent_id).items()
         if s != "pending"
@@ -113,55 +222,74 @@ def detect_candidates(
         tuple(step.skill_key for step in rec.flow.steps)
         for rec in store.list_flows(user_id=user_id, agent_id=agent_id)
     ]
-    scored = []
-    for p in patterns:
-        key = dedupe_key_for(p.names)
-        if key in decided or any(_inside(p.names, flow) for flow in registered):
-            continue
-        avg, method = _avg_cost(p, runs)
-        savings = avg * p.support * SAVINGS_FACTOR
-        scored.append((savings, len(p.names) * p.support, p.support, len(p.names), p, avg, method))
-    scored.sort(key=lambda s: (-s[0], -s[1], -s[2], -s[3], s[4].names))
+    tolerate = config.tolerate_noise
+    options = RankingOptions(
+        include_failed_runs=config.include_failed_runs,
+        max_gap=1 if tolerate else 0,
+        max_swaps=1 if tolerate else 0,
+        allow_truncated=tolerate,
+        min_gain_bits=config.min_gain_bits,
+    )
+    # Decided and registered patterns still take part in the cover (they explain their
+    # runs, so their fragments are not proposed instead); they are dropped afterwards.
+    top_k = config.max_candidates + min(len(decided) + len(registered), 4 * config.max_candidates + 20)
+    ranked = mine_ranked(
+        cols,
+        min_length=config.min_sequence_length,
+        min_support=config.min_occurrences,
+        top_k=top_k,
+        options=options,
+        on_progress=on_progress,
+    )
     now = datetime.now(UTC)
     out: list[FlowCandidate] = []
-    for savings, _, _, _, p, avg, method in scored[: config.max_candidates]:
-        run_ids = [runs[r].run_id for r in p.runs]
-        full = {r.run_id: r for r in store.load_runs(run_ids, user_id=user_id, agent_id=agent_id)}
-        n = len(p.names)
-        occurrences = []
-        for r, pos in zip(p.runs, p.first_positions, strict=True):
-            run = full.get(runs[r].run_id)
-            if run is None:
-                continue
-            calls = run.tool_calls[pos : pos + n]
-            occurrences.append(
-                Occurrence(task=run.task or "", args=[c.args for c in calls], outputs=[c.output for c in calls])
-            )
-        flow, confidence = propose_flow(p.names, occurrences, observed=p.support)
-        key = dedupe_key_for(p.names)
-        exact = len(p.exact_runs) >= config.min_occurrences
+    for pattern in ranked:
+        if len(out) == config.max_candidates:
+            break
+        names = list(pattern.names)
+        key = dedupe_key_for(names)
+        if key in decided or any(_inside(pattern.names, flow) for flow in registered):
+            continue
+        evidence = _evidence(store, ledger, list(pattern.runs))
+        p = _checked(pattern, evidence)
+        if p.support < config.min_occurrences:
+            continue
+        p = with_measured_savings(p, evidence)
+        occurrences = _occurrences(p, evidence)
+        flow, confidence = propose_flow(names, occurrences, observed=p.support, repeated_steps=p.repeated_steps)
+        exact = _exact_runs(p, cols) >= config.min_occurrences
         out.append(
             FlowCandidate(
                 id=candidate_id_for(user_id, agent_id, key),
                 user_id=user_id,
                 agent_id=agent_id,
-                tool_sequence=list(p.names),
+                tool_sequence=names,
                 occurrence_count=p.support,
                 match_type="exact" if exact else "subsequence",
-                estimated_token_savings=round(savings, 4),
-                avg_cost_per_execution=round(avg, 4),
+                estimated_token_savings=_finite(p.estimated_token_savings),
+                avg_cost_per_execution=_finite(_avg_cost(p, cols)),
                 dedupe_key=key,
                 proposed_flow=flow,
-                run_ids=run_ids,
-                savings_method=method,
+                run_ids=[cols.run_ids[r] for r in p.runs[:MAX_LISTED_RUN_IDS]],
+                savings_method=p.savings_method,
                 created_at=now,
                 agent_prompt_hint=(
                     f"A deterministic flow '{flow.name}' is available for this pattern. Use "
                     f"flow_run('{flow.name}') instead of reasoning through these steps manually."
                 ),
                 argument_confidence=confidence,
+                score_bits=_finite(p.score),
+                clean_occurrences=p.clean_occurrences,
+                repeated_steps=list(p.repeated_steps),
+                lift=_finite(p.lift),
+                tokens_saved_per_occurrence=_finite(p.tokens_saved_per_occurrence),
+                turns_saved_per_occurrence=_finite(p.turns_saved_per_occurrence),
+                explanation=p.explanation,
             )
         )
     if save and out:
         store.save_candidates(out)
     return out
+
+
+__all__ = ["detect_candidates", "flow_name_for", "propose_flow", "title_case"]

@@ -1,16 +1,21 @@
 """The closed contiguous-pattern miner on numpy arrays: near-linear in the ledger's size.
 
-The ledger is one array of integer tool codes (all runs concatenated) plus run offsets.
-Patterns grow level by level; at level *k* every surviving position carries the dense id of
-the *k*-gram that starts there, and the (*k*+1)-gram id is the rank of the pair
-(*k*-gram id, next code). Only frequent grams survive (support can only shrink as a
-pattern grows), so the work per level is the number of positions still inside a frequent
-gram. Support is the number of distinct runs, counted with one sort per level.
+The ledger is one array of integer tool codes (all runs concatenated, laid out flat with a
+``-1`` after each run, so no gram spans two runs). Patterns grow level by level; at level
+*k* every surviving position carries the dense id of the *k*-gram that starts there. The
+(*k*+1)-gram at *p* is the *k*-gram at *p* plus the tool at *p*+*k*; it can only be frequent
+when the *k*-gram at *p*+1 is frequent too (its suffix), so positions whose suffix died are
+dropped before any sorting. Grouping is one sort of (gram key, position) packed in an int64
+(a plain sort, several times faster than a stable argsort), which also leaves each gram's
+positions, hence its runs, in order: support is the number of distinct runs, counted by
+comparing neighbours. The work per level is the number of positions still inside a
+frequent gram.
 
 A *k*-gram is closed when no frequent (*k*+1)-gram with the same support extends it to the
 right (same prefix id) or to the left (same suffix id); both are read off level *k*+1.
 
-Results are compact (names, support, exact support); where a pattern occurs is computed on
+:func:`mine_levels` returns the closed patterns as arrays (what the pipeline ranks);
+:func:`mine_coded` as :class:`MinedPattern` objects. Where a pattern occurs is computed on
 demand for the few patterns that need it (:meth:`CodedLedger.occurrences`).
 """
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -59,7 +65,9 @@ class CodedLedger:
         for seq in sequences:
             flat.extend(vocab.setdefault(n, len(vocab)) for n in seq)
             offsets.append(len(flat))
-        return cls(np.asarray(flat, dtype=np.int64), np.asarray(offsets, dtype=np.int64), list(vocab))
+        return cls(
+            np.asarray(flat, dtype=np.int64), np.asarray(offsets, dtype=np.int64), list(vocab)
+        )
 
     @property
     def run_count(self) -> int:
@@ -88,41 +96,144 @@ class CodedLedger:
         return runs, starts[first] - self.offsets[runs]
 
 
-def _group(key: IntArray, rid: IntArray) -> tuple[IntArray, IntArray]:
-    """Dense ids for ``key`` (one per distinct value) and each id's distinct-run support.
+@dataclass(frozen=True, slots=True)
+class CodedPatterns:
+    """Closed patterns of one length as arrays: what :func:`mine_levels` yields."""
 
-    ``rid`` must be non-decreasing along the array (positions in ledger order): a stable
-    sort by key then leaves each key's runs in order, so distinct runs are counted by
-    comparing neighbours — one sort per level, no hashing.
-    """
-    order = np.argsort(key, kind="stable")
-    ks = key[order]
+    codes: IntArray
+    """``(n, k)`` each pattern's codes."""
+    support: IntArray
+    """``(n,)`` distinct runs containing it."""
+    exact_support: IntArray
+    """``(n,)`` runs whose whole sequence is exactly it."""
+    truncated: bool
+    """True when ``k`` is the length cap (each may continue further)."""
+
+
+class _Flat:
+    """The ledger laid out flat with one ``-1`` after each run, so that a gram never spans
+    two runs: run ``r``'s call ``i`` sits at ``offsets[r] + i + r``."""
+
+    def __init__(self, ledger: CodedLedger) -> None:
+        lengths = np.diff(ledger.offsets)
+        n_runs = len(lengths)
+        self.size = len(ledger.codes) + n_runs + 1  # the last slot: an end pad
+        self.small: type[np.integer[Any]] = np.int32 if self.size < 2**31 - 1 else np.int64
+        run = np.arange(n_runs, dtype=self.small)
+        self.rid: npt.NDArray[Any] = np.append(np.repeat(run, lengths + 1), n_runs)
+        self.rid = self.rid.astype(self.small, copy=False)
+        self.at = np.arange(len(ledger.codes), dtype=np.int64)
+        self.at += np.repeat(run, lengths)
+        self.code = np.full(self.size, -1, dtype=np.int64)
+        self.code[self.at] = ledger.codes
+        self.pos_bits = max(int(self.size).bit_length(), 1)
+
+
+def _sorted_groups(
+    key: IntArray, pos: IntArray, key_max: int, pos_bits: int
+) -> tuple[IntArray, IntArray]:
+    """``(key, pos)`` pairs sorted by key, then position: one packed sort when both fit in
+    63 bits (several times faster than a stable argsort), else a lexsort."""
+    if key_max < 2 ** (63 - pos_bits):
+        packed = (key << pos_bits) | pos
+        packed.sort()
+        return packed >> pos_bits, packed & ((1 << pos_bits) - 1)
+    order = np.lexsort((pos, key))
+    return key[order], pos[order]
+
+
+def _group_support(
+    ks: IntArray, ps: IntArray, rid: npt.NDArray[Any]
+) -> tuple[IntArray, IntArray, IntArray]:
+    """Dense ids of sorted keys, each id's distinct-run support and first position."""
     start = np.empty(len(ks), dtype=bool)
     start[:1] = True
     np.not_equal(ks[1:], ks[:-1], out=start[1:])
-    gid_sorted = np.cumsum(start) - 1
-    gid = np.empty_like(gid_sorted)
-    gid[order] = gid_sorted
-    rs = rid[order]
+    gid = np.cumsum(start) - 1
+    r = rid[ps]
     new_run = start.copy()
-    new_run[1:] |= rs[1:] != rs[:-1]
-    n = int(gid_sorted[-1]) + 1 if len(gid_sorted) else 0
-    return gid, np.bincount(gid_sorted[new_run], minlength=n)
+    new_run[1:] |= r[1:] != r[:-1]
+    n = int(gid[-1]) + 1 if len(gid) else 0
+    return gid, np.bincount(gid[new_run], minlength=n), ps[start]
 
 
-def _representatives(gid: IntArray, pos: IntArray, n: int) -> IntArray:
-    """One position per gram id (any occurrence will do: all share the gram's codes)."""
-    rep = np.empty(n, dtype=np.int64)
-    rep[gid] = pos
-    return rep
+def mine_levels(
+    ledger: CodedLedger,
+    *,
+    min_length: int = 3,
+    min_support: int = 3,
+    max_length: int = DEFAULT_MAX_LENGTH,
+) -> list[CodedPatterns]:
+    """Closed patterns of length ``min_length``..``max_length`` in ≥ ``min_support`` runs, as
+    arrays, one entry per length (shortest first). See :func:`mine_coded`."""
+    if min_length < 1 or min_support < 1 or max_length < min_length:
+        raise ValueError("need 1 ≤ min_length ≤ max_length and min_support ≥ 1")
+    if len(ledger.codes) == 0 or ledger.run_count < min_support:
+        return []
+    flat = _Flat(ledger)
+    code, rid, bits = flat.code, flat.rid, flat.pos_bits
+    # Level 1: grams are the tools; only frequent ones matter from here on.
+    ks, ps = _sorted_groups(code[flat.at], flat.at, int(code.max()), bits)
+    gid, sup, rep = _group_support(ks, ps, rid)
+    del ks
+    gid_at: npt.NDArray[Any] = np.full(flat.size + 1, -1, dtype=flat.small)
+    out: list[CodedPatterns] = []
+    k = 1
+    while True:
+        frequent = sup >= min_support
+        keep = frequent[gid]
+        remap = np.cumsum(frequent) - 1
+        pos, gid = ps[keep], remap[gid[keep]]
+        sup, rep = sup[frequent], rep[frequent]
+        del ps, keep
+        if len(pos) == 0:
+            break
+        gid_at[pos] = gid
+        if k == 1:
+            tool_at = gid_at.copy()  # each position's frequent tool, dense
+            n_tools = len(sup)
+        # Extend a gram when the gram one to the right is frequent too (its suffix).
+        grow = pos[gid_at[pos + 1] >= 0] if k < max_length else pos[:0]
+        nks, nps = _sorted_groups(
+            gid_at[grow].astype(np.int64) * n_tools + tool_at[grow + k],
+            grow,
+            len(sup) * n_tools,
+            bits,
+        )
+        ngid, nsup, nrep = _group_support(nks, nps, rid)
+        del nks
+        if k >= min_length:
+            closed = np.ones(len(sup), dtype=bool)
+            big = nsup >= min_support
+            if big.any():
+                h = nrep[big]
+                prefix, suffix = gid_at[h], gid_at[h + 1]
+                closed[prefix[nsup[big] == sup[prefix]]] = False
+                closed[suffix[nsup[big] == sup[suffix]]] = False
+            out.append(_closed_level(code, pos, gid, sup, rep, closed, k, k == max_length))
+        gid_at[pos] = -1
+        if k == max_length:
+            break
+        ps, gid, sup, rep = nps, ngid, nsup, nrep
+        k += 1
+    return out
 
 
-def _keep(gid: IntArray, sup: IntArray, mask: npt.NDArray[np.bool_]) -> tuple[IntArray, IntArray]:
-    """Re-densify the gram ids of the positions kept by ``mask``."""
-    kept = np.zeros(len(sup), dtype=bool)
-    kept[gid[mask]] = True
-    remap = np.cumsum(kept) - 1
-    return remap[gid[mask]], sup[kept]
+def _closed_level(
+    code: IntArray,
+    pos: IntArray,
+    gid: IntArray,
+    sup: IntArray,
+    rep: IntArray,
+    closed: npt.NDArray[np.bool_],
+    k: int,
+    truncated: bool,
+) -> CodedPatterns:
+    wanted = np.flatnonzero(closed)
+    whole = (code[pos - 1] < 0) & (code[pos + k] < 0)  # pos 0: code[-1] is the end pad
+    exact = np.bincount(gid[whole], minlength=len(sup))
+    window = code[rep[wanted][:, None] + np.arange(k)]
+    return CodedPatterns(window, sup[wanted], exact[wanted], truncated)
 
 
 def mine_coded(
@@ -136,82 +247,24 @@ def mine_coded(
 
     Sorted longest first, then by support (descending), then by names.
     """
-    if min_length < 1 or min_support < 1 or max_length < min_length:
-        raise ValueError("need 1 ≤ min_length ≤ max_length and min_support ≥ 1")
-    codes = ledger.codes
-    n_runs = ledger.run_count
-    if len(codes) == 0 or n_runs < min_support:
-        return []
-    rid = ledger.run_ids()
-    run_end = ledger.offsets[1:][rid]
-    vocab = max(len(ledger.names), int(codes.max()) + 1)
-    lengths = np.diff(ledger.offsets)
-
-    gid, sup = _group(codes, rid)
-    alive = sup[gid] >= min_support
-    pos = np.flatnonzero(alive).astype(np.int64)
-    gid, sup = _keep(gid, sup, alive)
-    k = 1
-    out: list[MinedPattern] = []
-    while len(pos):
-        # Extend every surviving k-gram by the code that follows it in its run.
-        room = pos + k < run_end[pos]
-        p_next = pos[room]
-        new_gid, new_sup = _group(gid[room] * vocab + codes[p_next + k], rid[p_next])
-        frequent = new_sup[new_gid] >= min_support
-        if k >= min_length:
-            closed = np.ones(len(sup), dtype=bool)
-            # At the length cap every extension is out of reach: report what is there.
-            if k < max_length and frequent.any():
-                rep = _representatives(new_gid[frequent], p_next[frequent], len(new_sup))
-                grams = np.flatnonzero(new_sup >= min_support)
-                at = np.searchsorted(pos, rep[grams])
-                prefix = gid[at]
-                suffix = gid[np.searchsorted(pos, rep[grams] + 1)]
-                s = new_sup[grams]
-                closed[prefix[s == sup[prefix]]] = False
-                closed[suffix[s == sup[suffix]]] = False
-            out.extend(_emit(ledger, pos, gid, sup, closed, k, rid, lengths, truncated=k == max_length))
-        if k == max_length:
-            break
-        pos = p_next[frequent]
-        gid, sup = _keep(new_gid, new_sup, frequent)
-        k += 1
-    out.sort(key=lambda p: (-len(p.codes), -p.support, p.names))
-    return out
-
-
-def _emit(
-    ledger: CodedLedger,
-    pos: IntArray,
-    gid: IntArray,
-    sup: IntArray,
-    closed: npt.NDArray[np.bool_],
-    k: int,
-    rid: IntArray,
-    lengths: IntArray,
-    *,
-    truncated: bool,
-) -> list[MinedPattern]:
-    wanted = np.flatnonzero(closed)
-    if len(wanted) == 0:
-        return []
-    rep = _representatives(gid, pos, len(sup))
-    exact_mask = (lengths[rid[pos]] == k) & (pos == ledger.offsets[rid[pos]])
-    exact = np.bincount(gid[exact_mask], minlength=len(sup))
-    window = ledger.codes[rep[wanted][:, None] + np.arange(k)]
-    out = []
-    for g, row in zip(wanted.tolist(), window.tolist(), strict=True):
-        cs = tuple(row)
-        out.append(
-            MinedPattern(
-                codes=cs,
-                names=tuple(ledger.names[c] for c in cs),
-                support=int(sup[g]),
-                exact_support=int(exact[g]),
-                truncated=truncated,
-            )
+    levels = mine_levels(
+        ledger, min_length=min_length, min_support=min_support, max_length=max_length
+    )
+    names = ledger.names
+    out = [
+        MinedPattern(
+            codes=tuple(row),
+            names=tuple(names[c] for c in row),
+            support=s,
+            exact_support=e,
+            truncated=lv.truncated,
         )
+        for lv in levels
+        for row, s, e in zip(
+            lv.codes.tolist(), lv.support.tolist(), lv.exact_support.tolist(), strict=True
+        )
+    ]
+    out.sort(key=lambda p: (-len(p.codes), -p.support, p.names))
     return out
 
 
@@ -223,9 +276,13 @@ def mine_closed_patterns_fast(
     max_length: int = DEFAULT_MAX_LENGTH,
 ) -> list[Pattern]:
     """:func:`soloflow_core.mining.closed.mine_closed_patterns` with occurrence lists, fast."""
-    ledger = sequences if isinstance(sequences, CodedLedger) else CodedLedger.from_sequences(sequences)
+    ledger = (
+        sequences if isinstance(sequences, CodedLedger) else CodedLedger.from_sequences(sequences)
+    )
     out = []
-    for p in mine_coded(ledger, min_length=min_length, min_support=min_support, max_length=max_length):
+    for p in mine_coded(
+        ledger, min_length=min_length, min_support=min_support, max_length=max_length
+    ):
         runs, firsts = ledger.occurrences(p.codes)
         lengths = np.diff(ledger.offsets)[runs]
         exact = runs[(lengths == len(p.codes)) & (firsts == 0)]

@@ -7,6 +7,12 @@ grams that just became frequent or grew and are not yet known as a candidate or 
 Full, ranked mining (:func:`soloflow_core.mining.detector.detect_candidates`) runs only
 then, or on demand.
 
+It counts the same units the full detector mines (:func:`unit_names`: a tool called several
+times in a row — a retry or a loop — is one unit), so a workflow with a loop of one item and
+one of four counts as one gram. Noise the full ranking tolerates (a stray call, a swapped
+pair) is not: such a gram triggers detection once its clean occurrences are frequent, and the
+full detection then credits the noisy ones too.
+
 Memory is bounded: past ``max_entries`` grams, the ones seen in a single run are dropped
 (they are re-counted from the store by the next full detection).
 """
@@ -18,6 +24,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from soloflow_core.models import dedupe_key_for
+
+
+def unit_names(names: Sequence[str]) -> tuple[str, ...]:
+    """``names`` with each run of the same tool called several times in a row kept once.
+
+    >>> unit_names(["a", "b", "b", "b", "c"])
+    ('a', 'b', 'c')
+    """
+    return tuple(n for i, n in enumerate(names) if i == 0 or names[i - 1] != n)
 
 
 @dataclass(slots=True)
@@ -88,7 +103,7 @@ class IncrementalDetector:
         return [g for g in kept if g not in known]
 
     def _count(self, state: NamespaceState, names: Sequence[str]) -> set[tuple[str, ...]]:
-        seq = tuple(names)
+        seq = unit_names(names)
         grams = {
             seq[i : i + n]
             for n in range(self.min_length, min(self.max_length, len(seq)) + 1)

@@ -38,10 +38,17 @@ class DetectionWatcher:
     def observe(self, run: TaskRun) -> bool:
         """Count ``run``; return True when a full detection was started for its namespace."""
         ns = (run.user_id, run.agent_id)
+        counted = self.config.include_failed_runs or run.success is not False
         if not self.incremental.is_warm(*ns):
-            seqs = (s.names for s in self.store.iter_sequences(user_id=ns[0], agent_id=ns[1]))
+            seqs = (
+                s.names
+                for s in self.store.iter_sequences(user_id=ns[0], agent_id=ns[1])
+                if self.config.include_failed_runs or s.success is not False
+            )
             self.incremental.warm(*ns, seqs, self.store.decided_dedupe_keys(user_id=ns[0], agent_id=ns[1]))
             fresh = True  # the warm-up already counted this run: let the full detector decide
+        elif not counted:
+            return False  # a failed run is no evidence for a workflow (DetectorConfig)
         else:
             fresh = bool(self.incremental.add_run(*ns, run.tool_names))
         if not fresh:

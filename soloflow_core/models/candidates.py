@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -53,3 +53,27 @@ class FlowCandidate(BaseModel):
     agent_prompt_hint: str = ""
     argument_confidence: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Per step, per argument: how sure the argument-source inference is (0..1)."""
+    score_bits: float | None = None
+    """How many bits the pattern saves encoding the ledger when the ranking chose it (the
+    ranking's score; see docs/mining.md)."""
+    clean_occurrences: int | None = None
+    """Occurrences with no tolerated defect (no stray call, swap or cut-short end)."""
+    repeated_steps: list[int] = Field(default_factory=list)
+    """0-based steps seen as a loop (the same tool several times in a row)."""
+    lift: float | None = None
+    """Occurrences over what the tools' frequencies alone predict."""
+    tokens_saved_per_occurrence: float | None = None
+    turns_saved_per_occurrence: float | None = None
+    explanation: str = ""
+    """Why the pattern was chosen, in words."""
+    fidelity: float | None = None
+    """Share of held-out occurrences whose every call (name and args) the flow reproduced
+    in replay; None until verified (``soloflow flows verify``)."""
+    confidence: float | None = None
+    """The flow's overall argument confidence: the mean of ``argument_confidence``."""
+    divergences: list[dict[str, Any]] = Field(default_factory=list)
+    """Calls that diverged in replay (held-out run, step, tool, expected vs. made), for the
+    person who decides when fidelity is below the promotion threshold."""
+    verified_at: datetime | None = None
+    verification_note: str = ""
+    """How the candidate was verified (occurrences used, held out) or why it could not be."""

@@ -15,6 +15,15 @@ class DetectorConfig(BaseModel):
     lookback_limit: int | None = Field(default=None, ge=1)
     """Only the newest N task runs; None means the whole ledger."""
     max_candidates: int = Field(default=5, ge=1)
+    include_failed_runs: bool = False
+    """Count runs whose ``success`` is False toward support (left out by default)."""
+    tolerate_noise: bool = True
+    """Credit occurrences with one stray call between steps, one swapped adjacent pair
+    (no data passing between them) or an end cut short by a failing call."""
+    min_gain_bits: float = 0.0
+    """A pattern is proposed only when it compresses the ledger by more than this many bits
+    (0: any pattern that explains the data better than its tools alone; raise it to be
+    stricter on large ledgers). See docs/mining.md."""
 
 
 class SoloFlowConfig(BaseModel):

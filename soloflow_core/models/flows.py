@@ -35,6 +35,11 @@ class FlowStep(BaseModel):
     input_map: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the call. Strings may hold ``{{_trigger.<input>}}`` and
     ``{{<step_id>.<dotted.path>}}`` templates; anything else is a constant."""
+    map_over: str | None = None
+    """A map step: one template naming a list (``{{step_1.reservations}}``). The step's
+    tool is called once per item, in parallel (a LangGraph ``Send`` fan-out); ``input_map``
+    reads the item as ``{{_item}}`` or ``{{_item.<path>}}``; the step's output is the list
+    of the calls' outputs, in item order."""
 
 
 class FlowDefinition(BaseModel):

@@ -78,7 +78,13 @@ def _sqlite_engine(url: str) -> Engine:
 
 
 def create_store_engine(url: str) -> Engine:
-    """An engine configured for SoloFlow's access pattern on the URL's dialect."""
+    """An engine configured for SoloFlow's access pattern on the URL's dialect.
+
+    SQLite files run in WAL mode with ``synchronous=NORMAL``: a commit has written its pages
+    to the WAL file when it returns, so it survives the process exiting or being killed right
+    after; it is not fsynced, so an operating-system crash or a power loss may lose the
+    transactions since the last checkpoint (without corrupting the database).
+    """
     try:
         if url.startswith("sqlite"):
             return _sqlite_engine(url)

@@ -12,7 +12,13 @@ from rich.table import Table
 
 from soloflow_core.errors import SoloFlowError
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_core.promotion import approve_candidate, reject_candidate
+from soloflow_core.promotion import (
+    DEFAULT_PROMOTION_THRESHOLD,
+    approve_candidate,
+    auto_promote_candidate,
+    describe_divergences,
+    reject_candidate,
+)
 from soloflow_langgraph.cli.app import Context, app, fail, out, print_json
 from soloflow_langgraph.compiler import flow_mermaid
 from soloflow_langgraph.runner import run_flow
@@ -49,10 +55,56 @@ def candidates(
     if as_json:
         print_json([x.model_dump(mode="json") for x in cands])
         return
-    table = Table("candidate", "status", "runs", "sequence")
+    table = Table("candidate", "status", "runs", "fidelity", "confidence", "sequence")
     for x in cands:
-        table.add_row(x.id, x.status, str(x.occurrence_count), " → ".join(x.tool_sequence))
+        table.add_row(x.id, x.status, str(x.occurrence_count),
+                      "-" if x.fidelity is None else f"{x.fidelity:.2f}",
+                      "-" if x.confidence is None else f"{x.confidence:.2f}",
+                      " → ".join(x.tool_sequence))
     out.print(table)
+    for x in cands:
+        if x.status == "pending" and x.divergences:
+            out.print(f"[yellow]{x.id}[/] diverged in replay:\n{describe_divergences(x)}", highlight=False)
+
+
+@flows_app.command("verify")
+def verify(
+    ctx: typer.Context,
+    candidate_id: str = typer.Argument(..., help="From `soloflow detect`."),
+    threshold: float = typer.Option(
+        DEFAULT_PROMOTION_THRESHOLD, "--threshold", envvar="SOLOFLOW_PROMOTION_THRESHOLD",
+        help="Fidelity needed for automatic promotion.", min=0.0, max=1.0),
+    promote: bool = typer.Option(False, "--promote", help="Promote it when fidelity ≥ threshold."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """Replay the candidate's flow against held-out runs; store fidelity (and promote)."""
+    from soloflow_langgraph.replay import verify_candidate
+
+    c: Context = ctx.obj
+    cand, report = verify_candidate(c.store(), candidate_id, **c.ns)
+    promoted = None
+    if promote and report.passes(threshold):
+        promoted = auto_promote_candidate(c.store(), candidate_id, threshold=threshold,
+                                          pm=get_plugin_manager(), **c.ns)
+    if as_json:
+        print_json({"candidate_id": cand.id, "fidelity": cand.fidelity, "confidence": cand.confidence,
+                    "threshold": threshold, "passes": report.passes(threshold),
+                    "trained_on": report.trained_on, "held_out": report.held_out,
+                    "free_inputs": report.free_inputs, "notes": report.notes,
+                    "divergences": cand.divergences,
+                    "promoted": None if promoted is None else {"name": promoted.name, "version": promoted.version}})
+        return
+    out.print(f"{cand.id}: {cand.verification_note}", highlight=False)
+    if cand.fidelity is None:
+        raise typer.Exit(1)
+    out.print(f"fidelity {cand.fidelity:.2f} (threshold {threshold:.2f}), confidence "
+              f"{cand.confidence if cand.confidence is not None else '-'}; free inputs: "
+              f"{', '.join(report.free_inputs) or 'none'}", highlight=False)
+    if promoted is not None:
+        out.print(f"promoted: registered flow [bold]{promoted.name}[/] version {promoted.version}")
+    elif not report.passes(threshold):
+        out.print(f"[yellow]below the threshold: a person must approve or reject it.[/] Calls that diverged:\n"
+                  f"{describe_divergences(cand)}", highlight=False)
 
 
 @flows_app.command("list")

@@ -39,13 +39,14 @@ def ingest(
     store = c.store()
     total = sum(f.stat().st_size for f in files)
     with Progress(
-        TextColumn("[bold]ingest"), BarColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+        TextColumn("[bold]ingest"), BarColumn(), TextColumn("{task.fields[lines]:,} lines"),
+        TransferSpeedColumn(), TimeRemainingColumn(),
         console=err, transient=True, disable=as_json or not err.is_terminal,
     ) as progress:
-        task = progress.add_task("ingest", total=total)
+        task = progress.add_task("ingest", total=total, lines=0)
 
         def on_progress(lines: int, done: int, _total: int) -> None:
-            progress.update(task, completed=done)
+            progress.update(task, completed=done, lines=lines)
 
         report = do_ingest(store, files, default_user=c.user, default_agent=c.agent,
                            on_progress=on_progress, keep_namespaces=keep_namespaces)
@@ -126,6 +127,21 @@ def detect(
     min_occurrences: int = typer.Option(3, "--min-occurrences", min=2, help="Distinct runs a sequence must appear in."),
     lookback: int | None = typer.Option(None, "--lookback", min=1, help="Only the newest N runs (default: all)."),
     max_candidates: int = typer.Option(5, "--max-candidates", min=1, help="How many candidates to propose."),
+    include_failed: bool = typer.Option(
+        False, "--include-failed", help="Count runs that failed (success=false) toward support."
+    ),
+    noise_tolerance: bool = typer.Option(
+        True, "--noise-tolerance/--no-noise-tolerance",
+        help="Credit occurrences with a stray call, a swapped adjacent pair or a failing end.",
+    ),
+    min_gain_bits: float = typer.Option(
+        0.0, "--min-gain-bits", help="Propose only patterns that compress the ledger by more than this."
+    ),
+    also: list[str] = typer.Option(
+        [], "--also", metavar="USER/AGENT",
+        help="Also mine this namespace's runs (repeatable; explicit opt-in across namespaces). "
+        "Candidates stay in --user/--agent.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the candidates as JSON only."),
 ) -> None:
     """Find repeated tool sequences and store them as flow candidates."""
@@ -133,18 +149,46 @@ def detect(
     config = DetectorConfig(
         min_sequence_length=min_length, min_occurrences=min_occurrences,
         lookback_limit=lookback, max_candidates=max_candidates,
+        include_failed_runs=include_failed, tolerate_noise=noise_tolerance,
+        min_gain_bits=min_gain_bits,
     )
-    cands = detect_candidates(c.store(), config=config, **c.ns)
+    namespaces = []
+    for spec in also:
+        user, sep, agent = spec.partition("/")
+        if not sep or not user or not agent:
+            err.print(f"[bold red]error:[/] --also {spec!r}: expected USER/AGENT, e.g. --also alice/support-bot")
+            raise typer.Exit(2)
+        namespaces.append((user, agent))
+    store = c.store()
+    with Progress(
+        TextColumn("[bold]detect {task.description}"), BarColumn(), TimeRemainingColumn(),
+        console=err, transient=True, disable=as_json or not err.is_terminal,
+    ) as progress:
+        task = progress.add_task("reading", total=4)
+        steps = {"units": 1, "mine": 2, "rank": 3}
+
+        def on_progress(phase: str, done: float) -> None:
+            progress.update(task, description=phase, completed=steps.get(phase, 0) + done)
+
+        cands = detect_candidates(store, config=config, also_namespaces=namespaces,
+                                  on_progress=on_progress, **c.ns)
     if as_json:
         print_json([cand.model_dump(mode="json") for cand in cands])
         return
     if not cands:
         out.print("no repeated sequence found (need "
                   f"≥{min_length} calls repeated in ≥{min_occurrences} runs)")
+        if not include_failed:
+            failed = store.count_runs(success=False, **c.ns)
+            if failed:
+                out.print(f"{failed} failed run(s) were left out; [bold]--include-failed[/] counts them")
         return
-    table = Table("candidate", "runs", "match", "savings", "sequence", title="flow candidates")
+    table = Table("candidate", "runs", "match", "tokens saved", "bits", "sequence", title="flow candidates")
     for cand in cands:
+        seq = " → ".join(
+            f"{name}×n" if i in cand.repeated_steps else name for i, name in enumerate(cand.tool_sequence)
+        )
         table.add_row(cand.id, str(cand.occurrence_count), cand.match_type,
-                      f"{cand.estimated_token_savings:g}", " → ".join(cand.tool_sequence))
+                      f"{cand.estimated_token_savings:,.0f}", f"{cand.score_bits or 0:,.0f}", seq)
     out.print(table)
     out.print("approve one with [bold]soloflow flows approve CANDIDATE_ID[/]")

@@ -1,0 +1,262 @@
+"""Mine and rank a ledger in one call: units → closed patterns → greedy MDL cover.
+
+The single entry point the detector, the CLI and the benchmarks use, so that all of them
+measure the same thing. Input is either the store's columnar view
+(:class:`~soloflow_core.store.ToolNameColumns`, what :meth:`Store.read_tool_names`
+returns) or runs in memory (task runs, or anything with ``names``, ``errors`` and
+``success``). Columns are turned into units in whole arrays, with no Python object per run
+or call.
+
+**Large ledgers: two stages.** The greedy cover costs a match per candidate it looks at,
+each proportional to the ledger, so beyond ``sample_units`` units (default
+:data:`DEFAULT_SAMPLE_UNITS`, about 20k runs) it runs on a sample:
+
+1. A uniform sample of the runs (each kept run independently, with probability
+   ``sample_units / units``, seeded: the same ledger gives the same sample) is mined (with
+   the support threshold scaled to the sample, never below 2) and covered greedily;
+   ``top_k + 5`` patterns are chosen.
+2. The chosen patterns, in that order, cover the *whole* ledger again
+   (:func:`~soloflow_core.mining.ranking.replay_cover`): every occurrence, support, score,
+   savings figure and the reported mined pattern's support are exact on all runs; a
+   pattern that turns out a fragment or below ``min_support`` there is dropped.
+
+What is approximate is only *which* patterns are chosen and their order: a pattern's gain
+on the sample estimates its share of the whole one's, with a relative error of about
+``1 / sqrt(occurrences in the sample)`` (sampling runs independently). A pattern in a share
+*p* of the runs appears in the sample in about ``p × sampled runs`` of them, so one that
+explains too little to be expected in the sample a few times is missed; such a pattern
+saves little, and at the default budget (~20k runs) anything in ≥ 0.1 % of the runs is
+seen ~20 times. Measured (benchmarks on synthetic ledgers, 50 workflows, 20 % noise):
+precision and recall in the top 50 stay ≥ 0.9 at 100k and 1M runs. ``sample_units=None``
+ranks the whole ledger exactly, at the cost of time.
+
+Example:
+    >>> cols = store.read_tool_names(user_id="alice", agent_id="bot")
+    >>> [p.names for p in mine_ranked(cols, top_k=5)]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from soloflow_core.mining.fast import CodedPatterns, MinedPattern, mine_levels
+from soloflow_core.mining.ranking import (
+    _RUN_TOTALS,
+    _UNKNOWN,
+    CodePositions,
+    RankedPattern,
+    RankingOptions,
+    UnitLedger,
+    prepare_ledger,
+    rank_coded,
+    replay_cover,
+    unit_ledger_from_calls,
+)
+
+if TYPE_CHECKING:
+    from soloflow_core.mining.ranking import BoolArray, IntArray
+
+__all__ = ["DEFAULT_SAMPLE_UNITS", "MiningProgress", "mine_ranked", "prepare_units"]
+
+DEFAULT_SAMPLE_UNITS = 150_000
+"""Above this many units, :func:`mine_ranked` mines and ranks a sample of the runs, then
+counts the chosen patterns on all of them (see the module docstring). 150k units (about
+20k runs) keeps top-50 precision and recall ≥ 0.9 on 20 % noise; 100k did not on 1M runs."""
+
+MiningProgress = Callable[[str, float], None]
+"""Called with a phase name (``"units"``, ``"mine"``, ``"rank"``) and the fraction done."""
+
+
+def _column_units(cols: Any, options: RankingOptions | None) -> UnitLedger:
+    """Units of the store's columns, in numpy throughout (no per-run Python objects)."""
+    opt = options or RankingOptions()
+    offsets = np.asarray(cols.offsets, dtype=np.int64)
+    lengths = np.diff(offsets)
+    success = np.asarray(cols.success)
+    keep = np.ones(len(lengths), dtype=bool) if opt.include_failed_runs else success != 0
+    kept = np.flatnonzero(keep)
+    calls = np.repeat(keep, lengths)
+    every = bool(keep.all())
+    codes = np.asarray(cols.codes) if every else np.asarray(cols.codes)[calls]
+    errors = np.asarray(cols.errors, dtype=bool)
+    errors = errors if every else errors[calls]
+    lens = lengths[kept]
+    # A run's token total spread over its turns: one per call plus the final answer.
+    tokens = np.asarray(cols.tokens, dtype=np.float64)[kept]
+    known = np.isfinite(tokens) & (tokens != 0) & (lens > 0)
+    per_turn = np.where(known, tokens / (lens + 1), np.nan)
+    toks = turns = srcs = None
+    if known.any():
+        toks = np.repeat(per_turn, lens)
+        turns = np.repeat(np.where(known, 1.0, np.nan), lens)
+        srcs = np.repeat(np.where(known, _RUN_TOTALS, _UNKNOWN), lens)
+    return unit_ledger_from_calls(  # the columns carry no arguments: no data flow known
+        cols.names, codes, errors, toks, turns, srcs, None, lens, kept,
+        len(lengths) - len(kept), opt,
+    )  # fmt: skip
+
+
+def prepare_units(runs: Any, options: RankingOptions | None = None) -> UnitLedger:
+    """The unit ledger of ``runs`` (store columns or runs in memory)."""
+    if hasattr(runs, "codes") and hasattr(runs, "offsets"):
+        return _column_units(runs, options)
+    return prepare_ledger(runs, options)
+
+
+def mine_ranked(
+    runs: Any | Sequence[Any],
+    *,
+    min_length: int = 3,
+    min_support: int = 3,
+    top_k: int = 20,
+    options: RankingOptions | None = None,
+    on_progress: MiningProgress | None = None,
+    sample_units: int | None = DEFAULT_SAMPLE_UNITS,
+) -> list[RankedPattern]:
+    """The ``top_k`` patterns that best explain the ledger, best first.
+
+    ``RankedPattern.runs`` and each occurrence's ``run`` index the input runs (the
+    columns' run order). Patterns shorter than ``min_length`` units or in fewer than
+    ``min_support`` distinct runs are not proposed. A ledger of more than ``sample_units``
+    units is mined and ranked on a sample of its runs, then counted whole (see the module
+    docstring); ``None`` never samples.
+    """
+    report = on_progress or (lambda _phase, _done: None)
+    report("units", 0.0)
+    ledger = prepare_units(runs, options)
+    report("units", 1.0)
+    if ledger.unit_count == 0 or top_k < 1:
+        return []
+    whole = ledger
+    sampled = sample_units is not None and ledger.unit_count > sample_units
+    if sampled:
+        ledger = ledger.restricted_to(_sample(ledger, sample_units or 1))
+    report("mine", 0.0)
+    coded = ledger.coded()
+    # A pattern in min_support runs of the whole may be in fewer of the sample: mine it
+    # with the support scaled down (never below 2), rank it on what it explains.
+    share = len(ledger.kept) / max(len(whole.kept), 1)
+    floor = max(2, min(min_support, math.floor(min_support * share))) if sampled else min_support
+    levels = mine_levels(coded, min_length=min_length, min_support=floor)
+    report("mine", 1.0)
+    report("rank", 0.0)
+    cands = _Candidates(levels, ledger.names)
+    if not sampled:
+        ranked = rank_coded(
+            ledger, cands.rows, cands.support, cands.mined, top_k=top_k, min_support=min_support
+        )
+    else:
+        # Rank a few more than asked: counted whole, one may turn out a fragment.
+        chosen = rank_coded(
+            ledger, cands.rows, cands.support, cands.mined, top_k=top_k + 5, min_support=2
+        )
+        order = [np.asarray(r.pattern.codes, dtype=np.int64) for r in chosen]
+        where = CodePositions(whole.code)
+        ranked = replay_cover(
+            whole, order, lambda i, _runs: _whole_pattern(whole, order[i], where),
+            top_k=top_k, min_support=min_support, where=where,
+        )  # fmt: skip
+    if len(ranked) < top_k and cands.rows:
+        ranked += _below_significance(whole, ranked, cands, top_k - len(ranked), min_support)
+    report("rank", 1.0)
+    return ranked
+
+
+FILL_POOL = 500
+"""Frequent patterns considered for the slots the MDL cover leaves empty."""
+
+
+def _below_significance(
+    ledger: UnitLedger, ranked: list[RankedPattern], cands: _Candidates, slots: int,
+    min_support: int,
+) -> list[RankedPattern]:
+    """Up to ``slots`` more patterns when the cover found fewer than asked: frequent ones
+    that do not compress the ledger (on a small ledger, even a workflow repeated in every
+    run saves less than its own definition costs — three runs of ``a, b, c`` score −0.25
+    bits). They still repeat in ≥ ``min_support`` runs, SoloFlow's definition of a
+    repetition, so they are proposed after every significant pattern, the longest and most
+    supported first, each counted on what the chosen ones leave uncovered (so fragments of
+    chosen patterns drop out) and said to be below significance in its explanation."""
+    taken = {tuple(int(c) for c in r.pattern.codes) for r in ranked if r.pattern is not None}
+    order = sorted(
+        (i for i in range(len(cands.rows)) if tuple(cands.rows[i].tolist()) not in taken),
+        key=lambda i: (-int(cands.support[i]) * (len(cands.rows[i]) - 1), -len(cands.rows[i])),
+    )[:FILL_POOL]
+    first = [np.asarray(r.pattern.codes, dtype=np.int64) for r in ranked if r.pattern is not None]
+    pats = first + [cands.rows[i] for i in order]
+    where = CodePositions(ledger.code)
+    replayed = replay_cover(
+        ledger, pats, lambda i, _runs: _whole_pattern(ledger, pats[i], where),
+        top_k=len(first) + slots, min_support=min_support, where=where,
+        min_gain_bits=-math.inf,
+    )  # fmt: skip
+    out = []
+    for r in replayed:
+        if tuple(int(c) for c in r.pattern.codes) in taken:
+            continue
+        if len(out) == slots:
+            break
+        out.append(
+            replace(
+                r,
+                rank=len(ranked) + len(out) + 1,
+                explanation=r.explanation + " Below significance: it does not compress the "
+                "ledger (too few runs to tell it from chance), proposed because it repeats in "
+                f"≥ {min_support} runs.",
+            )
+        )
+    return out
+
+
+class _Candidates:
+    """The mined levels as the ranking reads them: rows of unit codes, longest first."""
+
+    def __init__(self, levels: list[CodedPatterns], names: list[str]) -> None:
+        levels = [lv for lv in reversed(levels) if lv.codes.shape[1] >= 2]
+        self.names = names
+        self.rows: list[IntArray] = [row for lv in levels for row in lv.codes]
+        self.support = np.concatenate([lv.support for lv in levels] or [np.zeros(0, np.int64)])
+        self.exact = np.concatenate([lv.exact_support for lv in levels] or [np.zeros(0, np.int64)])
+        self.truncated = np.concatenate(
+            [np.full(len(lv.support), lv.truncated) for lv in levels] or [np.zeros(0, bool)]
+        )
+
+    def mined(self, i: int) -> MinedPattern:
+        codes = tuple(self.rows[i].tolist())
+        return MinedPattern(
+            codes=codes,
+            names=tuple(self.names[c] for c in codes),
+            support=int(self.support[i]),
+            exact_support=int(self.exact[i]),
+            truncated=bool(self.truncated[i]),
+        )
+
+
+def _sample(ledger: UnitLedger, units: int) -> BoolArray:
+    """A uniform sample of the kept runs, about ``units`` units in all; seeded, so the same
+    ledger always gives the same sample."""
+    share = units / ledger.unit_count
+    return np.random.default_rng(0).random(len(ledger.kept)) < share
+
+
+def _whole_pattern(ledger: UnitLedger, pat: IntArray, where: CodePositions) -> MinedPattern:
+    """``pat`` as mined on the whole ledger: runs containing it exactly, and runs that are it."""
+    k, code = len(pat), ledger.code
+    at = where.of(int(pat[0]))
+    at = at[at + k < len(code)]
+    for j in range(1, k):
+        at = at[code[at + j] == pat[j]]
+    runs = ledger.unit_run[ledger.flat_unit[at]]
+    whole = (code[at - 1] < 0) & (code[at + k] < 0)  # flat position 0: code[-1] is a pad
+    codes = tuple(pat.tolist())
+    return MinedPattern(
+        codes=codes,
+        names=tuple(ledger.names[c] for c in codes),
+        support=len(np.unique(runs)),
+        exact_support=int(whole.sum()),
+    )

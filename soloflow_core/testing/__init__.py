@@ -1,0 +1,2 @@
+"""Test and benchmark support: seeded synthetic ledgers with known answers
+(:mod:`soloflow_core.testing.synthetic_ledger`)."""

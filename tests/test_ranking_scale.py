@@ -1,0 +1,146 @@
+"""mine_ranked on bad and large input, and the ranking's quality on synthetic ledgers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from soloflow_core.mining.fast import CodedLedger, mine_coded
+from soloflow_core.mining.pipeline import mine_ranked, prepare_units
+from soloflow_core.store.repository import RunSequence, ToolNameColumns
+from soloflow_core.testing.synthetic_ledger import generate_ledger, score_top_k
+
+
+def _columns(runs: list[list[str]], success: list[int] | None = None) -> ToolNameColumns:
+    vocab: dict[str, int] = {}
+    codes = [vocab.setdefault(n, len(vocab)) for run in runs for n in run]
+    offsets = np.concatenate(([0], np.cumsum([len(r) for r in runs]))).astype(np.int64)
+    n = len(runs)
+    return ToolNameColumns(
+        run_pks=np.arange(n, dtype=np.int64),
+        run_ids=[f"r{i}" for i in range(n)],
+        offsets=offsets,
+        codes=np.asarray(codes, dtype=np.int64),
+        names=list(vocab),
+        errors=np.zeros(len(codes), dtype=bool),
+        success=np.asarray(success if success is not None else [1] * n, dtype=np.int8),
+        cost=np.full(n, np.nan),
+        tokens=np.full(n, np.nan),
+    )
+
+
+def _seq(i: int, names: list[str]) -> RunSequence:
+    return RunSequence(f"r{i}", tuple(names), (False,) * len(names), True, None, None)
+
+
+def test_empty_ledger_gives_nothing():
+    assert mine_ranked(_columns([])) == []
+    assert mine_ranked([]) == []
+    assert mine_ranked(_columns([[], []])) == []
+
+
+def test_a_single_run_gives_nothing():
+    assert mine_ranked(_columns([["a", "b", "c"] * 10])) == []
+
+
+def test_failed_runs_are_left_out_and_indices_stay_the_input_ones():
+    runs = [["x", "y"]] + [["a", "b", "c", "d", "e"]] * 12
+    success = [1] + [0, 1] * 6
+    (top,) = mine_ranked(_columns(runs, success), top_k=1)
+    assert top.names == ("a", "b", "c", "d", "e")
+    assert top.runs == tuple(range(2, 13, 2))
+    assert {o.run for o in top.occurrences} == set(top.runs)
+
+
+def test_one_run_of_100k_calls_is_mined_without_blowing_up():
+    rng = np.random.default_rng(1)
+    names = [f"t{i}" for i in rng.integers(0, 50, 100_000)]
+    # Min support counts distinct runs: one run cannot support anything.
+    assert mine_ranked(_columns([names])) == []
+    ledger = prepare_units(_columns([names]))
+    assert mine_coded(ledger.coded(), min_support=1, max_length=4)
+
+
+def test_a_million_distinct_tool_names():
+    names = [f"tool_{i}" for i in range(1_000_000)]
+    runs = [names[i : i + 1000] for i in range(0, 1_000_000, 1000)]
+    assert mine_ranked(_columns(runs)) == []
+    # With a repeated workflow on top it is still found, among a million names.
+    runs += [["a", "b", "c", "d"]] * 20
+    (top,) = mine_ranked(_columns(runs), top_k=1)
+    assert top.names == ("a", "b", "c", "d") and top.support == 20
+
+
+@pytest.mark.parametrize(
+    "names",
+    [["é", "工具", "🙂", "a\x00b"], ["", " ", "\n", "\u202e"], ["x" * 10_000, "y", "z", "w"]],
+)
+def test_tool_names_with_any_unicode(names):
+    runs = [names + [f"noise{i}"] for i in range(10)]
+    (top,) = mine_ranked(_columns(runs), top_k=1, min_length=3)
+    assert top.names == tuple(names)
+    assert mine_ranked([_seq(i, r) for i, r in enumerate(runs)], top_k=1)[0].names == tuple(names)
+
+
+def test_columns_and_runs_in_memory_give_the_same_ranking():
+    led = generate_ledger(runs=1500, workflows=8, seed=4, noise=0.1, names_only=True)
+    seqs = led.sequences
+    vocab: dict[str, int] = {}
+    codes = [vocab.setdefault(n, len(vocab)) for s in seqs for n in s.names]
+    cols = ToolNameColumns(
+        run_pks=np.arange(len(seqs)),
+        run_ids=[s.run_id for s in seqs],
+        offsets=np.concatenate(([0], np.cumsum([len(s.names) for s in seqs]))).astype(np.int64),
+        codes=np.asarray(codes, dtype=np.int64),
+        names=list(vocab),
+        errors=np.asarray([e for s in seqs for e in s.errors], dtype=bool),
+        success=np.asarray([-1 if s.success is None else int(s.success) for s in seqs], np.int8),
+        cost=np.full(len(seqs), np.nan),
+        tokens=np.full(len(seqs), np.nan),
+    )
+    a = [(r.names, r.runs, r.score) for r in mine_ranked(cols, top_k=8)]
+    b = [(r.names, r.runs, r.score) for r in mine_ranked(seqs, top_k=8)]
+    assert a == b and len(a) == 8
+
+
+def test_sampling_counts_the_chosen_patterns_on_the_whole_ledger():
+    led = generate_ledger(runs=6000, workflows=10, seed=2, noise=0.1, names_only=True)
+    whole = mine_ranked(led.sequences, top_k=10, sample_units=None)
+    sampled = mine_ranked(led.sequences, top_k=10, sample_units=8000)
+    assert score_top_k([r.names for r in sampled], led.workflows, k=10)[1] >= 0.9
+    by_names = {r.names: r for r in whole}
+    mined = {p.names: p for p in mine_coded(prepare_units(led.sequences).coded())}
+    assert len(set(by_names) & {r.names for r in sampled}) >= 8
+    for r in sampled:
+        # Supports and occurrences are counted on every run, not only on the sampled ones.
+        assert r.pattern.support == mined[r.names].support
+        assert r.pattern.exact_support == mined[r.names].exact_support
+        if r.names in by_names:
+            assert abs(r.support - by_names[r.names].support) <= 0.05 * r.support
+
+
+def test_occurrences_are_built_on_access_and_compare_like_tuples():
+    runs = [["a", "b", "c", "d"]] * 5
+    (top,) = mine_ranked(_columns(runs), top_k=1)
+    occ = top.occurrences
+    assert len(occ) == 5 and occ[-1].run == 4 and occ[1:3] == tuple(occ)[1:3]
+    assert occ == tuple(occ) and occ[0].spans == ((0, 0), (1, 1), (2, 2), (3, 3))
+    with pytest.raises(IndexError):
+        occ[5]
+
+
+def test_mine_coded_agrees_on_tiny_ledgers():
+    seqs = [["a", "b", "a", "b", "c"], ["a", "b", "c"], ["x", "a", "b", "c"]]
+    got = {
+        (p.names, p.support, p.exact_support)
+        for p in mine_coded(CodedLedger.from_sequences(seqs), min_length=2)
+    }
+    assert got == {(("a", "b", "c"), 3, 1)}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_precision_and_recall_on_the_synthetic_ledger(seed):
+    led = generate_ledger(runs=5000, workflows=20, noise=0.1, seed=seed, names_only=True)
+    ranked = mine_ranked(led.sequences, top_k=20)
+    precision, recall = score_top_k([r.names for r in ranked], led.workflows, k=20)
+    assert precision >= 0.9 and recall >= 0.9
