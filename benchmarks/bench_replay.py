@@ -9,9 +9,8 @@ flow is replayed through its compiled LangGraph graph against the held-out occur
 **Timing**: ``propose`` (argument sources + data flow + loops) on 20 occurrences × 10
 steps, median of 30.
 
-**τ-bench** (``tests/data``, GPT-4o airline): trials 0–1 are mined (contiguous 3-/4-grams
-of tool names in ≥ 3 runs, consecutive repeats collapsed so a loop is one step — a simple,
-fixed miner so these figures do not move with the ranking), each pattern is generalised
+**τ-bench** (``tests/data``, GPT-4o airline): trials 0–1 are mined with SoloFlow's miner
+and ranking (``mine_ranked``, failed runs counted, top 10), each pattern is generalised
 from its trial 0–1 occurrences, and the flow is replayed against its occurrences in trial 2
 (never seen by the miner or the generaliser).
 
@@ -34,6 +33,8 @@ from soloflow_core.generalize.align import find_occurrence, find_occurrences
 from soloflow_core.generalize.arguments import generalize
 from soloflow_core.generalize.propose import propose
 from soloflow_core.ledger import parse_record
+from soloflow_core.mining.pipeline import mine_ranked
+from soloflow_core.mining.ranking import RankingOptions
 from soloflow_core.testing.synthetic_ledger import generate_ledger
 from soloflow_langgraph.replay import split_holdout, verify_flow
 
@@ -155,32 +156,11 @@ def timing() -> None:
     )
 
 
-def _collapsed(run) -> tuple[str, ...]:
-    names = [c.name for c in run.tool_calls if not c.error]
-    return tuple(n for k, n in enumerate(names) if k == 0 or names[k - 1] != n)
-
-
-def _mine(runs, lengths=(3, 4), min_runs: int = 3, top: int = 10) -> list[tuple[str, ...]]:
-    """Contiguous tool-name n-grams (repeats collapsed, so a loop is one step) in the most
-    distinct runs; a pattern inside a longer one with the same support is dropped."""
-    support: dict[tuple[str, ...], set[str]] = {}
-    for run in runs:
-        seq = _collapsed(run)
-        for n in lengths:
-            for k in range(len(seq) - n + 1):
-                support.setdefault(seq[k : k + n], set()).add(run.run_id)
-    good = {p: len(r) for p, r in support.items() if len(r) >= min_runs and len(set(p)) > 1}
-    keep = [
-        p
-        for p in good
-        if not any(
-            len(q) > len(p)
-            and good[q] == good[p]
-            and any(q[i : i + len(p)] == p for i in range(len(q)))
-            for q in good
-        )
-    ]
-    return sorted(keep, key=lambda p: (-good[p], -len(p)))[:top]
+def _mine(runs, top: int = 10) -> list[tuple[str, ...]]:
+    """SoloFlow's miner and ranking (``mine_ranked``), failed runs counted: τ-bench's
+    ``success`` is the task's reward, and most runs with reward 0 still did the lookups."""
+    options = RankingOptions(include_failed_runs=True, min_gain_bits=0.0)
+    return [p.names for p in mine_ranked(runs, top_k=top, options=options)]
 
 
 def tau() -> None:
@@ -197,8 +177,8 @@ def tau() -> None:
     ]
     patterns = _mine(train)
     print(
-        f"τ-bench: mined trials 0–1 ({len(train)} runs; contiguous 3-/4-grams, repeats collapsed, "
-        f"≥ 3 runs): {len(patterns)} candidates; replayed on trial 2 ({len(test)} runs)"
+        f"τ-bench: mined trials 0–1 ({len(train)} runs; mine_ranked, failed runs counted, top 10): "
+        f"{len(patterns)} candidates; replayed on trial 2 ({len(test)} runs)"
     )
     total_held = total_ok = 0
     for seq in patterns:

@@ -578,7 +578,7 @@ def _plain_model_call(m: Any) -> ModelCallRow:
         raise _Unusual
     get = m.get
     model, duration, total = get("model"), get("duration_ms"), get("total_tokens")
-    counts = [get("input_tokens"), get("output_tokens"), get("tool_calls_requested")]
+    counts: list[Any] = [get("input_tokens"), get("output_tokens"), get("tool_calls_requested")]
     for i, n in enumerate(counts):
         if n is None:
             counts[i] = 0

@@ -230,3 +230,20 @@ def test_pending_candidate_is_refreshed_not_duplicated(sqlite_store):
     assert again.id == first.id and again.occurrence_count == 4
     (stored,) = sqlite_store.list_candidates(**NS)
     assert stored.occurrence_count == 4
+
+
+def test_read_only_tools_from_configuration_run_in_parallel(sqlite_store):
+    runs = [
+        TaskRun(run_id=f"p{i}", task=f"look up A{i} and B{i}", tool_calls=[
+            ToolCall(name="get_a", args={"id": f"A{i}"}, output={"a": i}),
+            ToolCall(name="get_b", args={"id": f"B{i}"}, output={"b": i}),
+            ToolCall(name="report", args={"text": f"A{i} B{i}"}, output="ok"),
+        ])
+        for i in range(3)
+    ]
+    sqlite_store.add_runs(runs)
+    (kept,) = detect_candidates(sqlite_store, save=False, **NS)
+    assert [s.depends_on for s in kept.proposed_flow.steps][:2] == [[], ["step_1"]]  # observed order
+    config = DetectorConfig(side_effects={"get_a": False, "get_b": False})
+    (parallel,) = detect_candidates(sqlite_store, config=config, save=False, **NS)
+    assert [s.depends_on for s in parallel.proposed_flow.steps][:2] == [[], []]

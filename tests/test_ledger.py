@@ -606,7 +606,7 @@ def reference(line: bytes) -> TaskRun | str:
         return exc.reason
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.one_of(records, task_runs.map(dump_run)))
 def test_the_fast_lane_reads_what_the_checked_path_reads_or_leaves_the_line_to_it(record):
     line = json.dumps(record).encode()

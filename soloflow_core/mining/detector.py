@@ -256,7 +256,10 @@ def detect_candidates(
             continue
         p = with_measured_savings(p, evidence)
         occurrences = _occurrences(p, evidence)
-        flow, confidence = propose_flow(names, occurrences, observed=p.support, repeated_steps=p.repeated_steps)
+        flow, confidence = propose_flow(
+            names, occurrences, observed=p.support, repeated_steps=p.repeated_steps,
+            side_effects=config.side_effects or None,
+        )
         exact = _exact_runs(p, cols) >= config.min_occurrences
         out.append(
             FlowCandidate(

@@ -38,7 +38,9 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from itertools import chain
+from operator import attrgetter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +54,7 @@ from soloflow_core.mining.ranking import (
     RankedPattern,
     RankingOptions,
     UnitLedger,
+    greedy_cover,
     prepare_ledger,
     rank_coded,
     replay_cover,
@@ -101,11 +104,66 @@ def _column_units(cols: Any, options: RankingOptions | None) -> UnitLedger:
     )  # fmt: skip
 
 
+def _name_units(runs: list[Any], options: RankingOptions | None) -> UnitLedger | None:
+    """Units of runs that carry only names, errors, success and tokens (the store's
+    :class:`~soloflow_core.store.RunSequence`), read a field at a time rather than a run at
+    a time; the same ledger as :func:`prepare_ledger` gives them. None when a run has tool
+    calls or its errors are not one per call."""
+    for kind in {type(r) for r in runs}:  # a slotted class without tool_calls has none
+        if hasattr(kind, "tool_calls") or kind.__dictoffset__:
+            if any(getattr(r, "tool_calls", None) is not None for r in runs):
+                return None
+            break
+    opt = options or RankingOptions()
+    given = len(runs)
+    kept = list(range(given))
+    if not opt.include_failed_runs:
+        failed = {i for i, s in enumerate(_field(runs, "success")) if s is False}
+        if failed:
+            kept = [i for i in kept if i not in failed]
+            runs = [runs[i] for i in kept]
+    names = _field(runs, "names")
+    errors = [e or () for e in _field(runs, "errors")]
+    lens = np.fromiter(map(len, names), np.int64, len(names))
+    if not np.array_equal(lens, np.fromiter(map(len, errors), np.int64, len(errors))):
+        return None
+    flat = list(chain.from_iterable(names))
+    vocab = {n: i for i, n in enumerate(dict.fromkeys(flat))}  # first appearance, as runs do
+    codes = np.fromiter(map(vocab.__getitem__, flat), np.int64, len(flat))
+    try:
+        errs = np.fromiter(chain.from_iterable(errors), bool, len(flat))
+    except (TypeError, ValueError):
+        errs = np.fromiter(map(bool, chain.from_iterable(errors)), bool, len(flat))
+    # A run's token total spread over its turns: one per call plus the final answer.
+    tokens = _field(runs, "tokens")
+    known = np.fromiter(map(bool, tokens), bool, len(runs)) & (lens > 0)
+    total = np.asarray([float(t) if k else 0.0 for t, k in zip(tokens, known, strict=True)])
+    toks = turns = srcs = None
+    if known.any():
+        toks = np.repeat(np.where(known, total / (lens + 1), np.nan), lens)
+        turns = np.repeat(np.where(known, 1.0, np.nan), lens)
+        srcs = np.repeat(np.where(known, _RUN_TOTALS, _UNKNOWN), lens)
+    return unit_ledger_from_calls(
+        list(vocab), codes, errs, toks, turns, srcs, None, lens, kept,
+        given - len(kept), opt,
+    )  # fmt: skip
+
+
+def _field(runs: list[Any], name: str) -> list[Any]:
+    """Each run's ``name`` attribute (None where it has none)."""
+    try:
+        return list(map(attrgetter(name), runs))
+    except AttributeError:
+        return [getattr(r, name, None) for r in runs]
+
+
 def prepare_units(runs: Any, options: RankingOptions | None = None) -> UnitLedger:
     """The unit ledger of ``runs`` (store columns or runs in memory)."""
     if hasattr(runs, "codes") and hasattr(runs, "offsets"):
         return _column_units(runs, options)
-    return prepare_ledger(runs, options)
+    runs = list(runs)
+    ledger = _name_units(runs, options)
+    return ledger if ledger is not None else prepare_ledger(runs, options)
 
 
 def mine_ranked(
@@ -151,14 +209,19 @@ def mine_ranked(
             ledger, cands.rows, cands.support, cands.mined, top_k=top_k, min_support=min_support
         )
     else:
-        # Rank a few more than asked: counted whole, one may turn out a fragment.
-        chosen = rank_coded(
-            ledger, cands.rows, cands.support, cands.mined, top_k=top_k + 5, min_support=2
-        )
-        order = [np.asarray(r.pattern.codes, dtype=np.int64) for r in chosen]
+        # The sample's cover is read lazily: as far as the whole's needs (counted whole, a
+        # choice may turn out a fragment or too rare, and the next one is read instead).
+        order: list[IntArray] = []
+
+        def choices() -> Iterator[IntArray]:
+            for i, _gain, occ in greedy_cover(ledger, cands.rows, cands.support):
+                if _run_support(ledger, occ.pos) >= 2:
+                    order.append(cands.rows[i])
+                    yield cands.rows[i]
+
         where = CodePositions(whole.code)
         ranked = replay_cover(
-            whole, order, lambda i, _runs: _whole_pattern(whole, order[i], where),
+            whole, choices(), lambda i, _runs: _whole_pattern(whole, order[i], where),
             top_k=top_k, min_support=min_support, where=where,
         )  # fmt: skip
     if len(ranked) < top_k and cands.rows:
@@ -235,6 +298,14 @@ class _Candidates:
             exact_support=int(self.exact[i]),
             truncated=bool(self.truncated[i]),
         )
+
+
+def _run_support(ledger: UnitLedger, pos: IntArray) -> int:
+    """Distinct runs of occurrences at flat positions ``pos`` (one row each)."""
+    if not len(pos):
+        return 0
+    units = ledger.flat_unit[pos.max(axis=1)]
+    return len(np.unique(ledger.unit_run[units]))
 
 
 def _sample(ledger: UnitLedger, units: int) -> BoolArray:

@@ -47,7 +47,8 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import islice
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
@@ -70,6 +71,7 @@ __all__ = [
     "UnitLedger",
     "collapse_retries",
     "prepare_ledger",
+    "greedy_cover",
     "rank_coded",
     "rank_patterns",
     "rank_runs",
@@ -545,10 +547,20 @@ class _Instances:
     start, and how far they span), and how many of each key are still free of covered
     units."""
 
-    def __init__(self, size: int, forms: list[tuple[IntArray, IntArray, int]]) -> None:
+    DENSE = 2**21
+    """Keys below this many are their own ids (no sorting)."""
+
+    def __init__(
+        self, size: int, forms: list[tuple[IntArray, IntArray, int]], key_space: int
+    ) -> None:
         all_keys = np.concatenate([k for _, k, _ in forms]) if forms else np.zeros(0, np.int64)
-        self.keys, ids = np.unique(all_keys, return_inverse=True)
-        self.live = np.append(np.bincount(ids, minlength=len(self.keys)), 0)  # last: absent
+        self.keys: IntArray | None = None
+        if key_space <= self.DENSE:
+            ids, self.absent = all_keys, key_space
+        else:
+            self.keys, ids = np.unique(all_keys, return_inverse=True)
+            self.absent = len(self.keys)
+        self.live = np.bincount(ids, minlength=self.absent + 1)  # the last: absent keys
         self.forms: list[tuple[npt.NDArray[np.int32], int]] = []
         done = 0
         for at, keys, span in forms:
@@ -559,16 +571,20 @@ class _Instances:
 
     def ids(self, keys: IntArray) -> IntArray:
         """Key ids; absent keys get the id whose count is always 0."""
+        if self.keys is None:
+            return np.where((keys >= 0) & (keys < self.absent), keys, self.absent)
         i = np.searchsorted(self.keys, keys)
         ok = i < len(self.keys)
         ok[ok] = self.keys[i[ok]] == keys[ok]
-        return np.where(ok, i, len(self.keys))
+        return np.where(ok, i, self.absent)
 
     def retire(self, flat: IntArray) -> None:
         """Instances spanning any of the units at ``flat`` are no longer free."""
         for id_at, span in self.forms:
-            starts = np.concatenate([flat - k for k in range(span + 1)])
-            starts = np.unique(starts[(starts >= 0) & (starts < len(id_at))])
+            near = np.zeros(len(id_at) + span, dtype=bool)  # marks: each start once
+            for k in range(span + 1):
+                near[flat - k + span] = True  # shifted by span: flat - k may be negative
+            starts = np.flatnonzero(near[span:])
             key = id_at[starts]
             starts, key = starts[key >= 0], key[key >= 0]
             id_at[starts] = -1
@@ -593,13 +609,12 @@ class _ChainIndex:
         adj_at = np.flatnonzero((a >= 0) & (b >= 0))
         skip_at = np.flatnonzero((a >= 0) & (b >= 0) & (c >= 0))
         adj_keys, skip_keys = a[adj_at] * w + b[adj_at], a[skip_at] * w + c[skip_at]
-        self.adj = _Instances(size, [(adj_at, adj_keys, 1)])
-        self.skip = _Instances(size, [(skip_at, skip_keys, 2)])
+        self.adj = _Instances(size, [(adj_at, adj_keys, 1)], w * w)
+        self.skip = _Instances(size, [(skip_at, skip_keys, 2)], w * w)
         # Sorted (key, start) of pairs, to find where a pattern can start.
-        order = np.argsort(adj_keys, kind="stable")
-        self.adj_sorted = (adj_keys[order], adj_at[order])
-        order = np.argsort(skip_keys, kind="stable")
-        self.skip_sorted = (skip_keys[order], skip_at[order])
+        self._shift = shift = max(size.bit_length(), 1)
+        self.adj_sorted = _sorted_pairs(adj_keys, adj_at, (w * w).bit_length() + shift < 63)
+        self.skip_sorted = _sorted_pairs(skip_keys, skip_at, (w * w).bit_length() + shift < 63)
         # Where a cut-short occurrence can stop: a pair whose later step errored (swapped:
         # the first unit of the pair).
         e1, e2 = err[1:-1], err[2:]
@@ -614,7 +629,11 @@ class _ChainIndex:
                 inside &= code[o : o + n] >= 0  # within one run, strays included
             at = np.flatnonzero(inside)
             forms.append((at, self._triple_key(x[at], y[at], z[at]), max(f)))
-        self.triples = _Instances(size, forms)
+        self.triples = _Instances(size, forms, w**3 if w < 2**20 else 2**62)
+        # Sorted (triple id, start) of every form, packed: where a pattern can start.
+        packed = [(id_at[at].astype(np.int64) << shift) | at
+                  for (id_at, _), (at, _, _) in zip(self.triples.forms, forms, strict=True)]  # fmt: skip
+        self.triple_starts = np.sort(np.concatenate(packed)) if packed else np.zeros(0, np.int64)
 
     def _triple_key(self, x: IntArray, y: IntArray, z: IntArray) -> IntArray:
         w = self.width
@@ -633,6 +652,38 @@ class _ChainIndex:
             found.append(_between(*self.adj_sorted, int(pat[1] * w + pat[0])))
         out = np.sort(np.concatenate(found))
         return out[np.concatenate(([True], out[1:] != out[:-1]))] if len(out) else out
+
+    def starts_many(
+        self, pats: Sequence[IntArray], opt: RankingOptions
+    ) -> tuple[IntArray, IntArray]:
+        """:meth:`starts` of several patterns: (start, pattern index), sorted by both.
+
+        An occurrence that reaches its third step starts where an instance of its first
+        three steps' triple does, in one of :data:`TRIPLE_FORMS`: far fewer places than
+        its first pair has."""
+        shift = self._shift
+        by_triple = (
+            (not opt.allow_truncated or opt.min_truncated_steps >= 3)
+            and opt.max_swaps <= 1  # two swaps make forms beyond TRIPLE_FORMS
+            and len(self.triple_starts) > 0
+        )
+        three = [k for k, p in enumerate(pats) if by_triple and len(p) >= 3]
+        parts = []
+        if three:
+            heads = np.asarray([pats[k][:3] for k in three], dtype=np.int64)
+            ids = self.triple_ids(heads[:, 0], heads[:, 1], heads[:, 2])
+            lo = np.searchsorted(self.triple_starts, ids << shift)
+            hi = np.searchsorted(self.triple_starts, (ids + 1) << shift)
+            count = hi - lo
+            at = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+            pos = self.triple_starts[at] & ((1 << shift) - 1)
+            parts.append((np.repeat(np.asarray(three, dtype=np.int64), count) << shift) | pos)
+        if len(three) < len(pats):
+            done = set(three)
+            parts += [(k << shift) | self.starts(p, opt) for k, p in enumerate(pats) if k not in done]
+        packed = np.sort(np.concatenate(parts))
+        packed = packed[np.concatenate(([True], packed[1:] != packed[:-1]))] if len(packed) else packed
+        return packed & ((1 << shift) - 1), packed >> shift
 
     def pair_ids(self, firsts: IntArray, seconds: IntArray) -> IntArray:
         """Ids (adjacent, one apart, adjacent reversed) of each pair, stacked on the last axis."""
@@ -667,6 +718,16 @@ class _ChainIndex:
             inst.retire(flat)
 
 
+def _sorted_pairs(keys: IntArray, at: IntArray, packable: bool) -> tuple[IntArray, IntArray]:
+    """(key, start) sorted by both: one packed sort when both fit in an int64."""
+    if not packable:
+        order = np.argsort(keys, kind="stable")
+        return keys[order], at[order]
+    shift = max(int(at.max(initial=0)).bit_length(), 1)
+    packed = np.sort((keys << shift) | at)
+    return packed >> shift, packed & ((1 << shift) - 1)
+
+
 def _between(keys: IntArray, pos: IntArray, key: int) -> IntArray:
     return pos[np.searchsorted(keys, key, side="left") : np.searchsorted(keys, key, side="right")]
 
@@ -691,64 +752,158 @@ class _Occurrences:
 def _match(work: IntArray, ledger: UnitLedger, starts: IntArray, pat: IntArray) -> _Occurrences:
     """Tolerant occurrences of ``pat`` starting at ``starts``, all advanced step by step
     together; non-overlapping, leftmost first. Covered units (``work == -2``) never match."""
+    first = np.asarray(starts, dtype=np.int64)
+    return _match_many(work, ledger, first, np.zeros(len(first), np.int64), [pat])[0][0]
+
+
+def _match_many(
+    work: IntArray, ledger: UnitLedger, first: IntArray, cand: IntArray, pats: Sequence[IntArray]
+) -> tuple[list[_Occurrences], FloatArray]:
+    """:func:`_match` of several patterns in one pass, and their :func:`_gain`: one array
+    operation per step for all of them, not one per pattern. ``first`` are the possible
+    starts of ``pats[cand]``, sorted by pattern then start."""
     opt = ledger.options
-    starts = starts[work[starts] >= 0]  # a covered unit starts nothing
-    n, size = len(starts), len(pat)
-    pos = np.full((n, size), -1, dtype=np.int64)
-    stray = np.zeros((n, size), dtype=bool)
+    sizes = np.asarray([len(p) for p in pats], dtype=np.int64)
+    width = int(sizes.max())
+    mat = np.full((len(pats), width + 1), -9, dtype=np.int64)  # -9: matches no unit
+    for row, p in enumerate(pats):
+        mat[row, : len(p)] = p
+    free = work[first] >= 0  # a covered unit starts nothing
+    first, cand = first[free], cand[free]
+    n = len(first)
+    size = sizes[cand]
+    # Step-major (a step's row is contiguous); the last row of pos is never set.
+    pos = np.full((width + 1, n), -1, dtype=np.int64 if len(work) >= 2**31 else np.int32)
+    end = np.empty(n, dtype=np.int64)  # the last unit each row reached
+    strays = np.zeros(n, dtype=np.int64)
+    stray = np.zeros((width, n), dtype=bool)
     swap_at = np.full(n, -1, dtype=np.int64)
-    swaps = np.zeros(n, dtype=np.int64)
-    length = np.full(n, size, dtype=np.int64)
-    cur = starts.astype(np.int64, copy=True)
-    live = np.ones(n, dtype=bool)
-    pending = np.zeros(n, dtype=bool)  # this step was already matched by a swap
-    for j in range(size):
-        if not live.any():
+    length = size.copy()
+    # The rows still advancing, in arrays aligned with ``rows`` (compacted as rows stop):
+    # next unit, pattern, swaps used, step of the first swap, step already matched.
+    rows, cur, who, swaps, swapped = np.arange(n), first.copy(), cand, np.zeros(n, np.int64), swap_at.copy()
+    pend = np.zeros(n, dtype=bool)
+    pending = False
+    ending = set(sizes.tolist())
+    for j in range(width):
+        if j in ending:  # rows of patterns this long are complete
+            more = size[rows] > j
+            end[rows[~more]] = cur[~more] - 1
+            rows, cur, who, swaps, swapped, pend = (
+                a[more] for a in (rows, cur, who, swaps, swapped, pend)
+            )
+        if not len(rows):
             break
-        act = np.flatnonzero(live & ~pending)
-        pending[:] = False
-        c = cur[act]
-        ok = work[c] == pat[j]
-        pos[act[ok], j] = c[ok]
-        cur[act[ok]] += 1
-        act, c = act[~ok], c[~ok]
-        if opt.max_swaps and j + 1 < size and len(act):
-            sw = (work[c] == pat[j + 1]) & (work[c + 1] == pat[j])
+        if pending:  # a row whose step j a swap matched skips it
+            act = np.flatnonzero(~pend)
+            pend[:] = False
+            pending = False
+            c = cur[act]
+        else:
+            act, c = None, cur
+        want = mat[:, j][who if act is None else who[act]]
+        ok = work[c] == want
+        if ok.all():
+            pos[j, rows if act is None else rows[act]] = c
+            if act is None:
+                cur += 1
+            else:
+                cur[act] += 1
+            continue
+        act = np.arange(len(rows)) if act is None else act
+        hit = act[ok]
+        pos[j, rows[hit]] = c[ok]
+        cur[hit] += 1
+        act, c, want = act[~ok], c[~ok], want[~ok]
+        if opt.max_swaps:
+            after = mat[:, j + 1][who[act]]  # -9 past the end: no swap at the last step
+            sw = (work[c] == after) & (work[c + 1] == want)
             sw &= (swaps[act] < opt.max_swaps) & ~ledger.flow[c]
-            hit = act[sw]
-            pos[hit, j], pos[hit, j + 1] = c[sw] + 1, c[sw]
-            cur[hit] += 2
-            swaps[hit] += 1
-            swap_at[hit] = np.where(swap_at[hit] < 0, j, swap_at[hit])
-            pending[hit] = True
-            act, c = act[~sw], c[~sw]
+            if sw.any():
+                hit = act[sw]
+                pos[j, rows[hit]], pos[j + 1, rows[hit]] = c[sw] + 1, c[sw]
+                cur[hit] += 2
+                swaps[hit] += 1
+                hit = hit[swapped[hit] < 0]
+                swapped[hit] = j
+                swap_at[rows[hit]] = j
+                pend[act[sw]] = pending = True
+                act, c, want = act[~sw], c[~sw], want[~sw]
         if opt.max_gap and j > 0 and len(act):
             # Not right after a swap: every pair of steps stays within one unit of each
             # other, which the gain bounds rely on.
-            gap = (work[c] >= 0) & (work[c + 1] == pat[j]) & (swap_at[act] != j - 2)
+            gap = (work[c] >= 0) & (work[c + 1] == want) & (swapped[act] != j - 2)
             hit = act[gap]
-            pos[hit, j] = c[gap] + 1
-            stray[hit, j] = True
+            pos[j, rows[hit]] = c[gap] + 1
+            stray[j, rows[hit]] = True
+            strays[rows[hit]] += 1
             cur[hit] += 2
             act = act[~gap]
-        live[act] = False
-        length[act] = j
+        if len(act):  # no way on: these rows stop short of step j
+            length[rows[act]] = j
+            end[rows[act]] = cur[act] - 1
+            more = np.ones(len(rows), dtype=bool)
+            more[act] = False
+            rows, cur, who, swaps, swapped, pend = (
+                a[more] for a in (rows, cur, who, swaps, swapped, pend)
+            )
+    end[rows] = cur - 1
     keep = length == size
     if opt.allow_truncated:
-        least = min(max(opt.min_truncated_steps, 2), size)
-        reached = length >= least
-        last = pos[np.arange(n), np.maximum(length - 1, 0)]
-        keep |= reached & ledger.err[np.maximum(last, 0)] & (last >= 0)
+        least = np.minimum(max(opt.min_truncated_steps, 2), size)
+        last = pos[np.maximum(length - 1, 0), np.arange(n)]
+        keep |= (length >= least) & ledger.err[np.maximum(last, 0)] & (last >= 0)
     idx = np.flatnonzero(keep)
-    ends = pos[idx].max(axis=1)
-    if len(idx) > 1 and np.any(starts[idx][1:] <= np.maximum.accumulate(ends)[:-1]):
-        chosen, edge = [], -1
-        for i, s, e in zip(idx.tolist(), starts[idx].tolist(), ends.tolist(), strict=True):
-            if s > edge:
-                chosen.append(i)
-                edge = e
-        idx = np.asarray(chosen, dtype=np.int64)
-    return _Occurrences(pos[idx], stray[idx], swap_at[idx], length[idx])
+    # Leftmost first, without overlaps: offsetting each pattern's positions past the
+    # previous one's lets one running maximum serve all of them.
+    shift = cand[idx] * (len(work) + 1)
+    ends = end[idx] + shift
+    begins = first[idx] + shift
+    idx = idx[_leftmost(begins, ends)]
+    bounds = np.searchsorted(cand[idx], np.arange(len(pats) + 1))
+    out = []
+    for k, p in enumerate(pats):
+        rows = idx[bounds[k] : bounds[k + 1]]
+        w = len(p)
+        at = pos[:w, rows].T.astype(np.int64, order="C")
+        out.append(_Occurrences(at, stray[:w, rows].T.copy(), swap_at[rows], length[rows]))
+    # The gains, as _gain works them out, for all patterns at once.
+    cum = np.cumsum(np.where(mat[:, :width] >= 0, ledger.bits[np.maximum(mat[:, :width], 0)],
+                             0.0), axis=1)  # fmt: skip
+    model = cum[np.arange(len(pats)), sizes - 1] + 2 * np.log2(sizes + 1) + 1
+    who = cand[idx]
+    uses = np.bincount(who, minlength=len(pats)).astype(np.float64)
+    saved = np.bincount(who, cum[who, length[idx] - 1], minlength=len(pats))
+    defects = strays[idx] + (swap_at[idx] >= 0) + (length[idx] < size[idx])
+    flaws = np.bincount(who, defects, minlength=len(pats))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        code = np.where(uses > 0, uses * np.log2(ledger.unit_count / np.maximum(uses, 1)), 0.0)
+    gains = saved - code - flaws * (np.log2(sizes) + 1) - model
+    return out, gains
+
+
+def _leftmost(begins: IntArray, ends: IntArray) -> BoolArray:
+    """Which of these spans (sorted by begin) a scan keeps that takes each one not
+    overlapping one taken before it. In rounds: a span no undropped earlier one reaches is
+    taken, a span a taken one reaches is dropped; chains of overlaps take a round a link."""
+    state = np.zeros(len(begins), dtype=np.int8)  # 0 open, 1 taken, 2 dropped
+    for _ in range(16):
+        open_ = state == 0
+        if not open_.any():
+            return state == 1
+        reach = np.maximum.accumulate(np.where(state != 2, ends, -1))
+        taken = np.maximum.accumulate(np.where(state == 1, ends, -1))
+        state[1:][open_[1:] & (begins[1:] > reach[:-1])] = 1
+        state[1:][open_[1:] & (begins[1:] <= taken[:-1])] = 2
+        state[0] = 1
+    edge = -1
+    for i in range(len(begins)):  # long chains: finish in order
+        if state[i] == 1 or (state[i] == 0 and begins[i] > edge):
+            state[i] = 1
+            edge = max(edge, int(ends[i]))
+        else:
+            state[i] = 2
+    return state == 1
 
 
 def _gain(occ: _Occurrences, pat_bits: FloatArray, n_units: int) -> float:
@@ -805,11 +960,27 @@ def rank_coded(
     """:func:`rank_patterns` on candidates given as unit codes (each with ≥ 2 steps,
     distinct), with each one's distinct-run support (0: unknown); ``pattern_of(i)`` is the
     mined pattern reported for candidate ``i``."""
-    if top_k < 1 or ledger.unit_count == 0 or not pats:
-        return []
+    out: list[RankedPattern] = []
+    if top_k < 1:
+        return out
+    for i, gain, occ in greedy_cover(ledger, pats, supports):
+        ranked = _ranked(ledger, pattern_of(i), pats[i], gain, occ, len(out) + 1)
+        if ranked.support >= min_support:
+            out.append(ranked)
+            if len(out) == top_k:
+                break
+    return out
+
+
+def greedy_cover(
+    ledger: UnitLedger, pats: Sequence[IntArray], supports: IntArray
+) -> Iterator[tuple[int, float, _Occurrences]]:
+    """The greedy MDL cover's choices, best first, as they are made: each candidate's
+    index, gain and occurrences (fragments of earlier choices left out). Stop reading
+    when enough are chosen: each next choice costs matches."""
+    if ledger.unit_count == 0 or not pats:
+        return
     index = _ChainIndex(ledger.code, ledger.err)
-    n_units = ledger.unit_count
-    bits = [ledger.bits[p] for p in pats]
     bounds = _Bounds(ledger, index, list(pats))
     first = np.where(bounds.worthless(supports), 0.0, bounds.of(slice(None)))
     # Entries: (-value, candidate, cover version, exact?). A bound is refreshed when stale,
@@ -820,9 +991,9 @@ def rank_coded(
     chosen: list[tuple[IntArray, int]] = []
     cache = _MatchCache()
     version = 0
-    out: list[RankedPattern] = []
+    best = (-1, 0.0)  # (version, the best exact gain found at that version)
     opt = ledger.options
-    while heap and len(out) < top_k:
+    while heap:
         neg, i, seen, exact = heapq.heappop(heap)
         if -neg <= opt.min_gain_bits:
             break  # nothing left can beat it
@@ -830,6 +1001,8 @@ def rank_coded(
             hit = cache.still_valid(i, work)
             if hit is not None:  # none of its units was covered: same occurrences, same gain
                 heapq.heappush(heap, (-hit, i, version, True))
+                if best[0] != version or hit > best[1]:
+                    best = (version, hit)
                 continue
             # Refresh the stale entries at the top together: one array call for many.
             stale = [i]
@@ -840,15 +1013,29 @@ def rank_coded(
                     stale.append(j)
                 else:
                     heapq.heappush(heap, (-hit, j, version, True))
+                    if best[0] != version or hit > best[1]:
+                        best = (version, hit)
             fresh = bounds.of(np.asarray(stale, dtype=np.int64)).tolist()
             for j, g in zip(stale, fresh, strict=True):
                 if g > opt.min_gain_bits:
                     heapq.heappush(heap, (-g, j, version, False))
         elif not exact:
-            occ = _match(work, ledger, index.starts(pats[i], opt), pats[i])
-            gain = _gain(occ, bits[i], n_units)
-            cache.put(i, occ, gain)
-            heapq.heappush(heap, (-gain, i, version, True))
+            # Match the next fresh bounds together, one pass for many: those above the best
+            # gain known (each would have to be matched before it is chosen), or a few.
+            batch = [i]
+            limit = BATCH if best[0] == version else FIRST_BATCH
+            while (
+                heap and heap[0][2] == version and not heap[0][3] and len(batch) < limit
+                and (best[0] != version or -heap[0][0] > best[1])
+            ):  # fmt: skip
+                batch.append(heapq.heappop(heap)[1])
+            some = [pats[j] for j in batch]
+            found, gains = _match_many(work, ledger, *index.starts_many(some, opt), some)
+            for j, occ, gain in zip(batch, found, gains.tolist(), strict=True):
+                cache.put(j, occ, gain)
+                heapq.heappush(heap, (-gain, j, version, True))
+                if best[0] != version or gain > best[1]:
+                    best = (version, gain)
         else:
             found = cache.take(i)
             # Evicted: nothing was covered since, so matching again finds the same.
@@ -860,10 +1047,13 @@ def rank_coded(
             if _is_fragment(pats[i], len(occ), chosen, opt.fragment_slack):
                 continue
             chosen.append((pats[i], len(occ)))
-            ranked = _ranked(ledger, pattern_of(i), pats[i], -neg, occ, len(out) + 1)
-            if ranked.support >= min_support:
-                out.append(ranked)
-    return out
+            yield i, -neg, occ
+
+
+BATCH = 64
+"""Candidates matched together at most, when their bounds top the heap."""
+FIRST_BATCH = 4
+"""... when no exact gain is known yet since the last choice."""
 
 
 class _MatchCache:
@@ -898,15 +1088,24 @@ class _MatchCache:
         if entry is None:
             return None
         occ, gain = entry
-        if (work[occ.pos[occ.pos >= 0]] == _COVERED).any():
+        if _disturbed(occ, work):
             self.pop(i)
             return None
         return gain
 
 
+def _disturbed(occ: _Occurrences, work: IntArray) -> bool:
+    """Whether a unit these occurrences matched or passed over as a stray is covered now
+    (else matching again finds exactly them)."""
+    return bool(
+        (work[occ.pos[occ.pos >= 0]] == _COVERED).any()
+        or (occ.stray.any() and (work[occ.pos[occ.stray] - 1] == _COVERED).any())
+    )
+
+
 def replay_cover(
     ledger: UnitLedger,
-    pats: Sequence[IntArray],
+    pats: Iterable[IntArray],
     pattern_of: Callable[[int, tuple[int, ...]], Any],
     *,
     top_k: int,
@@ -917,11 +1116,12 @@ def replay_cover(
     """The cover of ``ledger`` by ``pats`` taken in the given order (e.g. as a greedy cover
     of a sample chose them): occurrences, supports, gains and savings exact on ``ledger``.
 
-    One scan of the ledger per pattern, no index: the cost of a few patterns on a ledger
-    too big to rank whole (``where``: the ledger's :class:`CodePositions`, if built
-    already). ``pattern_of(i, runs)`` is the mined pattern reported for
-    ``pats[i]``, given the runs its occurrences are in. ``min_gain_bits`` overrides the
-    ledger options' threshold.
+    Scans of the ledger, no index: the cost of a few patterns on a ledger too big to rank
+    whole (``where``: the ledger's :class:`CodePositions`, if built already). ``pats`` is
+    read only as far as ``top_k`` results need (it may be a lazy cover), a batch matched
+    together at a time. ``pattern_of(i, runs)`` is the mined pattern reported for the
+    ``i``-th pattern, given the runs its occurrences are in. ``min_gain_bits`` overrides
+    the ledger options' threshold.
     """
     opt = ledger.options
     threshold = opt.min_gain_bits if min_gain_bits is None else min_gain_bits
@@ -929,19 +1129,27 @@ def replay_cover(
     work = ledger.code.copy()
     chosen: list[tuple[IntArray, int]] = []
     out: list[RankedPattern] = []
-    for i, pat in enumerate(pats):
-        if len(out) == top_k:
+    source = iter(pats)
+    i = -1
+    while len(out) < top_k:
+        batch = list(islice(source, top_k - len(out)))
+        if not batch:
             break
-        occ = _match(work, ledger, _scan_starts(work, pat, opt, where), pat)
-        gain = _gain(occ, ledger.bits[pat], ledger.unit_count)
-        taken = occ.pos[occ.pos >= 0]
-        work[taken] = _COVERED
-        if gain <= threshold or _is_fragment(pat, len(occ), chosen, opt.fragment_slack):
-            continue
-        chosen.append((pat, len(occ)))
-        ranked = _ranked(ledger, None, pat, gain, occ, len(out) + 1)
-        if ranked.support >= min_support:
-            out.append(replace(ranked, pattern=pattern_of(i, ranked.runs)))
+        found, gains = _match_many(work, ledger, *_scan_starts_many(work, batch, opt, where), batch)
+        for pat, occ, gain in zip(batch, found, gains.tolist(), strict=True):
+            i += 1
+            if len(out) == top_k:
+                break
+            if _disturbed(occ, work):  # an earlier one of the batch took some of its units
+                occ = _match(work, ledger, _scan_starts(work, pat, opt, where), pat)
+                gain = _gain(occ, ledger.bits[pat], ledger.unit_count)
+            work[occ.pos[occ.pos >= 0]] = _COVERED
+            if gain <= threshold or _is_fragment(pat, len(occ), chosen, opt.fragment_slack):
+                continue
+            chosen.append((pat, len(occ)))
+            ranked = _ranked(ledger, None, pat, gain, occ, len(out) + 1)
+            if ranked.support >= min_support:
+                out.append(replace(ranked, pattern=pattern_of(i, ranked.runs)))
     return out
 
 
@@ -978,6 +1186,41 @@ def _scan_starts(
     return found
 
 
+def _scan_starts_many(
+    work: IntArray, pats: Sequence[IntArray], opt: RankingOptions, where: CodePositions
+) -> tuple[IntArray, IntArray]:
+    """:func:`_scan_starts` of several patterns: (start, pattern index), sorted by both.
+
+    Each pattern's first two steps ``a, b`` are found from the positions of the rarer of
+    the two: ``a`` then ``b`` one or two later, or ``b`` then ``a`` (swapped)."""
+    heads = np.asarray([p[:2] for p in pats], dtype=np.int64)
+    lo = np.searchsorted(where.code, heads)
+    count = np.searchsorted(where.code, heads + 1) - lo
+    by_b = count[:, 1] < count[:, 0]  # look the pair up from its second step
+    pick = np.where(by_b, 1, 0)
+    rows = np.arange(len(pats))
+    lo, count = lo[rows, pick], count[rows, pick]
+    at = where.pos[np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())]
+    who = np.repeat(rows, count)
+    a, b, from_b = heads[who, 0], heads[who, 1], by_b[who]
+    found = []
+    for gap in (1, 2) if opt.max_gap else (1,):  # a, then b next or one unit later
+        start = np.where(from_b, at - gap, at)
+        ok = (work[start] == a) & (work[start + gap] == b)
+        found.append((who[ok] << _SHIFT) | start[ok])
+    if opt.max_swaps:  # b, then a: the occurrence starts at b
+        start = np.where(from_b, at, at - 1)
+        ok = (work[start] == b) & (work[start + 1] == a)
+        found.append((who[ok] << _SHIFT) | start[ok])
+    packed = np.sort(np.concatenate(found))
+    packed = packed[np.concatenate(([True], packed[1:] != packed[:-1]))] if len(packed) else packed
+    return packed & ((1 << _SHIFT) - 1), packed >> _SHIFT
+
+
+_SHIFT = 40
+"""Bits of a flat position in a packed (pattern, position) key."""
+
+
 class _Bounds:
     """Upper bounds on candidates' gains from how many free instances their pairs have.
 
@@ -996,12 +1239,12 @@ class _Bounds:
         for row, p in enumerate(pats):
             mat[row, : len(p)] = p
         self.ids = index.pair_ids(np.maximum(mat[:, :-1], 0), np.maximum(mat[:, 1:], 0))
-        self.ids[mat[:, 1:] < 0] = len(index.adj.keys)  # past the end: an absent pair
-        self.ids[..., 1][mat[:, 1:] < 0] = len(index.skip.keys)
+        self.ids[mat[:, 1:] < 0] = index.adj.absent  # past the end: an absent pair
+        self.ids[..., 1][mat[:, 1:] < 0] = index.skip.absent
         self.bits = np.where(mat >= 0, ledger.bits[np.maximum(mat, 0)], 0.0)
         m = np.maximum(mat, 0)
         self.triple_ids = index.triple_ids(m[:, :-2], m[:, 1:-1], m[:, 2:])
-        self.triple_ids[mat[:, 2:] < 0] = len(index.triples.keys)
+        self.triple_ids[mat[:, 2:] < 0] = index.triples.absent
         least = max(opt.min_truncated_steps, 2)
         steps = np.arange(width)
         # Where an occurrence may stop early: at step j (reached j + 1 steps) when that step's
@@ -1071,7 +1314,10 @@ def _candidates(ledger: UnitLedger, patterns: Iterable[HasNames]) -> list[tuple[
 
 def _contains(long: IntArray, short: IntArray) -> bool:
     n, m = len(long), len(short)
-    return m < n and any(np.array_equal(long[o : o + m], short) for o in range(n - m + 1))
+    if m >= n:
+        return False
+    big, small = long.tolist(), short.tolist()
+    return any(big[o : o + m] == small for o in range(n - m + 1))
 
 
 def _is_fragment(

@@ -20,6 +20,11 @@ class DetectorConfig(BaseModel):
     tolerate_noise: bool = True
     """Credit occurrences with one stray call between steps, one swapped adjacent pair
     (no data passing between them) or an end cut short by a failing call."""
+    side_effects: dict[str, bool] = Field(default_factory=dict)
+    """Tool name → whether it has side effects. Steps of read-only tools (``False``) with no
+    data dependency between them may run in parallel in a proposed flow; a tool not named
+    here is read from its recorded calls' metadata (``side_effects`` / ``read_only``, as a
+    LangChain tool's ``metadata`` is captured), else assumed to have side effects."""
     min_gain_bits: float = 0.0
     """A pattern is proposed only when it compresses the ledger by more than this many bits
     (0: any pattern that explains the data better than its tools alone; raise it to be

@@ -1,9 +1,15 @@
 """Writing task runs: the rows of the run tables, each database's fastest way.
 
 Private to :mod:`soloflow_core.store`: :class:`~soloflow_core.store.repository.Store` calls
-these inside its write transactions. A run arrives as a :class:`TaskRun` (an agent's capture,
-an API caller) or as a :class:`RunRow`, the same fields already checked by
-:func:`soloflow_core.ledger.ingest`'s fast lane, which builds no pydantic model.
+:func:`insert_sqlite` / :func:`insert_returning` inside its batch transactions, and
+:func:`write_one_sqlite` for one run (its own transaction, on the driver's connection). A run
+arrives as a :class:`TaskRun` (an agent's capture, an API caller) or as a :class:`RunRow`, the
+same fields already checked by :func:`soloflow_core.ledger.ingest`'s fast lane, which builds
+no pydantic model.
+
+On SQLite every table's rows go through the sqlite3 driver's ``executemany`` as positional
+tuples; :func:`insert_returning` (any database) is the reference, and a test compares the
+rows the two store.
 """
 
 from __future__ import annotations
