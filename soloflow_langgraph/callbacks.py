@@ -68,6 +68,9 @@ class _Call:
     output: Any = None
     error: bool | None = None
     duration_ms: float | None = None
+    meta: dict[str, Any] | None = None
+    """What the tool's metadata says about its side effects (``side_effects`` /
+    ``read_only``), when it says anything."""
 
 
 @dataclass(slots=True)
@@ -488,7 +491,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
                 key, index = (len(state.turn_base) - 1, _NO_POSITION, seq), seq
             else:
                 key, index = (*placed, seq), state.turn_base[placed[0]] + placed[1]
-            call = _Call(name, args, key, index, started, call_id)
+            call = _Call(name, args, key, index, started, call_id, meta=_effects(kwargs.get("metadata")))
             state.calls.append(call)
             state.open_calls[run_id.int] = call
 
@@ -632,6 +635,19 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         return True
 
 
+_EFFECT_KEYS = ("side_effects", "read_only")
+
+
+def _effects(metadata: Any) -> dict[str, Any] | None:
+    """The side-effect flags of a tool's ``metadata`` (e.g. ``StructuredTool(...,
+    metadata={"read_only": True})``), which LangChain hands to ``on_tool_start``: the
+    generaliser runs steps of read-only tools in parallel."""
+    if not isinstance(metadata, dict):
+        return None
+    found = {k: metadata[k] for k in _EFFECT_KEYS if isinstance(metadata.get(k), bool)}
+    return found or None
+
+
 def _tool_call(call: _Call) -> ToolCall:
     return ToolCall(
         name=call.name,
@@ -640,4 +656,5 @@ def _tool_call(call: _Call) -> ToolCall:
         error=call.error,
         duration_ms=call.duration_ms,
         tool_call_id=call.tool_call_id,
+        meta=call.meta or {},
     )

@@ -323,6 +323,25 @@ def test_direct_tool_call_is_a_one_call_run(sqlite_store: Store, pm) -> None:
     assert handler.runs_written == 2 and handler.in_flight == 0
 
 
+def test_a_tools_side_effect_metadata_is_recorded(sqlite_store: Store, pm) -> None:
+    from langchain_core.tools import StructuredTool
+
+    def lookup(code: str) -> str:
+        return code.upper()
+
+    read_only = StructuredTool.from_function(lookup, name="lookup", description="Look up a code.",
+                                             metadata={"read_only": True, "owner": "ops"})
+    handler = SoloFlowCallbackHandler(store=sqlite_store, plugin_manager=pm)
+    assert read_only.invoke({"code": "ab"}, config={"callbacks": [handler]}) == "AB"
+    list_orders.invoke({"customer_id": "C-9"}, config={"callbacks": [handler]})
+    runs = sqlite_store.load_runs(
+        [r.run_id for r in sqlite_store.list_runs(user_id="default", agent_id="default")],
+        user_id="default", agent_id="default",
+    )
+    metas = {r.tool_calls[0].name: r.tool_calls[0].meta for r in runs}
+    assert metas == {"lookup": {"read_only": True}, "list_orders": {}}  # only the flags
+
+
 def test_string_tool_input_without_inputs_dict(sqlite_store: Store, pm) -> None:
     handler = SoloFlowCallbackHandler(store=sqlite_store, plugin_manager=pm)
     track_shipment.invoke("O-7", config={"callbacks": [handler]})
