@@ -628,3 +628,16 @@ def test_without_soloflow_home_the_default_follows_xdg_then_home(tmp_path, monke
     monkeypatch.delenv("XDG_DATA_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_database_path() == tmp_path / "home" / ".local/share/soloflow/soloflow.db"
+
+
+def test_sqlite_synchronous_is_configurable(tmp_path, monkeypatch):
+    def level(store: Store) -> int:
+        with store.engine.connect() as conn:
+            return int(conn.exec_driver_sql("PRAGMA synchronous").scalar())
+
+    assert level(Store.open(f"sqlite:///{tmp_path / 'normal.db'}")) == 1  # NORMAL
+    monkeypatch.setenv("SOLOFLOW_SQLITE_SYNCHRONOUS", "full")
+    assert level(Store.open(f"sqlite:///{tmp_path / 'full.db'}")) == 2  # FULL: fsync per commit
+    monkeypatch.setenv("SOLOFLOW_SQLITE_SYNCHRONOUS", "sometimes")
+    with pytest.raises(StoreError, match="SOLOFLOW_SQLITE_SYNCHRONOUS='SOMETIMES'.*NORMAL, FULL, EXTRA"):
+        Store.open(f"sqlite:///{tmp_path / 'bad.db'}")
