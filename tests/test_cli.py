@@ -115,3 +115,11 @@ def test_errors_are_one_clear_line(sqlite_url, args, message):
     proc = subprocess.run([exe, "--db", sqlite_url, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
     assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_cli_starts_without_langgraph():
+    # `soloflow detect` and the store commands need no LangGraph: importing it costs a second.
+    code = "import sys, soloflow_langgraph.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain_core', 'langchain', 'sqlalchemy')))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -247,3 +247,27 @@ def test_read_only_tools_from_configuration_run_in_parallel(sqlite_store):
     config = DetectorConfig(side_effects={"get_a": False, "get_b": False})
     (parallel,) = detect_candidates(sqlite_store, config=config, save=False, **NS)
     assert [s.depends_on for s in parallel.proposed_flow.steps][:2] == [[], []]
+
+
+def test_evidence_is_read_once_for_all_candidates_and_sampled(sqlite_store, monkeypatch):
+    from soloflow_core.mining.detector import MAX_EVIDENCE_RUNS
+
+    many = MAX_EVIDENCE_RUNS + 50  # more occurrences than are read per candidate
+    runs = [_run(i, ["a", "b", "c"]) for i in range(many)]
+    runs += [_run(10_000 + i, ["x", "y", "z", "w"]) for i in range(5)]
+    sqlite_store.add_runs(runs)
+    reads: list[list[str]] = []
+    load_runs = sqlite_store.load_runs
+
+    def counting(ids, **ns):
+        reads.append(list(ids))
+        return load_runs(ids, **ns)
+
+    monkeypatch.setattr(sqlite_store, "load_runs", counting)
+    cands = {tuple(c.tool_sequence): c for c in detect_candidates(sqlite_store, save=False, **NS)}
+    assert cands[("a", "b", "c")].occurrence_count == many  # support: the whole ledger
+    assert cands[("x", "y", "z", "w")].occurrence_count == 5
+    (read,) = reads  # one read for both candidates
+    assert len(read) == len(set(read)) == MAX_EVIDENCE_RUNS + 5
+    sampled = sorted(int(r[1:]) for r in read if int(r[1:]) < many)
+    assert sampled[0] == 0 and sampled[-1] >= many - 2  # spread over the whole history

@@ -3,26 +3,33 @@
 Reads the namespace's tool-name columns from the store (:meth:`Store.read_tool_names`),
 mines and ranks them (:func:`soloflow_core.mining.pipeline.mine_ranked`: closed contiguous
 patterns in ≥ ``min_occurrences`` distinct runs, chosen by a greedy MDL cover that tolerates
-agent noise), drops what is already decided or registered, then loads the runs behind each
-chosen pattern's occurrences to measure its savings from their model calls and to
-generalise its arguments (:mod:`soloflow_core.generalize.arguments`). docs/mining.md
-explains the ranking and its measured quality.
+agent noise), drops what is already decided or registered, then loads the runs behind a sample of each
+chosen pattern's occurrences (:func:`_evidence_sample`; one read for all the candidates) to
+measure its savings from their model calls and to generalise its arguments
+(:mod:`soloflow_core.generalize.arguments`). docs/mining.md explains the ranking and its
+measured quality.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from itertools import islice
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
 
 from soloflow_core.generalize.arguments import Occurrence
 from soloflow_core.generalize.propose import flow_name_for, propose_flow, title_case
 from soloflow_core.mining.pipeline import MiningProgress, mine_ranked
-from soloflow_core.mining.ranking import RankedPattern, RankingOptions, with_measured_savings
+from soloflow_core.mining.ranking import (
+    PatternOccurrence,
+    RankedPattern,
+    RankingOptions,
+    with_measured_savings,
+)
 from soloflow_core.models import (
     DetectorConfig,
     FlowCandidate,
@@ -35,8 +42,9 @@ if TYPE_CHECKING:
     from soloflow_core.store import Store, ToolNameColumns
 
 MAX_EVIDENCE_RUNS = 200
-"""Runs loaded per candidate to measure savings and generalise arguments (evenly spread
-over its occurrences); support is always counted on the whole ledger."""
+"""Occurrences (so at most this many runs) read per candidate to measure savings and
+generalise arguments, evenly spread over its occurrences; support is always counted on
+the whole ledger."""
 MAX_LISTED_RUN_IDS = 1000
 """``run_ids`` lists at most this many runs (``occurrence_count`` is the full count)."""
 
@@ -55,9 +63,7 @@ class _Ledger:
     namespace: list[tuple[str, str]]
 
 
-def _read(
-    store: Store, scope: Sequence[tuple[str, str]], config: DetectorConfig
-) -> _Ledger:
+def _read(store: Store, scope: Sequence[tuple[str, str]], config: DetectorConfig) -> _Ledger:
     from soloflow_core.store import ToolNameColumns
 
     parts = [
@@ -91,13 +97,27 @@ def _read(
     return _Ledger(merged, namespace)
 
 
-def _evidence(store: Store, ledger: _Ledger, runs: Sequence[int]) -> dict[int, TaskRun]:
-    """Full runs for (at most :data:`MAX_EVIDENCE_RUNS` of) ``runs``, keyed by index."""
-    if len(runs) > MAX_EVIDENCE_RUNS:
-        step = len(runs) / MAX_EVIDENCE_RUNS
-        runs = [runs[int(i * step)] for i in range(MAX_EVIDENCE_RUNS)]
+def _evidence_sample(pattern: RankedPattern) -> list[PatternOccurrence]:
+    """The occurrences whose runs are read for ``pattern``: all of them up to
+    :data:`MAX_EVIDENCE_RUNS`, else that many evenly spread (occurrences come in run order,
+    so they span the ledger's history).
+
+    Only these are built from the ranking's compact arrays: a pattern of a large ledger has
+    thousands of occurrences, and nothing after the ranking needs the others (except to drop
+    a swapped occurrence the sample shows to be a different sequence, see :func:`_checked`).
+    """
+    occurrences = pattern.occurrences
+    n = len(occurrences)
+    if n <= MAX_EVIDENCE_RUNS:
+        return list(occurrences)
+    step = n / MAX_EVIDENCE_RUNS
+    return [occurrences[int(i * step)] for i in range(MAX_EVIDENCE_RUNS)]
+
+
+def _evidence(store: Store, ledger: _Ledger, runs: set[int]) -> dict[int, TaskRun]:
+    """Full runs for ``runs`` (ledger indices), keyed by index: one read per namespace."""
     by_ns: dict[tuple[str, str], list[int]] = {}
-    for r in runs:
+    for r in sorted(runs):
         by_ns.setdefault(ledger.namespace[r], []).append(r)
     out: dict[int, TaskRun] = {}
     for (user, agent), idx in by_ns.items():
@@ -118,13 +138,13 @@ def _swap_passes_data(run: TaskRun, a: int, b: int) -> bool:
     return _passes_data(ca, cb) or _passes_data(cb, ca)
 
 
-def _checked(pattern: RankedPattern, evidence: dict[int, TaskRun]) -> RankedPattern:
-    """``pattern`` without the swapped occurrences (among the loaded runs) whose two
-    swapped steps pass data: the ranking sees names only, the runs show the data."""
-    from dataclasses import replace
-
+def _checked(
+    pattern: RankedPattern, sample: list[PatternOccurrence], evidence: dict[int, TaskRun]
+) -> tuple[RankedPattern, list[PatternOccurrence]]:
+    """``pattern`` and ``sample`` without the swapped occurrences (among the sampled ones)
+    whose two swapped steps pass data: the ranking sees names only, the runs show the data."""
     bad = set()
-    for k, occ in enumerate(pattern.occurrences):
+    for occ in sample:
         run = evidence.get(occ.run)
         if run is None:
             continue
@@ -133,23 +153,24 @@ def _checked(pattern: RankedPattern, evidence: dict[int, TaskRun]) -> RankedPatt
                 j = int(defect[5:])
                 sa, sb = occ.spans[j], occ.spans[j + 1]
                 if sa and sb and _swap_passes_data(run, sa[1], sb[1]):
-                    bad.add(k)
+                    bad.add(occ)
     if not bad:
-        return pattern
-    kept = tuple(o for k, o in enumerate(pattern.occurrences) if k not in bad)
-    return replace(
+        return pattern, sample
+    kept = tuple(o for o in pattern.occurrences if o not in bad)
+    checked = replace(
         pattern,
         occurrences=kept,
         runs=tuple(sorted({o.run for o in kept})),
         explanation=pattern.explanation
         + f" {len(bad)} swapped occurrence(s) dropped: data passes between the swapped steps.",
     )
+    return checked, [o for o in sample if o not in bad]
 
 
-def _occurrences(pattern: RankedPattern, evidence: dict[int, TaskRun]) -> list[Occurrence]:
-    """The complete occurrences among the loaded runs, as the generaliser reads them."""
+def _occurrences(sample: list[PatternOccurrence], evidence: dict[int, TaskRun]) -> list[Occurrence]:
+    """The complete sampled occurrences, as the generaliser reads them."""
     out = []
-    for occ in pattern.occurrences:
+    for occ in sample:
         run = evidence.get(occ.run)
         calls = occ.calls
         if run is None or any(c is None for c in calls):
@@ -161,21 +182,71 @@ def _occurrences(pattern: RankedPattern, evidence: dict[int, TaskRun]) -> list[O
             for span in occ.spans
             if span is not None
         ]
-        out.append(Occurrence(task=run.task or "", args=[c.args for c in picked],
-                              outputs=[c.output for c in picked], step_calls=step_calls))
+        out.append(
+            Occurrence(
+                task=run.task or "",
+                args=[c.args for c in picked],
+                outputs=[c.output for c in picked],
+                step_calls=step_calls,
+            )
+        )
     return out
 
 
-def _exact_runs(pattern: RankedPattern, cols: ToolNameColumns) -> int:
-    """Runs whose whole tool sequence is one clean occurrence of the pattern."""
-    lengths = np.diff(cols.offsets)
+class _SampleView(Sequence[PatternOccurrence]):
+    """All of a pattern's occurrences, iterated as the sample only.
+
+    :func:`with_measured_savings` skips every occurrence whose run it is not given, so
+    walking the sample gives the same measure as walking them all, without building
+    thousands of occurrences; ``len`` stays the full count that the savings scale to.
+    """
+
+    __slots__ = ("_all", "_sample")
+
+    def __init__(self, everything: Sequence[PatternOccurrence], sample: list[PatternOccurrence]):
+        self._all, self._sample = everything, sample
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    @overload
+    def __getitem__(self, k: int) -> PatternOccurrence: ...
+    @overload
+    def __getitem__(self, k: slice) -> Sequence[PatternOccurrence]: ...
+    def __getitem__(self, k: int | slice) -> PatternOccurrence | Sequence[PatternOccurrence]:
+        return self._all[k]
+
+    def __iter__(self) -> Iterator[PatternOccurrence]:
+        return iter(self._sample)
+
+
+def _measured(
+    pattern: RankedPattern, sample: list[PatternOccurrence], evidence: dict[int, TaskRun]
+) -> RankedPattern:
+    """:func:`with_measured_savings` over the sampled occurrences' runs."""
+    viewed = replace(pattern, occurrences=_SampleView(pattern.occurrences, sample))
+    return replace(with_measured_savings(viewed, evidence), occurrences=pattern.occurrences)
+
+
+def _is_exact(pattern: RankedPattern, cols: ToolNameColumns, enough: int) -> bool:
+    """Whether at least ``enough`` runs' whole tool sequence is one clean occurrence of the
+    pattern (stops reading occurrences once it knows)."""
+    if enough <= 0:
+        return True
     n = 0
     for occ in pattern.occurrences:
         first, last = occ.spans[0], occ.spans[-1]
-        if (not occ.noise and first is not None and last is not None and first[0] == 0
-                and last[1] == int(lengths[occ.run]) - 1):
+        if (
+            not occ.noise
+            and first is not None
+            and last is not None
+            and first[0] == 0
+            and last[1] == int(cols.offsets[occ.run + 1] - cols.offsets[occ.run]) - 1
+        ):
             n += 1
-    return n
+            if n >= enough:
+                return True
+    return False
 
 
 def _avg_cost(pattern: RankedPattern, cols: ToolNameColumns) -> float:
@@ -186,6 +257,62 @@ def _avg_cost(pattern: RankedPattern, cols: ToolNameColumns) -> float:
 
 def _finite(x: float) -> float:
     return round(x, 4) if math.isfinite(x) else 0.0
+
+
+def _candidate(
+    pattern: RankedPattern,
+    sample: list[PatternOccurrence],
+    evidence: dict[int, TaskRun],
+    cols: ToolNameColumns,
+    config: DetectorConfig,
+    *,
+    user_id: str,
+    agent_id: str,
+    now: datetime,
+) -> FlowCandidate | None:
+    """The candidate for ``pattern``, or None when too few occurrences survive the check of
+    swapped steps against the runs."""
+    p, sample = _checked(pattern, sample, evidence)
+    if p.support < config.min_occurrences:
+        return None
+    p = _measured(p, sample, evidence)
+    names = list(p.names)
+    key = dedupe_key_for(names)
+    flow, confidence = propose_flow(
+        names,
+        _occurrences(sample, evidence),
+        observed=p.support,
+        repeated_steps=p.repeated_steps,
+        side_effects=config.side_effects or None,
+    )
+    exact = _is_exact(p, cols, config.min_occurrences)
+    return FlowCandidate(
+        id=candidate_id_for(user_id, agent_id, key),
+        user_id=user_id,
+        agent_id=agent_id,
+        tool_sequence=names,
+        occurrence_count=p.support,
+        match_type="exact" if exact else "subsequence",
+        estimated_token_savings=_finite(p.estimated_token_savings),
+        avg_cost_per_execution=_finite(_avg_cost(p, cols)),
+        dedupe_key=key,
+        proposed_flow=flow,
+        run_ids=[cols.run_ids[r] for r in p.runs[:MAX_LISTED_RUN_IDS]],
+        savings_method=p.savings_method,
+        created_at=now,
+        agent_prompt_hint=(
+            f"A deterministic flow '{flow.name}' is available for this pattern. Use "
+            f"flow_run('{flow.name}') instead of reasoning through these steps manually."
+        ),
+        argument_confidence=confidence,
+        score_bits=_finite(p.score),
+        clean_occurrences=p.clean_occurrences,
+        repeated_steps=list(p.repeated_steps),
+        lift=_finite(p.lift),
+        tokens_saved_per_occurrence=_finite(p.tokens_saved_per_occurrence),
+        turns_saved_per_occurrence=_finite(p.turns_saved_per_occurrence),
+        explanation=p.explanation,
+    )
 
 
 def detect_candidates(
@@ -215,7 +342,8 @@ def detect_candidates(
     ledger = _read(store, scope, config)
     cols = ledger.columns
     decided = {
-        k for k, s in store.decided_dedupe_keys(user_id=user_id, agent_id=agent_id).items()
+        k
+        for k, s in store.decided_dedupe_keys(user_id=user_id, agent_id=agent_id).items()
         if s != "pending"
     }
     registered = [
@@ -232,7 +360,9 @@ def detect_candidates(
     )
     # Decided and registered patterns still take part in the cover (they explain their
     # runs, so their fragments are not proposed instead); they are dropped afterwards.
-    top_k = config.max_candidates + min(len(decided) + len(registered), 4 * config.max_candidates + 20)
+    top_k = config.max_candidates + min(
+        len(decided) + len(registered), 4 * config.max_candidates + 20
+    )
     ranked = mine_ranked(
         cols,
         min_length=config.min_sequence_length,
@@ -242,54 +372,26 @@ def detect_candidates(
         on_progress=on_progress,
     )
     now = datetime.now(UTC)
+    eligible = (
+        p
+        for p in ranked
+        if dedupe_key_for(list(p.names)) not in decided
+        and not any(_inside(p.names, flow) for flow in registered)
+    )
     out: list[FlowCandidate] = []
-    for pattern in ranked:
-        if len(out) == config.max_candidates:
+    # The runs of all the candidates still wanted are read at once; a pattern the runs
+    # disqualify (see _checked) is replaced by the next one, in rank order.
+    while len(out) < config.max_candidates:
+        batch = list(islice(eligible, config.max_candidates - len(out)))
+        if not batch:
             break
-        names = list(pattern.names)
-        key = dedupe_key_for(names)
-        if key in decided or any(_inside(pattern.names, flow) for flow in registered):
-            continue
-        evidence = _evidence(store, ledger, list(pattern.runs))
-        p = _checked(pattern, evidence)
-        if p.support < config.min_occurrences:
-            continue
-        p = with_measured_savings(p, evidence)
-        occurrences = _occurrences(p, evidence)
-        flow, confidence = propose_flow(
-            names, occurrences, observed=p.support, repeated_steps=p.repeated_steps,
-            side_effects=config.side_effects or None,
-        )
-        exact = _exact_runs(p, cols) >= config.min_occurrences
-        out.append(
-            FlowCandidate(
-                id=candidate_id_for(user_id, agent_id, key),
-                user_id=user_id,
-                agent_id=agent_id,
-                tool_sequence=names,
-                occurrence_count=p.support,
-                match_type="exact" if exact else "subsequence",
-                estimated_token_savings=_finite(p.estimated_token_savings),
-                avg_cost_per_execution=_finite(_avg_cost(p, cols)),
-                dedupe_key=key,
-                proposed_flow=flow,
-                run_ids=[cols.run_ids[r] for r in p.runs[:MAX_LISTED_RUN_IDS]],
-                savings_method=p.savings_method,
-                created_at=now,
-                agent_prompt_hint=(
-                    f"A deterministic flow '{flow.name}' is available for this pattern. Use "
-                    f"flow_run('{flow.name}') instead of reasoning through these steps manually."
-                ),
-                argument_confidence=confidence,
-                score_bits=_finite(p.score),
-                clean_occurrences=p.clean_occurrences,
-                repeated_steps=list(p.repeated_steps),
-                lift=_finite(p.lift),
-                tokens_saved_per_occurrence=_finite(p.tokens_saved_per_occurrence),
-                turns_saved_per_occurrence=_finite(p.turns_saved_per_occurrence),
-                explanation=p.explanation,
-            )
-        )
+        samples = [_evidence_sample(p) for p in batch]
+        evidence = _evidence(store, ledger, {o.run for sample in samples for o in sample})
+        for pattern, sample in zip(batch, samples, strict=True):
+            cand = _candidate(pattern, sample, evidence, cols, config,
+                              user_id=user_id, agent_id=agent_id, now=now)  # fmt: skip
+            if cand is not None:
+                out.append(cand)
     if save and out:
         store.save_candidates(out)
     return out

@@ -6,6 +6,7 @@ another namespace's rows.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from soloflow_core.errors import NotFoundError, StoreError
-from soloflow_core.models import FlowCandidate, FlowDefinition, ModelCall, TaskRun, ToolCall
+from soloflow_core.models import FlowCandidate, FlowDefinition, TaskRun
 from soloflow_core.store import schema as t
 from soloflow_core.store.columns import ToolNameColumns, read_tool_names
 from soloflow_core.store.engine import (
@@ -43,6 +44,60 @@ _BATCH = 5000
 _IN_CHUNK = 500
 """Bound parameters per ``IN (...)`` list: well under every database's limit."""
 
+
+
+def _json_text(value: str | None) -> Any:
+    """A JSON column's text as SQLite returns it, decoded as SQLAlchemy would (the empty
+    object and null, most calls' ``meta``, without the parser)."""
+    if value is None or value == "null":
+        return None
+    return {} if value == "{}" else json.loads(value)
+
+
+def _tool_calls_of(conn: Connection, pks: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """The tool calls of the runs ``pks``, in order, as :class:`ToolCall` fields (their run
+    validates them all in one call: a model built per call costs twice as much).
+
+    On SQLite the JSON columns are read as text and decoded here: SQLAlchemy's per-value
+    result processing costs as much as the decoding (evidence for the detector is
+    thousands of calls). PostgreSQL's driver decodes JSONB itself.
+    """
+    tc = t.tool_calls.c
+    raw = conn.dialect.name == "sqlite"
+    args, output, meta = (
+        sa.type_coerce(col, sa.Text) if raw else col for col in (tc.args, tc.output, tc.meta)
+    )
+    decode = _json_text if raw else _same
+    q = sa.select(tc.run_pk, tc.name, args, output, tc.error, tc.duration_ms, tc.tool_call_id, meta)
+    calls: dict[int, list[dict[str, Any]]] = {}
+    for pk, name, a, o, error, duration, call_id, m in conn.execute(
+        q.where(tc.run_pk.in_(pks)).order_by(tc.run_pk, tc.seq)
+    ):
+        calls.setdefault(pk, []).append(
+            {"name": name, "args": decode(a) or {}, "output": decode(o), "error": error,
+             "duration_ms": duration, "tool_call_id": call_id, "meta": decode(m) or {}}  # fmt: skip
+        )
+    return calls
+
+
+def _model_calls_of(conn: Connection, pks: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """The model calls of the runs ``pks``, in order, as :class:`ModelCall` fields."""
+    mc = t.model_calls.c
+    q = sa.select(mc.run_pk, mc.model, mc.input_tokens, mc.output_tokens, mc.total_tokens,
+                  mc.duration_ms, mc.tool_calls_requested)  # fmt: skip
+    calls: dict[int, list[dict[str, Any]]] = {}
+    for pk, model, tin, tout, total, duration, requested in conn.execute(
+        q.where(mc.run_pk.in_(pks)).order_by(mc.run_pk, mc.seq)
+    ):
+        calls.setdefault(pk, []).append(
+            {"model": model, "input_tokens": tin, "output_tokens": tout, "total_tokens": total,
+             "duration_ms": duration, "tool_calls_requested": requested}  # fmt: skip
+        )
+    return calls
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,41 +308,16 @@ class Store:
                     )
                 ).mappings().all()
                 pks = [r["id"] for r in rows]
-                calls: dict[int, list[ToolCall]] = {pk: [] for pk in pks}
-                for cr in conn.execute(
-                    sa.select(t.tool_calls)
-                    .where(t.tool_calls.c.run_pk.in_(pks))
-                    .order_by(t.tool_calls.c.run_pk, t.tool_calls.c.seq)
-                ).mappings():
-                    calls[cr["run_pk"]].append(
-                        ToolCall(
-                            name=cr["name"], args=cr["args"] or {}, output=cr["output"],
-                            error=cr["error"], duration_ms=cr["duration_ms"],
-                            tool_call_id=cr["tool_call_id"], meta=cr["meta"] or {},
-                        )
-                    )
-                mcalls: dict[int, list[ModelCall]] = {pk: [] for pk in pks}
-                for mr in conn.execute(
-                    sa.select(t.model_calls)
-                    .where(t.model_calls.c.run_pk.in_(pks))
-                    .order_by(t.model_calls.c.run_pk, t.model_calls.c.seq)
-                ).mappings():
-                    mcalls[mr["run_pk"]].append(
-                        ModelCall(
-                            model=mr["model"], input_tokens=mr["input_tokens"],
-                            output_tokens=mr["output_tokens"], total_tokens=mr["total_tokens"],
-                            duration_ms=mr["duration_ms"],
-                            tool_calls_requested=mr["tool_calls_requested"],
-                        )
-                    )
+                calls, mcalls = _tool_calls_of(conn, pks), _model_calls_of(conn, pks)
                 for r in rows:
-                    out[r["run_id"]] = TaskRun(
-                        run_id=r["run_id"], user_id=r["user_id"], agent_id=r["agent_id"],
-                        task=r["task"], success=r["success"], cost=r["cost"], tokens=r["tokens"],
-                        tool_calls=calls[r["id"]], model_calls=mcalls[r["id"]],
-                        started_at=r["started_at"], ended_at=r["ended_at"],
-                        classification=r["classification"], meta=r["meta"] or {},
-                    )
+                    out[r["run_id"]] = TaskRun.model_validate({
+                        "run_id": r["run_id"], "user_id": r["user_id"], "agent_id": r["agent_id"],
+                        "task": r["task"], "success": r["success"], "cost": r["cost"],
+                        "tokens": r["tokens"], "tool_calls": calls.get(r["id"], []),
+                        "model_calls": mcalls.get(r["id"], []), "started_at": r["started_at"],
+                        "ended_at": r["ended_at"], "classification": r["classification"],
+                        "meta": r["meta"] or {},
+                    })  # fmt: skip
         return [out[rid] for rid in run_ids if rid in out]
 
     def iter_sequences(

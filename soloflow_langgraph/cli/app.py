@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
 from soloflow_core.errors import SoloFlowError
-from soloflow_core.store import Store
+
+if TYPE_CHECKING:
+    from soloflow_core.store import Store
 
 err = Console(stderr=True)
 out = Console()
@@ -53,6 +56,8 @@ class Context:
 
     def store(self) -> Store:
         if self._store is None:
+            from soloflow_core.store import Store  # SQLAlchemy: only for commands that use it
+
             self._store = Store.open(self.db)
         return self._store
 
@@ -87,4 +92,7 @@ def fail(message: str, code: int = 1) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
+    # A short-lived process: what the imports built lives until exit. Frozen, it is left out
+    # of the full collections that a command building many objects (detect, ingest) triggers.
+    gc.freeze()
     app(args=argv)

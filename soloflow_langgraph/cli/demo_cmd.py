@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from soloflow_core.store import Store
 from soloflow_langgraph.cli.app import Context, app, out
 
 
@@ -17,6 +16,7 @@ def demo(ctx: typer.Context) -> None:
 
     Uses a fresh temporary database unless --db is given.
     """
+    from soloflow_core.store import Store
     from soloflow_langgraph.demo import run_demo
 
     c: Context = ctx.obj

@@ -20,8 +20,9 @@ from soloflow_core.promotion import (
     reject_candidate,
 )
 from soloflow_langgraph.cli.app import Context, app, fail, out, print_json
-from soloflow_langgraph.compiler import flow_mermaid
-from soloflow_langgraph.runner import run_flow
+
+# LangGraph (compiler, runner, replay) is imported inside the commands that run a flow:
+# importing it takes about a second and most commands never touch it.
 
 flows_app = typer.Typer(help="Flow candidates and registered flows.", no_args_is_help=True)
 app.add_typer(flows_app, name="flows")
@@ -137,6 +138,8 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print only the definition as JSON."),
 ) -> None:
     """Show a flow's definition (or its Mermaid diagram)."""
+    from soloflow_langgraph.compiler import flow_mermaid
+
     c: Context = ctx.obj
     record = c.store().get_flow(name, version=version, **c.ns)
     if mermaid:
@@ -171,7 +174,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Run a registered flow with no model call. Executors come from plugins and --tools."""
-    from soloflow_langgraph.runner import inputs_from_task
+    from soloflow_langgraph.runner import inputs_from_task, run_flow
 
     c: Context = ctx.obj
     try:

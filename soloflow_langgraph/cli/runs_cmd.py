@@ -8,7 +8,6 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
-from soloflow_core.mining.detector import detect_candidates
 from soloflow_core.models import DetectorConfig
 from soloflow_langgraph.cli.app import Context, app, err, out, print_json
 
@@ -145,6 +144,8 @@ def detect(
     as_json: bool = typer.Option(False, "--json", help="Print the candidates as JSON only."),
 ) -> None:
     """Find repeated tool sequences and store them as flow candidates."""
+    from soloflow_core.mining.detector import detect_candidates
+
     c: Context = ctx.obj
     config = DetectorConfig(
         min_sequence_length=min_length, min_occurrences=min_occurrences,
