@@ -320,21 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     agent.invoke({"messages": [("user", "record me")]}, config=_config(recorder))
     copies = 20 if opts.quick else 40
 
-    def fresh_ids() -> list[tuple[str, tuple[Any, ...], dict[str, Any]]]:
-        ids: dict[Any, uuid.UUID] = {}
-        out = []
-        for name, args, kw in recorder.events:
-            kw = dict(kw)
-            for key in ("run_id", "parent_run_id"):
-                if kw.get(key) is not None:
-                    kw[key] = ids.setdefault(kw[key], uuid.uuid4())
-            out.append((name, args, kw))
-        return out
-
     def replay(handler: BaseCallbackHandler) -> Callable[[], int]:
         def run() -> int:
             for _ in range(copies):  # fresh run ids per copy: each replay is a new run
-                for name, args, kw in fresh_ids():
+                for name, args, kw in _fresh_ids(recorder):
                     getattr(handler, name)(*args, **kw)
             return copies * turns
 
