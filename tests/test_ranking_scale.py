@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from soloflow_core.mining.fast import CodedLedger, mine_coded
+from soloflow_core.mining.fast import CodedLedger, mine_coded, mine_levels
 from soloflow_core.mining.pipeline import mine_ranked, prepare_units
+from soloflow_core.mining.ranking import (
+    CodePositions,
+    RankingOptions,
+    UnitLedger,
+    _ChainIndex,
+    _gain,
+    _leftmost,
+    _match,
+    _match_many,
+    _scan_starts,
+    _scan_starts_many,
+    prepare_ledger,
+)
 from soloflow_core.store.repository import RunSequence, ToolNameColumns
 from soloflow_core.testing.synthetic_ledger import generate_ledger, score_top_k
 
@@ -144,3 +161,74 @@ def test_precision_and_recall_on_the_synthetic_ledger(seed):
     ranked = mine_ranked(led.sequences, top_k=20)
     precision, recall = score_top_k([r.names for r in ranked], led.workflows, k=20)
     assert precision >= 0.9 and recall >= 0.9
+
+
+# ---------------------------------------------------------------------- the fast paths agree
+
+
+def _noisy_ledger(seed: int, options: RankingOptions | None = None) -> UnitLedger:
+    led = generate_ledger(runs=1500, workflows=8, seed=seed, noise=0.3, names_only=True)
+    return prepare_units(led.sequences, options)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [None, RankingOptions(max_swaps=0), RankingOptions(max_gap=0, min_truncated_steps=2),
+     RankingOptions(max_swaps=2), RankingOptions(collapse_loops=False, allow_truncated=False)],
+)  # fmt: skip
+def test_matching_many_patterns_at_once_matches_each_alone(options):
+    ledger = _noisy_ledger(3, options)
+    rng = np.random.default_rng(0)
+    work = ledger.code.copy()
+    work[rng.choice(np.flatnonzero(work >= 0), 500, replace=False)] = -2  # some covered
+    levels = mine_levels(ledger.coded(), min_length=2, min_support=2)
+    pats = [row for lv in levels for row in lv.codes][:150]
+    index = _ChainIndex(ledger.code, ledger.err)
+    found, gains = _match_many(work, ledger, *index.starts_many(pats, ledger.options), pats)
+    for pat, occ, gain in zip(pats, found, gains, strict=True):
+        # Alone, from every place its first pair occurs (no triple index).
+        alone = _match(work, ledger, index.starts(pat, ledger.options), pat)
+        assert np.array_equal(occ.pos, alone.pos) and np.array_equal(occ.stray, alone.stray)
+        assert np.array_equal(occ.swap_at, alone.swap_at)
+        assert np.array_equal(occ.length, alone.length)
+        assert gain == pytest.approx(_gain(alone, ledger.bits[pat], ledger.unit_count))
+
+
+def test_scanning_starts_for_many_patterns_finds_each_ones():
+    ledger = _noisy_ledger(4)
+    rng = np.random.default_rng(1)
+    work = ledger.code.copy()
+    work[rng.choice(np.flatnonzero(work >= 0), 500, replace=False)] = -2
+    where = CodePositions(ledger.code)
+    pats = [rng.integers(0, len(ledger.names), rng.integers(2, 6)) for _ in range(200)]
+    starts, which = _scan_starts_many(work, pats, ledger.options, where)
+    for k, pat in enumerate(pats):
+        assert np.array_equal(starts[which == k], _scan_starts(work, pat, ledger.options, where))
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=80))
+def test_leftmost_spans_are_those_a_scan_keeps(spans):
+    spans.sort()
+    begins = np.asarray([b for b, _ in spans], dtype=np.int64)
+    ends = begins + np.asarray([n for _, n in spans], dtype=np.int64)
+    kept, edge = [], -1
+    for i, (b, e) in enumerate(zip(begins.tolist(), ends.tolist(), strict=True)):
+        if b > edge:
+            kept.append(i)
+            edge = e
+    assert np.flatnonzero(_leftmost(begins, ends)).tolist() == kept
+
+
+@pytest.mark.parametrize("options", [None, RankingOptions(include_failed_runs=True)])
+def test_runs_with_names_only_give_the_ledger_prepare_ledger_gives(options):
+    seqs = generate_ledger(runs=800, workflows=6, seed=5, names_only=True).sequences
+    seqs[3] = replace(seqs[3], tokens=1200)
+    fast, slow = prepare_units(seqs, options), prepare_ledger(seqs, options)
+    for field in UnitLedger.__slots__:
+        a, b = getattr(fast, field), getattr(slow, field)
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f":  # sums in another order
+            assert np.allclose(a, b, rtol=1e-12, atol=0, equal_nan=True), field
+        elif isinstance(a, np.ndarray):
+            assert np.array_equal(a, b), field
+        else:
+            assert a == b, field

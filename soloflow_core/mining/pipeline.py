@@ -13,12 +13,13 @@ each proportional to the ledger, so beyond ``sample_units`` units (default
 
 1. A uniform sample of the runs (each kept run independently, with probability
    ``sample_units / units``, seeded: the same ledger gives the same sample) is mined (with
-   the support threshold scaled to the sample, never below 2) and covered greedily;
-   ``top_k + 5`` patterns are chosen.
-2. The chosen patterns, in that order, cover the *whole* ledger again
+   the support threshold scaled to the sample, never below 2) and covered greedily.
+2. The sample's choices, in their order, cover the *whole* ledger again
    (:func:`~soloflow_core.mining.ranking.replay_cover`): every occurrence, support, score,
    savings figure and the reported mined pattern's support are exact on all runs; a
-   pattern that turns out a fragment or below ``min_support`` there is dropped.
+   pattern that turns out a fragment or below ``min_support`` there is dropped, and the
+   sample's cover is read one choice further (it is lazy: choices past the ``top_k`` the
+   whole needs are never made).
 
 What is approximate is only *which* patterns are chosen and their order: a pattern's gain
 on the sample estimates its share of the whole one's, with a relative error of about
@@ -38,10 +39,10 @@ Example:
 from __future__ import annotations
 
 import math
-from itertools import chain
-from operator import attrgetter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from itertools import chain
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,6 +55,7 @@ from soloflow_core.mining.ranking import (
     RankedPattern,
     RankingOptions,
     UnitLedger,
+    _distinct,
     greedy_cover,
     prepare_ledger,
     rank_coded,
@@ -62,7 +64,7 @@ from soloflow_core.mining.ranking import (
 )
 
 if TYPE_CHECKING:
-    from soloflow_core.mining.ranking import BoolArray, IntArray
+    from soloflow_core.mining.ranking import BoolArray, FloatArray, IntArray
 
 __all__ = ["DEFAULT_SAMPLE_UNITS", "MiningProgress", "mine_ranked", "prepare_units"]
 
@@ -93,15 +95,11 @@ def _column_units(cols: Any, options: RankingOptions | None) -> UnitLedger:
     tokens = np.asarray(cols.tokens, dtype=np.float64)[kept]
     known = np.isfinite(tokens) & (tokens != 0) & (lens > 0)
     per_turn = np.where(known, tokens / (lens + 1), np.nan)
-    toks = turns = srcs = None
-    if known.any():
-        toks = np.repeat(per_turn, lens)
-        turns = np.repeat(np.where(known, 1.0, np.nan), lens)
-        srcs = np.repeat(np.where(known, _RUN_TOTALS, _UNKNOWN), lens)
-    return unit_ledger_from_calls(  # the columns carry no arguments: no data flow known
-        cols.names, codes, errors, toks, turns, srcs, None, lens, kept,
+    ledger = unit_ledger_from_calls(  # the columns carry no arguments: no data flow known
+        cols.names, codes, errors, None, None, None, None, lens, kept,
         len(lengths) - len(kept), opt,
     )  # fmt: skip
+    return _with_run_totals(ledger, known, per_turn)
 
 
 def _name_units(runs: list[Any], options: RankingOptions | None) -> UnitLedger | None:
@@ -138,15 +136,24 @@ def _name_units(runs: list[Any], options: RankingOptions | None) -> UnitLedger |
     tokens = _field(runs, "tokens")
     known = np.fromiter(map(bool, tokens), bool, len(runs)) & (lens > 0)
     total = np.asarray([float(t) if k else 0.0 for t, k in zip(tokens, known, strict=True)])
-    toks = turns = srcs = None
-    if known.any():
-        toks = np.repeat(np.where(known, total / (lens + 1), np.nan), lens)
-        turns = np.repeat(np.where(known, 1.0, np.nan), lens)
-        srcs = np.repeat(np.where(known, _RUN_TOTALS, _UNKNOWN), lens)
-    return unit_ledger_from_calls(
-        list(vocab), codes, errs, toks, turns, srcs, None, lens, kept,
-        given - len(kept), opt,
-    )  # fmt: skip
+    ledger = unit_ledger_from_calls(
+        list(vocab), codes, errs, None, None, None, None, lens, kept, given - len(kept), opt
+    )
+    return _with_run_totals(ledger, known, np.where(known, total / (lens + 1), np.nan))
+
+
+def _with_run_totals(ledger: UnitLedger, known: BoolArray, per_turn: FloatArray) -> UnitLedger:
+    """``ledger`` with each kept run's token total spread over its turns (``per_turn``,
+    where ``known``): a unit of k calls is k turns. Per unit, not per call: the same as
+    spreading per call and summing each unit's calls."""
+    if not known.any():
+        return ledger
+    run = ledger.unit_run
+    calls = (ledger.unit_last - ledger.unit_first + 1).astype(np.float64)
+    ledger.unit_tokens = per_turn[run] * calls
+    ledger.unit_turns = np.where(known[run], calls, np.nan)
+    ledger.unit_source = np.where(known[run], _RUN_TOTALS, _UNKNOWN)
+    return ledger
 
 
 def _field(runs: list[Any], name: str) -> list[Any]:
@@ -235,7 +242,10 @@ FILL_POOL = 500
 
 
 def _below_significance(
-    ledger: UnitLedger, ranked: list[RankedPattern], cands: _Candidates, slots: int,
+    ledger: UnitLedger,
+    ranked: list[RankedPattern],
+    cands: _Candidates,
+    slots: int,
     min_support: int,
 ) -> list[RankedPattern]:
     """Up to ``slots`` more patterns when the cover found fewer than asked: frequent ones
@@ -258,7 +268,7 @@ def _below_significance(
         top_k=len(first) + slots, min_support=min_support, where=where,
         min_gain_bits=-math.inf,
     )  # fmt: skip
-    out = []
+    out: list[RankedPattern] = []
     for r in replayed:
         if tuple(int(c) for c in r.pattern.codes) in taken:
             continue
@@ -305,7 +315,7 @@ def _run_support(ledger: UnitLedger, pos: IntArray) -> int:
     if not len(pos):
         return 0
     units = ledger.flat_unit[pos.max(axis=1)]
-    return len(np.unique(ledger.unit_run[units]))
+    return len(_distinct(ledger.unit_run[units]))
 
 
 def _sample(ledger: UnitLedger, units: int) -> BoolArray:
@@ -328,6 +338,6 @@ def _whole_pattern(ledger: UnitLedger, pat: IntArray, where: CodePositions) -> M
     return MinedPattern(
         codes=codes,
         names=tuple(ledger.names[c] for c in codes),
-        support=len(np.unique(runs)),
+        support=len(_distinct(runs)),
         exact_support=int(whole.sum()),
     )

@@ -33,7 +33,11 @@ are aligned to tool calls, else each run's token total spread over its turns, el
 
 Cost: the cover refreshes stale bounds in batches, keeps matches that no choice has touched
 (covering units only ever makes a match fail, so they stay exact), and builds occurrences
-lazily (:class:`OccurrenceList`). A ledger too big to cover whole is covered on a sample of
+lazily (:class:`OccurrenceList`). Matching is one array pass for many candidates at once
+(:func:`_match_many`: every candidate whose bound tops the best gain found must be matched
+before a choice, so they are matched together), from only the places where an instance of
+a candidate's first three steps starts; choices are made as they are read
+(:func:`greedy_cover`), so a caller pays only for the ones it uses. A ledger too big to cover whole is covered on a sample of
 its runs and the chosen patterns replayed on all of them (:func:`replay_cover`; see
 :mod:`soloflow_core.mining.pipeline` for what that guarantees).
 
@@ -47,9 +51,9 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from itertools import islice
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import numpy as np
@@ -578,17 +582,14 @@ class _Instances:
         ok[ok] = self.keys[i[ok]] == keys[ok]
         return np.where(ok, i, self.absent)
 
-    def retire(self, flat: IntArray) -> None:
-        """Instances spanning any of the units at ``flat`` are no longer free."""
+    def retire(self, starts: Mapping[int, IntArray]) -> None:
+        """Instances spanning a taken unit are no longer free: ``starts[span]`` are the
+        places from which ``span`` more units reach one."""
         for id_at, span in self.forms:
-            near = np.zeros(len(id_at) + span, dtype=bool)  # marks: each start once
-            for k in range(span + 1):
-                near[flat - k + span] = True  # shifted by span: flat - k may be negative
-            starts = np.flatnonzero(near[span:])
-            key = id_at[starts]
-            starts, key = starts[key >= 0], key[key >= 0]
-            id_at[starts] = -1
-            np.subtract.at(self.live, key, 1)
+            key = id_at[starts[span]]
+            free = key >= 0
+            id_at[starts[span][free]] = -1
+            np.subtract.at(self.live, key[free], 1)
 
 
 class _ChainIndex:
@@ -604,7 +605,7 @@ class _ChainIndex:
 
     def __init__(self, code: IntArray, err: BoolArray) -> None:
         self.width = w = int(code.max()) + 1 if len(code) and code.max() >= 0 else 1
-        size = len(code)
+        self.size = size = len(code)
         a, b, c = code[:-2], code[1:-1], code[2:]
         adj_at = np.flatnonzero((a >= 0) & (b >= 0))
         skip_at = np.flatnonzero((a >= 0) & (b >= 0) & (c >= 0))
@@ -680,9 +681,13 @@ class _ChainIndex:
             parts.append((np.repeat(np.asarray(three, dtype=np.int64), count) << shift) | pos)
         if len(three) < len(pats):
             done = set(three)
-            parts += [(k << shift) | self.starts(p, opt) for k, p in enumerate(pats) if k not in done]
+            parts += [
+                (k << shift) | self.starts(p, opt) for k, p in enumerate(pats) if k not in done
+            ]
         packed = np.sort(np.concatenate(parts))
-        packed = packed[np.concatenate(([True], packed[1:] != packed[:-1]))] if len(packed) else packed
+        packed = (
+            packed[np.concatenate(([True], packed[1:] != packed[:-1]))] if len(packed) else packed
+        )
         return packed & ((1 << shift) - 1), packed >> shift
 
     def pair_ids(self, firsts: IntArray, seconds: IntArray) -> IntArray:
@@ -714,8 +719,16 @@ class _ChainIndex:
 
     def cover(self, flat: IntArray) -> None:
         """Units at ``flat`` are taken: instances touching them are no longer free."""
+        size = self.size
+        taken = np.zeros(size + 4, dtype=bool)
+        taken[flat] = True
+        near = taken[:size].copy()  # near[p]: a taken unit within p .. p + span
+        starts = {}
+        for span in range(1, 5):
+            near |= taken[span : size + span]
+            starts[span] = np.flatnonzero(near)
         for inst in (self.adj, self.skip, self.triples):
-            inst.retire(flat)
+            inst.retire(starts)
 
 
 def _sorted_pairs(keys: IntArray, at: IntArray, packable: bool) -> tuple[IntArray, IntArray]:
@@ -726,6 +739,13 @@ def _sorted_pairs(keys: IntArray, at: IntArray, packable: bool) -> tuple[IntArra
     shift = max(int(at.max(initial=0)).bit_length(), 1)
     packed = np.sort((keys << shift) | at)
     return packed >> shift, packed & ((1 << shift) - 1)
+
+
+def _distinct(values: IntArray) -> IntArray:
+    """The distinct values, ascending (np.unique without its first call's import of
+    numpy.ma, ~80 ms in a fresh process)."""
+    out = np.sort(values)
+    return out[np.concatenate(([True], out[1:] != out[:-1]))] if len(out) else out
 
 
 def _between(keys: IntArray, pos: IntArray, key: int) -> IntArray:
@@ -781,7 +801,13 @@ def _match_many(
     length = size.copy()
     # The rows still advancing, in arrays aligned with ``rows`` (compacted as rows stop):
     # next unit, pattern, swaps used, step of the first swap, step already matched.
-    rows, cur, who, swaps, swapped = np.arange(n), first.copy(), cand, np.zeros(n, np.int64), swap_at.copy()
+    rows, cur, who, swaps, swapped = (
+        np.arange(n),
+        first.copy(),
+        cand,
+        np.zeros(n, np.int64),
+        swap_at.copy(),
+    )
     pend = np.zeros(n, dtype=bool)
     pending = False
     ending = set(sizes.tolist())
@@ -1037,9 +1063,9 @@ def greedy_cover(
                 if best[0] != version or gain > best[1]:
                     best = (version, gain)
         else:
-            found = cache.take(i)
+            kept = cache.take(i)
             # Evicted: nothing was covered since, so matching again finds the same.
-            occ = found or _match(work, ledger, index.starts(pats[i], opt), pats[i])
+            occ = kept or _match(work, ledger, index.starts(pats[i], opt), pats[i])
             taken = occ.pos[occ.pos >= 0]
             work[taken] = _COVERED
             index.cover(taken)
@@ -1132,7 +1158,7 @@ def replay_cover(
     source = iter(pats)
     i = -1
     while len(out) < top_k:
-        batch = list(islice(source, top_k - len(out)))
+        batch = list(islice(source, min(top_k - len(out), REPLAY_BATCH)))
         if not batch:
             break
         found, gains = _match_many(work, ledger, *_scan_starts_many(work, batch, opt, where), batch)
@@ -1151,6 +1177,10 @@ def replay_cover(
             if ranked.support >= min_support:
                 out.append(replace(ranked, pattern=pattern_of(i, ranked.runs)))
     return out
+
+
+REPLAY_BATCH = 16
+"""Patterns :func:`replay_cover` matches together (more: fewer passes, more memory)."""
 
 
 class CodePositions:
@@ -1182,7 +1212,7 @@ def _scan_starts(
     found = at[ok & (work[at] == a)]
     if opt.max_swaps:
         at = where.of(b)
-        found = np.union1d(found, at[(work[at + 1] == a) & (work[at] == b)])
+        found = _distinct(np.concatenate((found, at[(work[at + 1] == a) & (work[at] == b)])))
     return found
 
 
@@ -1354,7 +1384,7 @@ def _ranked(
         "cut short by a failing call": int((occ.length < len(pat)).sum()),
     }
     parts = ", ".join(f"{v} {k}" for k, v in noisy.items() if v)
-    runs = np.unique(run_of)
+    runs = _distinct(run_of)
     explanation = (
         f"{len(occ)} occurrences in {len(runs)} runs ({clean} exact"
         + (f"; {parts}" if parts else "")
