@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from _memory import peak_reset, status_mb
 from baseline_doc_detector import detect_doc_candidates
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,18 +68,8 @@ class _Run:
     tokens: float | None
 
 
-def _peak_reset() -> None:
-    # Writing 5 resets VmHWM (Linux ≥ 4.0): the peak then covers only what follows.
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
 
 
-def _status_mb(key: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def _mine_baseline(runs: list[Any], k: int) -> list[tuple[list[str], int]]:
@@ -108,13 +99,13 @@ def _child_synthetic(side: str, path: str, k: int) -> dict[str, Any]:
     del rows
     load_s = time.perf_counter() - t0
     gc.collect()
-    _peak_reset()
-    before = _status_mb("VmRSS")
+    peak_reset()
+    before = status_mb("VmRSS")
     t0 = time.perf_counter()
     top = mine(runs, k)
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "load_s": load_s, "rss_before_mb": before,
-            "peak_mb": _status_mb("VmHWM"), "top": top}  # fmt: skip
+            "peak_mb": status_mb("VmHWM"), "top": top}  # fmt: skip
 
 
 def _child_e2e_baseline(db: str, k: int) -> dict[str, Any]:
@@ -127,7 +118,7 @@ def _child_e2e_baseline(db: str, k: int) -> dict[str, Any]:
     top = _mine_baseline(runs, k)
     seconds = time.perf_counter() - t0
     store.close()
-    return {"seconds": seconds, "load_s": load_s, "peak_mb": _status_mb("VmHWM"), "top": top}
+    return {"seconds": seconds, "load_s": load_s, "peak_mb": status_mb("VmHWM"), "top": top}
 
 
 # ---------------------------------------------------------------------- running a child

@@ -21,6 +21,8 @@ import sys
 import time
 import tracemalloc
 
+from _memory import peak_reset, status_mb
+
 
 def _measure(
     runs: int, workflows: int, noise: float, seed: int, sample: str, trace: bool
@@ -65,8 +67,8 @@ def _measure(
     if trace:  # numpy reports its buffers: the mining's own peak, columns excluded (slow)
         tracemalloc.start()
     gc.collect()
-    before = _status_mb("VmRSS")
-    _peak_reset()  # from here VmHWM is the mining's peak (the resident columns included)
+    before = status_mb("VmRSS")
+    peak_reset()  # from here VmHWM is the mining's peak (the resident columns included)
     t = time.perf_counter()
     units = None if sample == "none" else int(sample) if sample else DEFAULT_SAMPLE_UNITS
     ranked = mine_ranked(cols, top_k=workflows, on_progress=progress, sample_units=units)
@@ -77,22 +79,12 @@ def _measure(
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"runs": runs, "calls": calls, **phases, "total": round(total, 3),
             "precision": p, "recall": r, "peak_rss_mb": round(rss),
-            "rss_before_mining_mb": round(before), "mining_peak_rss_mb": round(_status_mb("VmHWM")),
+            "rss_before_mining_mb": round(before), "mining_peak_rss_mb": round(status_mb("VmHWM")),
             "mining_peak_alloc_mb": mining_peak and round(mining_peak)}  # fmt: skip
 
 
-def _peak_reset() -> None:
-    # Writing 5 resets VmHWM (Linux ≥ 4.0): the peak then covers only what follows.
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
 
 
-def _status_mb(key: str) -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def main() -> None:
