@@ -120,7 +120,7 @@ class RankingOptions:
     """An occurrence may stop early at a step whose call errored."""
     min_truncated_steps: int = 3
     """The fewest steps a cut-short occurrence must reach."""
-    min_gain_bits: float = 16.0
+    min_gain_bits: float = 0.0
     """A pattern must compress the ledger by more than this to be proposed."""
     fragment_slack: float = 0.25
     """Drop a pattern inside a better-ranked one when its own occurrences are fewer than
