@@ -1,0 +1,489 @@
+"""Finding a pattern's noise-tolerant occurrences in a :class:`~soloflow_core.mining.units.UnitLedger`.
+
+* **Noise-tolerant occurrences.** An occurrence still counts with one stray call between two
+  steps (at every gap, ``max_gap``), two adjacent steps swapped (``max_swaps`` per occurrence,
+  not when the first one's output feeds the second), or cut short by a failing call (the
+  last step reached errored; ``allow_truncated``). So noise does not break a workflow into
+  fragments that out-support it.
+
+Matching is one array pass for many candidates at once (:func:`_match_many`: every candidate
+whose bound tops the best gain found must be matched before a choice, so they are matched
+together), from only the places where an instance of a candidate's first three steps starts
+(:class:`_ChainIndex`, which also counts the free pair and triple instances the cover's gain
+bounds are made of). A ledger too big to index is scanned instead (:class:`CodePositions`,
+:func:`_scan_starts_many`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from soloflow_core.mining.options import BoolArray, FloatArray, IntArray
+
+if TYPE_CHECKING:
+    from soloflow_core.mining.options import RankingOptions
+    from soloflow_core.mining.units import UnitLedger
+
+__all__ = ["CodePositions"]
+
+
+# ---------------------------------------------------------------------- matching
+
+
+class _Instances:
+    """Instances of keyed unit tuples in one or more forms (each form: where instances
+    start, and how far they span), and how many of each key are still free of covered
+    units."""
+
+    DENSE = 2**21
+    """Keys below this many are their own ids (no sorting)."""
+
+    def __init__(
+        self, size: int, forms: list[tuple[IntArray, IntArray, int]], key_space: int
+    ) -> None:
+        all_keys = np.concatenate([k for _, k, _ in forms]) if forms else np.zeros(0, np.int64)
+        self.keys: IntArray | None = None
+        if key_space <= self.DENSE:
+            ids, self.absent = all_keys, key_space
+        else:
+            self.keys, ids = np.unique(all_keys, return_inverse=True)
+            self.absent = len(self.keys)
+        self.live = np.bincount(ids, minlength=self.absent + 1)  # the last: absent keys
+        self.forms: list[tuple[npt.NDArray[np.int32], int]] = []
+        done = 0
+        for at, keys, span in forms:
+            id_at = np.full(size, -1, dtype=np.int32)
+            id_at[at] = ids[done : done + len(keys)]
+            done += len(keys)
+            self.forms.append((id_at, span))
+
+    def ids(self, keys: IntArray) -> IntArray:
+        """Key ids; absent keys get the id whose count is always 0."""
+        if self.keys is None:
+            return np.where((keys >= 0) & (keys < self.absent), keys, self.absent)
+        i = np.searchsorted(self.keys, keys)
+        ok = i < len(self.keys)
+        ok[ok] = self.keys[i[ok]] == keys[ok]
+        return np.where(ok, i, self.absent)
+
+    def retire(self, starts: Mapping[int, IntArray]) -> None:
+        """Instances spanning a taken unit are no longer free: ``starts[span]`` are the
+        places from which ``span`` more units reach one."""
+        for id_at, span in self.forms:
+            key = id_at[starts[span]]
+            free = key >= 0
+            id_at[starts[span][free]] = -1
+            np.subtract.at(self.live, key[free], 1)
+
+
+class _ChainIndex:
+    """Where pairs of units occur (adjacent, one apart) and how many free instances pairs and
+    triples have in every form a tolerant occurrence can take: the material of gain bounds.
+
+    Steps j, j+1, j+2 of an occurrence lie, relative to the first of them, in one of
+    :data:`TRIPLE_FORMS`: each next step adjacent or one apart, or one pair swapped (a stray
+    never sits next to a swapped pair, see :func:`_match`).
+    """
+
+    TRIPLE_FORMS = ((0, 1, 2), (0, 1, 3), (0, 2, 3), (0, 2, 4), (1, 0, 2), (0, 2, 1))
+
+    def __init__(self, code: IntArray, err: BoolArray) -> None:
+        self.width = w = int(code.max()) + 1 if len(code) and code.max() >= 0 else 1
+        self.size = size = len(code)
+        a, b, c = code[:-2], code[1:-1], code[2:]
+        adj_at = np.flatnonzero((a >= 0) & (b >= 0))
+        skip_at = np.flatnonzero((a >= 0) & (b >= 0) & (c >= 0))
+        adj_keys, skip_keys = a[adj_at] * w + b[adj_at], a[skip_at] * w + c[skip_at]
+        self.adj = _Instances(size, [(adj_at, adj_keys, 1)], w * w)
+        self.skip = _Instances(size, [(skip_at, skip_keys, 2)], w * w)
+        # Sorted (key, start) of pairs, to find where a pattern can start.
+        self._shift = shift = max(size.bit_length(), 1)
+        self.adj_sorted = _sorted_pairs(adj_keys, adj_at, (w * w).bit_length() + shift < 63)
+        self.skip_sorted = _sorted_pairs(skip_keys, skip_at, (w * w).bit_length() + shift < 63)
+        # Where a cut-short occurrence can stop: a pair whose later step errored (swapped:
+        # the first unit of the pair).
+        e1, e2 = err[1:-1], err[2:]
+        self.err_keys = np.sort(np.concatenate((adj_keys[e1[adj_at]], skip_keys[e2[skip_at]])))
+        self.err_swapped = np.sort((b[adj_at] * w + a[adj_at])[err[:-2][adj_at]])
+        forms = []
+        n = size - 4
+        for f in self.TRIPLE_FORMS if n > 0 else ():
+            x, y, z = (code[o : o + n] for o in f)
+            inside = np.ones(n, dtype=bool)
+            for o in range(max(f) + 1):
+                inside &= code[o : o + n] >= 0  # within one run, strays included
+            at = np.flatnonzero(inside)
+            forms.append((at, self._triple_key(x[at], y[at], z[at]), max(f)))
+        self.triples = _Instances(size, forms, w**3 if w < 2**20 else 2**62)
+        # Sorted (triple id, start) of every form, packed: where a pattern can start.
+        packed = [(id_at[at].astype(np.int64) << shift) | at
+                  for (id_at, _), (at, _, _) in zip(self.triples.forms, forms, strict=True)]  # fmt: skip
+        self.triple_starts = np.sort(np.concatenate(packed)) if packed else np.zeros(0, np.int64)
+
+    def _triple_key(self, x: IntArray, y: IntArray, z: IntArray) -> IntArray:
+        w = self.width
+        if w < 2**20:  # w**3 fits in int64
+            return (x * w + y) * w + z
+        # Huge vocabularies: folding keys merges some triples, which only loosens bounds.
+        return ((x * w + y) % (2**42)) * 2**20 + z % 2**20
+
+    def starts(self, pat: IntArray, opt: RankingOptions) -> IntArray:
+        """Every place a tolerant occurrence of ``pat`` can start (a superset)."""
+        w = self.width
+        found = [_between(*self.adj_sorted, int(pat[0] * w + pat[1]))]
+        if opt.max_gap:
+            found.append(_between(*self.skip_sorted, int(pat[0] * w + pat[1])))
+        if opt.max_swaps:
+            found.append(_between(*self.adj_sorted, int(pat[1] * w + pat[0])))
+        out = np.sort(np.concatenate(found))
+        return out[np.concatenate(([True], out[1:] != out[:-1]))] if len(out) else out
+
+    def starts_many(
+        self, pats: Sequence[IntArray], opt: RankingOptions
+    ) -> tuple[IntArray, IntArray]:
+        """:meth:`starts` of several patterns: (start, pattern index), sorted by both.
+
+        An occurrence that reaches its third step starts where an instance of its first
+        three steps' triple does, in one of :data:`TRIPLE_FORMS`: far fewer places than
+        its first pair has."""
+        shift = self._shift
+        by_triple = (
+            (not opt.allow_truncated or opt.min_truncated_steps >= 3)
+            and opt.max_swaps <= 1  # two swaps make forms beyond TRIPLE_FORMS
+            and len(self.triple_starts) > 0
+        )
+        three = [k for k, p in enumerate(pats) if by_triple and len(p) >= 3]
+        parts = []
+        if three:
+            heads = np.asarray([pats[k][:3] for k in three], dtype=np.int64)
+            ids = self.triple_ids(heads[:, 0], heads[:, 1], heads[:, 2])
+            lo = np.searchsorted(self.triple_starts, ids << shift)
+            hi = np.searchsorted(self.triple_starts, (ids + 1) << shift)
+            count = hi - lo
+            at = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+            pos = self.triple_starts[at] & ((1 << shift) - 1)
+            parts.append((np.repeat(np.asarray(three, dtype=np.int64), count) << shift) | pos)
+        if len(three) < len(pats):
+            done = set(three)
+            parts += [
+                (k << shift) | self.starts(p, opt) for k, p in enumerate(pats) if k not in done
+            ]
+        packed = np.sort(np.concatenate(parts))
+        packed = (
+            packed[np.concatenate(([True], packed[1:] != packed[:-1]))] if len(packed) else packed
+        )
+        return packed & ((1 << shift) - 1), packed >> shift
+
+    def pair_ids(self, firsts: IntArray, seconds: IntArray) -> IntArray:
+        """Ids (adjacent, one apart, adjacent reversed) of each pair, stacked on the last axis."""
+        w = self.width
+        return np.stack(
+            [self.adj.ids(firsts * w + seconds), self.skip.ids(firsts * w + seconds),
+             self.adj.ids(seconds * w + firsts)],
+            axis=-1,
+        )  # fmt: skip
+
+    def triple_ids(self, x: IntArray, y: IntArray, z: IntArray) -> IntArray:
+        return self.triples.ids(self._triple_key(x, y, z))
+
+    def pair_counts(self, ids: IntArray, opt: RankingOptions) -> IntArray:
+        """Free instances of each pair in any tolerated form: adjacent, one unit apart (a
+        stray between, or the next pair swapped), or swapped."""
+        total = self.adj.live[ids[..., 0]]
+        if opt.max_gap or opt.max_swaps:
+            total = total + self.skip.live[ids[..., 1]]
+        if opt.max_swaps:
+            total = total + self.adj.live[ids[..., 2]]
+        return total
+
+    def stop_counts(self, before: IntArray, step: IntArray) -> IntArray:
+        """How often ``step`` errored right after ``before`` (in any form; not updated)."""
+        k = before * self.width + step
+        return _count(self.err_keys, k) + _count(self.err_swapped, k)
+
+    def cover(self, flat: IntArray) -> None:
+        """Units at ``flat`` are taken: instances touching them are no longer free."""
+        size = self.size
+        taken = np.zeros(size + 4, dtype=bool)
+        taken[flat] = True
+        near = taken[:size].copy()  # near[p]: a taken unit within p .. p + span
+        starts = {}
+        for span in range(1, 5):
+            near |= taken[span : size + span]
+            starts[span] = np.flatnonzero(near)
+        for inst in (self.adj, self.skip, self.triples):
+            inst.retire(starts)
+
+
+def _sorted_pairs(keys: IntArray, at: IntArray, packable: bool) -> tuple[IntArray, IntArray]:
+    """(key, start) sorted by both: one packed sort when both fit in an int64."""
+    if not packable:
+        order = np.argsort(keys, kind="stable")
+        return keys[order], at[order]
+    shift = max(int(at.max(initial=0)).bit_length(), 1)
+    packed = np.sort((keys << shift) | at)
+    return packed >> shift, packed & ((1 << shift) - 1)
+
+
+def _distinct(values: IntArray) -> IntArray:
+    """The distinct values, ascending (np.unique without its first call's import of
+    numpy.ma, ~80 ms in a fresh process)."""
+    out = np.sort(values)
+    return out[np.concatenate(([True], out[1:] != out[:-1]))] if len(out) else out
+
+
+def _between(keys: IntArray, pos: IntArray, key: int) -> IntArray:
+    return pos[np.searchsorted(keys, key, side="left") : np.searchsorted(keys, key, side="right")]
+
+
+def _count(sorted_keys: IntArray, k: IntArray) -> IntArray:
+    return np.searchsorted(sorted_keys, k, side="right") - np.searchsorted(
+        sorted_keys, k, side="left"
+    )
+
+
+@dataclass(slots=True)
+class _Occurrences:
+    pos: IntArray  # (n, L) flat position of each step's unit, -1 when not reached
+    stray: BoolArray  # (n, L) a stray unit before step j
+    swap_at: IntArray  # (n,) j when steps j, j+1 were swapped, else -1
+    length: IntArray  # (n,) steps reached
+
+    def __len__(self) -> int:
+        return len(self.length)
+
+
+def _match(work: IntArray, ledger: UnitLedger, starts: IntArray, pat: IntArray) -> _Occurrences:
+    """Tolerant occurrences of ``pat`` starting at ``starts``, all advanced step by step
+    together; non-overlapping, leftmost first. Covered units (``work == -2``) never match."""
+    first = np.asarray(starts, dtype=np.int64)
+    return _match_many(work, ledger, first, np.zeros(len(first), np.int64), [pat])[0][0]
+
+
+def _match_many(
+    work: IntArray, ledger: UnitLedger, first: IntArray, cand: IntArray, pats: Sequence[IntArray]
+) -> tuple[list[_Occurrences], FloatArray]:
+    """:func:`_match` of several patterns in one pass, and their :func:`_gain`: one array
+    operation per step for all of them, not one per pattern. ``first`` are the possible
+    starts of ``pats[cand]``, sorted by pattern then start."""
+    opt = ledger.options
+    sizes = np.asarray([len(p) for p in pats], dtype=np.int64)
+    width = int(sizes.max())
+    mat = np.full((len(pats), width + 1), -9, dtype=np.int64)  # -9: matches no unit
+    for row, p in enumerate(pats):
+        mat[row, : len(p)] = p
+    free = work[first] >= 0  # a covered unit starts nothing
+    first, cand = first[free], cand[free]
+    n = len(first)
+    size = sizes[cand]
+    # Step-major (a step's row is contiguous); the last row of pos is never set.
+    pos = np.full((width + 1, n), -1, dtype=np.int64 if len(work) >= 2**31 else np.int32)
+    end = np.empty(n, dtype=np.int64)  # the last unit each row reached
+    strays = np.zeros(n, dtype=np.int64)
+    stray = np.zeros((width, n), dtype=bool)
+    swap_at = np.full(n, -1, dtype=np.int64)
+    length = size.copy()
+    # The rows still advancing, in arrays aligned with ``rows`` (compacted as rows stop):
+    # next unit, pattern, swaps used, step of the first swap, step already matched.
+    rows, cur, who, swaps, swapped = (
+        np.arange(n),
+        first.copy(),
+        cand,
+        np.zeros(n, np.int64),
+        swap_at.copy(),
+    )
+    pend = np.zeros(n, dtype=bool)
+    pending = False
+    ending = set(sizes.tolist())
+    for j in range(width):
+        if j in ending:  # rows of patterns this long are complete
+            more = size[rows] > j
+            end[rows[~more]] = cur[~more] - 1
+            rows, cur, who, swaps, swapped, pend = (
+                a[more] for a in (rows, cur, who, swaps, swapped, pend)
+            )
+        if not len(rows):
+            break
+        if pending:  # a row whose step j a swap matched skips it
+            act = np.flatnonzero(~pend)
+            pend[:] = False
+            pending = False
+            c = cur[act]
+        else:
+            act, c = None, cur
+        want = mat[:, j][who if act is None else who[act]]
+        ok = work[c] == want
+        if ok.all():
+            pos[j, rows if act is None else rows[act]] = c
+            if act is None:
+                cur += 1
+            else:
+                cur[act] += 1
+            continue
+        act = np.arange(len(rows)) if act is None else act
+        hit = act[ok]
+        pos[j, rows[hit]] = c[ok]
+        cur[hit] += 1
+        act, c, want = act[~ok], c[~ok], want[~ok]
+        if opt.max_swaps:
+            after = mat[:, j + 1][who[act]]  # -9 past the end: no swap at the last step
+            sw = (work[c] == after) & (work[c + 1] == want)
+            sw &= (swaps[act] < opt.max_swaps) & ~ledger.flow[c]
+            if sw.any():
+                hit = act[sw]
+                pos[j, rows[hit]], pos[j + 1, rows[hit]] = c[sw] + 1, c[sw]
+                cur[hit] += 2
+                swaps[hit] += 1
+                hit = hit[swapped[hit] < 0]
+                swapped[hit] = j
+                swap_at[rows[hit]] = j
+                pend[act[sw]] = pending = True
+                act, c, want = act[~sw], c[~sw], want[~sw]
+        if opt.max_gap and j > 0 and len(act):
+            # Not right after a swap: every pair of steps stays within one unit of each
+            # other, which the gain bounds rely on.
+            gap = (work[c] >= 0) & (work[c + 1] == want) & (swapped[act] != j - 2)
+            hit = act[gap]
+            pos[j, rows[hit]] = c[gap] + 1
+            stray[j, rows[hit]] = True
+            strays[rows[hit]] += 1
+            cur[hit] += 2
+            act = act[~gap]
+        if len(act):  # no way on: these rows stop short of step j
+            length[rows[act]] = j
+            end[rows[act]] = cur[act] - 1
+            more = np.ones(len(rows), dtype=bool)
+            more[act] = False
+            rows, cur, who, swaps, swapped, pend = (
+                a[more] for a in (rows, cur, who, swaps, swapped, pend)
+            )
+    end[rows] = cur - 1
+    keep = length == size
+    if opt.allow_truncated:
+        least = np.minimum(max(opt.min_truncated_steps, 2), size)
+        last = pos[np.maximum(length - 1, 0), np.arange(n)]
+        keep |= (length >= least) & ledger.err[np.maximum(last, 0)] & (last >= 0)
+    idx = np.flatnonzero(keep)
+    # Leftmost first, without overlaps: offsetting each pattern's positions past the
+    # previous one's lets one running maximum serve all of them.
+    shift = cand[idx] * (len(work) + 1)
+    ends = end[idx] + shift
+    begins = first[idx] + shift
+    idx = idx[_leftmost(begins, ends)]
+    bounds = np.searchsorted(cand[idx], np.arange(len(pats) + 1))
+    out = []
+    for k, p in enumerate(pats):
+        rows = idx[bounds[k] : bounds[k + 1]]
+        w = len(p)
+        at = pos[:w, rows].T.astype(np.int64, order="C")
+        out.append(_Occurrences(at, stray[:w, rows].T.copy(), swap_at[rows], length[rows]))
+    # The gains, as _gain works them out, for all patterns at once.
+    cum = np.cumsum(np.where(mat[:, :width] >= 0, ledger.bits[np.maximum(mat[:, :width], 0)],
+                             0.0), axis=1)  # fmt: skip
+    model = cum[np.arange(len(pats)), sizes - 1] + 2 * np.log2(sizes + 1) + 1
+    who = cand[idx]
+    uses = np.bincount(who, minlength=len(pats)).astype(np.float64)
+    saved = np.bincount(who, cum[who, length[idx] - 1], minlength=len(pats))
+    defects = strays[idx] + (swap_at[idx] >= 0) + (length[idx] < size[idx])
+    flaws = np.bincount(who, defects, minlength=len(pats))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        code = np.where(uses > 0, uses * np.log2(ledger.unit_count / np.maximum(uses, 1)), 0.0)
+    gains = saved - code - flaws * (np.log2(sizes) + 1) - model
+    return out, gains
+
+
+def _leftmost(begins: IntArray, ends: IntArray) -> BoolArray:
+    """Which of these spans (sorted by begin) a scan keeps that takes each one not
+    overlapping one taken before it. In rounds: a span no undropped earlier one reaches is
+    taken, a span a taken one reaches is dropped; chains of overlaps take a round a link."""
+    state = np.zeros(len(begins), dtype=np.int8)  # 0 open, 1 taken, 2 dropped
+    for _ in range(16):
+        open_ = state == 0
+        if not open_.any():
+            return state == 1
+        reach = np.maximum.accumulate(np.where(state != 2, ends, -1))
+        taken = np.maximum.accumulate(np.where(state == 1, ends, -1))
+        state[1:][open_[1:] & (begins[1:] > reach[:-1])] = 1
+        state[1:][open_[1:] & (begins[1:] <= taken[:-1])] = 2
+        state[0] = 1
+    edge = -1
+    for i in range(len(begins)):  # long chains: finish in order
+        if state[i] == 1 or (state[i] == 0 and begins[i] > edge):
+            state[i] = 1
+            edge = max(edge, int(ends[i]))
+        else:
+            state[i] = 2
+    return state == 1
+
+
+class CodePositions:
+    """Where each code sits in a flat code array, for ledgers too big to index by pairs: one
+    packed sort, then each code's positions (ascending) are a slice."""
+
+    def __init__(self, code: IntArray) -> None:
+        at = np.flatnonzero(code >= 0)
+        bits = max(len(code).bit_length(), 1)
+        packed = (code[at] << bits) | at
+        packed.sort()
+        self.code = packed >> bits
+        self.pos = packed & ((1 << bits) - 1)
+
+    def of(self, c: int) -> IntArray:
+        lo, hi = np.searchsorted(self.code, [c, c + 1])
+        return self.pos[lo:hi]
+
+
+def _scan_starts(
+    work: IntArray, pat: IntArray, opt: RankingOptions, where: CodePositions
+) -> IntArray:
+    """Every free place a tolerant occurrence of ``pat`` can start (a superset)."""
+    a, b = int(pat[0]), int(pat[1])
+    at = where.of(a)
+    ok = work[at + 1] == b
+    if opt.max_gap:
+        ok |= work[at + 2] == b
+    found = at[ok & (work[at] == a)]
+    if opt.max_swaps:
+        at = where.of(b)
+        found = _distinct(np.concatenate((found, at[(work[at + 1] == a) & (work[at] == b)])))
+    return found
+
+
+def _scan_starts_many(
+    work: IntArray, pats: Sequence[IntArray], opt: RankingOptions, where: CodePositions
+) -> tuple[IntArray, IntArray]:
+    """:func:`_scan_starts` of several patterns: (start, pattern index), sorted by both.
+
+    Each pattern's first two steps ``a, b`` are found from the positions of the rarer of
+    the two: ``a`` then ``b`` one or two later, or ``b`` then ``a`` (swapped)."""
+    heads = np.asarray([p[:2] for p in pats], dtype=np.int64)
+    lo = np.searchsorted(where.code, heads)
+    count = np.searchsorted(where.code, heads + 1) - lo
+    by_b = count[:, 1] < count[:, 0]  # look the pair up from its second step
+    pick = np.where(by_b, 1, 0)
+    rows = np.arange(len(pats))
+    lo, count = lo[rows, pick], count[rows, pick]
+    at = where.pos[np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())]
+    who = np.repeat(rows, count)
+    a, b, from_b = heads[who, 0], heads[who, 1], by_b[who]
+    found = []
+    for gap in (1, 2) if opt.max_gap else (1,):  # a, then b next or one unit later
+        start = np.where(from_b, at - gap, at)
+        ok = (work[start] == a) & (work[start + gap] == b)
+        found.append((who[ok] << _SHIFT) | start[ok])
+    if opt.max_swaps:  # b, then a: the occurrence starts at b
+        start = np.where(from_b, at, at - 1)
+        ok = (work[start] == b) & (work[start + 1] == a)
+        found.append((who[ok] << _SHIFT) | start[ok])
+    packed = np.sort(np.concatenate(found))
+    packed = packed[np.concatenate(([True], packed[1:] != packed[:-1]))] if len(packed) else packed
+    return packed & ((1 << _SHIFT) - 1), packed >> _SHIFT
+
+
+_SHIFT = 40
+"""Bits of a flat position in a packed (pattern, position) key."""

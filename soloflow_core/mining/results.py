@@ -1,0 +1,218 @@
+"""What the ranking returns: a chosen pattern, its occurrences and what it saves.
+
+What a flow saves per occurrence is the model turns behind its calls (but the one that calls
+the flow) and their tokens: measured from the runs' model calls (usage_metadata) where they
+are aligned to tool calls, else each run's token total spread over its turns, else
+:data:`~soloflow_core.mining.options.DEFAULT_TOKENS_PER_STEP` per saved call.
+``savings_method`` says which. Occurrences are built lazily (:class:`OccurrenceList`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, overload
+
+import numpy as np
+
+from soloflow_core.mining.matching import _distinct
+from soloflow_core.mining.options import _MEASURED, _RUN_TOTALS, BoolArray, IntArray
+
+if TYPE_CHECKING:
+    from soloflow_core.mining.matching import _Occurrences
+    from soloflow_core.mining.units import UnitLedger
+
+__all__ = ["OccurrenceList", "PatternOccurrence", "RankedPattern"]
+
+
+@dataclass(frozen=True, slots=True)
+class PatternOccurrence:
+    """Where one (noise-tolerant) occurrence is."""
+
+    run: int
+    """Index of the run in the input."""
+    spans: tuple[tuple[int, int] | None, ...]
+    """Per step, the first and last call index of its unit in the run (a retried or looped
+    step spans several calls); None for steps after a cut-short occurrence stopped."""
+    noise: tuple[str, ...] = ()
+    """Defects tolerated: ``stray@j`` (a stray call before step j), ``swap@j`` (steps j and
+    j+1 in the other order), ``cut@j`` (stopped after step j, whose call failed)."""
+
+    @property
+    def calls(self) -> tuple[int | None, ...]:
+        """Per step, the call that represents it: its last (successful) attempt."""
+        return tuple(s[1] if s else None for s in self.spans)
+
+
+class OccurrenceList(Sequence[PatternOccurrence]):
+    """A pattern's occurrences, kept as arrays and built one by one when read."""
+
+    __slots__ = ("_first", "_last", "_length", "_runs", "_stray", "_swap_at")
+
+    def __init__(
+        self, ledger: UnitLedger, runs: IntArray, units: IntArray, occ: _Occurrences
+    ) -> None:
+        safe = np.maximum(units, 0)
+        self._runs = runs
+        self._first = np.where(units >= 0, ledger.unit_first[safe], -1)
+        self._last = np.where(units >= 0, ledger.unit_last[safe], -1)
+        self._stray, self._swap_at, self._length = occ.stray, occ.swap_at, occ.length
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    @overload
+    def __getitem__(self, k: int) -> PatternOccurrence: ...
+    @overload
+    def __getitem__(self, k: slice) -> tuple[PatternOccurrence, ...]: ...
+    def __getitem__(self, k: int | slice) -> PatternOccurrence | tuple[PatternOccurrence, ...]:
+        if isinstance(k, slice):
+            return tuple(self[i] for i in range(*k.indices(len(self))))
+        if not -len(self) <= k < len(self):
+            raise IndexError(k)
+        k %= len(self)
+        spans = tuple(
+            (a, b) if a >= 0 else None
+            for a, b in zip(self._first[k].tolist(), self._last[k].tolist(), strict=True)
+        )
+        noise = [f"stray@{j}" for j in np.flatnonzero(self._stray[k]).tolist()]
+        if self._swap_at[k] >= 0:
+            noise.append(f"swap@{int(self._swap_at[k])}")
+        if self._length[k] < len(spans):
+            noise.append(f"cut@{int(self._length[k]) - 1}")
+        return PatternOccurrence(run=int(self._runs[k]), spans=spans, noise=tuple(noise))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, OccurrenceList | tuple | list):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} occurrences>"
+
+
+@dataclass(frozen=True, slots=True)
+class RankedPattern:
+    """A pattern chosen by the cover, with its evidence and estimated savings."""
+
+    names: tuple[str, ...]
+    pattern: Any
+    """The mined pattern it came from."""
+    rank: int
+    score: float
+    """Bits it saves encoding the ledger (its gain when the greedy cover chose it)."""
+    occurrences: Sequence[PatternOccurrence]
+    """Built on access from compact arrays (a pattern may have a million occurrences)."""
+    runs: tuple[int, ...]
+    """Input indices of the runs with an occurrence, ascending."""
+    clean_occurrences: int
+    """Occurrences with no tolerated defect."""
+    repeated_steps: tuple[int, ...]
+    """Steps seen as a loop (same tool several times in a row) in some occurrence."""
+    lift: float
+    """Occurrences over what the tools' frequencies alone predict (independence)."""
+    tokens_saved_per_occurrence: float
+    turns_saved_per_occurrence: float
+    estimated_token_savings: float
+    """tokens_saved_per_occurrence × occurrences."""
+    savings_method: str
+    explanation: str
+
+    @property
+    def support(self) -> int:
+        """Distinct runs with an occurrence."""
+        return len(self.runs)
+
+
+def _ranked(
+    ledger: UnitLedger, pattern: Any, pat: IntArray, gain: float, occ: _Occurrences, rank: int
+) -> RankedPattern:
+    names = tuple(ledger.names[c] for c in pat.tolist())
+    reached = occ.pos >= 0
+    units = np.where(reached, ledger.flat_unit[np.maximum(occ.pos, 0)], -1)
+    first_unit = units[:, 0] if len(units) else np.zeros(0, dtype=np.int64)
+    first_unit = np.where(first_unit >= 0, first_unit, units.max(axis=1) if len(units) else 0)
+    run_of = ledger.kept[ledger.unit_run[first_unit]] if len(units) else np.zeros(0, np.int64)
+    occurrences = OccurrenceList(ledger, run_of, units, occ)
+    clean = int(((~occ.stray.any(axis=1)) & (occ.swap_at < 0) & (occ.length == len(pat))).sum())
+    loops = ledger.unit_repeated[np.maximum(units, 0)] & reached
+    repeated = tuple(int(j) for j in np.flatnonzero(loops.any(axis=0))) if len(units) else ()
+    n = ledger.unit_count
+    expected = n * float(np.exp2(-ledger.bits[pat].sum()))
+    lift = len(occ) / expected if expected > 0 else math.inf
+    per_tok, per_turn, method = _savings(ledger, units, reached)
+    total = per_tok * len(occ)
+    noisy = {
+        "with a stray call": int(occ.stray.any(axis=1).sum()),
+        "with two steps swapped": int((occ.swap_at >= 0).sum()),
+        "cut short by a failing call": int((occ.length < len(pat)).sum()),
+    }
+    parts = ", ".join(f"{v} {k}" for k, v in noisy.items() if v)
+    runs = _distinct(run_of)
+    explanation = (
+        f"{len(occ)} occurrences in {len(runs)} runs ({clean} exact"
+        + (f"; {parts}" if parts else "")
+        + f"); saves {gain:.0f} bits encoding the ledger; {lift:.3g}× more often than its "
+        f"tools' frequencies predict"
+        + (
+            f"; step(s) {', '.join(str(j + 1) for j in repeated)} repeat in a loop"
+            if repeated
+            else ""
+        )
+        + f". Saves ~{per_turn:.1f} model turns and ~{per_tok:.0f} tokens per use."
+    )
+    return RankedPattern(
+        names=names,
+        pattern=pattern,
+        rank=rank,
+        score=round(gain, 3),
+        occurrences=occurrences,
+        runs=tuple(runs.tolist()),
+        clean_occurrences=clean,
+        repeated_steps=repeated,
+        lift=lift,
+        tokens_saved_per_occurrence=per_tok,
+        turns_saved_per_occurrence=per_turn,
+        estimated_token_savings=total,
+        savings_method=method,
+        explanation=explanation,
+    )
+
+
+def _savings(ledger: UnitLedger, units: IntArray, reached: BoolArray) -> tuple[float, float, str]:
+    """Tokens and model turns saved per occurrence, and how that was worked out."""
+    if len(units) == 0:
+        return 0.0, 0.0, "no occurrences"
+    safe = np.maximum(units, 0)
+    tokens = np.where(reached, ledger.unit_tokens[safe], 0.0).sum(axis=1)
+    turns = np.where(reached, ledger.unit_turns[safe], 0.0).sum(axis=1)
+    source = np.where(reached, ledger.unit_source[safe], _MEASURED).min(axis=1)
+    calls = np.where(reached, ledger.unit_last[safe] - ledger.unit_first[safe] + 1, 0).sum(axis=1)
+    for level, how in (
+        (_MEASURED, "measured: tokens of the model turns that requested the pattern's calls "
+         "(usage_metadata)"),
+        (_RUN_TOTALS, "run totals: each run's tokens spread evenly over its model turns "
+         "(one per call plus the answer)"),
+    ):  # fmt: skip
+        use = source == level
+        if use.any():
+            t, k = tokens[use], turns[use]
+            saved = np.where(k > 0, t * (k - 1) / np.maximum(k, 1e-9), 0.0)
+            return (
+                float(saved.mean()),
+                float((k - 1).clip(min=0).mean()),
+                f"{how}, in {int(use.sum())} of {len(units)} occurrences; all turns but the "
+                "one that calls the flow are saved",
+            )
+    per_step = ledger.options.tokens_per_step
+    saved_turns = float((calls - 1).clip(min=0).mean())
+    return (
+        per_step * saved_turns,
+        saved_turns,
+        f"estimate: {per_step:g} tokens per saved model turn (DEFAULT_TOKENS_PER_STEP; no token "
+        "usage recorded), one turn per call but the one that calls the flow",
+    )
