@@ -6,6 +6,7 @@ import threading
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 
@@ -132,6 +133,68 @@ def test_iter_sequences_gives_names_and_errors_oldest_first(store):
         ("r2", ("c",), (False,)),
     ]
     assert [s.run_id for s in store.iter_sequences(**NS, lookback=2)] == ["r1", "r2"]
+
+
+def _columns_as_sequences(cols) -> list[tuple[object, ...]]:
+    """``read_tool_names``'s columns as ``iter_sequences`` gives them, run by run."""
+    out = []
+    for r in range(cols.run_count):
+        lo, hi = int(cols.offsets[r]), int(cols.offsets[r + 1])
+        success = {1: True, 0: False, -1: None}[int(cols.success[r])]
+        out.append((
+            cols.run_ids[r], tuple(cols.names[c] for c in cols.codes[lo:hi]),
+            tuple(bool(e) for e in cols.errors[lo:hi]), success,
+        ))  # fmt: skip
+    return out
+
+
+def _mixed_namespaces(store: Store) -> None:
+    """Runs of NS interleaved with another namespace's, some failed, empty or unknown."""
+    other = OTHER_NAMESPACES[0]
+    runs = []
+    for i in range(40):
+        names = tuple(("a", "b", "boom", "c", "a")[: i % 6])
+        success = (True, False, None)[i % 3]
+        runs.append(make_run(f"r{i}", names, success=success))
+        if i % 4 == 0:
+            runs.append(make_run(f"r{i}", ("x", "y"), **{**other, "success": True}))
+    store.add_runs(runs)
+
+
+@pytest.mark.parametrize("calls_per_read", [3, 1 << 18])
+def test_read_tool_names_gives_the_sequences_of_iter_sequences(store, monkeypatch, calls_per_read):
+    from soloflow_core.store import columns
+
+    monkeypatch.setattr(columns, "_CALLS_PER_READ", calls_per_read)
+    _mixed_namespaces(store)
+    for lookback in (None, 1, 7, 100):
+        want = [
+            (s.run_id, s.names, s.errors, s.success)
+            for s in store.iter_sequences(**NS, lookback=lookback)
+        ]
+        cols = store.read_tool_names(**NS, lookback=lookback)
+        assert _columns_as_sequences(cols) == want
+        assert cols.offsets.dtype == cols.codes.dtype == cols.run_pks.dtype == "int64"
+        assert cols.names == list(dict.fromkeys(n for s in want for n in s[1]))
+        kept = store.read_tool_names(**NS, lookback=lookback, include_failed=False)
+        assert _columns_as_sequences(kept) == [s for s in want if s[3] is not False]
+    assert store.read_tool_names(user_id="nobody", agent_id="bot").run_count == 0
+
+
+def test_read_tool_names_on_sqlite_matches_the_row_by_row_read(sqlite_store, monkeypatch):
+    from soloflow_core.store import columns
+
+    monkeypatch.setattr(columns, "_CALLS_PER_READ", 5)
+    _mixed_namespaces(sqlite_store)
+    quick = sqlite_store.read_tool_names(**NS)
+    monkeypatch.setattr(columns, "_sqlite_chunk", lambda *args: None)
+    monkeypatch.setattr(columns, "_sqlite_run_columns", lambda *args: None)
+    slow = sqlite_store.read_tool_names(**NS)
+    for field in ("run_pks", "offsets", "codes", "errors", "success", "cost", "tokens"):
+        a, b = getattr(quick, field), getattr(slow, field)
+        assert a.dtype == b.dtype, field
+        np.testing.assert_array_equal(a, b, err_msg=field)  # NaN equals NaN here
+    assert (quick.run_ids, quick.names) == (slow.run_ids, slow.names)
 
 
 def test_a_missing_run_is_not_found_with_a_hint(store):

@@ -85,21 +85,25 @@ def read_tool_names(
     offsets = np.zeros(len(pks) + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
     vocab = _Vocabulary()
-    codes: list[np.ndarray] = [np.zeros(0, np.int64)]
-    errors: list[np.ndarray] = [np.zeros(0, np.bool_)]
+    # Each chunk is written into its place: concatenating the chunks' arrays would hold the
+    # columns twice and leave the chunks' heap resident (1M runs: ~50 MB more peak RSS,
+    # ~60 MB more resident afterwards).
+    codes = np.empty(int(offsets[-1]), dtype=np.int64)
+    errors = np.empty(int(offsets[-1]), dtype=np.bool_)
     for lo, hi in _run_chunks(offsets):
         part = _sqlite_chunk(conn, user, agent, pks, offsets, lo, hi, vocab) if fast else None
         if part is None:  # PostgreSQL, or a chunk the quick read could not vouch for
             part = _ordered_chunk(conn, user, agent, pks, offsets, lo, hi, vocab)
-        codes.append(part[0])
-        errors.append(part[1])
+        codes[offsets[lo] : offsets[hi]] = part[0]
+        errors[offsets[lo] : offsets[hi]] = part[1]
+        del part
     cols = ToolNameColumns(
         run_pks=pks,
         run_ids=run_ids,
         offsets=offsets,
-        codes=np.concatenate(codes),
+        codes=codes,
         names=list(vocab),
-        errors=np.concatenate(errors),
+        errors=errors,
         success=success,
         cost=cost,
         tokens=tokens,
