@@ -371,8 +371,10 @@ class Store:
 
         :meth:`iter_sequences` as columns, for mining at scale: on SQLite each batch of
         runs is read as a few strings that the database concatenates in index order, not
-        as a Python row per call (1M runs, 8M calls: about half the time of fetching the
-        name column alone).
+        as a Python row per call, into arrays allocated once (1M runs, 8.5M calls: 10–11 s
+        here, against 7–8 s to fetch the bare name column with ``fetchall`` — which then
+        holds a Python tuple per call, ~1 GB, where these columns take ~270 MB; see
+        benchmarks/RESULTS.md).
 
         Example:
             >>> cols = store.read_tool_names(user_id="alice", agent_id="bot")
