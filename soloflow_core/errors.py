@@ -9,6 +9,7 @@ Every error names the thing at fault and says how to fix it::
     │   └── SchemaVersionError the database schema is from another SoloFlow version
     ├── LedgerError            a ledger line could not be read (file and line)
     ├── FlowValidationError    a flow definition is invalid (flow, step, field path)
+    │   └── FlowFileError      a flow file is invalid (file, line, column, field path)
     ├── ExecutorNotFoundError  a step's skill_key has no registered executor (flow, step)
     ├── NotFoundError          a run, candidate or flow id does not exist in this namespace
     └── FlowRunError           a flow run failed (flow, step, cause)
@@ -16,11 +17,14 @@ Every error names the thing at fault and says how to fix it::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "ConfigError",
     "ExecutorNotFoundError",
+    "FlowFileError",
+    "FlowFileProblem",
     "FlowRunError",
     "FlowValidationError",
     "LedgerError",
@@ -93,6 +97,45 @@ class FlowValidationError(SoloFlowError):
         self.step = step
         self.field = field
         self.problems = problems or [(step, field, message)]
+
+
+@dataclass(frozen=True, slots=True)
+class FlowFileProblem:
+    """One problem of a flow file, where it stands."""
+
+    path: str | None
+    """The field's path (``steps[2].retry_max``); None for the file as a whole."""
+    line: int | None
+    """1-based line of the field (or of the syntax error), when it could be found."""
+    column: int | None
+    """1-based column, with ``line``."""
+    message: str
+    """What is wrong and how to fix it."""
+
+    def format(self, file: str) -> str:
+        where = file
+        if self.line is not None:
+            where += f":{self.line}" + (f":{self.column}" if self.column is not None else "")
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+class FlowFileError(FlowValidationError):
+    """A flow file (JSON or YAML) cannot be read, parsed or validated.
+
+    Attributes:
+        file: the file's path.
+        line: the first problem's line, if known.
+        issues: every problem, each with its field path and line.
+    """
+
+    def __init__(self, file: str, issues: list[FlowFileProblem], *, flow: str | None = None) -> None:
+        head = "invalid flow file" if len(issues) == 1 else f"invalid flow file ({len(issues)} problems)"
+        message = head + ":\n  " + "\n  ".join(p.format(file) for p in issues)
+        super().__init__(message, flow=flow, field=issues[0].path if issues else None,
+                         problems=[(None, p.path, p.message) for p in issues])
+        self.file = file
+        self.issues = issues
+        self.line = issues[0].line if issues else None
 
 
 class ExecutorNotFoundError(FlowValidationError):

@@ -6,6 +6,7 @@ message names the flow, the step and the field path of each.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -35,6 +36,7 @@ class FlowPlan:
 def topological_layers(deps: dict[str, list[str]]) -> tuple[list[list[str]], list[str]]:
     """Kahn's algorithm. Returns (layers, ids left in a cycle)."""
     indeg = {n: 0 for n in deps}
+    rank = {n: i for i, n in enumerate(deps)}
     children: dict[str, list[str]] = {n: [] for n in deps}
     for n, ds in deps.items():
         for d in ds:
@@ -51,7 +53,7 @@ def topological_layers(deps: dict[str, list[str]]) -> tuple[list[list[str]], lis
                 indeg[c] -= 1
                 if indeg[c] == 0:
                     nxt.append(c)
-        layer = sorted(nxt, key=list(deps).index)
+        layer = sorted(nxt, key=rank.__getitem__)
     placed = {n for lay in layers for n in lay}
     return layers, [n for n in deps if n not in placed]
 
@@ -100,9 +102,9 @@ def validate_flow(
     """
     problems: list[Problem] = []
     ids = [s.id for s in flow.steps]
-    dupes = sorted({i for i in ids if ids.count(i) > 1})
-    for d in dupes:
-        problems.append((d, "id", f"step id {d!r} is used {ids.count(d)} times; step ids must be unique"))
+    counts = Counter(ids)
+    for d in sorted(i for i, n in counts.items() if n > 1):
+        problems.append((d, "id", f"step id {d!r} is used {counts[d]} times; step ids must be unique"))
     for sid in ids:
         if sid in RESERVED_ROOTS:
             problems.append((sid, "id", f"step id {sid!r} is reserved for templates; rename the step"))
@@ -159,8 +161,8 @@ def validate_flow(
             if s.skill_key not in executors:
                 missing_exec.append(
                     (s.id, "skill_key", f"no executor registered for skill_key {s.skill_key!r} "
-                     f"(registered: {avail}); pass the tool to the compiler or register it "
-                     "in a plugin's soloflow_register_executors")
+                     f"(registered: {avail}); pass the tool to the compiler (on the command line: "
+                     "--tools module:ATTR) or register it in a plugin's soloflow_register_executors")
                 )
     if problems or missing_exec:
         everything = problems + missing_exec
@@ -212,3 +214,32 @@ def _check_reference(
         return [(step, field, f"{ref.text} reads step {ref.root!r}, which is not upstream of "
                  f"{step!r}: add {ref.root!r} to depends_on")]
     return []
+
+
+def layers(flow: FlowDefinition) -> list[list[str]]:
+    """The flow's parallel layers (Kahn levels): each step's dependencies are in earlier layers.
+
+    Unknown ``depends_on`` targets are ignored (``validate_flow`` reports them).
+
+    Raises:
+        FlowValidationError: when the dependencies form a cycle (the cycle is named).
+
+    Example:
+        >>> from soloflow_core.models import FlowDefinition, FlowStep
+        >>> layers(FlowDefinition(name="f", steps=[
+        ...     FlowStep(id="a", skill_key="x"), FlowStep(id="b", skill_key="x"),
+        ...     FlowStep(id="c", skill_key="x", depends_on=["a", "b"])]))
+        [['a', 'b'], ['c']]
+    """
+    known = {s.id for s in flow.steps}
+    deps: dict[str, list[str]] = {}
+    for s in flow.steps:
+        deps.setdefault(s.id, []).extend(d for d in s.depends_on if d in known and d != s.id)
+    result, cyclic = topological_layers(deps)
+    if cyclic:
+        cycle = find_cycle(deps, cyclic)
+        message = ("dependency cycle: " + " → ".join(reversed(cycle))
+                   + "; remove one of these dependencies")
+        raise FlowValidationError(_format(flow.name, [(cycle[0], "depends_on", message)]),
+                                  flow=flow.name, step=cycle[0], field="depends_on")
+    return result

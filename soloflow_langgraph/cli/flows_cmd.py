@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import importlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
+from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
@@ -14,12 +15,17 @@ from soloflow_core.errors import SoloFlowError
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.promotion import (
     DEFAULT_PROMOTION_THRESHOLD,
+    SOURCE_USER,
     approve_candidate,
     auto_promote_candidate,
     describe_divergences,
     reject_candidate,
+    submit_flow,
 )
 from soloflow_langgraph.cli.app import Context, app, fail, out, print_json
+
+if TYPE_CHECKING:
+    from soloflow_core.models import FlowDefinition
 
 # LangGraph (compiler, runner, replay) is imported inside the commands that run a flow:
 # importing it takes about a second and most commands never touch it.
@@ -199,3 +205,76 @@ def run(
                   else f"[red]failed[/]: {result.errors}")
     if result.status != "completed":
         raise typer.Exit(1)
+
+
+def _check_flow_file(
+    file: str, tools: list[str]
+) -> tuple[FlowDefinition | None, list[list[str]], list[dict[str, Any]]]:
+    """(flow or None, layers, problems) of a flow file, validated against the registered executors."""
+    from soloflow_core.errors import FlowFileError
+    from soloflow_core.flow.executors import build_executor_registry
+    from soloflow_core.flow.loader import validate_flow_file
+
+    all_tools = [t for spec in tools for t in load_tools(spec)]
+    registry = build_executor_registry(get_plugin_manager(), tools=all_tools)
+    try:
+        flow, plan = validate_flow_file(file, executors=registry.keys())
+    except FlowFileError as exc:
+        return None, [], [{"path": p.path, "line": p.line, "column": p.column, "message": p.message,
+                           "text": p.format(exc.file)} for p in exc.issues]
+    return flow, plan.layers, []
+
+
+def _report_problems(file: str, problems: list[dict[str, Any]], as_json: bool) -> NoReturn:
+    if as_json:
+        print_json({"valid": False, "file": file,
+                    "errors": [{k: v for k, v in p.items() if k != "text"} for p in problems],
+                    "layers": []})
+        raise typer.Exit(1)
+    head = "invalid flow file" if len(problems) == 1 else f"invalid flow file ({len(problems)} problems)"
+    fail(head + ":\n  " + "\n  ".join(escape(p["text"]) for p in problems))
+    raise typer.Exit(1)
+
+
+def _print_layers(layers: list[list[str]]) -> None:
+    for i, layer in enumerate(layers, 1):
+        out.print(f"  layer {i}: {', '.join(layer)}", highlight=False, markup=False)
+
+
+@flows_app.command("validate")
+def validate(
+    file: str = typer.Argument(..., help="A flow definition file (JSON or YAML)."),
+    tools: list[str] = typer.Option([], "--tools", help="module:ATTR naming tools steps may call (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """Check a flow file: fields and types, the DAG (cycles named), references, templates, skill_keys."""
+    flow, layers, problems = _check_flow_file(file, tools)
+    if problems or flow is None:
+        _report_problems(file, problems, as_json)
+    if as_json:
+        print_json({"valid": True, "file": file, "name": flow.name, "errors": [], "layers": layers})
+        return
+    out.print(f"OK: flow {flow.name!r} ({len(flow.steps)} steps, {len(layers)} layers)",
+              highlight=False, markup=False)
+    _print_layers(layers)
+
+
+@flows_app.command("submit")
+def submit(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., help="A flow definition file (JSON or YAML)."),
+    tools: list[str] = typer.Option([], "--tools", help="module:ATTR naming tools steps may call (repeatable)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """Validate a flow file, then register it in your namespace (the next version of its name)."""
+    c: Context = ctx.obj
+    flow, layers, problems = _check_flow_file(file, tools)
+    if problems or flow is None:
+        _report_problems(file, problems, as_json)  # before the store is opened: nothing stored
+    registered = submit_flow(c.store(), flow, pm=get_plugin_manager(), **c.ns)
+    if as_json:
+        print_json({"name": registered.name, "version": registered.version, "source": SOURCE_USER,
+                    "layers": layers})
+        return
+    out.print(f"registered flow [bold]{escape(registered.name)}[/] version {registered.version}")
+    _print_layers(layers)

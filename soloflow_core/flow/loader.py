@@ -1,0 +1,312 @@
+"""Flow files: a ``FlowDefinition`` from JSON or YAML, every problem at its line.
+
+The format is picked by the extension (``.json``, ``.yaml``, ``.yml``), else sniffed: a file
+whose first character is ``{`` is JSON. Each problem — a syntax error, a wrong type, an
+unknown field, a cycle, an unknown step or ``skill_key`` — is reported with the field's path
+(``steps[2].retry_max``) and, where it can be found, its line and column::
+
+    flow.yaml:14:5: steps[2].retry_max: Input should be a valid integer (got 'three')
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from soloflow_core.errors import FlowFileError, FlowFileProblem, FlowValidationError
+from soloflow_core.flow.validate import FlowPlan, validate_flow
+from soloflow_core.models import FlowDefinition, FlowStep
+
+__all__ = ["load_flow_file", "validate_flow_file"]
+
+Loc = tuple[str | int, ...]
+Position = tuple[int, int]
+"""1-based (line, column)."""
+
+
+@dataclass(slots=True)
+class _Parsed:
+    data: Any
+    positions: dict[Loc, Position]
+    problems: list[FlowFileProblem]
+    """Parsed, but suspicious (duplicate keys)."""
+
+
+def load_flow_file(path: str | Path) -> FlowDefinition:
+    """Read a flow definition from a JSON or YAML file.
+
+    Raises:
+        FlowFileError: the file cannot be read or parsed, or a field is missing, unknown or of
+            the wrong type; every problem carries its field path and line.
+    """
+    flow, _ = _load(Path(path))
+    return flow
+
+
+def validate_flow_file(
+    path: str | Path, *, executors: Collection[str] | None = None
+) -> tuple[FlowDefinition, FlowPlan]:
+    """Load a flow file and validate the flow (DAG, references, templates, executors).
+
+    Args:
+        path: the JSON or YAML file.
+        executors: the registered ``skill_key``s; when given, each step's must be one.
+
+    Raises:
+        FlowFileError: with every problem, each at its field path and line.
+    """
+    file = Path(path)
+    flow, positions = _load(file)
+    try:
+        plan = validate_flow(flow, executors=executors)
+    except FlowValidationError as exc:
+        index = {s.id: i for i, s in enumerate(flow.steps)}  # a duplicated id: its last use
+        issues = []
+        for step, field, message in exc.problems:
+            loc: Loc = (("steps", index[step]) if step in index else ()) + _field_loc(field or "")
+            issues.append(_problem(loc, message, positions))
+        raise FlowFileError(str(file), issues, flow=flow.name) from None
+    return flow, plan
+
+
+def _load(file: Path) -> tuple[FlowDefinition, dict[Loc, Position]]:
+    name = str(file)
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise FlowFileError(name, [FlowFileProblem(
+            None, None, None, f"cannot read the file ({exc.strerror or exc}); check the path")]) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise FlowFileError(name, [FlowFileProblem(
+            None, line, None, f"not UTF-8 text (byte {exc.start}); save the file as UTF-8")]) from None
+    if not text.strip():
+        raise FlowFileError(name, [FlowFileProblem(
+            None, None, None, "the file is empty; write a flow with `name` and `steps`")])
+    suffix = file.suffix.lower()
+    is_json = suffix == ".json" or (suffix not in (".yaml", ".yml") and text.lstrip().startswith("{"))
+    parsed = _parse_json(name, text) if is_json else _parse_yaml(name, text)
+    try:
+        flow = FlowDefinition.model_validate(parsed.data)
+    except ValidationError as exc:
+        issues = [_pydantic_problem(e, parsed.positions) for e in exc.errors(include_url=False)]
+        raise FlowFileError(name, sorted(parsed.problems + issues, key=_line_order)) from None
+    if parsed.problems:
+        raise FlowFileError(name, parsed.problems, flow=flow.name)
+    return flow, parsed.positions
+
+
+def _line_order(p: FlowFileProblem) -> tuple[int, int]:
+    return (p.line or 0, p.column or 0)
+
+
+# ---------------------------------------------------------------- YAML
+
+
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's loader when PyYAML was built with it: ten times faster, the same marks."""
+
+
+def _parse_yaml(name: str, text: str) -> _Parsed:
+    loader = _YAML_LOADER(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        what = " ".join(x for x in (exc.context, exc.problem) if x) or "YAML syntax error"
+        raise FlowFileError(name, [FlowFileProblem(
+            None, mark.line + 1 if mark else None, mark.column + 1 if mark else None,
+            f"YAML syntax error: {what}; fix the YAML at this line")]) from None
+    except yaml.YAMLError as exc:
+        raise FlowFileError(name, [FlowFileProblem(None, None, None, f"YAML error: {exc}")]) from None
+    except RecursionError:
+        raise FlowFileError(name, [FlowFileProblem(
+            None, None, None, "the YAML is nested too deeply or refers to itself")]) from None
+    finally:
+        loader.dispose()
+    positions: dict[Loc, Position] = {}
+    problems: list[FlowFileProblem] = []
+    if node is not None:
+        _walk_yaml(node, (), positions, problems, set())
+    return _Parsed(data, positions, problems)
+
+
+def _mark(node: Any) -> Position:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _walk_yaml(
+    node: Any, loc: Loc, positions: dict[Loc, Position], problems: list[FlowFileProblem],
+    active: set[int],
+) -> None:
+    if id(node) in active:  # an alias that refers to its own ancestor
+        return
+    active.add(id(node))
+    positions.setdefault(loc, _mark(node))
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, value in node.value:
+            k = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
+            if k in seen:
+                line, col = _mark(key)
+                problems.append(FlowFileProblem(
+                    _format_loc(loc + (k,)), line, col,
+                    f"key {k!r} appears twice in this mapping; keep one"))
+            seen.add(k)
+            positions[loc + (k,)] = _mark(key)
+            _walk_yaml(value, loc + (k,), positions, problems, active)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk_yaml(item, loc + (i,), positions, problems, active)
+    active.discard(id(node))
+
+
+# ---------------------------------------------------------------- JSON
+
+_JSON_TOKEN = re.compile(r'[{}\[\]:,]|"(?:[^"\\]|\\.)*"|[^\s{}\[\]:,"]+', re.DOTALL)
+
+
+def _parse_json(name: str, text: str) -> _Parsed:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FlowFileError(name, [FlowFileProblem(
+            None, exc.lineno, exc.colno, f"JSON syntax error: {exc.msg}; fix the JSON at this line")]) from None
+    except RecursionError:
+        raise FlowFileError(name, [FlowFileProblem(
+            None, None, None, "the JSON is nested too deeply")]) from None
+    positions, problems = _json_positions(text)
+    return _Parsed(data, positions, problems)
+
+
+def _json_positions(text: str) -> tuple[dict[Loc, Position], list[FlowFileProblem]]:
+    """Where each key and array item of valid JSON text starts (a token scan, no recursion)."""
+    starts = [0] + [m.end() for m in re.finditer(r"\n", text)]
+
+    def pos(offset: int) -> Position:
+        line = bisect.bisect_right(starts, offset)
+        return line, offset - starts[line - 1] + 1
+
+    positions: dict[Loc, Position] = {}
+    problems: list[FlowFileProblem] = []
+    # Each frame: [loc, is_object, current key or index, keys seen]
+    stack: list[list[Any]] = []
+    expect_key = False
+
+    def value_at(offset: int) -> Loc:
+        if not stack:
+            loc: Loc = ()
+        else:
+            top = stack[-1]
+            loc = top[0] + (top[2],)
+        if not stack or not stack[-1][1]:
+            positions.setdefault(loc, pos(offset))
+        return loc
+
+    for m in _JSON_TOKEN.finditer(text):
+        tok, start = m.group(), m.start()
+        if tok in "{[":
+            stack.append([value_at(start), tok == "{", 0, set()])
+            expect_key = tok == "{"
+        elif tok in "}]":
+            stack.pop()
+            expect_key = False
+        elif tok == ":":
+            expect_key = False
+        elif tok == ",":
+            top = stack[-1]
+            if top[1]:
+                expect_key = True
+            else:
+                top[2] += 1
+        elif expect_key:
+            top = stack[-1]
+            key = json.loads(tok)
+            top[2] = key
+            loc = top[0] + (key,)
+            if key in top[3]:
+                line, col = pos(start)
+                problems.append(FlowFileProblem(
+                    _format_loc(loc), line, col, f"key {key!r} appears twice in this object; keep one"))
+            top[3].add(key)
+            positions[loc] = pos(start)
+        else:
+            value_at(start)
+    return positions, problems
+
+
+# ---------------------------------------------------------------- problems
+
+
+def _format_loc(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _field_loc(field: str) -> Loc:
+    """``input_map.items[0].id`` → ``("input_map", "items", 0, "id")``."""
+    loc: list[str | int] = []
+    for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", field):
+        loc.append(int(index) if index else name)
+    return tuple(loc)
+
+
+def _position(loc: Loc, positions: dict[Loc, Position]) -> Position | None:
+    """The field's position, else its nearest ancestor's (a missing field: its parent)."""
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in positions:
+            return positions[loc[:n]]
+    return None
+
+
+def _problem(loc: Loc, message: str, positions: dict[Loc, Position]) -> FlowFileProblem:
+    at = _position(loc, positions)
+    return FlowFileProblem(_format_loc(loc) or None, at[0] if at else None, at[1] if at else None, message)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _model_at(loc: Loc) -> type[BaseModel] | None:
+    if len(loc) == 1:
+        return FlowDefinition
+    if len(loc) == 3 and loc[0] == "steps" and isinstance(loc[1], int):
+        return FlowStep
+    return None
+
+
+def _pydantic_problem(err: Any, positions: dict[Loc, Position]) -> FlowFileProblem:
+    loc: Loc = tuple(err["loc"])
+    kind, value = err["type"], err.get("input")
+    if not loc:
+        message = (f"the file must hold one flow: a mapping with `name` and `steps` "
+                   f"(got {type(value).__name__})")
+    elif kind == "missing":
+        message = f"required field {loc[-1]!r} is missing; add it"
+    elif kind == "extra_forbidden":
+        model = _model_at(loc)
+        allowed = list(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        message = f"unknown field {loc[-1]!r}"
+        message += f"; did you mean {close[0]!r}?" if close else "; remove it"
+        if allowed:
+            message += f" (allowed: {', '.join(allowed)})"
+    else:
+        message = f"{err['msg']} (got {_short(value)})"
+    return _problem(loc, message, positions)
