@@ -22,7 +22,8 @@ from soloflow_core.models import (
     dedupe_key_for,
 )
 from soloflow_core.store import Store, default_database_path, resolve_database_url, writer
-from soloflow_core.store.engine import create_store_engine, migrate
+from soloflow_core.store.engine import _MIGRATIONS, create_store_engine, migrate
+from soloflow_core.store.schema import SCHEMA_REVISION
 from soloflow_core.store.writer import ModelCallRow, RunRow, ToolCallRow
 
 NS = {"user_id": "alice", "agent_id": "bot"}
@@ -571,7 +572,7 @@ def test_reopening_a_database_keeps_its_data_and_migrates_nothing(store, db_url)
         assert again.get_run("r1", **NS) == store.get_run("r1", **NS)
         with again.engine.connect() as conn:
             revision = conn.execute(sa.text("SELECT version_num FROM sf_alembic_version"))
-            assert revision.scalars().all() == ["0001"]
+            assert revision.scalars().all() == [SCHEMA_REVISION]
 
 
 def test_an_unknown_schema_revision_is_refused_with_a_clear_message(store, db_url):
@@ -580,7 +581,7 @@ def test_an_unknown_schema_revision_is_refused_with_a_clear_message(store, db_ur
     with pytest.raises(SchemaVersionError) as caught:
         Store.open(db_url)
     message = str(caught.value)
-    assert "'9999_future'" in message and "schema '0001'" in message
+    assert "'9999_future'" in message and f"schema '{SCHEMA_REVISION}'" in message
     assert "newer version" in message and "Upgrade soloflow-engine" in message
     assert isinstance(caught.value, StoreError)
 
@@ -704,3 +705,26 @@ def test_sqlite_synchronous_is_configurable(tmp_path, monkeypatch):
     monkeypatch.setenv("SOLOFLOW_SQLITE_SYNCHRONOUS", "sometimes")
     with pytest.raises(StoreError, match="SOLOFLOW_SQLITE_SYNCHRONOUS='SOMETIMES'.*NORMAL, FULL, EXTRA"):
         Store.open(f"sqlite:///{tmp_path / 'bad.db'}")
+
+
+def test_a_database_at_revision_0001_upgrades_to_head_and_keeps_its_data(tmp_path):
+    from alembic import command
+    from alembic.config import Config
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = create_store_engine(url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    with engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+        conn.execute(sa.text(
+            "INSERT INTO sf_flow_runs (id, user_id, agent_id, flow_name, flow_version, status, started_at) "
+            "VALUES ('frun_old', 'u', 'a', 'f', 1, 'completed', '2026-01-01 00:00:00')"
+        ))
+    engine.dispose()
+    with Store.open(url) as store:
+        with store.engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT version_num FROM sf_alembic_version")).scalar() == SCHEMA_REVISION
+            row = conn.execute(sa.text("SELECT status, cancel_requested FROM sf_flow_runs")).one()
+        assert tuple(row) == ("completed", 0)

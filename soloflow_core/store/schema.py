@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
-SCHEMA_REVISION = "0001"
+SCHEMA_REVISION = "0002"
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -143,5 +143,39 @@ flow_runs = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("started_at", TS, nullable=False),
     sa.Column("ended_at", TS),
+    # 0002: the flow runtime
+    sa.Column("owner", sa.String(255)),
+    sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("updated_at", TS),
+    sa.Column("outcome", sa.String(16)),
 )
 sa.Index("ix_sf_flow_runs_ns", flow_runs.c.user_id, flow_runs.c.agent_id, flow_runs.c.started_at)
+
+flow_step_runs = sa.Table(
+    "sf_flow_step_runs",
+    metadata,
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("step_key", sa.String(300), primary_key=True),
+    sa.Column("step_id", sa.String(255), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("idempotency_key", sa.String(400), nullable=False),
+    sa.Column("output", JSONType),
+    sa.Column("error", sa.Text),
+    sa.Column("started_at", TS),
+    sa.Column("finished_at", TS),
+    sa.Column("completed_seq", sa.Integer),
+)
+
+flow_transitions = sa.Table(
+    "sf_flow_transitions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column("step_key", sa.String(300)),
+    sa.Column("from_state", sa.String(16)),
+    sa.Column("to_state", sa.String(16), nullable=False),
+    sa.Column("at", TS, nullable=False),
+    sa.Column("detail", sa.Text),
+)
+sa.Index("ix_sf_flow_transitions_run", flow_transitions.c.run_id, flow_transitions.c.id)
