@@ -12,7 +12,10 @@ Every error names the thing at fault and says how to fix it::
     │   └── FlowFileError      a flow file is invalid (file, line, column, field path)
     ├── ExecutorNotFoundError  a step's skill_key has no registered executor (flow, step)
     ├── NotFoundError          a run, candidate or flow id does not exist in this namespace
-    └── FlowRunError           a flow run failed (flow, step, cause)
+    ├── FlowRunError           a flow run failed (flow, step, cause)
+    │   ├── StepTimeoutError   a step's attempt ran over its timeout_seconds
+    │   └── FlowCancelledError the run was cancelled (soloflow flows cancel)
+    └── InvalidTransitionError a flow run or step state change the state machine forbids
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ __all__ = [
     "FlowFileProblem",
     "FlowRunError",
     "FlowValidationError",
+    "FlowCancelledError",
+    "InvalidTransitionError",
+    "StepTimeoutError",
     "LedgerError",
     "NotFoundError",
     "PluginError",
@@ -156,3 +162,20 @@ class FlowRunError(SoloFlowError):
         self.flow = flow
         self.step = step
         self.cause = cause
+
+
+class StepTimeoutError(FlowRunError):
+    """A step's attempt ran over the step's ``timeout_seconds``."""
+
+
+class FlowCancelledError(FlowRunError):
+    """The run was cancelled while it ran."""
+
+
+class InvalidTransitionError(SoloFlowError):
+    """A flow run or step was asked to change state in a way the state machine forbids."""
+
+    def __init__(self, message: str, *, run_id: str | None = None, step: str | None = None) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.step = step

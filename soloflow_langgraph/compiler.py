@@ -2,28 +2,49 @@
 
 One node per step; dependency edges (several dependencies make a fan-in barrier);
 independent steps run in the same superstep. A map step (``map_over``) fans out with one
-LangGraph ``Send`` per item and collects the outputs, in item order, into a list. Step inputs are rendered from ``input_map``
-templates against the flow inputs and earlier outputs. ``retry_max``/``retry_backoff``
-become a ``RetryPolicy`` that retries any exception except template errors (a missing
-field does not appear by retrying). A step with ``on_failure="continue"`` retries inside
-its own node and, when out of attempts, records its error and lets the run go on.
+LangGraph ``Send`` per item and collects the outputs, in item order, into a list. Step
+inputs are rendered from ``input_map`` templates against the flow inputs and earlier
+outputs. Each step node retries its own call (``retry_max``, ``retry_backoff`` doubled each
+time; any exception but a template error) under ``timeout_seconds``, records every attempt
+in the run's step journal, and applies its ``on_failure`` policy (see
+:data:`soloflow_core.models.flows.OnFailure`). A flow with ``requires_approval`` gets an
+approval gate before its first side-effecting steps; every flow ends in a final node that
+runs compensations when a step asked for them. The nodes are in :mod:`.flow_nodes`.
+
+LangGraph's own ``RetryPolicy``/``timeout`` are not used: its timeouts cover async nodes
+only, and its ``error_handler`` bypasses fan-in barriers (see LANGCHAIN_NOTES).
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import RetryPolicy, Send
 
-from soloflow_core.errors import FlowRunError
 from soloflow_core.flow.executors import ExecutorRegistry, build_executor_registry
-from soloflow_core.flow.templates import TemplateError, render
-from soloflow_core.flow.validate import ITEM, validate_flow
+from soloflow_core.flow.validate import validate_flow
 from soloflow_core.models import FlowDefinition, FlowStep, ToolCall
+from soloflow_langgraph.flow_nodes import (
+    FANOUT_SUFFIX,
+    FINAL_NODE,
+    GATE_NODE,
+    ITEM_SUFFIX,
+    ApprovalGate,
+    Collect,
+    Finalize,
+    FlowContext,
+    FlowState,
+    MapFanOut,
+    StepFailedError,
+    StepInputError,
+    StepNode,
+    StepSpec,
+    merge_dicts,
+    merge_map_parts,
+)
+from soloflow_langgraph.step_call import ExecutorInfo, inspect_executor
 
 if TYPE_CHECKING:
     import pluggy
@@ -31,178 +52,44 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FANOUT_SUFFIX = "__fanout"
-ITEM_SUFFIX = "__item"
-"""A map step ``s`` is three nodes: ``s__fanout`` (waits for the dependencies, then sends
-one ``s__item`` task per item), ``s__item`` (one call) and ``s`` (collects the list)."""
+__all__ = [
+    "FANOUT_SUFFIX",
+    "ITEM_SUFFIX",
+    "FlowContext",
+    "FlowState",
+    "StepFailedError",
+    "StepInputError",
+    "build_flow_graph",
+    "compile_flow",
+    "flow_mermaid",
+    "merge_dicts",
+    "merge_map_parts",
+    "side_effecting",
+]
 
 
-def merge_dicts(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
-    """Reducer for keys that parallel steps write to."""
-    return {**(left or {}), **(right or {})}
+def side_effecting(step: FlowStep, info: ExecutorInfo | None) -> bool:
+    """Whether ``step`` changes the world: its own ``side_effects``, else its tool's
+    metadata, else yes (unknown counts as side-effecting)."""
+    if step.side_effects is not None:
+        return step.side_effects
+    if info is not None and info.read_only is not None:
+        return not info.read_only
+    return True
 
 
-def merge_map_parts(
-    left: dict[str, dict[int, Any]] | None, right: dict[str, dict[int, Any]] | None
-) -> dict[str, dict[int, Any]]:
-    """Reducer for the per-item outputs of map steps (step id → item index → output)."""
-    out = {k: dict(v) for k, v in (left or {}).items()}
-    for k, v in (right or {}).items():
-        out.setdefault(k, {}).update(v)
-    return out
+def _guarded_steps(flow: FlowDefinition, infos: dict[str, ExecutorInfo]) -> list[str]:
+    """The side-effecting steps with no side-effecting step upstream: the gate goes before them."""
+    by_id = {s.id: s for s in flow.steps}
+    effect = {s.id: side_effecting(s, infos.get(s.id)) for s in flow.steps}
+    memo: dict[str, bool] = {}
 
+    def upstream_effect(sid: str) -> bool:
+        if sid not in memo:
+            memo[sid] = any(effect[d] or upstream_effect(d) for d in by_id[sid].depends_on)
+        return memo[sid]
 
-class FlowState(TypedDict, total=False):
-    """The state of a compiled flow."""
-
-    inputs: dict[str, Any]
-    results: Annotated[dict[str, Any], merge_dicts]
-    errors: Annotated[dict[str, str], merge_dicts]
-    map_parts: Annotated[dict[str, dict[int, Any]], merge_map_parts]
-    """Per map step, each item's output until the step collects them into a list."""
-    map_item: Any
-    """Only in a map item's ``Send`` payload: the item."""
-    map_index: int
-    """Only in a map item's ``Send`` payload: the item's position."""
-
-
-class StepInputError(FlowRunError):
-    """A step's inputs could not be rendered (not retried)."""
-
-
-def call_executor(executor: Any, kwargs: dict[str, Any]) -> Any:
-    """Run a LangChain tool / Runnable (``invoke``) or a plain callable (keyword args)."""
-    if hasattr(executor, "invoke") and not isinstance(executor, type):
-        out = executor.invoke(kwargs)
-    else:
-        out = executor(**kwargs)
-    content = getattr(out, "content", None)
-    if content is not None and type(out).__name__ == "ToolMessage":
-        return content
-    return out
-
-
-def _retryable(exc: BaseException) -> bool:
-    return not isinstance(exc, StepInputError | TemplateError)
-
-
-class _StepNode:
-    """The callable LangGraph runs for one step."""
-
-    def __init__(
-        self,
-        flow: FlowDefinition,
-        step: FlowStep,
-        executor: Any,
-        on_step: Callable[[FlowStep, ToolCall, int], None] | None,
-        index: int,
-    ) -> None:
-        self.flow, self.step, self.executor, self.on_step, self.index = flow, step, executor, on_step, index
-        self.__name__ = step.id
-
-    def _render(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        results = state.get("results") or {}
-        if "map_index" in state:
-            results = {**results, ITEM: state.get("map_item")}
-        try:
-            kwargs = render(self.step.input_map, inputs=state.get("inputs") or {}, results=results)
-        except TemplateError as exc:
-            raise StepInputError(
-                f"flow {self.flow.name!r}, step {self.step.id!r}: cannot render input_map: {exc}",
-                flow=self.flow.name, step=self.step.id, cause=exc,
-            ) from exc
-        if not isinstance(kwargs, dict):
-            raise StepInputError(f"flow {self.flow.name!r}, step {self.step.id!r}: input_map must render to an object")
-        return kwargs
-
-    def _attempt(self, kwargs: dict[str, Any]) -> Any:
-        start = time.perf_counter()
-        error = True
-        out: Any = None
-        try:
-            out = call_executor(self.executor, kwargs)
-            error = False
-            return out
-        except Exception as exc:
-            out = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            if self.on_step is not None:
-                call = ToolCall(
-                    name=self.step.skill_key, args=kwargs, output=out, error=error,
-                    duration_ms=(time.perf_counter() - start) * 1000,
-                )
-                self.on_step(self.step, call, self.index)
-
-    def _done(self, state: Mapping[str, Any], out: Any) -> dict[str, Any]:
-        if "map_index" in state:
-            return {"map_parts": {self.step.id: {int(state["map_index"]): out}}}
-        return {"results": {self.step.id: out}}
-
-    def _where(self, state: Mapping[str, Any]) -> str:
-        return f"{self.step.id}[{state['map_index']}]" if "map_index" in state else self.step.id
-
-    def __call__(self, state: FlowState) -> dict[str, Any]:
-        kwargs = self._render(state)
-        if self.step.on_failure != "continue":
-            return self._done(state, self._attempt(kwargs))
-        delay = self.step.retry_backoff
-        for attempt in range(self.step.retry_max + 1):
-            try:
-                return self._done(state, self._attempt(kwargs))
-            except Exception as exc:
-                if attempt == self.step.retry_max:
-                    log.warning("flow %r step %r failed, continuing: %s", self.flow.name, self._where(state), exc)
-                    return {"errors": {self._where(state): f"{type(exc).__name__}: {exc}"}}
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")
-
-
-class _MapFanOut:
-    """The conditional edge of a map step: one ``Send`` per item of ``map_over``."""
-
-    def __init__(self, flow: FlowDefinition, step: FlowStep) -> None:
-        self.flow, self.step = flow, step
-        self.__name__ = f"{step.id}{FANOUT_SUFFIX}"
-
-    def __call__(self, state: FlowState) -> list[Send | str]:
-        assert self.step.map_over is not None
-        try:
-            items = render(self.step.map_over, inputs=state.get("inputs") or {},
-                           results=state.get("results") or {})
-        except TemplateError as exc:
-            raise StepInputError(
-                f"flow {self.flow.name!r}, step {self.step.id!r}, field 'map_over': {exc}",
-                flow=self.flow.name, step=self.step.id, cause=exc,
-            ) from exc
-        if not isinstance(items, list | tuple):
-            raise StepInputError(
-                f"flow {self.flow.name!r}, step {self.step.id!r}, field 'map_over': "
-                f"{self.step.map_over} is a {type(items).__name__}, not a list; point it at a list",
-                flow=self.flow.name, step=self.step.id,
-            )
-        if not items:
-            return [self.step.id]
-        base = {"inputs": state.get("inputs") or {}, "results": state.get("results") or {}}
-        return [Send(self.step.id + ITEM_SUFFIX, {**base, "map_item": x, "map_index": k})
-                for k, x in enumerate(items)]
-
-
-class _Collect:
-    """A map step's last node: the items' outputs, in item order, as the step's output."""
-
-    def __init__(self, step_id: str) -> None:
-        self.step_id = self.__name__ = step_id
-
-    def __call__(self, state: FlowState) -> dict[str, Any]:
-        parts = (state.get("map_parts") or {}).get(self.step_id, {})
-        n = max(parts, default=-1) + 1
-        return {"results": {self.step_id: [parts.get(k) for k in range(n)]}}
-
-
-def _noop(state: FlowState) -> dict[str, Any]:
-    return {}
+    return [s.id for s in flow.steps if effect[s.id] and not upstream_effect(s.id)]
 
 
 def build_flow_graph(
@@ -210,45 +97,60 @@ def build_flow_graph(
     registry: ExecutorRegistry,
     *,
     on_step: Callable[[FlowStep, ToolCall, int], None] | None = None,
-) -> StateGraph:
+) -> StateGraph[Any, Any, Any, Any]:
     """The (uncompiled) ``StateGraph`` of ``flow``; validates it against ``registry`` first."""
     plan = validate_flow(flow, executors=registry.keys())
-    graph = StateGraph(FlowState)
+    graph = StateGraph(FlowState, context_schema=FlowContext)
     order = {sid: i for i, sid in enumerate(plan.order)}
+    specs: dict[str, StepSpec] = {}
     for step in flow.steps:
-        kwargs: dict[str, Any] = {}
-        if step.retry_max and step.on_failure != "continue":
-            kwargs["retry_policy"] = RetryPolicy(
-                max_attempts=step.retry_max + 1,
-                initial_interval=step.retry_backoff,
-                backoff_factor=2.0,
-                jitter=False,
-                retry_on=_retryable,
-            )
-        node = _StepNode(flow, step, registry.get(step.skill_key), on_step, order[step.id])
+        executor = registry.get(step.skill_key)
+        spec = StepSpec(flow, step, executor, inspect_executor(executor), order[step.id], on_step)
+        if step.compensation is not None:
+            spec.comp_executor = registry.get(step.compensation.skill_key)
+            spec.comp_info = inspect_executor(spec.comp_executor)
+        specs[step.id] = spec
+        node = StepNode(spec)
         if step.map_over is None:
-            graph.add_node(step.id, node, **kwargs)
+            graph.add_node(step.id, node)
             continue
         fanout, item = step.id + FANOUT_SUFFIX, step.id + ITEM_SUFFIX
         graph.add_node(fanout, _noop)
-        graph.add_node(item, node, **kwargs)
-        graph.add_node(step.id, _Collect(step.id))
-        graph.add_conditional_edges(fanout, _MapFanOut(flow, step), [item, step.id])
+        graph.add_node(item, node)
+        graph.add_node(step.id, Collect(step))
+        graph.add_conditional_edges(fanout, MapFanOut(flow, step), [item, step.id])
         graph.add_edge(item, step.id)
-    has_dependents = {d for s in flow.steps for d in s.depends_on}
+    deps_of = {s.id: list(dict.fromkeys(s.depends_on)) for s in flow.steps}
+    if flow.requires_approval:
+        guarded = _guarded_steps(flow, {k: v.info for k, v in specs.items()})
+        if guarded:
+            gate_deps = sorted({d for g in guarded for d in deps_of[g]}, key=order.__getitem__)
+            graph.add_node(GATE_NODE, ApprovalGate(flow, guarded))
+            _add_edges(graph, gate_deps, GATE_NODE)
+            for g in guarded:
+                deps_of[g] = [*deps_of[g], GATE_NODE]
     for step in flow.steps:
-        deps = list(dict.fromkeys(step.depends_on))
         entry = step.id + FANOUT_SUFFIX if step.map_over is not None else step.id
-        if not deps:
-            graph.add_edge(START, entry)
-        elif len(deps) == 1:
-            graph.add_edge(deps[0], entry)
-        else:
-            graph.add_edge(deps, entry)
-    for step in flow.steps:
-        if step.id not in has_dependents:
-            graph.add_edge(step.id, END)
+        _add_edges(graph, deps_of[step.id], entry)
+    has_dependents = {d for s in flow.steps for d in s.depends_on}
+    sinks = [s.id for s in flow.steps if s.id not in has_dependents]
+    graph.add_node(FINAL_NODE, Finalize(flow, specs))
+    _add_edges(graph, sinks, FINAL_NODE)
+    graph.add_edge(FINAL_NODE, END)
     return graph
+
+
+def _add_edges(graph: StateGraph[Any, Any, Any, Any], deps: list[str], target: str) -> None:
+    if not deps:
+        graph.add_edge(START, target)
+    elif len(deps) == 1:
+        graph.add_edge(deps[0], target)
+    else:
+        graph.add_edge(deps, target)  # a fan-in barrier: waits for every dependency
+
+
+def _noop(state: FlowState) -> dict[str, Any]:
+    return {}
 
 
 def compile_flow(
@@ -272,7 +174,9 @@ def compile_flow(
         on_step: called after every step attempt with the step, the call record and the
             step's position (the runner fires ``soloflow_step_finished`` from it).
 
-    Invoke it with ``{"inputs": {...}}``; the outputs are in ``["results"][step_id]``.
+    Invoke it with ``{"inputs": {...}}``; the outputs are in ``["results"][step_id]``. For
+    a durable run pass ``context=FlowContext(journal=...)`` (what
+    :class:`~soloflow_langgraph.runtime.FlowRuntime` does) and a checkpointer.
 
     Raises:
         FlowValidationError: the flow is invalid (names the step and field).
@@ -281,7 +185,10 @@ def compile_flow(
     if registry is None:
         registry = build_executor_registry(plugin_manager, tools=tools)
     graph = build_flow_graph(flow, registry, on_step=on_step)
-    return graph.compile(checkpointer=checkpointer, name=_graph_name(flow))
+    compiled = graph.compile(checkpointer=checkpointer, name=_graph_name(flow))
+    # LangGraph stops a run after 25 supersteps by default; a flow needs at most one per
+    # step, plus the map fan-outs, the approval gate and the final node.
+    return compiled.with_config(recursion_limit=max(25, 3 * len(flow.steps) + 10))
 
 
 def _graph_name(flow: FlowDefinition) -> str:
@@ -292,8 +199,10 @@ def flow_mermaid(flow: FlowDefinition) -> str:
     """LangGraph's Mermaid diagram of ``flow``; needs no executors (nothing is run)."""
     registry = ExecutorRegistry()
     for step in flow.steps:
-        if step.skill_key not in registry:
-            registry.register(step.skill_key, _not_run)
+        keys = [step.skill_key] + ([step.compensation.skill_key] if step.compensation else [])
+        for key in keys:
+            if key not in registry:
+                registry.register(key, _not_run)
     return build_flow_graph(flow, registry).compile(name=_graph_name(flow)).get_graph().draw_mermaid()
 
 

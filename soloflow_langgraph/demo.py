@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
+from soloflow_core.learning.service import flow_savings
 from soloflow_core.mining.detector import detect_candidates
 from soloflow_core.models import DetectorConfig, FlowCandidate, FlowDefinition, TaskRun
 from soloflow_core.plugins import get_plugin_manager
@@ -25,6 +26,9 @@ from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
 from soloflow_langgraph.compiler import compile_flow
 from soloflow_langgraph.demo_agent import TOOLS, build_support_agent
 from soloflow_langgraph.runner import inputs_from_task, run_flow
+
+if TYPE_CHECKING:
+    from soloflow_core.learning.savings import FlowSavings
 
 TASKS = [
     "Where is my order? My email is alice@example.com.",
@@ -49,6 +53,7 @@ class DemoReport:
     agent_ms: float = 0.0
     same_calls: bool = False
     mermaid: str = ""
+    savings: FlowSavings | None = None
 
 
 def _agent_task(agent: Any, handler: SoloFlowCallbackHandler, task: str) -> tuple[TaskRun, float]:
@@ -130,5 +135,25 @@ def run_demo(store: Store, *, user_id: str, agent_id: str, console: Console | No
     con.print(measured)
     con.print("[green]✓[/] the flow made exactly the tool calls the agent made" if report.same_calls
                else "[yellow]![/] the flow's calls differ from the agent's")
+    _print_savings(con, report, store, user_id=user_id, agent_id=agent_id)
     con.print(f"[dim]data: {store.url}[/]")
     return report
+
+
+def _print_savings(con: Console, report: DemoReport, store: Store, *, user_id: str, agent_id: str) -> None:
+    """The savings ledger (`soloflow flows stats`): measured, next to the detector's estimate."""
+    assert report.flow is not None
+    (s,) = flow_savings(store, user_id, agent_id, [report.flow.name])
+    report.savings = s
+    con.rule("[bold]5. The savings ledger (soloflow flows stats)")
+    table = Table("per occurrence", "agent runs it replaces", "flow runs", "saved",
+                  title=f"measured: {s.agent.runs} agent runs vs {s.flow_runs.runs} flow run(s)")
+    for label, attr in (("model calls", "model_calls"), ("tokens", "tokens"), ("latency (ms)", "latency_ms")):
+        cells = [getattr(x, attr) for x in (s.agent, s.flow_runs, s.saved_per_run)]
+        table.add_row(label, *("-" if v is None else f"{v:.1f}" for v in cells))
+    con.print(table)
+    estimate = s.estimated_tokens_per_occurrence
+    con.print(f"measured tokens saved per occurrence: {s.saved_per_run.tokens or 0:.0f}; the design "
+              f"document's estimate: {estimate or 0:.0f} [dim]({s.savings_method})[/]")
+    con.print("[dim]latency: the scripted model answers at once; with a real model each saved call "
+              "is its seconds of generation[/]")

@@ -237,7 +237,11 @@ def replay_occurrence(flow: FlowDefinition, occ: Occurrence, *, label: str = "")
     except ReplayMiss:
         pass  # recorded in replay.divergences
     except SoloFlowError as exc:
-        divergences.append(Divergence(label, getattr(exc, "step", None), None, "input", message=str(exc)))
+        if isinstance(getattr(exc, "cause", None), ReplayMiss):
+            pass  # the step failed on a miss: recorded in replay.divergences
+        else:
+            divergences.append(
+                Divergence(label, getattr(exc, "step", None), None, "input", message=str(exc)))
     except Exception as exc:  # a template or executor problem in this occurrence
         divergences.append(Divergence(label, None, None, "input", message=f"{type(exc).__name__}: {exc}"))
     divergences += replay.divergences + replay.missing()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -11,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 from soloflow_core.errors import FlowRunError, FlowValidationError
 from soloflow_core.flow.executors import ExecutorRegistry
 from soloflow_core.generalize.arguments import extract_inputs
-from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
-from soloflow_langgraph.compiler import compile_flow
+from soloflow_core.models import FlowDefinition, ToolCall
 
 if TYPE_CHECKING:
     import pluggy
@@ -33,14 +31,37 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 
 @dataclass(slots=True)
 class FlowRunResult:
+    """How a flow run ended (or paused).
+
+    ``status``: ``completed``; ``failed``; ``fallback`` (the flow hands the task back to
+    the agent: read ``handoff``); ``cancelled`` (cancelled, or its approval rejected);
+    ``waiting`` (paused for approval: ``interrupt`` holds the question).
+    ``state`` is the run's state-machine state.
+    """
+
     run_id: str | None
     flow: str
-    status: str  # completed | failed
+    status: str
     output: Any
     results: dict[str, Any]
     errors: dict[str, str]
     steps: list[ToolCall] = field(default_factory=list)
     duration_ms: float = 0.0
+    state: str | None = None
+    outcome: str | None = None
+    handoff: str | None = None
+    interrupt: Any = None
+    skipped: dict[str, str] = field(default_factory=dict)
+    failed_step: str | None = None
+    error: str | None = None
+
+
+def apply_input_defaults(flow: FlowDefinition, inputs: dict[str, Any]) -> dict[str, Any]:
+    """``inputs`` with the ``default`` of every ``input_schema`` property not given."""
+    props: dict[str, Any] = (flow.input_schema or {}).get("properties") or {}
+    missing = {k: v["default"] for k, v in props.items()
+               if k not in inputs and isinstance(v, dict) and "default" in v}
+    return {**missing, **inputs} if missing else inputs
 
 
 def check_inputs(flow: FlowDefinition, inputs: dict[str, Any]) -> None:
@@ -83,57 +104,24 @@ def run_flow(
     agent_id: str = "default",
     raise_on_failure: bool = False,
 ) -> FlowRunResult:
-    """Run ``flow`` once with no model call; record it in ``store`` when given.
+    """Run ``flow`` once with no model call; recorded (and durable) in ``store`` when given.
+
+    A shortcut for ``FlowRuntime(store, ...).run(flow, inputs)``; a flow that
+    ``requires_approval`` returns with status ``waiting``.
 
     Raises:
         FlowValidationError: the flow or the inputs are invalid (nothing is run).
-        FlowRunError: with ``raise_on_failure``, a step failed.
+        FlowRunError: with ``raise_on_failure``, the run did not complete.
     """
-    check_inputs(flow, inputs)
-    steps: list[ToolCall] = []
-    run_id: str | None = None
-    pm = plugin_manager
+    from soloflow_langgraph.runtime import FlowRuntime
 
-    def on_step(step: FlowStep, call: ToolCall, index: int) -> None:
-        steps.append(call)
-        if pm is not None and pm.hook.soloflow_step_finished.get_hookimpls():
-            try:
-                pm.hook.soloflow_step_finished(
-                    step=StepRecord(run_id=run_id or "", user_id=user_id, agent_id=agent_id,
-                                    index=index, call=call, source="flow")
-                )
-            except Exception:
-                log.exception("a soloflow_step_finished plugin failed")
-
-    graph = compile_flow(flow, tools=tools, plugin_manager=pm, registry=registry, on_step=on_step)
-    if store is not None:
-        run_id = store.start_flow_run(flow, inputs, user_id=user_id, agent_id=agent_id)
-    start = time.perf_counter()
-    try:
-        state = graph.invoke({"inputs": inputs, "results": {}, "errors": {}})
-    except Exception as exc:
-        step_id = getattr(exc, "step", None) or _failed_step(flow, steps)
-        err = f"step {step_id!r}: {type(exc).__name__}: {exc}"
-        if store is not None and run_id is not None:
-            store.finish_flow_run(run_id, status="failed", error=err)
-        result = FlowRunResult(run_id, flow.name, "failed", None, {}, {str(step_id): str(exc)}, steps,
-                               (time.perf_counter() - start) * 1000)
-        if raise_on_failure:
-            raise FlowRunError(f"flow {flow.name!r} failed at {err}", flow=flow.name, step=step_id, cause=exc) from exc
-        return result
-    results = dict(state.get("results") or {})
-    errors = dict(state.get("errors") or {})
-    output = results.get(flow.result_step)
-    if store is not None and run_id is not None:
-        store.finish_flow_run(run_id, status="completed", outputs={"output": output, "errors": errors})
-    return FlowRunResult(run_id, flow.name, "completed", output, results, errors, steps,
-                         (time.perf_counter() - start) * 1000)
-
-
-def _failed_step(flow: FlowDefinition, steps: list[ToolCall]) -> str | None:
-    for call in reversed(steps):
-        if call.error:
-            for s in flow.steps:
-                if s.skill_key == call.name:
-                    return s.id
-    return None
+    checkpointer: Any = None if store is not None or flow.requires_approval else False
+    with FlowRuntime(store, tools=tools, plugin_manager=plugin_manager, registry=registry,
+                     user_id=user_id, agent_id=agent_id, checkpointer=checkpointer) as runtime:
+        result = runtime.run(flow, inputs)
+    if raise_on_failure and result.status not in ("completed", "waiting"):
+        raise FlowRunError(
+            f"flow {flow.name!r} {result.status} at step {result.failed_step!r}: {result.error}",
+            flow=flow.name, step=result.failed_step,
+        )
+    return result

@@ -175,10 +175,10 @@ def test_missing_field_at_run_time_is_not_retried_and_names_the_step():
 
 
 def test_independent_steps_run_in_parallel():
-    threads: set[str] = set()
+    threads: set[int] = set()
 
     def slow(n: int) -> int:
-        threads.add(threading.current_thread().name)
+        threads.add(threading.get_ident())
         time.sleep(0.3)
         return n
 

@@ -31,6 +31,12 @@ def test_run_demo_closes_the_loop(sqlite_url):
         assert store.count_runs(user_id="default", agent_id="default") == 0
         (flow_run,) = store.list_flow_runs(user_id="demo", agent_id="support")
         assert flow_run["status"] == "completed"
+        # The savings ledger: the three agent runs the flow came from against its one run.
+        savings = report.savings
+        assert savings is not None and savings.agent.runs == 3 and savings.completed_runs == 1
+        assert savings.agent.model_calls == 5.0 and savings.flow_runs.model_calls == 0.0
+        assert savings.saved_per_run.tokens == savings.agent.tokens > 0
+        assert savings.estimated_tokens_per_occurrence == report.candidate.tokens_saved_per_occurrence
 
 
 def test_soloflow_demo_command_finishes_under_a_minute(tmp_path):
@@ -44,3 +50,4 @@ def test_soloflow_demo_command_finishes_under_a_minute(tmp_path):
     assert elapsed < 60
     assert "find_customer → list_orders → track_shipment → notify_customer" in proc.stdout
     assert "model calls" in proc.stdout and "flowchart" in proc.stdout or "graph TD" in proc.stdout
+    assert "The savings ledger" in proc.stdout and "the design document's estimate" in proc.stdout

@@ -233,3 +233,40 @@ def test_cli_submit_refuses_an_invalid_file_and_stores_nothing(tmp_path, sqlite_
     res = sf(sqlite_url, "flows", "submit", str(path), "--tools", TOOLS, "--json")
     assert res.exit_code == 1 and json.loads(res.stdout)["errors"][0]["line"] == 18
     assert json.loads(sf(sqlite_url, "flows", "list", "--json").stdout) == []
+
+
+def test_a_file_of_10k_steps_is_refused_quickly_with_the_limit_and_the_fix(tmp_path):
+    steps = [{"id": f"s{i}", "skill_key": "t", "depends_on": [f"s{i - 1}"] if i else []} for i in range(10_000)]
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({"name": "huge", "steps": steps}))
+    with pytest.raises(FlowFileError) as info:
+        validate_flow_file(str(path))
+    message = str(info.value)
+    assert "10000 steps; a flow may have at most 1000" in message and "map_over" in message
+    assert info.value.issues[0].path == "steps"
+
+
+def test_failure_policy_compensation_and_approval_fields_load_from_yaml(tmp_path):
+    path = tmp_path / "book.yaml"
+    path.write_text(textwrap.dedent("""\
+        name: book
+        requires_approval: true
+        steps:
+          - id: hold
+            skill_key: hold_seat
+            side_effects: true
+            compensation:
+              skill_key: release_seat
+              input_map: {hold_id: "{{hold.id}}"}
+          - id: pay
+            skill_key: charge
+            depends_on: [hold]
+            on_failure: compensate
+        """))
+    flow = load_flow_file(str(path))
+    assert flow.requires_approval and flow.steps[1].on_failure == "compensate"
+    assert flow.steps[0].compensation.skill_key == "release_seat"
+    path.write_text(path.read_text().replace("on_failure: compensate", "on_failure: undo"))
+    with pytest.raises(FlowFileError) as info:
+        load_flow_file(str(path))
+    assert info.value.issues[0].path == "steps[1].on_failure" and info.value.issues[0].line == 13

@@ -156,11 +156,12 @@ class MemoryPlugin:
 def test_soloflow_register_memory_providers(
     pm: pluggy.PluginManager, add_plugin: Callable[[object], object]
 ) -> None:
-    assert build_memory_registry(pm).names() == ["in-memory"]
+    # Built in: in-memory, and the store's tiers (soloflow_plugins.store_memory).
+    assert build_memory_registry(pm).names() == ["episodic", "in-memory", "semantic"]
 
     add_plugin(MemoryPlugin())
     registry = build_memory_registry(pm)
-    assert registry.names() == ["in-memory", "notes"]
+    assert registry.names() == ["episodic", "in-memory", "notes", "semantic"]
     assert type(registry.create("in-memory")) is MyInMemory
 
     notes = registry.create("notes", capacity=3)
@@ -169,7 +170,7 @@ def test_soloflow_register_memory_providers(
     found = notes.search("refund", user_id=USER, agent_id=AGENT)
     assert [r.text for r in found] == ["refund approved"]
 
-    with pytest.raises(ConfigError, match=r"'vector'.*in-memory, notes"):
+    with pytest.raises(ConfigError, match=r"'vector'.*in-memory, notes, semantic"):
         registry.create("vector")
 
 

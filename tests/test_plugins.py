@@ -16,6 +16,7 @@ from langchain_core.tools import tool
 
 import soloflow_plugins.extractive_summarizer
 import soloflow_plugins.keyword_classifier
+import soloflow_plugins.store_memory
 import soloflow_plugins.tool_executor
 from soloflow_core import PluginError, hookimpl
 from soloflow_core.flow.executors import build_executor_registry
@@ -27,6 +28,7 @@ BUILT_INS = {
     "tool_executor": soloflow_plugins.tool_executor,
     "keyword_classifier": soloflow_plugins.keyword_classifier,
     "extractive_summarizer": soloflow_plugins.extractive_summarizer,
+    "store_memory": soloflow_plugins.store_memory,
 }
 
 
@@ -128,7 +130,8 @@ def test_built_ins_load_through_entry_points() -> None:
         assert loaded[name] is module
     dists = {(plugin, dist.project_name) for plugin, dist in pm.list_plugin_distinfo()}
     assert {(m, "soloflow-engine") for m in BUILT_INS.values()} <= dists
-    for hook in (pm.hook.soloflow_classify_task, pm.hook.soloflow_register_executors):
+    for hook in (pm.hook.soloflow_classify_task, pm.hook.soloflow_register_executors,
+                 pm.hook.soloflow_register_memory_providers):
         built_in = [i for i in hook.get_hookimpls() if i.plugin in BUILT_INS.values()]
         assert built_in and all(i.trylast for i in built_in), hook.name
 
@@ -153,7 +156,7 @@ def test_a_built_in_is_blocked_by_name(via: str, monkeypatch: pytest.MonkeyPatch
 
 
 def test_the_environment_blocks_several(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SOLOFLOW_BLOCK_PLUGINS", "keyword_classifier,tool_executor,extractive_summarizer")
+    monkeypatch.setenv("SOLOFLOW_BLOCK_PLUGINS", ",".join(BUILT_INS))
     pm = get_plugin_manager(blocked=["something_else"])
     assert pm.get_plugins() == set()
     assert all(pm.is_blocked(n) for n in ("keyword_classifier", "tool_executor", "something_else"))

@@ -379,7 +379,7 @@ def fill_namespace(store: Store) -> tuple[str, str]:
     store.save_candidates([cand])
     flow = store.register_flow(make_flow(), **NS, source="user-submitted")
     frun = store.start_flow_run(flow, {"x": 1}, **NS)
-    store.finish_flow_run(frun, status="succeeded", outputs={"y": 2})
+    store.finish_flow_run(frun, status="completed", outputs={"y": 2})
     return cand.id, flow.name
 
 
@@ -482,12 +482,12 @@ def test_flow_runs_start_finish_and_list(store):
     r1 = store.start_flow_run(lookup, {"q": "x"}, **NS)
     r2 = store.start_flow_run(other, {}, **NS)
     r3 = store.start_flow_run(lookup, {"q": "y"}, **NS)
-    store.finish_flow_run(r1, status="succeeded", outputs={"answer": [1, 2]})
+    store.finish_flow_run(r1, status="completed", outputs={"answer": [1, 2]})
     store.finish_flow_run(r3, status="failed", error="step s1: boom")
 
     runs = {r["id"]: r for r in store.list_flow_runs(**NS)}
     assert set(runs) == {r1, r2, r3}
-    assert runs[r1]["status"] == "succeeded" and runs[r1]["outputs"] == {"answer": [1, 2]}
+    assert runs[r1]["status"] == "completed" and runs[r1]["outputs"] == {"answer": [1, 2]}
     assert runs[r1]["inputs"] == {"q": "x"} and runs[r1]["ended_at"] is not None
     assert runs[r2]["status"] == "running" and runs[r2]["ended_at"] is None
     assert runs[r3]["error"] == "step s1: boom" and runs[r3]["flow_version"] == 1

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from soloflow_core.errors import ExecutorNotFoundError, FlowValidationError
 from soloflow_core.flow.templates import Reference, TemplateError, iter_references
-from soloflow_core.models import FlowDefinition
+from soloflow_core.models import FlowDefinition, FlowStep
 
 Problem = tuple[str | None, str | None, str]
 
@@ -87,6 +87,10 @@ def _format(flow: str, problems: list[Problem]) -> str:
     return head + ":\n  " + "\n  ".join(lines)
 
 
+MAX_FLOW_STEPS = 1000
+"""The most steps a flow may have."""
+
+
 def validate_flow(
     flow: FlowDefinition, *, executors: Collection[str] | None = None
 ) -> FlowPlan:
@@ -100,6 +104,13 @@ def validate_flow(
         FlowValidationError: with every problem found (``ExecutorNotFoundError`` when the
             only problems are unknown ``skill_key``s).
     """
+    if len(flow.steps) > MAX_FLOW_STEPS:
+        raise FlowValidationError(
+            f"flow {flow.name!r}: {len(flow.steps)} steps; a flow may have at most {MAX_FLOW_STEPS} "
+            "(each step is a LangGraph node and a checkpoint). Split it into several flows, or "
+            "turn repeated steps into one map step (map_over)",
+            flow=flow.name, field="steps",
+        )
     problems: list[Problem] = []
     ids = [s.id for s in flow.steps]
     counts = Counter(ids)
@@ -152,18 +163,25 @@ def validate_flow(
             problems.extend(_check_reference(s.id, field, ref, known, ancestors, declared_inputs))
         if s.map_over is not None:
             problems.extend(_check_map_over(s.id, s.map_over, known, ancestors, declared_inputs))
+        if s.compensation is not None:
+            problems.extend(_check_compensation(s, known, ancestors, declared_inputs))
     if flow.output_step is not None and flow.output_step not in known:
         problems.append((None, "output_step", f"unknown step {flow.output_step!r}"))
     missing_exec: list[Problem] = []
     if executors is not None:
         avail = ", ".join(sorted(executors)[:20]) or "none"
         for s in flow.steps:
-            if s.skill_key not in executors:
-                missing_exec.append(
-                    (s.id, "skill_key", f"no executor registered for skill_key {s.skill_key!r} "
-                     f"(registered: {avail}); pass the tool to the compiler (on the command line: "
-                     "--tools module:ATTR) or register it in a plugin's soloflow_register_executors")
-                )
+            keys = [("skill_key", s.skill_key)]
+            if s.compensation is not None:
+                keys.append(("compensation.skill_key", s.compensation.skill_key))
+            for field, key in keys:
+                if key not in executors:
+                    missing_exec.append(
+                        (s.id, field, f"no executor registered for skill_key {key!r} "
+                         f"(registered: {avail}); pass the tool to the compiler (on the command "
+                         "line: --tools module:ATTR) or register it in a plugin's "
+                         "soloflow_register_executors")
+                    )
     if problems or missing_exec:
         everything = problems + missing_exec
         cls = ExecutorNotFoundError if not problems else FlowValidationError
@@ -189,6 +207,25 @@ def _check_map_over(
     if ref.root == ITEM:
         return [(step, "map_over", "map_over cannot read {{_item}}: name an input or an earlier step's list")]
     return _check_reference(step, "map_over", ref, known, ancestors, declared_inputs)
+
+
+def _check_compensation(
+    s: FlowStep, known: set[str], ancestors: dict[str, set[str]], declared_inputs: set[str] | None
+) -> list[Problem]:
+    """A compensation runs after its step completed: it may read the step's own output."""
+    assert s.compensation is not None
+    out: list[Problem] = []
+    upstream = {**ancestors, s.id: ancestors.get(s.id, set()) | {s.id}}
+    for field, ref in iter_references(s.compensation.input_map, "compensation.input_map"):
+        if isinstance(ref, TemplateError):
+            out.append((s.id, field, str(ref)))
+        elif ref.root == ITEM:
+            out.append((s.id, field, f"{ref.text}: a compensation cannot read a map item"))
+        elif not ref.is_trigger and ref.root == s.id:
+            continue
+        else:
+            out.extend(_check_reference(s.id, field, ref, known, upstream, declared_inputs))
+    return out
 
 
 def _check_reference(

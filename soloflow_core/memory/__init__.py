@@ -1,5 +1,6 @@
-"""Memory providers: the interface plugins implement, and the registry that picks one."""
+"""Memory: the provider interface plugins implement and its registry; procedural memory."""
 
+from soloflow_core.memory.procedural import ProceduralMemory, WorkflowMatch
 from soloflow_core.memory.providers import (
     InMemoryProvider,
     MemoryProvider,
@@ -13,5 +14,7 @@ __all__ = [
     "MemoryProvider",
     "MemoryProviderRegistry",
     "MemoryRecord",
+    "ProceduralMemory",
+    "WorkflowMatch",
     "build_memory_registry",
 ]

@@ -8,7 +8,7 @@ from soloflow_core.models.candidates import (
     dedupe_key_for,
 )
 from soloflow_core.models.config import DetectorConfig, SoloFlowConfig
-from soloflow_core.models.flows import FlowDefinition, FlowStep
+from soloflow_core.models.flows import Compensation, FlowDefinition, FlowStep
 from soloflow_core.models.ledger import (
     DEFAULT_AGENT,
     DEFAULT_USER,
@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "DEFAULT_USER",
     "CandidateStatus",
+    "Compensation",
     "DetectorConfig",
     "FlowCandidate",
     "FlowDefinition",

@@ -6,7 +6,30 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-OnFailure = Literal["stop", "continue"]
+OnFailure = Literal["stop", "continue", "skip_dependents", "fallback", "compensate"]
+"""What a step that failed (after its retries) does to the run:
+
+- ``stop``: the run fails at once (the default);
+- ``continue``: the error is recorded and every other step runs (a step that reads the
+  failed step's output then fails on its template);
+- ``skip_dependents``: the steps that depend on it, directly or not, are skipped; the
+  independent ones run and the run completes;
+- ``fallback``: no further step starts; the run ends with the partial results and a
+  hand-off text for the agent to carry the task on;
+- ``compensate``: no further step starts; the ``compensation`` of every completed step
+  runs, in the reverse order of completion, and the run fails.
+"""
+
+
+class Compensation(BaseModel):
+    """How to undo a completed step: one call, run when a later step fails with
+    ``on_failure="compensate"``. Its ``input_map`` may read the flow's inputs and every
+    completed step's output, its own step's included."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    skill_key: str = Field(min_length=1)
+    input_map: dict[str, Any] = Field(default_factory=dict)
 
 
 class FlowStep(BaseModel):
@@ -29,9 +52,16 @@ class FlowStep(BaseModel):
     retry_backoff: float = Field(default=1.0, ge=0)
     """Seconds before the first retry; doubled for each further retry."""
     timeout_seconds: float = Field(default=120, gt=0)
-    """Time limit of one attempt (enforced by the flow runtime)."""
+    """Time limit of one attempt. An async tool is cancelled when it runs over; a sync
+    tool's thread cannot be stopped in Python: the attempt fails at the limit and the
+    call's thread runs on in the background (its result is discarded)."""
     on_failure: OnFailure = "stop"
-    """What a failed step does to the run: ``stop`` it, or ``continue`` without this output."""
+    """What a failed step does to the run (after its retries); see :data:`OnFailure`."""
+    side_effects: bool | None = None
+    """Whether the call changes the world. None: taken from the tool's LangChain
+    ``metadata`` (``read_only``/``side_effects``), and side-effecting when unknown."""
+    compensation: Compensation | None = None
+    """The call that undoes this step (see ``on_failure="compensate"``)."""
     input_map: dict[str, Any] = Field(default_factory=dict)
     """Keyword arguments of the call. Strings may hold ``{{_trigger.<input>}}`` and
     ``{{<step_id>.<dotted.path>}}`` templates; anything else is a constant."""
@@ -59,6 +89,9 @@ class FlowDefinition(BaseModel):
     """Per input: how to recover it from a new task's text (see :mod:`soloflow_core.generalize`)."""
     output_step: str | None = None
     """Whose output is the flow's result; defaults to the last step."""
+    requires_approval: bool = False
+    """Pause each run before its first side-effecting step until a person approves it
+    (``soloflow flows approve RUN_ID``) or rejects it (the run is cancelled)."""
 
     def step(self, step_id: str) -> FlowStep:
         for s in self.steps:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,14 +27,14 @@ from soloflow_core.store.engine import (
     resolve_database_url,
     safe_url,
 )
+from soloflow_core.store.flowruns import FlowRunStore
+from soloflow_core.store.procedural import ProceduralStore, insert_flow_version
 from soloflow_core.store.writer import (
     AnyRun,
     insert_returning,
     insert_sqlite,
-    jsonable,
     now,
     sqlite_stamp,
-    storable_text,
     write_one_sqlite,
 )
 
@@ -137,7 +136,7 @@ class FlowRecord:
     created_at: datetime
 
 
-class Store:
+class Store(FlowRunStore, ProceduralStore):
     """Runs, candidates, flows and flow runs in one database (SQLite or PostgreSQL).
 
     Example:
@@ -172,6 +171,7 @@ class Store:
         return safe_url(str(self.engine.url))
 
     def close(self) -> None:
+        self._close_flow_runs()
         self.engine.dispose()
 
     def __enter__(self) -> Store:
@@ -478,23 +478,15 @@ class Store:
         source: str,
         candidate_id: str | None = None,
     ) -> FlowDefinition:
-        """Store ``flow`` as the next version of its name; returns it with that version."""
-        c = t.flows.c
+        """Store ``flow`` as the next version of its name; returns it with that version.
+
+        It becomes the latest version, indexed for search (see
+        :func:`~soloflow_core.store.procedural.insert_flow_version`)."""
         with self._writer.begin() as conn:
-            latest = conn.execute(
-                sa.select(sa.func.max(c.version)).where(
-                    c.user_id == user_id, c.agent_id == agent_id, c.name == flow.name
-                )
-            ).scalar()
-            versioned = flow.model_copy(update={"version": (latest or 0) + 1})
-            conn.execute(
-                sa.insert(t.flows).values(
-                    user_id=user_id, agent_id=agent_id, name=flow.name,
-                    version=versioned.version, source=source, candidate_id=candidate_id,
-                    definition=versioned.model_dump(mode="json"), created_at=now(),
-                )
+            return insert_flow_version(
+                conn, flow, user_id=user_id, agent_id=agent_id, source=source,
+                candidate_id=candidate_id,
             )
-        return versioned
 
     def get_flow(
         self, name: str, *, user_id: str, agent_id: str, version: int | None = None
@@ -542,44 +534,3 @@ class Store:
                 for r in conn.execute(q).mappings()
             ]
 
-    # ------------------------------------------------------------------ flow runs
-
-    def start_flow_run(
-        self, flow: FlowDefinition, inputs: dict[str, Any], *, user_id: str, agent_id: str
-    ) -> str:
-        run_id = "frun_" + uuid.uuid4().hex
-        with self._writer.begin() as conn:
-            conn.execute(
-                sa.insert(t.flow_runs).values(
-                    id=run_id, user_id=user_id, agent_id=agent_id, flow_name=flow.name,
-                    flow_version=flow.version, status="running", inputs=jsonable(inputs),
-                    started_at=now(),
-                )
-            )
-        return run_id
-
-    def finish_flow_run(
-        self, run_id: str, *, status: str, outputs: Any = None, error: str | None = None
-    ) -> None:
-        with self._writer.begin() as conn:
-            conn.execute(
-                sa.update(t.flow_runs)
-                .where(t.flow_runs.c.id == run_id)
-                .values(
-                    status=status,
-                    outputs=jsonable(outputs),
-                    error=None if error is None else storable_text(error),
-                    ended_at=now(),
-                )
-            )
-
-    def list_flow_runs(
-        self, *, user_id: str, agent_id: str, flow_name: str | None = None, limit: int = 50
-    ) -> list[dict[str, Any]]:
-        c = t.flow_runs.c
-        q = sa.select(t.flow_runs).where(c.user_id == user_id, c.agent_id == agent_id)
-        if flow_name is not None:
-            q = q.where(c.flow_name == flow_name)
-        q = q.order_by(c.started_at.desc()).limit(limit)
-        with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(q).mappings()]

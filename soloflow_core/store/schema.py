@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
-SCHEMA_REVISION = "0002"
+SCHEMA_REVISION = "0004"
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -127,7 +127,23 @@ flows = sa.Table(
     sa.Column("definition", JSONType, nullable=False),
     sa.Column("created_at", TS, nullable=False),
     sa.UniqueConstraint("user_id", "agent_id", "name", "version", name="uq_sf_flows_ns_name_ver"),
+    # 0003: procedural memory (soloflow_core.store.procedural). Each row is one version; the
+    # version in use has is_latest. On PostgreSQL the migration also adds search_text_tsv, a
+    # stored generated tsvector with a GIN index; on SQLite the FTS5 table sf_flows_fts holds
+    # the latest versions' search_text (see soloflow_core.store.fulltext). Neither is here:
+    # the store reads them through FullTextIndex.
+    sa.Column("is_latest", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("status", sa.String(24), nullable=False, server_default="active"),
+    sa.Column("confidence", sa.Float, nullable=False, server_default="0.5"),
+    sa.Column("success_count", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("total_executions", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_used", TS),
+    sa.Column("trigger_keywords", JSONType),
+    sa.Column("skill_keys", JSONType),
+    sa.Column("search_text", sa.Text),
+    sa.Column("learning", JSONType),
 )
+sa.Index("ix_sf_flows_ns_latest", flows.c.user_id, flows.c.agent_id, flows.c.is_latest)
 
 flow_runs = sa.Table(
     "sf_flow_runs",
@@ -147,7 +163,8 @@ flow_runs = sa.Table(
     sa.Column("owner", sa.String(255)),
     sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("updated_at", TS),
-    sa.Column("outcome", sa.String(16)),
+    sa.Column("outcome", sa.String(32)),
+    sa.Column("definition", JSONType),
 )
 sa.Index("ix_sf_flow_runs_ns", flow_runs.c.user_id, flow_runs.c.agent_id, flow_runs.c.started_at)
 
@@ -179,3 +196,51 @@ flow_transitions = sa.Table(
     sa.Column("detail", sa.Text),
 )
 sa.Index("ix_sf_flow_transitions_run", flow_transitions.c.run_id, flow_transitions.c.id)
+
+# 0004: memory tiers (soloflow_core.store.memory_items). Episodic items are the ledger's
+# events (a run's task, its tool calls), copied here lazily, never on the ingest path; semantic
+# items are the registered flows. The full-text index of ``body`` (the FTS5 table
+# sf_memory_items_fts on SQLite, the generated column body_tsv with a GIN index on PostgreSQL,
+# and sf_memory_items_terms) is created by the migration and read through FullTextIndex.
+memory_items = sa.Table(
+    "sf_memory_items",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("agent_id", sa.String(255), nullable=False),
+    sa.Column("tier", sa.String(16), nullable=False),
+    sa.Column("item_key", sa.String(300), nullable=False),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("run_pk", sa.Integer, sa.ForeignKey("sf_task_runs.id", ondelete="CASCADE")),
+    sa.Column("text", sa.Text, nullable=False),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("data", JSONType),
+    sa.Column("at", TS, nullable=False),
+    sa.UniqueConstraint("user_id", "agent_id", "tier", "item_key", name="uq_sf_memory_items_ns_key"),
+)
+sa.Index("ix_sf_memory_items_run_pk", memory_items.c.run_pk)
+sa.Index("ix_sf_memory_items_ns_at", memory_items.c.user_id, memory_items.c.agent_id,
+         memory_items.c.tier, memory_items.c.at)
+
+memory_strength = sa.Table(
+    "sf_memory_strength",
+    metadata,
+    sa.Column("user_id", sa.String(255), primary_key=True),
+    sa.Column("agent_id", sa.String(255), primary_key=True),
+    sa.Column("tier", sa.String(16), primary_key=True),
+    sa.Column("item_key", sa.String(300), primary_key=True),
+    sa.Column("base", sa.Float, nullable=False),
+    sa.Column("stability", sa.Float, nullable=False),
+    sa.Column("last_used", TS, nullable=False),
+    sa.Column("uses", sa.Integer, nullable=False),
+    sa.Column("archived_at", TS),
+)
+
+memory_cursors = sa.Table(
+    "sf_memory_cursors",
+    metadata,
+    sa.Column("user_id", sa.String(255), primary_key=True),
+    sa.Column("agent_id", sa.String(255), primary_key=True),
+    sa.Column("tier", sa.String(16), primary_key=True),
+    sa.Column("last_pk", sa.Integer, nullable=False),
+)

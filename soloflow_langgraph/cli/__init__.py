@@ -2,9 +2,13 @@
 
 from soloflow_langgraph.cli import (  # noqa: F401,E402  (registers commands)
     demo_cmd,
+    flowrun_cmd,  # `soloflow flows run | resume | status | cancel | history | runs | prune`
     flows_cmd,
+    memory_cmd,  # `soloflow memory search | prune`
+    procedural_cmd,  # `soloflow flows find` and `flows versions`
     runs_cmd,
     sequential_cmd,  # noqa: F401,E402  (registers `soloflow sequential`)
+    stats_cmd,  # `soloflow flows stats`
 )
 from soloflow_langgraph.cli.app import app, main
 

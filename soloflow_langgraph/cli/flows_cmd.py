@@ -34,17 +34,40 @@ flows_app = typer.Typer(help="Flow candidates and registered flows.", no_args_is
 app.add_typer(flows_app, name="flows")
 
 
+RUN_PREFIX = "frun_"
+
+
 @flows_app.command("approve")
-def approve(ctx: typer.Context, candidate_id: str = typer.Argument(..., help="From `soloflow detect`.")) -> None:
-    """Register a candidate's proposed flow."""
+def approve(
+    ctx: typer.Context,
+    candidate_id: str = typer.Argument(..., help="A candidate (from `soloflow detect`) or a flow run waiting for approval (frun_…)."),
+    comment: str | None = typer.Option(None, "--comment", help="For a flow run: recorded with the decision."),
+    tools: list[str] = typer.Option([], "--tools", help="For a flow run: module:ATTR naming tools its steps call."),
+) -> None:
+    """Register a candidate's proposed flow, or let a flow run that waits for approval go on."""
+    if candidate_id.startswith(RUN_PREFIX):
+        from soloflow_langgraph.cli.flowrun_cmd import decide
+
+        decide(ctx, candidate_id, approved=True, comment=comment, tools=tools)
+        return
     c: Context = ctx.obj
     flow = approve_candidate(c.store(), candidate_id, pm=get_plugin_manager(), **c.ns)
     out.print(f"registered flow [bold]{flow.name}[/] version {flow.version}")
 
 
 @flows_app.command("reject")
-def reject(ctx: typer.Context, candidate_id: str = typer.Argument(..., help="From `soloflow detect`.")) -> None:
-    """Reject a candidate; the same sequence is not proposed again."""
+def reject(
+    ctx: typer.Context,
+    candidate_id: str = typer.Argument(..., help="A candidate (from `soloflow detect`) or a flow run waiting for approval (frun_…)."),
+    comment: str | None = typer.Option(None, "--comment", help="For a flow run: recorded with the decision."),
+) -> None:
+    """Reject a candidate (the same sequence is not proposed again), or a flow run waiting
+    for approval (it is cancelled)."""
+    if candidate_id.startswith(RUN_PREFIX):
+        from soloflow_langgraph.cli.flowrun_cmd import decide
+
+        decide(ctx, candidate_id, approved=False, comment=comment, tools=[])
+        return
     c: Context = ctx.obj
     reject_candidate(c.store(), candidate_id, **c.ns)
     out.print(f"rejected {candidate_id}")
@@ -168,43 +191,6 @@ def load_tools(spec: str) -> list[Any]:
     except (ImportError, AttributeError) as exc:
         raise SoloFlowError(f"--tools {spec!r}: {exc}") from exc
     return list(value) if isinstance(value, list | tuple) else [value]
-
-
-@flows_app.command("run")
-def run(
-    ctx: typer.Context,
-    name: str = typer.Argument(..., help="The flow's name."),
-    input_json: str = typer.Option("{}", "--input", help="The flow inputs as a JSON object."),
-    task: str | None = typer.Option(None, "--task", help="Recover missing inputs from this task text."),
-    tools: list[str] = typer.Option([], "--tools", help="module:ATTR naming tools steps may call (repeatable)."),
-    as_json: bool = typer.Option(False, "--json", help="JSON only."),
-) -> None:
-    """Run a registered flow with no model call. Executors come from plugins and --tools."""
-    from soloflow_langgraph.runner import inputs_from_task, run_flow
-
-    c: Context = ctx.obj
-    try:
-        inputs = json.loads(input_json)
-    except ValueError as exc:
-        fail(f"--input is not JSON: {exc}")
-    if not isinstance(inputs, dict):
-        fail("--input must be a JSON object, e.g. '{\"email\": \"a@b.c\"}'")
-    record = c.store().get_flow(name, **c.ns)
-    if task:
-        inputs = {**inputs_from_task(record.flow, task), **inputs}
-    all_tools = [t for spec in tools for t in load_tools(spec)]
-    result = run_flow(record.flow, inputs, tools=all_tools, plugin_manager=get_plugin_manager(),
-                      store=c.store(), **c.ns)
-    if as_json:
-        print_json({"run_id": result.run_id, "flow": result.flow, "status": result.status,
-                    "output": result.output, "results": result.results, "errors": result.errors,
-                    "duration_ms": result.duration_ms})
-    else:
-        print(result.run_id)
-        out.print(f"{result.status}: {result.output!r}" if result.status == "completed"
-                  else f"[red]failed[/]: {result.errors}")
-    if result.status != "completed":
-        raise typer.Exit(1)
 
 
 def _check_flow_file(

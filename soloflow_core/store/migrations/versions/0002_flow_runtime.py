@@ -1,4 +1,5 @@
-"""The flow runtime: run ownership and cancellation, per-step state, recorded transitions.
+"""The flow runtime: run ownership and cancellation, the definition each run ran, per-step state,
+recorded transitions.
 
 Revision ID: 0002
 Revises: 0001
@@ -26,7 +27,8 @@ def upgrade() -> None:
         batch.add_column(sa.Column("owner", sa.String(255)))
         batch.add_column(sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()))
         batch.add_column(sa.Column("updated_at", TS))
-        batch.add_column(sa.Column("outcome", sa.String(16)))
+        batch.add_column(sa.Column("outcome", sa.String(32)))
+        batch.add_column(sa.Column("definition", JSONType))
     op.create_table(
         "sf_flow_step_runs",
         sa.Column("run_id", sa.String(64), sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"), primary_key=True),
@@ -59,5 +61,5 @@ def downgrade() -> None:
     op.drop_table("sf_flow_transitions")
     op.drop_table("sf_flow_step_runs")
     with op.batch_alter_table("sf_flow_runs") as batch:
-        for name in ("outcome", "updated_at", "cancel_requested", "owner"):
+        for name in ("definition", "outcome", "updated_at", "cancel_requested", "owner"):
             batch.drop_column(name)

@@ -1,0 +1,326 @@
+"""Procedural memory: which stored flow fits a task, and flows a person submits.
+
+:meth:`ProceduralMemory.find_workflow` is the lookup the design document calls
+``findWorkflow(userId, agentId, context)``; :meth:`ProceduralMemory.submit_workflow` is its
+``submitUserWorkflow``. Both work inside one (user, agent) namespace; see ``docs/memory.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from soloflow_core.errors import FlowValidationError
+from soloflow_core.flow.loader import validate_flow_file
+from soloflow_core.flow.validate import validate_flow
+from soloflow_core.models import FlowDefinition
+from soloflow_core.promotion import SOURCE_LEARNED, SOURCE_USER
+from soloflow_core.store.fulltext import identifiers, phrase_terms, search_terms
+from soloflow_core.store.procedural import USER_CONFIDENCE, check_trigger_keywords
+
+if TYPE_CHECKING:
+    import pluggy
+
+    from soloflow_core.store import Store
+    from soloflow_core.store.procedural import FlowHit, FlowMeta
+
+__all__ = ["DEFAULT_MIN_CONFIDENCE", "ProceduralMemory", "WorkflowMatch"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MIN_CONFIDENCE = 0.5
+"""Flows below this confidence are not returned: their record says they fail as often as
+they work. (The design document recalls at 0.7 and auto-suggests at 0.8; pass those to be
+stricter — whether to run a match unasked is :mod:`soloflow_core.learning`'s call.)"""
+TEXT_WEIGHT, TOOL_WEIGHT, CONFIDENCE_WEIGHT = 0.7, 0.2, 0.1
+"""How :attr:`WorkflowMatch.score` combines text, tool-signature match and confidence."""
+_CANDIDATES = 50
+"""Flows read from the index per lookup (at least; ``8 × limit`` when larger), best text
+rank first, before ranking."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowMatch:
+    """A stored flow that fits the context, and why."""
+
+    name: str
+    version: int
+    source: str
+    """``auto-learned`` or ``user-submitted``."""
+    status: str
+    """``active`` or ``suggestion_only`` (retired flows are never returned)."""
+    confidence: float
+    score: float
+    """``0.7 × text + 0.2 × tools + 0.1 × confidence``, in [0, 1]."""
+    text_score: float
+    """Half the full-text rank relative to the best candidate's, half the share of the
+    flow's trigger keywords found in the context."""
+    tool_score: float
+    """Share of the flow's tools (``skill_key``s) named in the context."""
+    matched_keywords: tuple[str, ...]
+    matched_terms: tuple[str, ...]
+    """The context's terms the flow's index holds."""
+    matched_tools: tuple[str, ...]
+    missing_tools: tuple[str, ...] = ()
+    """Tools the flow calls that are not in ``available_tools`` (only with
+    ``include_unavailable=True``; otherwise such flows are left out)."""
+    outranks: tuple[str, ...] = ()
+    """Auto-learned flows placed below this user-submitted one by the precedence rule."""
+    skill_keys: tuple[str, ...] = ()
+    why: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+
+@dataclass(slots=True, eq=False)
+class _Scored:
+    hit: FlowHit
+    score: float
+    text: float
+    tools: float
+    keywords: list[str]
+    keyword_terms: frozenset[str]
+    terms: list[str]
+    tools_named: list[str]
+    missing: list[str]
+    outranks: list[str] = field(default_factory=list)
+
+
+def _score(hit: FlowHit, best_rank: float, query: set[str], named: set[str],
+           available: set[str] | None) -> _Scored:
+    meta = hit.meta
+    keywords = [k for k in meta.trigger_keywords if (ts := phrase_terms(k)) and query.issuperset(ts)]
+    coverage = len(keywords) / len(meta.trigger_keywords) if meta.trigger_keywords else 0.0
+    relative = hit.rank / best_rank if best_rank > 0 else 1.0
+    text = 0.5 * min(max(relative, 0.0), 1.0) + 0.5 * coverage
+    tools_named = [k for k in meta.skill_keys if k.lower() in named]
+    tools = len(tools_named) / len(meta.skill_keys) if meta.skill_keys else 0.0
+    missing = [] if available is None else [k for k in meta.skill_keys if k not in available]
+    score = TEXT_WEIGHT * text + TOOL_WEIGHT * tools + CONFIDENCE_WEIGHT * meta.confidence
+    return _Scored(
+        hit=hit, score=round(score, 6), text=round(text, 6), tools=round(tools, 6),
+        keywords=keywords, keyword_terms=frozenset(t for k in keywords for t in phrase_terms(k)),
+        terms=sorted(query & hit.terms), tools_named=tools_named, missing=missing,
+    )  # fmt: skip
+
+
+def _rank_with_precedence(scored: list[_Scored]) -> list[_Scored]:
+    """By score (ties by name), then each user-submitted flow, best first, moves just above
+    the highest-placed auto-learned flow it covers (see :meth:`ProceduralMemory.find_workflow`)."""
+    order = sorted(scored, key=lambda s: (-s.score, s.hit.meta.name))
+    for user in [s for s in order if s.hit.meta.source == SOURCE_USER]:
+        here = order.index(user)
+        covered = [i for i, s in enumerate(order[:here])
+                   if s.hit.meta.source == SOURCE_LEARNED and s.keyword_terms
+                   and s.keyword_terms <= user.keyword_terms]  # fmt: skip
+        if covered:
+            user.outranks = [order[i].hit.meta.name for i in covered]
+            order.insert(covered[0], order.pop(here))
+    return order
+
+
+def _why(s: _Scored) -> str:
+    parts = []
+    if s.keywords:
+        parts.append("keywords " + ", ".join(s.keywords))
+    if s.terms:
+        parts.append("text " + ", ".join(s.terms[:12]) + (" …" if len(s.terms) > 12 else ""))
+    if s.tools_named:
+        parts.append("tools named " + ", ".join(s.tools_named))
+    parts.append(f"confidence {s.hit.meta.confidence:.2f}")
+    if s.outranks:
+        parts.append("user-submitted, ranked above learned " + ", ".join(s.outranks))
+    if s.missing:
+        parts.append("missing tools " + ", ".join(s.missing))
+    return "; ".join(parts)
+
+
+def _match(s: _Scored) -> WorkflowMatch:
+    meta = s.hit.meta
+    return WorkflowMatch(
+        name=meta.name, version=meta.version, source=meta.source, status=meta.status,
+        confidence=meta.confidence, score=s.score, text_score=s.text, tool_score=s.tools,
+        matched_keywords=tuple(s.keywords), matched_terms=tuple(s.terms),
+        matched_tools=tuple(s.tools_named), missing_tools=tuple(s.missing),
+        outranks=tuple(s.outranks), skill_keys=meta.skill_keys, why=_why(s),
+    )  # fmt: skip
+
+
+def _loc(loc: Sequence[str | int]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _definition(flow: FlowDefinition | Mapping[str, Any]) -> FlowDefinition:
+    if isinstance(flow, FlowDefinition):
+        return flow
+    try:
+        return FlowDefinition.model_validate(flow)
+    except ValidationError as exc:
+        problems: list[tuple[str | None, str | None, str]] = [
+            (None, _loc(e["loc"]) or None, e["msg"]) for e in exc.errors()
+        ]
+        name = flow.get("name") if isinstance(flow.get("name"), str) else None
+        lines = [f"{p or '(flow)'}: {m}" for _, p, m in problems]
+        head = "invalid flow" if len(lines) == 1 else f"invalid flow ({len(lines)} problems)"
+        raise FlowValidationError(
+            (f"flow {name!r}: " if name else "") + head + ":\n  " + "\n  ".join(lines),
+            flow=name, field=problems[0][1], problems=problems,
+        ) from None
+
+
+class ProceduralMemory:
+    """Stored flows as procedural memory: find the one for a task, submit your own.
+
+    Example:
+        >>> memory = ProceduralMemory(Store.open("sqlite:///sf.db"))
+        >>> memory.submit_workflow("alice", "bot", "refund.yaml", trigger_keywords=["refund"])
+        >>> [m.name for m in memory.find_workflow("alice", "bot", "Refund order 1234, please")]
+        ['Refund order']
+    """
+
+    def __init__(self, store: Store, *, pm: pluggy.PluginManager | None = None) -> None:
+        self.store = store
+        self.pm = pm
+
+    def find_workflow(
+        self,
+        user_id: str,
+        agent_id: str,
+        context: str,
+        *,
+        available_tools: Collection[str] | None = None,
+        min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+        limit: int = 5,
+        include_unavailable: bool = False,
+    ) -> list[WorkflowMatch]:
+        """The namespace's flows that fit ``context`` (a task, or a whole conversation), best
+        first. Never raises on odd text: empty, any language, 1 MB, query-syntax look-alikes.
+
+        Candidates are the latest, non-retired versions with confidence ≥ ``min_confidence``
+        whose full-text index holds any term of the context (words; bigrams for scripts
+        without spaces; a context longer than 64 KiB is read by its first and last 32 KiB;
+        terms most flows hold are left out of the query, not of the scoring): the 50 (or
+        ``8 × limit``) best by the database's text rank. Each is scored ``0.7 × text + 0.2 × tools + 0.1 × confidence`` (see
+        :class:`WorkflowMatch`).
+
+        Precedence of user-submitted flows: let ``T(F)`` be the terms of flow F's trigger
+        keywords that the context contains in full (a keyword matches when every one of its
+        terms is in the context). A user-submitted flow U is ranked above every auto-learned
+        flow L with ``T(L)`` non-empty and ``T(L) ⊆ T(U)`` — U answers every trigger of L
+        that the context holds — whatever their scores; otherwise the order is by score,
+        ties by name. ``score`` is reported before this reordering.
+
+        Args:
+            available_tools: the agent's tools. When given, a flow calling any other tool is
+                left out, or, with ``include_unavailable``, returned with ``missing_tools``.
+            min_confidence: leave out flows below it.
+            limit: at most this many matches.
+        """
+        if limit <= 0 or not isinstance(context, str):
+            return []
+        terms = search_terms(context)
+        if not terms:
+            return []
+        hits = self.store.search_flows(
+            terms, user_id=user_id, agent_id=agent_id, min_confidence=min_confidence,
+            limit=max(_CANDIDATES, 8 * limit),
+        )  # fmt: skip
+        if not hits:
+            return []
+        available = None if available_tools is None else set(available_tools)
+        named = identifiers(context)
+        best = max(h.rank for h in hits)
+        query = set(terms)
+        scored = [_score(h, best, query, named, available) for h in hits]
+        if not include_unavailable:
+            scored = [s for s in scored if not s.missing]
+        return [_match(s) for s in _rank_with_precedence(scored)[:limit]]
+
+    async def afind_workflow(
+        self,
+        user_id: str,
+        agent_id: str,
+        context: str,
+        *,
+        available_tools: Collection[str] | None = None,
+        min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+        limit: int = 5,
+        include_unavailable: bool = False,
+    ) -> list[WorkflowMatch]:
+        return await asyncio.to_thread(
+            self.find_workflow, user_id, agent_id, context, available_tools=available_tools,
+            min_confidence=min_confidence, limit=limit, include_unavailable=include_unavailable,
+        )  # fmt: skip
+
+    def submit_workflow(
+        self,
+        user_id: str,
+        agent_id: str,
+        flow: FlowDefinition | Mapping[str, Any] | str | os.PathLike[str],
+        *,
+        trigger_keywords: Sequence[str] | None = None,
+        confidence: float = USER_CONFIDENCE,
+        executors: Collection[str] | None = None,
+    ) -> FlowDefinition:
+        """Validate a person's flow and store it as the next version of its name, source
+        ``user-submitted``. ``flow`` is a definition, its fields (a mapping), or the path of
+        a JSON or YAML flow file. Keywords default to the derived ones (tags, name,
+        description, step names, tools).
+
+        Raises:
+            FlowValidationError: the flow is malformed (every problem with its field path,
+                ``steps[1].skill_key``), its DAG or templates are invalid, a ``skill_key`` is
+                not in ``executors`` (when given), or the keywords or confidence are invalid.
+                ``FlowFileError`` (a subclass) for a file: with lines and columns. Nothing is
+                stored then.
+        """
+        if isinstance(flow, str | os.PathLike):
+            definition, _ = validate_flow_file(Path(flow), executors=executors)
+        else:
+            definition = _definition(flow)
+            validate_flow(definition, executors=executors)
+        keywords = None if trigger_keywords is None else check_trigger_keywords(trigger_keywords)
+        registered = self.store.add_flow_version(
+            definition, user_id=user_id, agent_id=agent_id, source=SOURCE_USER,
+            confidence=confidence, trigger_keywords=keywords,
+        )  # fmt: skip
+        self._announce(registered)
+        return registered
+
+    async def asubmit_workflow(
+        self,
+        user_id: str,
+        agent_id: str,
+        flow: FlowDefinition | Mapping[str, Any] | str | os.PathLike[str],
+        *,
+        trigger_keywords: Sequence[str] | None = None,
+        confidence: float = USER_CONFIDENCE,
+        executors: Collection[str] | None = None,
+    ) -> FlowDefinition:
+        return await asyncio.to_thread(
+            self.submit_workflow, user_id, agent_id, flow, trigger_keywords=trigger_keywords,
+            confidence=confidence, executors=executors,
+        )  # fmt: skip
+
+    def versions(self, user_id: str, agent_id: str, name: str) -> list[FlowMeta]:
+        """Every stored version of a flow, newest first (``NotFoundError`` when none)."""
+        return self.store.list_flow_versions(name, user_id=user_id, agent_id=agent_id)
+
+    def _announce(self, flow: FlowDefinition) -> None:
+        if self.pm is None or not self.pm.hook.soloflow_flow_promoted.get_hookimpls():
+            return
+        try:
+            self.pm.hook.soloflow_flow_promoted(flow=flow)
+        except Exception:  # a plugin's failure must not undo a registration already stored
+            log.exception("a soloflow_flow_promoted plugin failed for flow %r", flow.name)

@@ -1,0 +1,531 @@
+"""Procedural memory in the store: flow versions, their record, and their full-text index.
+
+Each row of ``sf_flows`` is one version of a flow in a (user, agent) namespace. Next to the
+definition it keeps what procedural memory needs (schema revision 0003):
+
+- ``is_latest``: the version in use (exactly one per name); only it is searched;
+- ``source`` (``auto-learned`` | ``user-submitted``), ``status`` (``active`` |
+  ``suggestion_only`` | ``retired``; :mod:`soloflow_core.learning` decides it), ``confidence``
+  (0..1), ``success_count``, ``total_executions``, ``last_used``, ``learning`` (JSON state of
+  the outcome rules: priors, streaks);
+- ``trigger_keywords``: given, or derived (:func:`derive_trigger_keywords`);
+- ``skill_keys``: the tools the flow calls; ``search_text``: what the full-text index holds.
+
+Each version has its own record: a new version starts at zero executions. Every method takes
+the caller's namespace and never reads another's rows (on SQLite the FTS5 query itself is
+restricted to the namespace's token).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, get_args
+
+import sqlalchemy as sa
+
+from soloflow_core.errors import FlowValidationError, NotFoundError
+from soloflow_core.store import schema as t
+from soloflow_core.store.fulltext import (
+    FullTextIndex,
+    index_text,
+    namespace_token,
+    phrase_terms,
+    search_terms,
+    tokenize,
+)
+from soloflow_core.store.writer import now, storable_text
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+
+    from soloflow_core.models import FlowDefinition
+
+FlowStatus = Literal["active", "suggestion_only", "retired"]
+FLOW_STATUSES: tuple[str, ...] = get_args(FlowStatus)
+USER_SUBMITTED = "user-submitted"
+"""``soloflow_core.promotion.SOURCE_USER``: what a person wrote."""
+DEFAULT_CONFIDENCE = 0.5
+"""A learned flow's confidence when its candidate has no replay fidelity (Beta(1, 1)'s mean)."""
+USER_CONFIDENCE = 1.0
+"""A user-submitted flow's confidence unless given: the person vouches for it."""
+MAX_KEYWORDS = 64
+MAX_DERIVED_KEYWORDS = 24
+MAX_TASK_KEYWORDS = 12
+_TASK_RUNS_READ = 50
+
+FLOW_SEARCH = FullTextIndex("sf_flows", "search_text")
+"""The full-text index of the latest flow versions."""
+
+_BOILERPLATE = frozenset(
+    {"auto", "generated", "observed", "repetitions", "flow", "offload", "notes"}
+)
+"""Words the generaliser writes into every learned flow's name, description and tags: they
+trigger nothing."""
+_BOILERPLATE_TAGS = frozenset({"auto-generated", "flow-offload"})
+
+
+@dataclass(frozen=True, slots=True)
+class FlowMeta:
+    """One stored flow version's procedural-memory record (its definition: ``get_flow``)."""
+
+    name: str
+    version: int
+    source: str
+    status: str
+    confidence: float
+    success_count: int
+    total_executions: int
+    trigger_keywords: tuple[str, ...]
+    skill_keys: tuple[str, ...]
+    is_latest: bool
+    created_at: datetime
+    last_used: datetime | None
+    candidate_id: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["trigger_keywords"], d["skill_keys"] = list(self.trigger_keywords), list(self.skill_keys)
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class FlowHit:
+    """A flow version found by :meth:`ProceduralStore.search_flows`."""
+
+    meta: FlowMeta
+    rank: float
+    """The database's text rank (BM25 on SQLite, ``ts_rank`` on PostgreSQL): higher is
+    better, comparable only within one search."""
+    terms: frozenset[str]
+    """The terms its index holds."""
+
+
+# ---------------------------------------------------------------------- keywords and text
+
+
+def _distinct_words(texts: Iterable[str]) -> list[str]:
+    words = (w for text in texts for w in tokenize(text))
+    return [w for w in dict.fromkeys(words) if w not in _BOILERPLATE and not w.isdigit()]
+
+
+def derive_trigger_keywords(flow: FlowDefinition, task_keywords: Sequence[str] = ()) -> list[str]:
+    """A flow's trigger keywords when none are given: its tags, then the words of its name,
+    description, step names and tools (the generaliser's boilerplate left out), after
+    ``task_keywords`` (the words shared by the tasks a learned flow came from); at most
+    :data:`MAX_DERIVED_KEYWORDS`.
+
+    Example:
+        >>> derive_trigger_keywords(FlowDefinition(name="Refund order", tags=["billing"],
+        ...     steps=[FlowStep(id="s", skill_key="find_order")]))
+        ['billing', 'refund', 'order', 'find']
+    """
+    tags = [tag.strip() for tag in flow.tags if tag.strip() and tag.strip() not in _BOILERPLATE_TAGS]
+    words = _distinct_words(
+        [flow.name, flow.description, *(s.name for s in flow.steps), *(s.skill_key for s in flow.steps)]
+    )
+    return _distinct_keywords([*task_keywords, *tags, *words])[:MAX_DERIVED_KEYWORDS]
+
+
+def _distinct_keywords(keywords: Iterable[str]) -> list[str]:
+    """Stripped, non-empty, one per set of terms (the first spelling kept)."""
+    seen: set[tuple[str, ...]] = set()
+    out: list[str] = []
+    for keyword in keywords:
+        keyword = storable_text(keyword.strip())
+        key = tuple(sorted(phrase_terms(keyword)))
+        if keyword and key and key not in seen:
+            seen.add(key)
+            out.append(keyword)
+    return out
+
+
+def check_trigger_keywords(keywords: Any) -> list[str]:
+    """``keywords`` as stored (stripped, distinct).
+
+    Raises:
+        FlowValidationError: not a list of strings that each hold a word, or more than
+            :data:`MAX_KEYWORDS`; ``field`` is the keyword's path (``trigger_keywords[2]``).
+    """
+    if isinstance(keywords, str) or not isinstance(keywords, list | tuple):
+        raise FlowValidationError(
+            f"trigger_keywords must be a list of strings, got {type(keywords).__name__}",
+            field="trigger_keywords")
+    if len(keywords) > MAX_KEYWORDS:
+        raise FlowValidationError(
+            f"trigger_keywords: {len(keywords)} given, at most {MAX_KEYWORDS}; keep the ones a "
+            "task would say", field="trigger_keywords")
+    for i, keyword in enumerate(keywords):
+        if not isinstance(keyword, str) or not phrase_terms(keyword):
+            raise FlowValidationError(
+                f"trigger_keywords[{i}] = {keyword!r}: a keyword must be text holding at least one "
+                "word (letters or digits, not only a stop word such as 'the')",
+                field=f"trigger_keywords[{i}]")
+    return _distinct_keywords(keywords)
+
+
+def flow_skill_keys(flow: FlowDefinition) -> list[str]:
+    """The tools (executors) the flow calls, compensations included, first use first."""
+    keys = [s.skill_key for s in flow.steps]
+    for s in flow.steps:
+        compensation = getattr(s, "compensation", None)
+        if compensation is not None:
+            keys.append(compensation.skill_key)
+    return list(dict.fromkeys(keys))
+
+
+def flow_search_text(flow: FlowDefinition, trigger_keywords: Sequence[str]) -> str:
+    """What the index holds for a flow version: keywords, name, description, tags, steps."""
+    parts = [*trigger_keywords, flow.name, flow.description, *flow.tags]
+    parts += [f"{s.name} {s.skill_key}" for s in flow.steps]
+    return index_text(parts)
+
+
+def _task_keywords(conn: Connection, candidate_id: str, user_id: str, agent_id: str) -> tuple[list[str], float | None]:
+    """(the words at least half of a candidate's runs' tasks share, its replay fidelity)."""
+    c = t.candidates.c
+    body = conn.execute(
+        sa.select(c.body).where(c.id == candidate_id, c.user_id == user_id, c.agent_id == agent_id)
+    ).scalar()
+    if not isinstance(body, dict):
+        return [], None
+    fidelity = body.get("fidelity")
+    run_ids = [r for r in body.get("run_ids") or [] if isinstance(r, str)][:_TASK_RUNS_READ]
+    tasks: list[str] = []
+    if run_ids:
+        r = t.task_runs.c
+        tasks = [x for x in conn.execute(
+            sa.select(r.task).where(r.user_id == user_id, r.agent_id == agent_id, r.run_id.in_(run_ids))
+        ).scalars() if x]
+    df = Counter(term for task in tasks for term in dict.fromkeys(search_terms(task)))
+    floor = max(2, math.ceil(len(tasks) / 2))
+    shared = [w for w, n in df.most_common() if n >= floor and w not in _BOILERPLATE and not w.isdigit()]
+    # most_common keeps first-seen order among equal counts: deterministic.
+    return shared[:MAX_TASK_KEYWORDS], fidelity if isinstance(fidelity, int | float) else None
+
+
+# ---------------------------------------------------------------------- writing
+
+
+def insert_flow_version(
+    conn: Connection,
+    flow: FlowDefinition,
+    *,
+    user_id: str,
+    agent_id: str,
+    source: str,
+    candidate_id: str | None = None,
+    confidence: float | None = None,
+    trigger_keywords: Sequence[str] | None = None,
+) -> FlowDefinition:
+    """Store ``flow`` as the next version of its name, in ``conn``'s transaction: it becomes
+    the latest (searched) version, with a fresh record; returns it with its version.
+
+    ``confidence`` defaults to 1.0 for a user-submitted flow, else the candidate's replay
+    fidelity, else 0.5. ``trigger_keywords`` default to :func:`derive_trigger_keywords` (with
+    the words the candidate's runs' tasks share, for a learned flow).
+    """
+    c = t.flows.c
+    same = (c.user_id == user_id, c.agent_id == agent_id, c.name == flow.name)
+    latest = conn.execute(sa.select(sa.func.max(c.version)).where(*same)).scalar()
+    versioned = flow.model_copy(update={"version": (latest or 0) + 1})
+    task_words: list[str] = []
+    fidelity = None
+    if candidate_id is not None:
+        task_words, fidelity = _task_keywords(conn, candidate_id, user_id, agent_id)
+    if confidence is None:
+        confidence = USER_CONFIDENCE if source == USER_SUBMITTED else (
+            DEFAULT_CONFIDENCE if fidelity is None else float(fidelity))
+    _check_confidence(confidence)
+    keywords = (check_trigger_keywords(list(trigger_keywords)) if trigger_keywords is not None
+                else derive_trigger_keywords(versioned, task_words))
+    text = flow_search_text(versioned, keywords)
+    ns = namespace_token(user_id, agent_id)
+    previous = [(pk, ns, text or "") for pk, text in
+                conn.execute(sa.select(c.id, c.search_text).where(*same, c.is_latest))]
+    if previous:
+        conn.execute(sa.update(t.flows).where(c.id.in_([p[0] for p in previous]))
+                     .values(is_latest=False))
+    pk = conn.execute(
+        sa.insert(t.flows).values(
+            user_id=user_id, agent_id=agent_id, name=flow.name, version=versioned.version,
+            source=source, candidate_id=candidate_id,
+            definition=versioned.model_dump(mode="json"), created_at=now(),
+            is_latest=True, status="active", confidence=confidence, success_count=0,
+            total_executions=0, trigger_keywords=keywords, skill_keys=flow_skill_keys(versioned),
+            search_text=text,
+        )
+    ).inserted_primary_key[0]  # type: ignore[index]
+    FLOW_SEARCH.remove(conn, previous)
+    FLOW_SEARCH.put(conn, int(pk), text, namespace=ns)
+    return versioned
+
+
+def _check_confidence(confidence: float) -> None:
+    if not (isinstance(confidence, int | float) and 0.0 <= confidence <= 1.0):
+        raise FlowValidationError(
+            f"confidence must be a number within [0, 1], got {confidence!r}", field="confidence")
+
+
+def _check_status(status: str) -> None:
+    if status not in FLOW_STATUSES:
+        raise FlowValidationError(
+            f"status {status!r} is not one of {', '.join(FLOW_STATUSES)}", field="status")
+
+
+_META_COLUMNS = (
+    t.flows.c.name, t.flows.c.version, t.flows.c.source, t.flows.c.status, t.flows.c.confidence,
+    t.flows.c.success_count, t.flows.c.total_executions, t.flows.c.trigger_keywords,
+    t.flows.c.skill_keys, t.flows.c.is_latest, t.flows.c.created_at, t.flows.c.last_used,
+    t.flows.c.candidate_id,
+)  # fmt: skip
+
+
+def _meta(row: Sequence[Any]) -> FlowMeta:
+    (name, version, source, status, confidence, successes, executions, keywords, skills,
+     latest, created, used, candidate) = row[:13]  # fmt: skip
+    return FlowMeta(
+        name=name, version=version, source=source, status=status, confidence=float(confidence),
+        success_count=successes, total_executions=executions,
+        trigger_keywords=tuple(keywords or ()), skill_keys=tuple(skills or ()),
+        is_latest=bool(latest), created_at=created, last_used=used, candidate_id=candidate,
+    )  # fmt: skip
+
+
+class ProceduralStore:
+    """Procedural-memory methods of :class:`~soloflow_core.store.Store` (a mixin)."""
+
+    engine: Engine
+    _writer: Engine
+
+    def add_flow_version(
+        self,
+        flow: FlowDefinition,
+        *,
+        user_id: str,
+        agent_id: str,
+        source: str,
+        candidate_id: str | None = None,
+        confidence: float | None = None,
+        trigger_keywords: Sequence[str] | None = None,
+    ) -> FlowDefinition:
+        """``register_flow`` with the procedural-memory fields given (see
+        :func:`insert_flow_version`). No validation of the flow itself: callers validate."""
+        with self._writer.begin() as conn:
+            return insert_flow_version(
+                conn, flow, user_id=user_id, agent_id=agent_id, source=source,
+                candidate_id=candidate_id, confidence=confidence, trigger_keywords=trigger_keywords,
+            )  # fmt: skip
+
+    def get_flow_meta(
+        self, name: str, *, user_id: str, agent_id: str, version: int | None = None
+    ) -> FlowMeta:
+        """The record of the flow's ``version`` (default: the latest).
+
+        Raises:
+            NotFoundError: no such flow (version) in the namespace.
+        """
+        c = t.flows.c
+        q = sa.select(*_META_COLUMNS).where(c.user_id == user_id, c.agent_id == agent_id, c.name == name)
+        q = q.where(c.version == version) if version is not None else q.where(c.is_latest)
+        with self.engine.connect() as conn:
+            row = conn.execute(q.limit(1)).first()
+        if row is None:
+            raise NotFoundError(
+                f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
+                f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`")
+        return _meta(row)
+
+    def get_flow_learning(
+        self, name: str, *, user_id: str, agent_id: str, version: int | None = None
+    ) -> dict[str, Any] | None:
+        """The ``learning`` JSON of the flow's ``version`` (default: the latest): the outcome
+        rules' state (prior, streaks) written by :meth:`update_flow_meta`; None when unset.
+
+        Raises:
+            NotFoundError: no such flow (version) in the namespace.
+        """
+        c = t.flows.c
+        q = sa.select(c.learning).where(c.user_id == user_id, c.agent_id == agent_id, c.name == name)
+        q = q.where(c.version == version) if version is not None else q.where(c.is_latest)
+        with self.engine.connect() as conn:
+            row = conn.execute(q.limit(1)).first()
+        if row is None:
+            raise NotFoundError(
+                f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
+                f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`")
+        return row[0] if isinstance(row[0], dict) else None
+
+    def list_flow_meta(
+        self, *, user_id: str, agent_id: str, include_retired: bool = True
+    ) -> list[FlowMeta]:
+        """The latest version of each flow in the namespace, by name."""
+        c = t.flows.c
+        q = sa.select(*_META_COLUMNS).where(c.user_id == user_id, c.agent_id == agent_id, c.is_latest)
+        if not include_retired:
+            q = q.where(c.status != "retired")
+        with self.engine.connect() as conn:
+            return [_meta(r) for r in conn.execute(q.order_by(c.name))]
+
+    def list_flow_versions(self, name: str, *, user_id: str, agent_id: str) -> list[FlowMeta]:
+        """Every stored version of the flow, newest first.
+
+        Raises:
+            NotFoundError: no flow of that name in the namespace.
+        """
+        c = t.flows.c
+        q = (sa.select(*_META_COLUMNS)
+             .where(c.user_id == user_id, c.agent_id == agent_id, c.name == name)
+             .order_by(c.version.desc()))  # fmt: skip
+        with self.engine.connect() as conn:
+            rows = [_meta(r) for r in conn.execute(q)]
+        if not rows:
+            raise NotFoundError(
+                f"no flow {name!r} for user {user_id!r}, agent {agent_id!r}; list flows with "
+                "`soloflow flows list`")
+        return rows
+
+    def search_flows(
+        self,
+        terms: Sequence[str],
+        *,
+        user_id: str,
+        agent_id: str,
+        min_confidence: float = 0.0,
+        limit: int = 50,
+    ) -> list[FlowHit]:
+        """The namespace's latest, non-retired flow versions whose index holds any of ``terms``
+        (from :func:`~soloflow_core.store.fulltext.search_terms`; the ones most of the
+        namespace's flows hold are left out, see :meth:`FullTextIndex.prune`) and whose
+        confidence is at least ``min_confidence``; best text rank first, at most ``limit``."""
+        if not terms or limit <= 0:
+            return []
+        c = t.flows.c
+        ns = namespace_token(user_id, agent_id)
+        with self.engine.connect() as conn:
+            terms = FLOW_SEARCH.prune(conn, terms, namespace=ns)
+            if not terms:
+                return []
+            m = FLOW_SEARCH.match(conn.dialect.name, t.flows, terms, namespace=ns, top=4 * limit)
+            source = t.flows if m.target is None else t.flows.join(m.target, m.onclause)
+            q = (
+                sa.select(*_META_COLUMNS, c.search_text, m.rank.label("rank"))
+                .select_from(source)
+                .where(m.where, c.user_id == user_id, c.agent_id == agent_id, c.is_latest,
+                       c.status != "retired", c.confidence >= min_confidence)
+                .order_by(sa.desc("rank"), c.name)
+                .limit(limit)
+            )  # fmt: skip
+            return [
+                FlowHit(meta=_meta(row), rank=float(row[-1] or 0.0),
+                        terms=frozenset((row[-2] or "").split()))
+                for row in conn.execute(q)
+            ]
+
+    def record_flow_execution(
+        self,
+        name: str,
+        *,
+        user_id: str,
+        agent_id: str,
+        success: bool,
+        version: int | None = None,
+        at: datetime | None = None,
+    ) -> FlowMeta:
+        """Count one execution of the flow's ``version`` (default: the latest): ``total_executions``
+        + 1, ``success_count`` + 1 when ``success``, ``last_used`` = ``at`` (default: now).
+        Confidence and status are the outcome rules' to change (:meth:`update_flow_meta`)."""
+        c = t.flows.c
+        where = [c.user_id == user_id, c.agent_id == agent_id, c.name == name]
+        where.append(c.version == version if version is not None else c.is_latest)
+        with self._writer.begin() as conn:
+            done = conn.execute(
+                sa.update(t.flows).where(*where).values(
+                    total_executions=c.total_executions + 1,
+                    success_count=c.success_count + (1 if success else 0),
+                    last_used=at or now(),
+                )
+            ).rowcount
+        if not done:
+            raise NotFoundError(
+                f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
+                f"{user_id!r}, agent {agent_id!r}")
+        return self.get_flow_meta(name, user_id=user_id, agent_id=agent_id, version=version)
+
+    def update_flow_meta(
+        self,
+        name: str,
+        *,
+        user_id: str,
+        agent_id: str,
+        version: int | None = None,
+        confidence: float | None = None,
+        status: str | None = None,
+        trigger_keywords: Sequence[str] | None = None,
+        learning: dict[str, Any] | None = None,
+    ) -> FlowMeta:
+        """Set the given fields of the flow's ``version`` (default: the latest); new trigger
+        keywords are re-indexed at once.
+
+        Raises:
+            FlowValidationError: confidence outside [0, 1], an unknown status, bad keywords.
+            NotFoundError: no such flow (version) in the namespace.
+        """
+        values: dict[str, Any] = {}
+        if confidence is not None:
+            _check_confidence(confidence)
+            values["confidence"] = float(confidence)
+        if status is not None:
+            _check_status(status)
+            values["status"] = status
+        if learning is not None:
+            values["learning"] = learning
+        keywords = None if trigger_keywords is None else check_trigger_keywords(list(trigger_keywords))
+        c = t.flows.c
+        where = [c.user_id == user_id, c.agent_id == agent_id, c.name == name]
+        where.append(c.version == version if version is not None else c.is_latest)
+        with self._writer.begin() as conn:
+            row = conn.execute(
+                sa.select(c.id, c.definition, c.is_latest, c.search_text).where(*where)).first()
+            if row is None:
+                raise NotFoundError(
+                    f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
+                    f"{user_id!r}, agent {agent_id!r}")
+            if keywords is not None:
+                from soloflow_core.models import FlowDefinition
+
+                flow = FlowDefinition.model_validate(row.definition)
+                values["trigger_keywords"] = keywords
+                values["search_text"] = flow_search_text(flow, keywords)
+            if values:
+                conn.execute(sa.update(t.flows).where(c.id == row.id).values(**values))
+            if keywords is not None and row.is_latest:
+                ns = namespace_token(user_id, agent_id)
+                FLOW_SEARCH.remove(conn, [(row.id, ns, row.search_text or "")])
+                FLOW_SEARCH.put(conn, row.id, values["search_text"], namespace=ns)
+        return self.get_flow_meta(name, user_id=user_id, agent_id=agent_id, version=version)
+
+    def reindex_flows(self) -> int:
+        """Recompute every flow version's ``search_text`` from its definition and keywords,
+        and rebuild the full-text index (every namespace: an operator's repair). Returns
+        how many latest versions are indexed."""
+        from soloflow_core.models import FlowDefinition
+
+        c = t.flows.c
+        with self._writer.begin() as conn:
+            rows = conn.execute(sa.select(c.id, c.user_id, c.agent_id, c.definition,
+                                          c.trigger_keywords, c.is_latest)).all()
+            indexed: list[tuple[int, str, str]] = []
+            for pk, user, agent, definition, keywords, latest in rows:
+                flow = FlowDefinition.model_validate(definition)
+                keywords = keywords if keywords is not None else derive_trigger_keywords(flow)
+                text = flow_search_text(flow, keywords)
+                conn.execute(sa.update(t.flows).where(c.id == pk)
+                             .values(search_text=text, trigger_keywords=keywords))
+                if latest:
+                    indexed.append((pk, namespace_token(user, agent), text))
+            FLOW_SEARCH.rebuild(conn, indexed)
+        return len(indexed)

@@ -1,0 +1,201 @@
+"""``soloflow flows run | resume | status | cancel | history | runs | prune``: flow runs."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.table import Table
+
+from soloflow_core.plugins import get_plugin_manager
+from soloflow_langgraph.cli.app import Context, fail, out, print_json
+from soloflow_langgraph.cli.flows_cmd import flows_app, load_tools
+
+if TYPE_CHECKING:
+    from soloflow_langgraph.runner import FlowRunResult
+    from soloflow_langgraph.runtime import FlowRuntime
+
+_TOOLS_HELP = "module:ATTR naming tools the steps call (repeatable); plugins register the rest."
+
+
+def _runtime(c: Context, tools: list[str]) -> FlowRuntime:
+    from soloflow_langgraph.runtime import FlowRuntime
+
+    return FlowRuntime(c.store(), tools=[t for spec in tools for t in load_tools(spec)],
+                       plugin_manager=get_plugin_manager(), **c.ns)
+
+
+def _report(result: FlowRunResult, as_json: bool) -> None:
+    if as_json:
+        print_json({"run_id": result.run_id, "flow": result.flow, "status": result.status,
+                    "state": result.state, "outcome": result.outcome, "output": result.output,
+                    "results": result.results, "errors": result.errors, "skipped": result.skipped,
+                    "handoff": result.handoff, "interrupt": result.interrupt,
+                    "failed_step": result.failed_step, "error": result.error,
+                    "duration_ms": result.duration_ms})
+    elif result.status == "completed":
+        out.print(f"completed: {result.output!r}")
+    elif result.status == "waiting":
+        question = (result.interrupt or {}).get("question", "approval needed")
+        out.print(f"[yellow]waiting for approval[/]: {question}\n"
+                  f"  soloflow flows approve {result.run_id}   |   soloflow flows reject {result.run_id}")
+    elif result.status == "fallback":
+        out.print(f"[yellow]fallback[/]: {result.handoff}")
+    elif result.status == "cancelled":
+        out.print("[yellow]cancelled[/]" + (f" ({result.outcome})" if result.outcome != "cancelled" else "")
+                  + (f": {result.error}" if result.error and result.error != "cancelled" else ""))
+    else:
+        out.print(f"[red]{result.status}[/] ({result.outcome}) at step {result.failed_step!r}: {result.error}")
+    if result.status not in ("completed", "waiting"):
+        raise typer.Exit(1)
+
+
+@flows_app.command("run")
+def run(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="The flow's name."),
+    input_json: str = typer.Option("{}", "--input", help="The flow inputs as a JSON object."),
+    task: str | None = typer.Option(None, "--task", help="Recover missing inputs from this task text."),
+    tools: list[str] = typer.Option([], "--tools", help=_TOOLS_HELP),
+    as_json: bool = typer.Option(False, "--json", help="After the run id line, the result as JSON."),
+) -> None:
+    """Run a registered flow with no model call. The first line printed is the flow run
+    id (printed before any step runs: use it with `flows status`/`cancel` meanwhile)."""
+    from soloflow_langgraph.runner import inputs_from_task
+
+    c: Context = ctx.obj
+    try:
+        inputs = json.loads(input_json)
+    except ValueError as exc:
+        fail(f"--input is not JSON: {exc}")
+    if not isinstance(inputs, dict):
+        fail("--input must be a JSON object, e.g. '{\"email\": \"a@b.c\"}'")
+    runtime = _runtime(c, tools)
+    flow = runtime.flow(name)
+    if task:
+        inputs = {**inputs_from_task(flow, task), **inputs}
+    result = runtime.run(flow, inputs, on_started=lambda run_id: print(run_id, flush=True))
+    _report(result, as_json)
+
+
+@flows_app.command("resume")
+def resume(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="The flow run id (frun_…)."),
+    tools: list[str] = typer.Option([], "--tools", help=_TOOLS_HELP),
+    force: bool = typer.Option(False, "--force", help="Even if the process that ran it seems alive."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """Carry on a run whose process ended: completed steps are not run again."""
+    _report(_runtime(ctx.obj, tools).resume(run_id, force=force), as_json)
+
+
+def decide(ctx: typer.Context, run_id: str, *, approved: bool, comment: str | None, tools: list[str]) -> None:
+    """`flows approve|reject frun_…`: answer a run waiting for approval."""
+    runtime = _runtime(ctx.obj, tools)
+    result = runtime.approve(run_id, approved=approved, comment=comment)
+    if not approved:
+        out.print(f"rejected {run_id}: cancelled")
+        return
+    _report(result, False)
+
+
+@flows_app.command("status")
+def status(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="The flow run id (frun_…)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """A flow run's state and its steps' states."""
+    c: Context = ctx.obj
+    rec = c.store().get_flow_run(run_id, **c.ns)
+    if as_json:
+        print_json({"run_id": rec.id, "flow": rec.flow_name, "version": rec.flow_version, "state": rec.state,
+                    "outcome": rec.outcome, "waiting_for_approval": rec.waiting_for_approval,
+                    "cancel_requested": rec.cancel_requested, "owner": rec.owner, "error": rec.error,
+                    "started_at": rec.started_at, "ended_at": rec.ended_at, "outputs": rec.outputs,
+                    "steps": [{"step": s.step_key, "state": s.state, "attempts": s.attempts,
+                               "idempotency_key": s.idempotency_key, "error": s.error} for s in rec.steps]})
+        return
+    head = f"[bold]{rec.id}[/] flow {rec.flow_name} v{rec.flow_version}: [bold]{rec.state}[/]"
+    if rec.waiting_for_approval:
+        head += " [yellow](waiting for approval)[/]"
+    elif rec.cancel_requested and not rec.terminal:
+        head += " (cancel requested)"
+    out.print(head + (f" — {rec.outcome}" if rec.outcome and rec.outcome != rec.state else ""))
+    table = Table("step", "state", "attempts", "error")
+    for s in rec.steps:
+        table.add_row(s.step_key, s.state, str(s.attempts), (s.error or "")[:80])
+    out.print(table)
+
+
+@flows_app.command("cancel")
+def cancel(ctx: typer.Context, run_id: str = typer.Argument(..., help="The flow run id (frun_…).")) -> None:
+    """Cancel a flow run, from any process: a running one stops before its next step."""
+    c: Context = ctx.obj
+    rec = _runtime(c, []).cancel(run_id)
+    if rec.terminal:
+        out.print(f"{run_id}: {rec.state}")
+    else:
+        out.print(f"{run_id}: cancel requested; process {rec.owner} stops before its next step")
+
+
+@flows_app.command("history")
+def history(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="The flow run id (frun_…)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """Every recorded state transition of a flow run and its steps, oldest first."""
+    c: Context = ctx.obj
+    moves = c.store().flow_run_history(run_id, **c.ns)
+    if as_json:
+        print_json([{"at": m.at, "step": m.step_key, "from": m.from_state, "to": m.to_state,
+                     "detail": m.detail} for m in moves])
+        return
+    table = Table("at", "step", "from", "to", "detail")
+    for m in moves:
+        table.add_row(m.at.isoformat(timespec="milliseconds"), m.step_key or "(run)", m.from_state or "",
+                      m.to_state, (m.detail or "")[:80])
+    out.print(table)
+
+
+@flows_app.command("runs")
+def runs(
+    ctx: typer.Context,
+    flow: str | None = typer.Option(None, "--flow", help="Only this flow's runs."),
+    state: str | None = typer.Option(None, "--state", help="draft | active | running | completed | failed | cancelled"),
+    waiting: bool = typer.Option(False, "--waiting", help="Only runs waiting for approval."),
+    limit: int = typer.Option(50, "--limit"),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """List flow runs, newest first."""
+    c: Context = ctx.obj
+    store = c.store()
+    rows: list[dict[str, Any]] = store.list_flow_runs(flow_name=flow, state="running" if waiting else state,
+                                                      limit=limit, **c.ns)
+    if waiting:
+        rows = [r for r in rows if store.get_flow_run(r["id"], **c.ns).waiting_for_approval]
+    if as_json:
+        print_json([{"run_id": r["id"], "flow": r["flow_name"], "version": r["flow_version"],
+                     "state": r["status"], "outcome": r["outcome"], "started_at": r["started_at"],
+                     "ended_at": r["ended_at"]} for r in rows])
+        return
+    table = Table("run", "flow", "state", "outcome", "started")
+    for r in rows:
+        table.add_row(r["id"], f"{r['flow_name']} v{r['flow_version']}", r["status"], r["outcome"] or "",
+                      r["started_at"].isoformat(timespec="seconds"))
+    out.print(table)
+
+
+@flows_app.command("prune")
+def prune(
+    ctx: typer.Context,
+    older_than_days: float = typer.Option(7.0, "--older-than-days", help="Runs that ended this long ago."),
+) -> None:
+    """Delete the LangGraph checkpoints of flow runs that ended (the store keeps their
+    steps, outputs and transitions). Needed only with retention='keep'."""
+    n = _runtime(ctx.obj, []).prune(older_than=datetime.now(UTC) - timedelta(days=older_than_days))
+    out.print(f"deleted the checkpoints of {n} ended run(s)")

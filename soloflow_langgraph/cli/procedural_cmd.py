@@ -1,0 +1,87 @@
+"""``soloflow flows find`` and ``soloflow flows versions``: procedural memory from the shell.
+
+The store (SQLAlchemy) is imported inside the commands: the CLI starts without it."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from soloflow_langgraph.cli.app import Context, out, print_json
+from soloflow_langgraph.cli.flows_cmd import flows_app
+
+if TYPE_CHECKING:
+    from soloflow_core.store import Store
+
+
+def _store(ctx: typer.Context) -> Store:
+    """The command's store, closed when the command ends (its pooled connections with it)."""
+    store = ctx.obj.store()
+    ctx.call_on_close(store.close)
+    return store
+
+
+@flows_app.command("find")
+def find(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="The task (or context) text; '-' reads it from stdin."),
+    tools: str | None = typer.Option(
+        None, "--tools", help="Comma-separated tool names the agent has: flows calling any "
+        "other tool are left out."),
+    limit: int = typer.Option(5, "--limit", min=1, help="At most this many flows."),
+    min_confidence: float | None = typer.Option(
+        None, "--min-confidence", min=0.0, max=1.0,
+        help="Leave out flows below this confidence (default 0.5)."),
+    include_unavailable: bool = typer.Option(
+        False, "--include-unavailable", help="With --tools: list flows with missing tools too, "
+        "marked with them."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """Find the registered flows that fit a task: full text, tools named, confidence."""
+    from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE, ProceduralMemory
+
+    c: Context = ctx.obj
+    if text == "-":
+        text = sys.stdin.read()
+    available = None if tools is None else [x.strip() for x in tools.split(",") if x.strip()]
+    matches = ProceduralMemory(_store(ctx)).find_workflow(
+        c.user, c.agent, text, available_tools=available,
+        min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
+        limit=limit, include_unavailable=include_unavailable,
+    )  # fmt: skip
+    if as_json:
+        print_json([m.as_dict() for m in matches])
+        return
+    if not matches:
+        out.print("no matching flow")
+        return
+    table = Table("flow", "version", "source", "status", "confidence", "score", "why")
+    for m in matches:
+        table.add_row(escape(m.name), str(m.version), m.source, m.status, f"{m.confidence:.2f}",
+                      f"{m.score:.3f}", escape(m.why))
+    out.print(table)
+
+
+@flows_app.command("versions")
+def versions(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help="The flow's name."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """A flow's stored versions, newest first, each with its record."""
+    c: Context = ctx.obj
+    rows = _store(ctx).list_flow_versions(name, **c.ns)
+    if as_json:
+        print_json([r.as_dict() for r in rows])
+        return
+    table = Table("version", "source", "status", "confidence", "ok / runs", "created", "last used")
+    for r in rows:
+        table.add_row(f"{r.version}{' (latest)' if r.is_latest else ''}", r.source, r.status,
+                      f"{r.confidence:.2f}", f"{r.success_count} / {r.total_executions}",
+                      f"{r.created_at:%Y-%m-%d}",
+                      "-" if r.last_used is None else f"{r.last_used:%Y-%m-%d}")
+    out.print(table)

@@ -1,0 +1,449 @@
+"""The nodes of a compiled flow: steps, map fan-out and collection, the approval gate, and
+the final node that runs compensations.
+
+Every node reads its run's :class:`FlowContext` (LangGraph's run-scoped ``context``): the
+step journal that makes the run durable, and an ``on_step`` callback. Without one (a bare
+``graph.invoke``) a journal that records nothing is used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+
+from langgraph.types import Send, interrupt
+
+from soloflow_core.errors import FlowRunError
+from soloflow_core.flow.journal import StepBegin, StepJournal, idempotency_key
+from soloflow_core.flow.templates import TemplateError, render
+from soloflow_core.flow.validate import ITEM
+from soloflow_core.models import FlowDefinition, FlowStep, ToolCall
+from soloflow_core.store.flowruns import APPROVAL_STEP
+from soloflow_core.store.writer import jsonable
+from soloflow_langgraph.step_call import ExecutorInfo, call_with_limit
+
+if TYPE_CHECKING:
+    from langgraph.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+FANOUT_SUFFIX = "__fanout"
+ITEM_SUFFIX = "__item"
+"""A map step ``s`` is three nodes: ``s__fanout`` (waits for the dependencies, then sends
+one ``s__item`` task per item), ``s__item`` (one call) and ``s`` (collects the list)."""
+GATE_NODE = APPROVAL_STEP
+FINAL_NODE = "__finalize__"
+COMPENSATE_SUFFIX = "~compensate"
+
+SKIP_PROPAGATING = frozenset({"skip_dependents"})
+
+
+def merge_dicts(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer for keys that parallel steps write to."""
+    return {**(left or {}), **(right or {})}
+
+
+def merge_map_parts(
+    left: dict[str, dict[int, Any]] | None, right: dict[str, dict[int, Any]] | None
+) -> dict[str, dict[int, Any]]:
+    """Reducer for the per-item outputs of map steps (step id → item index → output)."""
+    out = {k: dict(v) for k, v in (left or {}).items()}
+    for k, v in (right or {}).items():
+        out.setdefault(k, {}).update(v)
+    return out
+
+
+def first_halt(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Reducer of ``halt``: the first reason to stop starting steps wins."""
+    return left or right
+
+
+def append(left: list[Any] | None, right: list[Any] | None) -> list[Any]:
+    return [*(left or []), *(right or [])]
+
+
+class FlowState(TypedDict, total=False):
+    """The state of a compiled flow."""
+
+    inputs: dict[str, Any]
+    results: Annotated[dict[str, Any], merge_dicts]
+    errors: Annotated[dict[str, str], merge_dicts]
+    skipped: Annotated[dict[str, str], merge_dicts]
+    """Steps that did not run, and why."""
+    failed_skip: Annotated[dict[str, str], merge_dicts]
+    """Failed steps whose ``on_failure`` is ``skip_dependents``."""
+    halt: Annotated[dict[str, Any] | None, first_halt]
+    """Set when no further step may start: ``{"kind": fallback | compensate | cancelled |
+    rejected, "step": ..., "error": ...}``."""
+    done: Annotated[list[str], append]
+    """Completed step ids, in superstep order (the journal knows the exact order)."""
+    compensation_errors: Annotated[dict[str, str], merge_dicts]
+    approval: dict[str, Any]
+    map_parts: Annotated[dict[str, dict[int, Any]], merge_map_parts]
+    """Per map step, each item's output until the step collects them into a list."""
+    map_item: Any
+    """Only in a map item's ``Send`` payload: the item."""
+    map_index: int
+    """Only in a map item's ``Send`` payload: the item's position."""
+
+
+class StepInputError(FlowRunError):
+    """A step's inputs could not be rendered (never retried)."""
+
+
+class StepFailedError(FlowRunError):
+    """A step failed after its retries and its ``on_failure`` is ``stop``."""
+
+
+class NullJournal(StepJournal):
+    """Records nothing: a run without durability."""
+
+    run_id = ""
+
+    def begin(self, step_key: str, step_id: str) -> StepBegin:
+        return StepBegin(False, None, 1, False, idempotency_key("", step_key))
+
+    def succeeded(self, step_key: str, output: Any) -> None:
+        return None
+
+    def failed(self, step_key: str, error: str, *, retry: bool) -> None:
+        return None
+
+    def skipped(self, step_key: str, step_id: str, reason: str) -> None:
+        return None
+
+    def compensated(self, step_key: str, detail: str) -> None:
+        return None
+
+    def state_of(self, step_key: str) -> str | None:
+        return None
+
+    def completed_order(self) -> list[tuple[str, str, Any]]:
+        return []
+
+
+@dataclass(slots=True)
+class FlowContext:
+    """What a run hands its nodes (LangGraph ``context``)."""
+
+    journal: StepJournal = field(default_factory=NullJournal)
+    on_step: Callable[[FlowStep, ToolCall, int], None] | None = None
+    run_id: str | None = None
+
+
+_NULL_CONTEXT = FlowContext()
+
+
+def _ctx(runtime: Runtime[FlowContext] | None) -> FlowContext:
+    ctx = getattr(runtime, "context", None)
+    return ctx if isinstance(ctx, FlowContext) else _NULL_CONTEXT
+
+
+def state_value(out: Any) -> Any:
+    """A step's output as it is kept in the run's state and journal: JSON data (pydantic
+    models and dataclasses as their fields, anything else JSON cannot hold as its text), so
+    a resumed run sees exactly what a fresh one saw and every checkpointer can store it."""
+    dump = getattr(out, "model_dump", None)
+    if callable(dump) and not isinstance(out, type):
+        out = dump(mode="json")
+    elif dataclasses.is_dataclass(out) and not isinstance(out, type):
+        out = dataclasses.asdict(out)
+    return jsonable(out)
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(slots=True)
+class StepSpec:
+    """One step, ready to run: its definition, executor and position."""
+
+    flow: FlowDefinition
+    step: FlowStep
+    executor: Any
+    info: ExecutorInfo
+    index: int
+    on_step: Callable[[FlowStep, ToolCall, int], None] | None = None
+    comp_executor: Any = None
+    comp_info: ExecutorInfo | None = None
+
+
+def skip_reason(step: FlowStep, state: Mapping[str, Any]) -> str | None:
+    """Why ``step`` must not start, or None."""
+    halt = state.get("halt")
+    if halt:
+        return f"the run stopped starting steps ({halt.get('kind')} after step {halt.get('step')!r})"
+    skipped = state.get("skipped") or {}
+    failed = state.get("failed_skip") or {}
+    for d in step.depends_on:
+        if d in failed:
+            return f"step {d!r} failed (on_failure=skip_dependents)"
+        if d in skipped:
+            return f"step {d!r} was skipped"
+    return None
+
+
+class StepNode:
+    """The node of one step (or of one item of a map step)."""
+
+    def __init__(self, spec: StepSpec) -> None:
+        self.spec = spec
+        self.__name__ = spec.step.id
+
+    def _render(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        step, flow = self.spec.step, self.spec.flow
+        results = state.get("results") or {}
+        if "map_index" in state:
+            results = {**results, ITEM: state.get("map_item")}
+        try:
+            kwargs = render(step.input_map, inputs=state.get("inputs") or {}, results=results)
+        except TemplateError as exc:
+            raise StepInputError(
+                f"flow {flow.name!r}, step {step.id!r}: cannot render input_map: {exc}",
+                flow=flow.name, step=step.id, cause=exc,
+            ) from exc
+        if not isinstance(kwargs, dict):
+            raise StepInputError(f"flow {flow.name!r}, step {step.id!r}: input_map must render to an object",
+                                 flow=flow.name, step=step.id)
+        return kwargs
+
+    def _key(self, state: Mapping[str, Any]) -> str:
+        sid = self.spec.step.id
+        return f"{sid}[{state['map_index']}]" if "map_index" in state else sid
+
+    def _done(self, state: Mapping[str, Any], out: Any) -> dict[str, Any]:
+        sid = self.spec.step.id
+        if "map_index" in state:
+            return {"map_parts": {sid: {int(state["map_index"]): out}}}
+        return {"results": {sid: out}, "done": [sid]}
+
+    def _report(self, ctx: FlowContext, kwargs: dict[str, Any], out: Any, error: bool, start: float) -> None:
+        callbacks = [cb for cb in (self.spec.on_step, ctx.on_step) if cb is not None]
+        if not callbacks:
+            return
+        call = ToolCall(name=self.spec.step.skill_key, args=kwargs, output=out, error=error,
+                        duration_ms=(time.perf_counter() - start) * 1000)
+        for cb in callbacks:
+            cb(self.spec.step, call, self.spec.index)
+
+    def __call__(self, state: FlowState, runtime: Runtime[FlowContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        step, key = self.spec.step, self._key(state)
+        reason = skip_reason(step, state)
+        if reason is not None:
+            ctx.journal.skipped(key, step.id, reason)
+            return {"skipped": {key: reason}} if "map_index" in state else {"skipped": {step.id: reason}}
+        try:
+            kwargs = self._render(state)
+        except StepInputError as exc:
+            begun = ctx.journal.begin(key, step.id)
+            if begun.done:
+                return self._done(state, begun.output)
+            ctx.journal.failed(key, str(exc), retry=False)
+            return self._give_up(state, key, exc)
+        begun = ctx.journal.begin(key, step.id)
+        if begun.done:
+            return self._done(state, begun.output)
+        if begun.cancelled:
+            ctx.journal.skipped(key, step.id, "the run was cancelled")
+            return {"halt": {"kind": "cancelled", "step": step.id, "error": "cancelled"},
+                    "skipped": {step.id: "the run was cancelled"}}
+        delay = step.retry_backoff
+        attempt = begun.attempt
+        while True:
+            start = time.perf_counter()
+            try:
+                out = call_with_limit(self.spec.executor, self.spec.info, kwargs,
+                                      timeout=step.timeout_seconds, key=begun.idempotency_key,
+                                      where=f"flow {self.spec.flow.name!r}, step {key!r}")
+            except Exception as exc:
+                self._report(ctx, kwargs, _error_text(exc), True, start)
+                retry = attempt <= step.retry_max
+                ctx.journal.failed(key, _error_text(exc), retry=retry)
+                if not retry:
+                    return self._give_up(state, key, exc)
+                log.info("flow %r step %r attempt %d failed, retrying in %.2fs: %s",
+                         self.spec.flow.name, key, attempt, delay, exc)
+                time.sleep(delay)
+                delay *= 2
+                again = ctx.journal.begin(key, step.id)
+                if again.cancelled:
+                    ctx.journal.skipped(key, step.id, "the run was cancelled")
+                    return {"halt": {"kind": "cancelled", "step": step.id, "error": "cancelled"}}
+                attempt = max(attempt + 1, again.attempt)
+                continue
+            self._report(ctx, kwargs, out, False, start)
+            out = state_value(out)
+            ctx.journal.succeeded(key, out)
+            return self._done(state, out)
+
+    def _give_up(self, state: Mapping[str, Any], key: str, exc: BaseException) -> dict[str, Any]:
+        step, flow = self.spec.step, self.spec.flow
+        text = _error_text(exc)
+        policy = step.on_failure
+        if policy == "stop":
+            raise StepFailedError(f"flow {flow.name!r}, step {key!r} failed: {text}",
+                                  flow=flow.name, step=step.id, cause=exc) from exc
+        log.warning("flow %r step %r failed (%s): %s", flow.name, key, policy, text)
+        update: dict[str, Any] = {"errors": {key: text}}
+        if policy == "skip_dependents":
+            update["failed_skip"] = {step.id: text}
+        elif policy in ("fallback", "compensate"):
+            update["halt"] = {"kind": policy, "step": step.id, "error": text}
+        return update
+
+
+class MapFanOut:
+    """The conditional edge of a map step: one ``Send`` per item of ``map_over``."""
+
+    def __init__(self, flow: FlowDefinition, step: FlowStep) -> None:
+        self.flow, self.step = flow, step
+        self.__name__ = f"{step.id}{FANOUT_SUFFIX}"
+
+    def __call__(self, state: FlowState) -> list[Send | str]:
+        assert self.step.map_over is not None
+        if skip_reason(self.step, state) is not None:
+            return [self.step.id]
+        try:
+            items = render(self.step.map_over, inputs=state.get("inputs") or {},
+                           results=state.get("results") or {})
+        except TemplateError as exc:
+            raise StepInputError(
+                f"flow {self.flow.name!r}, step {self.step.id!r}, field 'map_over': {exc}",
+                flow=self.flow.name, step=self.step.id, cause=exc,
+            ) from exc
+        if not isinstance(items, list | tuple):
+            raise StepInputError(
+                f"flow {self.flow.name!r}, step {self.step.id!r}, field 'map_over': "
+                f"{self.step.map_over} is a {type(items).__name__}, not a list; point it at a list",
+                flow=self.flow.name, step=self.step.id,
+            )
+        if not items:
+            return [self.step.id]
+        base = {k: state[k] for k in ("inputs", "results", "skipped", "failed_skip", "halt") if k in state}
+        return [Send(self.step.id + ITEM_SUFFIX, {**base, "map_item": x, "map_index": k})
+                for k, x in enumerate(items)]
+
+
+class Collect:
+    """A map step's last node: the items' outputs, in item order, as the step's output."""
+
+    def __init__(self, step: FlowStep) -> None:
+        self.step = step
+        self.__name__ = step.id
+
+    def __call__(self, state: FlowState, runtime: Runtime[FlowContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        reason = skip_reason(self.step, state)
+        if reason is not None:
+            ctx.journal.skipped(self.step.id, self.step.id, reason)
+            return {"skipped": {self.step.id: reason}}
+        parts = (state.get("map_parts") or {}).get(self.step.id, {})
+        n = max(parts, default=-1) + 1
+        out = [parts.get(k) for k in range(n)]
+        begun = ctx.journal.begin(self.step.id, self.step.id)
+        if not begun.done:
+            ctx.journal.succeeded(self.step.id, out)
+        return {"results": {self.step.id: out}, "done": [self.step.id]}
+
+
+class ApprovalGate:
+    """Pauses the run (``interrupt``) before its first side-effecting step."""
+
+    __name__ = GATE_NODE
+
+    def __init__(self, flow: FlowDefinition, guarded: list[str]) -> None:
+        self.flow, self.guarded = flow, guarded
+
+    def __call__(self, state: FlowState, runtime: Runtime[FlowContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        if state.get("halt"):
+            ctx.journal.skipped(GATE_NODE, GATE_NODE, "the run stopped before its approval")
+            return {}
+        if ctx.journal.state_of(GATE_NODE) is None:
+            begun = ctx.journal.begin(GATE_NODE, GATE_NODE)
+            if begun.cancelled:
+                return {"halt": {"kind": "cancelled", "step": GATE_NODE, "error": "cancelled"}}
+        decision = interrupt({
+            "flow": self.flow.name, "run_id": ctx.run_id,
+            "question": f"Run the side-effecting steps {', '.join(self.guarded)} of flow {self.flow.name!r}?",
+            "next_steps": self.guarded, "results_so_far": dict(state.get("results") or {}),
+        })
+        approved = bool(decision.get("approved")) if isinstance(decision, dict) else bool(decision)
+        note = decision.get("comment") if isinstance(decision, dict) else None
+        if approved:
+            if ctx.journal.state_of(GATE_NODE) != "completed":
+                ctx.journal.succeeded(GATE_NODE, {"approved": True, "comment": note})
+            return {"approval": {"approved": True, "comment": note}}
+        reason = "rejected" + (f": {note}" if note else "")
+        if ctx.journal.state_of(GATE_NODE) == "running":
+            ctx.journal.failed(GATE_NODE, reason, retry=False)
+        return {"approval": {"approved": False, "comment": note},
+                "halt": {"kind": "rejected", "step": GATE_NODE, "error": reason}}
+
+
+class Finalize:
+    """The last node: after a ``compensate`` failure, undoes the completed steps in
+    reverse completion order, each at most once (its own journal entry)."""
+
+    __name__ = FINAL_NODE
+
+    def __init__(self, flow: FlowDefinition, specs: dict[str, StepSpec]) -> None:
+        self.flow, self.specs = flow, specs
+
+    def __call__(self, state: FlowState, runtime: Runtime[FlowContext]) -> dict[str, Any]:
+        halt = state.get("halt") or {}
+        if halt.get("kind") != "compensate":
+            return {}
+        ctx = _ctx(runtime)
+        order = [sid for _, sid, _ in ctx.journal.completed_order()] or list(state.get("done") or [])
+        results = dict(state.get("results") or {})
+        errors: dict[str, str] = {}
+        for sid in reversed(list(dict.fromkeys(order))):
+            spec = self.specs.get(sid)
+            if spec is None or spec.step.compensation is None or sid not in results:
+                continue
+            err = self._undo(ctx, spec, state, results)
+            if err is not None:
+                errors[sid] = err
+        return {"compensation_errors": errors} if errors else {}
+
+    def _undo(self, ctx: FlowContext, spec: StepSpec, state: Mapping[str, Any],
+              results: dict[str, Any]) -> str | None:
+        comp = spec.step.compensation
+        assert comp is not None and spec.comp_info is not None
+        key = spec.step.id + COMPENSATE_SUFFIX
+        where = f"flow {self.flow.name!r}, compensation of step {spec.step.id!r}"
+        try:
+            kwargs = render(comp.input_map, inputs=state.get("inputs") or {}, results=results)
+        except TemplateError as exc:
+            return f"{where}: cannot render input_map: {exc}"
+        begun = ctx.journal.begin(key, spec.step.id)
+        if begun.done:
+            ctx.journal.compensated(spec.step.id, "compensated")
+            return None
+        delay = spec.step.retry_backoff
+        attempt = begun.attempt
+        while True:
+            try:
+                out = call_with_limit(spec.comp_executor, spec.comp_info, dict(kwargs),
+                                      timeout=spec.step.timeout_seconds, key=begun.idempotency_key,
+                                      where=where)
+            except Exception as exc:
+                retry = attempt <= spec.step.retry_max
+                ctx.journal.failed(key, _error_text(exc), retry=retry)
+                if not retry:
+                    log.error("%s failed: %s", where, exc)
+                    return f"{where}: {_error_text(exc)}"
+                time.sleep(delay)
+                delay *= 2
+                attempt = max(attempt + 1, ctx.journal.begin(key, spec.step.id).attempt)
+                continue
+            ctx.journal.succeeded(key, state_value(out))
+            ctx.journal.compensated(spec.step.id, f"undone by {comp.skill_key}")
+            return None

@@ -1,0 +1,467 @@
+"""The flow runtime: durable runs of compiled flows that survive crashes, wait for
+approval, and can be resumed, inspected or cancelled from any process.
+
+A run is a LangGraph thread (its id is the flow run id) checkpointed with
+``durability="sync"`` — in a SQLite file next to a SQLite store, in the PostgreSQL
+database of a PostgreSQL store, in memory for an in-memory store — plus the store's
+record of the run: its state, every step's state and every transition. A step recorded
+``completed`` is never called again, even when the crash came between the call and the
+checkpoint; a step that was running when its process died runs again with the same
+idempotency key.
+
+Retention: when a run ends, its checkpoints are deleted (``retention="delete_on_finish"``,
+the default; the store keeps the run's steps, outputs and transitions). With
+``retention="keep"`` they stay until :meth:`FlowRuntime.prune` removes those of runs that
+ended before a given time.
+
+Example::
+
+    runtime = FlowRuntime(store, tools=[search, fetch])
+    result = runtime.run("research", {"query": "langgraph"})
+    runtime.status(result.run_id).state     # 'completed'
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from langgraph.types import Command
+
+from soloflow_core.errors import FlowRunError, InvalidTransitionError, NotFoundError, SoloFlowError
+from soloflow_core.flow.executors import ExecutorRegistry, build_executor_registry
+from soloflow_core.flow.fsm import RunState
+from soloflow_core.flow.journal import InMemoryStepJournal, StepJournal
+from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
+from soloflow_core.store.flowruns import APPROVAL_STEP
+from soloflow_langgraph.compiler import FlowContext, compile_flow
+from soloflow_langgraph.runner import FlowRunResult, apply_input_defaults, check_inputs
+
+if TYPE_CHECKING:
+    import pluggy
+    from langgraph.graph.state import CompiledStateGraph
+
+    from soloflow_core.store import Store
+    from soloflow_core.store.flowruns import FlowRunRecord, Transition
+
+log = logging.getLogger(__name__)
+
+Retention = Literal["delete_on_finish", "keep"]
+
+
+def process_owner() -> str:
+    """``host:pid`` of this process: who runs a flow run."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_alive(owner: str | None) -> bool | None:
+    """Whether the process ``owner`` still runs (None: on another host, cannot tell)."""
+    if not owner or ":" not in owner:
+        return False
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def default_checkpointer(store: Store | None) -> Any:
+    """LangGraph's checkpointer for ``store``'s database (see the module docstring)."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    if store is None:
+        return InMemorySaver()
+    url = store.engine.url
+    if url.get_backend_name() == "sqlite":
+        db = url.database
+        if not db or db == ":memory:":
+            return InMemorySaver()
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        path = Path(db)
+        ckpt = path.with_name(f"{path.stem}-checkpoints{path.suffix or '.db'}")
+        conn = sqlite3.connect(str(ckpt), check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 30000")
+        saver = SqliteSaver(conn)
+        saver.setup()
+        saver.soloflow_close = conn.close  # type: ignore[attr-defined]
+        return saver
+    if url.get_backend_name() == "postgresql":
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+        pg = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        saver_pg = PostgresSaver(pg)  # type: ignore[arg-type]
+        saver_pg.setup()
+        saver_pg.soloflow_close = pg.close  # type: ignore[attr-defined]
+        return saver_pg
+    raise SoloFlowError(f"no LangGraph checkpointer for a {url.get_backend_name()!r} store; "
+                        "pass checkpointer= to FlowRuntime")
+
+
+class FlowRuntime:
+    """Runs flows durably for one (user, agent) namespace.
+
+    Args:
+        store: where flows are found and runs recorded; None runs in memory only.
+        tools: LangChain tools or callables the steps may name (see ``compile_flow``).
+        plugin_manager: executors and the ``soloflow_step_finished`` hook.
+        registry: a ready executor registry instead of ``tools``/``plugin_manager``.
+        checkpointer: a LangGraph checkpointer; by default one on the store's database.
+        durability: LangGraph's durability; ``"sync"`` writes each checkpoint before the
+            next step starts.
+        retention: what happens to a run's checkpoints when it ends.
+        on_finished: called with the result of every run that ends (not one that waits for
+            approval); the learning service records outcomes from it. Its errors are logged,
+            never raised into the run.
+    """
+
+    def __init__(
+        self,
+        store: Store | None = None,
+        *,
+        tools: Sequence[Any] = (),
+        plugin_manager: pluggy.PluginManager | None = None,
+        registry: ExecutorRegistry | None = None,
+        user_id: str = "default",
+        agent_id: str = "default",
+        checkpointer: Any = None,
+        durability: Literal["sync", "async", "exit"] = "sync",
+        retention: Retention = "delete_on_finish",
+        on_finished: Callable[[FlowRunResult], None] | None = None,
+    ) -> None:
+        self.store, self.user_id, self.agent_id = store, user_id, agent_id
+        self.pm = plugin_manager
+        self.registry = registry if registry is not None else build_executor_registry(plugin_manager, tools=tools)
+        self._owns_checkpointer = checkpointer is None
+        self.checkpointer = checkpointer if checkpointer is not None else default_checkpointer(store)
+        self.durability, self.retention = durability, retention
+        self.owner = process_owner()
+        self.on_finished = on_finished
+        self._graphs: dict[tuple[str, int], tuple[FlowDefinition, CompiledStateGraph]] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the checkpointer's connection if this runtime opened it (the store is the
+        caller's to close)."""
+        closer = getattr(self.checkpointer, "soloflow_close", None)
+        if self._owns_checkpointer and closer is not None:
+            closer()
+
+    def __enter__(self) -> FlowRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ lookup
+
+    def flow(self, name: str, version: int | None = None) -> FlowDefinition:
+        """The registered flow ``name`` (latest version unless given). Read from the store
+        each time (one indexed query), so a new version is picked up at once; its compiled
+        graph is cached."""
+        if self.store is None:
+            raise NotFoundError(f"no flow {name!r}: this runtime has no store; pass the FlowDefinition")
+        return self.store.get_flow(name, version=version, user_id=self.user_id, agent_id=self.agent_id).flow
+
+    def graph(self, flow: FlowDefinition) -> CompiledStateGraph:
+        """``flow`` compiled with this runtime's executors and checkpointer (cached)."""
+        key = (flow.name, flow.version)
+        with self._lock:
+            hit = self._graphs.get(key)
+            if hit is not None and hit[0] == flow:
+                return hit[1]
+        graph = compile_flow(flow, registry=self.registry, checkpointer=self.checkpointer)
+        with self._lock:
+            self._graphs[key] = (flow, graph)
+        return graph
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, flow: FlowDefinition | str, inputs: dict[str, Any] | None = None, *,
+            run_id: str | None = None, on_started: Callable[[str], None] | None = None) -> FlowRunResult:
+        """Start a run and drive it until it ends or waits for approval. ``on_started``
+        gets the run id once the run is recorded, before its first step.
+
+        Raises:
+            FlowValidationError: the flow or the inputs are invalid (nothing is recorded).
+            NotFoundError: no such registered flow.
+        """
+        if isinstance(flow, str):
+            flow = self.flow(flow)
+        inputs = apply_input_defaults(flow, dict(inputs or {}))
+        check_inputs(flow, inputs)
+        graph = self.graph(flow)
+        if self.store is not None:
+            run_id = self.store.start_flow_run(flow, inputs, user_id=self.user_id, agent_id=self.agent_id,
+                                               run_id=run_id, owner=self.owner)
+            journal: StepJournal = self.store.step_journal(run_id)
+        else:
+            import uuid
+
+            run_id = run_id or "frun_" + uuid.uuid4().hex
+            journal = InMemoryStepJournal(run_id)
+        if on_started is not None:
+            on_started(run_id)
+        return self._drive(flow, graph, run_id, journal, {"inputs": inputs})
+
+    def resume(self, run_id: str, *, force: bool = False) -> FlowRunResult:
+        """Carry on a run whose process ended (a crash, a kill, a restart).
+
+        Raises:
+            NotFoundError: no such run in this namespace.
+            InvalidTransitionError: the run has ended, waits for approval, or (without
+                ``force``) its process still runs.
+        """
+        rec = self._record(run_id)
+        if rec.terminal:
+            raise InvalidTransitionError(f"flow run {run_id!r} has ended ({rec.state}); nothing to resume",
+                                         run_id=run_id)
+        if rec.waiting_for_approval:
+            raise InvalidTransitionError(
+                f"flow run {run_id!r} waits for approval: `soloflow flows approve {run_id}` or "
+                f"`soloflow flows reject {run_id}`", run_id=run_id)
+        alive = owner_alive(rec.owner)
+        if alive and rec.owner != self.owner and not force:
+            raise InvalidTransitionError(
+                f"flow run {run_id!r} is being run by process {rec.owner}; stop it first, or pass "
+                "--force if it is stuck", run_id=run_id)
+        return self._continue(rec, None)
+
+    def approve(self, run_id: str, *, approved: bool = True, comment: str | None = None) -> FlowRunResult:
+        """Answer a run's approval: it goes on (``approved``) or is cancelled.
+
+        Raises:
+            InvalidTransitionError: the run does not wait for approval.
+        """
+        rec = self._record(run_id)
+        if not rec.waiting_for_approval:
+            raise InvalidTransitionError(
+                f"flow run {run_id!r} does not wait for approval (state {rec.state})", run_id=run_id)
+        if not approved:
+            return self._reject(rec, comment)
+        return self._continue(rec, Command(resume={"approved": True, "comment": comment}))
+
+    def _reject(self, rec: FlowRunRecord, comment: str | None) -> FlowRunResult:
+        """End a waiting run as rejected without running its graph (no executor needed)."""
+        store = self._need_store()
+        reason = "rejected" + (f": {comment}" if comment else "")
+        journal = store.step_journal(rec.id)
+        journal.failed(APPROVAL_STEP, reason, retry=False)
+        _skip_rest(rec, journal, "the run's approval was rejected", exclude=APPROVAL_STEP)
+        store.finish_flow_run(rec.id, status=RunState.CANCELLED, outcome="rejected", error=reason)
+        self._cleanup(rec.id)
+        results = {s.step_id: s.output for s in rec.steps if s.state == "completed"}
+        return FlowRunResult(rec.id, rec.flow_name, "cancelled", None, results, {}, [], 0.0,
+                             state=RunState.CANCELLED.value, outcome="rejected", error=reason)
+
+    def reject(self, run_id: str, *, comment: str | None = None) -> FlowRunResult:
+        return self.approve(run_id, approved=False, comment=comment)
+
+    def cancel(self, run_id: str) -> FlowRunRecord:
+        """Cancel a run. A run that a live process drives stops before its next step (the
+        step in flight finishes); any other run is cancelled at once.
+
+        Raises:
+            InvalidTransitionError: the run has ended.
+        """
+        store = self._need_store()
+        rec = self._record(run_id)
+        if rec.terminal:
+            raise InvalidTransitionError(f"flow run {run_id!r} has ended ({rec.state})", run_id=run_id)
+        store.request_cancel(run_id, user_id=self.user_id, agent_id=self.agent_id)
+        if rec.waiting_for_approval or owner_alive(rec.owner) is False:
+            _skip_rest(rec, store.step_journal(run_id), "the run was cancelled")
+            store.finish_flow_run(run_id, status=RunState.CANCELLED, outcome="cancelled",
+                                  detail="cancelled while no process ran it")
+            self._cleanup(run_id)
+        return self._record(run_id)
+
+    def status(self, run_id: str) -> FlowRunRecord:
+        return self._record(run_id)
+
+    def history(self, run_id: str) -> list[Transition]:
+        return self._need_store().flow_run_history(run_id, user_id=self.user_id, agent_id=self.agent_id)
+
+    def prune(self, *, older_than: datetime) -> int:
+        """Delete the checkpoints of runs that ended before ``older_than``; how many runs."""
+        ids = self._need_store().stale_flow_runs(older_than=older_than, terminal=True)
+        for run_id in ids:
+            self._cleanup(run_id, force=True)
+        return len(ids)
+
+    # ------------------------------------------------------------------ internals
+
+    def _need_store(self) -> Store:
+        if self.store is None:
+            raise SoloFlowError("this FlowRuntime has no store: runs are not recorded")
+        return self.store
+
+    def _record(self, run_id: str) -> FlowRunRecord:
+        return self._need_store().get_flow_run(run_id, user_id=self.user_id, agent_id=self.agent_id)
+
+    def _continue(self, rec: FlowRunRecord, command: Command | None) -> FlowRunResult:
+        store = self._need_store()
+        flow = (FlowDefinition.model_validate(rec.definition) if rec.definition
+                else self.flow(rec.flow_name, rec.flow_version))
+        graph = self.graph(flow)
+        store.claim_flow_run(rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner)
+        cfg = {"configurable": {"thread_id": rec.id}}
+        payload: Any = command
+        if command is None:
+            snapshot = graph.get_state(cfg)  # type: ignore[arg-type]
+            # No checkpoint yet (the process died before the first one): start over; the
+            # journal keeps completed steps from running again.
+            payload = None if snapshot.next or snapshot.values else {"inputs": rec.inputs or {}}
+        return self._drive(flow, graph, rec.id, store.step_journal(rec.id), payload)
+
+    def _on_step(self, steps: list[ToolCall], run_id: str):  # type: ignore[no-untyped-def]
+        pm = self.pm
+
+        def on_step(step: FlowStep, call: ToolCall, index: int) -> None:
+            steps.append(call)
+            if pm is not None and pm.hook.soloflow_step_finished.get_hookimpls():
+                try:
+                    pm.hook.soloflow_step_finished(step=StepRecord(
+                        run_id=run_id, user_id=self.user_id, agent_id=self.agent_id,
+                        index=index, call=call, source="flow"))
+                except Exception:
+                    log.exception("a soloflow_step_finished plugin failed")
+
+        return on_step
+
+    def _drive(self, flow: FlowDefinition, graph: CompiledStateGraph, run_id: str,
+               journal: StepJournal, payload: Any) -> FlowRunResult:
+        result = self._invoke(flow, graph, run_id, journal, payload)
+        if self.on_finished is not None and result.status != "waiting":
+            try:
+                self.on_finished(result)
+            except Exception:
+                log.exception("on_finished failed for flow run %r", run_id)
+        return result
+
+    def _invoke(self, flow: FlowDefinition, graph: CompiledStateGraph, run_id: str,
+                journal: StepJournal, payload: Any) -> FlowRunResult:
+        steps: list[ToolCall] = []
+        ctx = FlowContext(journal=journal, on_step=self._on_step(steps, run_id), run_id=run_id)
+        cfg: Any = {"configurable": {"thread_id": run_id}}
+        invoke: Any = graph.invoke  # LangGraph's overloads type context as None
+        start = time.perf_counter()
+        try:
+            if self.checkpointer:
+                state = invoke(payload, cfg, context=ctx, durability=self.durability)
+            else:  # LangGraph warns about durability without a checkpointer
+                state = invoke(payload, cfg, context=ctx)
+        except Exception as exc:
+            step_id = getattr(exc, "step", None)
+            err = f"{type(exc).__name__}: {exc}" if step_id is None else str(exc)
+            self._finish(run_id, RunState.FAILED, error=err, outcome="failed")
+            return FlowRunResult(run_id, flow.name, "failed", None, {}, {str(step_id): str(exc)}, steps,
+                                 (time.perf_counter() - start) * 1000, state=RunState.FAILED.value,
+                                 failed_step=step_id, error=err)
+        ms = (time.perf_counter() - start) * 1000
+        results = dict(state.get("results") or {})
+        errors = dict(state.get("errors") or {})
+        skipped = dict(state.get("skipped") or {})
+        common: dict[str, Any] = {"skipped": skipped}
+        if "__interrupt__" in state:
+            payloads = [getattr(i, "value", i) for i in state["__interrupt__"]]
+            return FlowRunResult(run_id, flow.name, "waiting", None, results, errors, steps, ms,
+                                 state=RunState.RUNNING.value, interrupt=payloads[0] if payloads else None,
+                                 **common)
+        halt = state.get("halt") or {}
+        kind = halt.get("kind")
+        output = results.get(flow.result_step)
+        if kind in ("cancelled", "rejected"):
+            self._finish(run_id, RunState.CANCELLED, outcome=kind, error=halt.get("error"),
+                         outputs={"results": results})
+            return FlowRunResult(run_id, flow.name, "cancelled", None, results, errors, steps, ms,
+                                 state=RunState.CANCELLED.value, outcome=kind, **common)
+        if kind == "fallback":
+            handoff = handoff_text(flow, halt, results, errors)
+            self._finish(run_id, RunState.FAILED, outcome="fallback", error=halt.get("error"),
+                         outputs={"results": results, "handoff": handoff})
+            return FlowRunResult(run_id, flow.name, "fallback", None, results, errors, steps, ms,
+                                 state=RunState.FAILED.value, outcome="fallback", handoff=handoff,
+                                 failed_step=halt.get("step"), error=halt.get("error"), **common)
+        if kind == "compensate":
+            comp_errors = dict(state.get("compensation_errors") or {})
+            outcome = "compensated" if not comp_errors else "compensation_failed"
+            err = str(halt.get("error")) + ("" if not comp_errors else "; " + "; ".join(comp_errors.values()))
+            self._finish(run_id, RunState.FAILED, outcome=outcome, error=err,
+                         outputs={"results": results, "compensation_errors": comp_errors})
+            return FlowRunResult(run_id, flow.name, "failed", None, results, errors, steps, ms,
+                                 state=RunState.FAILED.value, outcome=outcome, failed_step=halt.get("step"),
+                                 error=err, **common)
+        self._finish(run_id, RunState.COMPLETED, outcome="completed",
+                     outputs={"output": output, "errors": errors})
+        return FlowRunResult(run_id, flow.name, "completed", output, results, errors, steps, ms,
+                             state=RunState.COMPLETED.value, outcome="completed", **common)
+
+    def _finish(self, run_id: str, state: RunState, **kw: Any) -> None:
+        if self.store is not None:
+            try:
+                self.store.finish_flow_run(run_id, status=state, **kw)
+            except InvalidTransitionError:
+                log.warning("flow run %r had already ended", run_id)
+        self._cleanup(run_id)
+
+    def _cleanup(self, run_id: str, *, force: bool = False) -> None:
+        if self.retention != "delete_on_finish" and not force:
+            return
+        delete = getattr(self.checkpointer, "delete_thread", None)
+        if delete is not None:
+            try:
+                delete(run_id)
+            except Exception:  # retention must never fail a run
+                log.exception("could not delete the checkpoints of flow run %r", run_id)
+
+
+def _skip_rest(rec: FlowRunRecord, journal: StepJournal, reason: str, exclude: str | None = None) -> None:
+    """Record as skipped every step of an ending run that did not finish (those never
+    started included, from the definition the run started with)."""
+    seen = {s.step_key: s for s in rec.steps}
+    for s in rec.steps:
+        if s.state in ("pending", "ready", "running") and s.step_key != exclude:
+            journal.skipped(s.step_key, s.step_id, reason)
+    for step in (rec.definition or {}).get("steps") or []:
+        sid = step.get("id")
+        if sid and sid not in seen:
+            journal.skipped(sid, sid, reason)
+
+
+def handoff_text(flow: FlowDefinition, halt: dict[str, Any], results: dict[str, Any],
+                 errors: dict[str, str]) -> str:
+    """What an agent is told when a flow hands a task back (``on_failure="fallback"``)."""
+    import json
+
+    done = [s.id for s in flow.steps if s.id in results]
+    todo = [s.id for s in flow.steps if s.id not in results and s.id != halt.get("step")]
+    partial = json.dumps({k: results[k] for k in done}, default=str, ensure_ascii=False)
+    if len(partial) > 4000:
+        partial = partial[:4000] + "…"
+    return (
+        f"The deterministic flow {flow.name!r} could not finish: step {halt.get('step')!r} failed "
+        f"({halt.get('error')}). Completed steps: {', '.join(done) or 'none'}. "
+        f"Not run: {', '.join(todo) or 'none'}. Partial results: {partial}. "
+        "Carry on with the task from here yourself."
+    )
+
+
+__all__ = ["FlowRunError", "FlowRuntime", "default_checkpointer", "handoff_text", "owner_alive",
+           "process_owner"]

@@ -1,0 +1,190 @@
+"""Calling one step's executor: time limit, idempotency key, LangChain config.
+
+A sync executor runs on a daemon thread that the step waits for at most
+``timeout_seconds``. Python cannot stop a thread: when the limit passes the attempt fails
+with :class:`StepTimeoutError` and the call runs on in the background, its result thrown
+away (daemon threads don't keep the process alive). An async executor (a coroutine
+function, or a LangChain tool with only a coroutine) runs in its own event loop on that
+thread under ``asyncio.wait_for``, so it is cancelled at the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from soloflow_core.errors import StepTimeoutError
+
+IDEMPOTENCY_ARG = "idempotency_key"
+"""An executor that takes a parameter of this name receives the step's idempotency key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorInfo:
+    """How to call one executor, found once when the flow is compiled."""
+
+    is_tool: bool
+    is_async: bool
+    takes_key: bool
+    read_only: bool | None
+    """From a tool's ``metadata`` (``read_only`` / ``side_effects``); None when unknown."""
+
+
+def inspect_executor(executor: Any) -> ExecutorInfo:
+    is_tool = hasattr(executor, "invoke") and not isinstance(executor, type)
+    if is_tool:
+        func = getattr(executor, "func", None)
+        coro = getattr(executor, "coroutine", None)
+        is_async = func is None and coro is not None
+        takes_key = IDEMPOTENCY_ARG in _tool_params(executor)
+        meta = getattr(executor, "metadata", None) or {}
+        read_only: bool | None = None
+        if isinstance(meta, dict):
+            if meta.get("read_only") is not None:
+                read_only = bool(meta["read_only"])
+            elif meta.get("side_effects") is not None:
+                read_only = not bool(meta["side_effects"])
+        return ExecutorInfo(True, is_async, takes_key, read_only)
+    target = executor if inspect.isroutine(executor) else type(executor).__call__
+    try:
+        params = inspect.signature(executor).parameters
+    except (TypeError, ValueError):
+        params = {}  # type: ignore[assignment]
+    # Only a parameter of that name: a generic ``**kwargs`` forwarder must not get it.
+    return ExecutorInfo(False, inspect.iscoroutinefunction(target), IDEMPOTENCY_ARG in params, None)
+
+
+def _tool_params(tool: Any) -> set[str]:
+    names: set[str] = set()
+    for attr in ("func", "coroutine"):
+        fn = getattr(tool, attr, None)
+        if fn is not None:
+            try:
+                names |= set(inspect.signature(fn).parameters)
+            except (TypeError, ValueError):
+                pass
+    try:
+        names |= set(getattr(tool, "args", {}) or {})
+    except Exception:  # a tool whose schema cannot be built: no key
+        pass
+    return names
+
+
+def _unwrap(out: Any) -> Any:
+    content = getattr(out, "content", None)
+    if content is not None and type(out).__name__ == "ToolMessage":
+        return content
+    return out
+
+
+def _call(executor: Any, info: ExecutorInfo, kwargs: dict[str, Any]) -> Any:
+    if info.is_tool:
+        if info.is_async:
+            return executor.ainvoke(kwargs)
+        return executor.invoke(kwargs)
+    return executor(**kwargs)
+
+
+def call_with_limit(
+    executor: Any,
+    info: ExecutorInfo,
+    kwargs: dict[str, Any],
+    *,
+    timeout: float,
+    key: str | None,
+    where: str,
+) -> Any:
+    """Call ``executor`` with ``kwargs`` (plus the idempotency key when it takes one), at
+    most ``timeout`` seconds.
+
+    Raises:
+        StepTimeoutError: the call ran over.
+        Exception: whatever the executor raised.
+    """
+    if key is not None and info.takes_key:
+        kwargs = {**kwargs, IDEMPOTENCY_ARG: key}
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    ctx = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            if info.is_async:
+                box["out"] = asyncio.run(asyncio.wait_for(_awaitable(executor, info, kwargs), timeout))
+            else:
+                box["out"] = _call(executor, info, kwargs)
+        except BaseException as exc:  # handed to the waiting step
+            box["exc"] = exc
+        finally:
+            done.set()
+
+    _POOL.submit(lambda: ctx.run(work))
+    # An async call is cancelled by its own wait_for; the grace lets that finish first.
+    if not done.wait(timeout + (1.0 if info.is_async else 0.0)):
+        raise StepTimeoutError(
+            f"{where}: no result after {timeout:g} s (timeout_seconds); "
+            + ("the call was cancelled" if info.is_async else
+               "the call's thread runs on in the background and its result will be ignored")
+        )
+    if "exc" in box:
+        exc = box["exc"]
+        if isinstance(exc, TimeoutError) and info.is_async:
+            raise StepTimeoutError(f"{where}: no result after {timeout:g} s (timeout_seconds); "
+                                   "the call was cancelled") from exc
+        raise exc
+    return _unwrap(box.get("out"))
+
+
+class _Worker:
+    """A daemon thread that runs one call at a time, then offers itself back to the pool."""
+
+    def __init__(self, pool: _DaemonPool) -> None:
+        self.jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self.pool = pool
+        threading.Thread(target=self._loop, name="soloflow-step", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            self.jobs.get()()
+            if not self.pool.release(self):
+                return
+
+
+class _DaemonPool:
+    """Daemon worker threads for step calls. Not ``ThreadPoolExecutor``: its threads are
+    joined at interpreter exit, so one hung tool would keep the process alive; and a
+    thread per call costs more than the step's bookkeeping. A worker stuck in a call that
+    timed out is simply not reused; idle workers beyond ``max_idle`` end."""
+
+    def __init__(self, max_idle: int = 32) -> None:
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self._max_idle = max_idle
+
+    def submit(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            worker = self._idle.pop() if self._idle else None
+        (worker or _Worker(self)).jobs.put(job)
+
+    def release(self, worker: _Worker) -> bool:
+        with self._lock:
+            if len(self._idle) >= self._max_idle:
+                return False
+            self._idle.append(worker)
+            return True
+
+
+_POOL = _DaemonPool()
+
+
+async def _awaitable(executor: Any, info: ExecutorInfo, kwargs: dict[str, Any]) -> Any:
+    out = _call(executor, info, kwargs)
+    if inspect.isawaitable(out):
+        out = await out
+    return out

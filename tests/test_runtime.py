@@ -1,0 +1,463 @@
+"""The flow runtime: state machine, retries, timeouts, failure policies, compensation,
+approval, cancel, parallelism, durability records — on real SQLite files and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_core.tools import tool
+
+from soloflow_core.errors import FlowValidationError, InvalidTransitionError, NotFoundError
+from soloflow_core.flow.fsm import check_run_transition, check_step_transition
+from soloflow_core.models import Compensation, FlowDefinition, FlowStep
+from soloflow_core.store import Store
+from soloflow_langgraph.compiler import compile_flow
+from soloflow_langgraph.runtime import FlowRuntime as _FlowRuntime
+
+NS = {"user_id": "rt-user", "agent_id": "rt-agent"}
+
+
+class Recorder:
+    """Tools that record their calls; ``fail`` maps a tool to how many times it fails first."""
+
+    def __init__(self, fail: dict[str, int] | None = None) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.fail = dict(fail or {})
+        self.lock = threading.Lock()
+
+    def make(self, name: str, *, result: Any = None, sleep: float = 0.0):  # noqa: ANN201
+        def fn(v: Any = None) -> Any:
+            with self.lock:
+                self.calls.append((name, v))
+                left = self.fail.get(name, 0)
+                if left:
+                    self.fail[name] = left - 1 if left > 0 else left
+            if sleep:
+                time.sleep(sleep)
+            if left:
+                raise RuntimeError(f"{name} broke")
+            return {"from": name, "v": v} if result is None else result
+
+        fn.__name__ = name
+        return fn
+
+    def names(self) -> list[str]:
+        return [n for n, _ in self.calls]
+
+
+def _step(sid: str, *deps: str, **kw: Any) -> FlowStep:
+    kw.setdefault("retry_backoff", 0.01)
+    kw.setdefault("retry_max", 0)
+    kw.setdefault("input_map", {"v": sid})
+    return FlowStep(id=sid, skill_key=kw.pop("skill_key", sid), depends_on=list(deps), **kw)
+
+
+_OPEN: list[FlowRuntime] = []
+
+
+class FlowRuntime(_FlowRuntime):
+    """Closed at the end of each test (its checkpointer connection)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        _OPEN.append(self)
+
+
+@pytest.fixture()
+def rt_store(store: Store) -> Iterator[Store]:
+    try:
+        yield store
+    finally:
+        while _OPEN:
+            _OPEN.pop().close()
+
+
+def _legal(history: list[Any]) -> None:
+    """Every recorded transition is one the state machines allow, in order."""
+    run_state: str | None = None
+    steps: dict[str, str | None] = {}
+    for m in history:
+        if m.step_key is None:
+            if m.from_state is not None:
+                assert m.from_state == run_state
+            check_run_transition("r", run_state, m.to_state)
+            run_state = m.to_state
+        else:
+            if m.from_state is None:
+                assert m.to_state == "pending" and m.step_key not in steps
+                steps[m.step_key] = "pending"
+                continue
+            assert m.from_state == steps.get(m.step_key), m
+            check_step_transition("r", m.step_key, steps[m.step_key], m.to_state)
+            steps[m.step_key] = m.to_state
+
+
+# ---------------------------------------------------------------- state machine
+
+
+def test_state_machine_refuses_illegal_moves_and_leaving_terminal_states():
+    check_run_transition("r", None, "draft")
+    with pytest.raises(InvalidTransitionError, match="must start as 'draft'"):
+        check_run_transition("r", None, "running")
+    with pytest.raises(InvalidTransitionError, match="it has ended"):
+        check_run_transition("r", "completed", "running")
+    with pytest.raises(InvalidTransitionError, match="from 'draft' to 'completed'"):
+        check_run_transition("r", "draft", "completed")
+    check_step_transition("r", "s", "failed", "ready")  # a retry
+    with pytest.raises(InvalidTransitionError, match="'skipped' to 'running'"):
+        check_step_transition("r", "s", "skipped", "running")
+    with pytest.raises(InvalidTransitionError, match="unknown state 'done'"):
+        check_step_transition("r", "s", "running", "done")
+
+
+def test_a_completed_run_records_every_transition_and_cannot_be_resumed(rt_store):
+    rec = Recorder()
+    flow = FlowDefinition(name="chain", steps=[_step("a"), _step("b", "a")])
+    rt = FlowRuntime(rt_store, tools=[rec.make("a"), rec.make("b")], **NS)
+    result = rt.run(flow, {})
+    assert result.status == "completed" and result.state == "completed"
+    history = rt.history(result.run_id)
+    _legal(history)
+    run_moves = [(m.from_state, m.to_state) for m in history if m.step_key is None]
+    assert run_moves == [(None, "draft"), ("draft", "active"), ("active", "running"), ("running", "completed")]
+    assert [m.to_state for m in history if m.step_key == "a"] == ["pending", "ready", "running", "completed"]
+    status = rt.status(result.run_id)
+    assert [(s.step_key, s.state, s.attempts) for s in status.steps] == [("a", "completed", 1), ("b", "completed", 1)]
+    assert status.steps[0].idempotency_key == f"{result.run_id}:a"
+    with pytest.raises(InvalidTransitionError, match="has ended"):
+        rt.resume(result.run_id)
+    with pytest.raises(InvalidTransitionError, match="has ended"):
+        rt.cancel(result.run_id)
+
+
+def test_another_namespace_cannot_see_or_touch_a_run(rt_store):
+    flow = FlowDefinition(name="mine", steps=[_step("a")])
+    result = FlowRuntime(rt_store, tools=[Recorder().make("a")], **NS).run(flow, {})
+    other = FlowRuntime(rt_store, tools=[Recorder().make("a")], user_id="intruder", agent_id=NS["agent_id"])
+    for call in (other.status, other.history, other.cancel, other.resume):
+        with pytest.raises(NotFoundError, match="no flow run"):
+            call(result.run_id)
+    assert rt_store.list_flow_runs(user_id="intruder", agent_id=NS["agent_id"]) == []
+
+
+# ---------------------------------------------------------------- retries and timeouts
+
+
+def test_retries_any_exception_with_backoff_and_records_each_attempt(rt_store):
+    rec = Recorder(fail={"a": 2})
+    flow = FlowDefinition(name="retry", steps=[_step("a", retry_max=2, retry_backoff=0.05)])
+    rt = FlowRuntime(rt_store, tools=[rec.make("a")], **NS)
+    t0 = time.perf_counter()
+    result = rt.run(flow, {})
+    assert result.status == "completed" and rec.names() == ["a", "a", "a"]
+    assert time.perf_counter() - t0 >= 0.05 + 0.1  # 0.05 s, then doubled
+    moves = [m.to_state for m in rt.history(result.run_id) if m.step_key == "a"]
+    assert moves == ["pending", "ready", "running", "failed", "ready", "running", "failed", "ready",
+                     "running", "completed"]
+    assert rt.status(result.run_id).steps[0].attempts == 3
+
+
+def test_out_of_retries_with_stop_fails_the_run_naming_the_step(rt_store):
+    rec = Recorder(fail={"b": -1})
+    flow = FlowDefinition(name="stop", steps=[_step("a"), _step("b", "a", retry_max=1), _step("c", "b")])
+    rt = FlowRuntime(rt_store, tools=[rec.make(n) for n in "abc"], **NS)
+    result = rt.run(flow, {})
+    assert result.status == "failed" and result.failed_step == "b"
+    assert "RuntimeError: b broke" in result.error and "step 'b'" in result.error
+    assert rec.names() == ["a", "b", "b"]
+    assert rt.status(result.run_id).state == "failed"
+
+
+def test_a_sync_tool_that_hangs_times_out_and_the_run_goes_on_by_policy(rt_store):
+    release = threading.Event()
+
+    def hang(v: Any = None) -> str:
+        release.wait(10)
+        return "late"
+
+    rec = Recorder()
+    flow = FlowDefinition(name="hang", steps=[
+        _step("h", skill_key="hang", timeout_seconds=0.2, retry_max=1, on_failure="continue"),
+        _step("b"),
+    ])
+    rt = FlowRuntime(rt_store, tools=[hang, rec.make("b")], **NS)
+    t0 = time.perf_counter()
+    result = rt.run(flow, {})
+    elapsed = time.perf_counter() - t0
+    release.set()
+    assert result.status == "completed" and 0.4 <= elapsed < 2.0
+    assert "StepTimeoutError" in result.errors["h"] and "0.2 s" in result.errors["h"]
+    assert "runs on in the background" in result.errors["h"]
+    assert {s.step_key: s.attempts for s in rt.status(result.run_id).steps}["h"] == 2
+
+
+def test_an_async_tool_that_hangs_is_cancelled_at_its_timeout(rt_store):
+    state = {"cancelled": False}
+
+    @tool
+    async def slow_fetch(v: str) -> str:
+        """Fetch slowly."""
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            state["cancelled"] = True
+            raise
+        return "never"
+
+    flow = FlowDefinition(name="async-hang", steps=[
+        _step("s", skill_key="slow_fetch", timeout_seconds=0.2, on_failure="fallback")])
+    rt = FlowRuntime(rt_store, tools=[slow_fetch], **NS)
+    t0 = time.perf_counter()
+    result = rt.run(flow, {})
+    assert time.perf_counter() - t0 < 2.0
+    assert result.status == "fallback" and "StepTimeoutError" in result.error and "cancelled" in result.error
+    assert state["cancelled"] is True
+
+
+def test_async_tools_run_and_return(rt_store):
+    @tool
+    async def double(v: str) -> str:
+        """Double it."""
+        await asyncio.sleep(0.01)
+        return v * 2
+
+    flow = FlowDefinition(name="async-ok", steps=[_step("d", skill_key="double", input_map={"v": "ab"})])
+    assert FlowRuntime(rt_store, tools=[double], **NS).run(flow, {}).output == "abab"
+
+
+# ---------------------------------------------------------------- on_failure policies
+
+
+def test_continue_records_the_error_and_runs_everything_else(rt_store):
+    rec = Recorder(fail={"b": -1})
+    flow = FlowDefinition(name="cont", steps=[_step("a"), _step("b", "a", on_failure="continue"),
+                                              _step("c", "a")])
+    result = FlowRuntime(rt_store, tools=[rec.make(n) for n in "abc"], **NS).run(flow, {})
+    assert result.status == "completed" and set(result.results) == {"a", "c"}
+    assert "b broke" in result.errors["b"]
+
+
+def test_skip_dependents_skips_the_downstream_steps_and_runs_the_independent_ones(rt_store):
+    rec = Recorder(fail={"b": -1})
+    flow = FlowDefinition(name="skip", steps=[
+        _step("a"), _step("b", "a", on_failure="skip_dependents"), _step("c", "b"), _step("d", "c"),
+        _step("e", "a"), _step("f", "e", "d"),
+    ], output_step="e")
+    rt = FlowRuntime(rt_store, tools=[rec.make(n) for n in "abcdef"], **NS)
+    result = rt.run(flow, {})
+    assert result.status == "completed"
+    assert sorted(rec.names()) == ["a", "b", "e"]
+    assert set(result.skipped) == {"c", "d", "f"}
+    assert "failed (on_failure=skip_dependents)" in result.skipped["c"]
+    states = {s.step_key: s.state for s in rt.status(result.run_id).steps}
+    assert states == {"a": "completed", "b": "failed", "c": "skipped", "d": "skipped", "e": "completed",
+                      "f": "skipped"}
+    _legal(rt.history(result.run_id))
+
+
+def test_fallback_hands_the_task_back_with_the_partial_results(rt_store):
+    rec = Recorder(fail={"c": -1})
+    flow = FlowDefinition(name="fb", steps=[_step("a"), _step("b", "a"), _step("c", "b", on_failure="fallback"),
+                                            _step("d", "c")])
+    rt = FlowRuntime(rt_store, tools=[rec.make(n) for n in "abcd"], **NS)
+    result = rt.run(flow, {})
+    assert result.status == "fallback" and result.state == "failed" and result.outcome == "fallback"
+    assert rec.names() == ["a", "b", "c"]
+    assert "step 'c' failed" in result.handoff and "Completed steps: a, b" in result.handoff
+    assert "Not run: d" in result.handoff and '"from": "b"' in result.handoff
+    assert "Carry on with the task" in result.handoff
+    assert rt.status(result.run_id).outputs["handoff"] == result.handoff
+
+
+def test_compensate_undoes_completed_steps_in_reverse_completion_order(rt_store):
+    rec = Recorder(fail={"pay": -1})
+    undo = [rec.make(f"undo_{n}", result="undone") for n in ("hold", "seat", "meal")]
+
+    def comp(sid: str) -> Compensation:
+        return Compensation(skill_key=f"undo_{sid}", input_map={"v": f"{{{{{sid}.from}}}}"})
+
+    flow = FlowDefinition(name="book", steps=[
+        _step("hold", compensation=comp("hold")),
+        _step("seat", "hold", compensation=comp("seat")),
+        _step("meal", "seat", compensation=comp("meal")),
+        _step("pay", "meal", on_failure="compensate", retry_max=1),
+        _step("mail", "pay"),
+    ])
+    rt = FlowRuntime(rt_store, tools=[rec.make(n) for n in ("hold", "seat", "meal", "pay", "mail")] + undo, **NS)
+    result = rt.run(flow, {})
+    assert result.status == "failed" and result.outcome == "compensated"
+    assert rec.names() == ["hold", "seat", "meal", "pay", "pay", "undo_meal", "undo_seat", "undo_hold"]
+    assert [v for n, v in rec.calls if n.startswith("undo_")] == ["meal", "seat", "hold"]
+    states = {s.step_key: s.state for s in rt.status(result.run_id).steps}
+    assert states["hold"] == states["seat"] == states["meal"] == "compensated"
+    assert states["pay"] == "failed" and states["mail"] == "skipped"
+    assert states["meal~compensate"] == "completed"
+    _legal(rt.history(result.run_id))
+
+
+def test_a_failing_compensation_is_reported_and_the_others_still_run(rt_store):
+    rec = Recorder(fail={"b": -1, "undo_a2": -1})
+    flow = FlowDefinition(name="comp-fail", steps=[
+        _step("a1", compensation=Compensation(skill_key="undo_a1", input_map={"v": "x"})),
+        _step("a2", "a1", compensation=Compensation(skill_key="undo_a2", input_map={"v": "y"})),
+        _step("b", "a2", on_failure="compensate"),
+    ])
+    tools = [rec.make(n) for n in ("a1", "a2", "b", "undo_a1", "undo_a2")]
+    result = FlowRuntime(rt_store, tools=tools, **NS).run(flow, {})
+    assert result.outcome == "compensation_failed" and "undo_a2 broke" in result.error
+    assert rec.names()[-2:] == ["undo_a2", "undo_a1"]
+
+
+def test_an_unknown_compensation_tool_is_a_validation_error_naming_the_field():
+    flow = FlowDefinition(name="bad-comp", steps=[
+        _step("a", compensation=Compensation(skill_key="no_such_tool"))])
+    with pytest.raises(FlowValidationError, match="compensation.skill_key") as info:
+        compile_flow(flow, tools=[Recorder().make("a")])
+    assert info.value.step == "a"
+
+
+# ---------------------------------------------------------------- parallelism, cancel, approval
+
+
+def test_two_independent_read_only_steps_run_in_parallel(rt_store):
+    rec = Recorder()
+    flow = FlowDefinition(name="par", steps=[
+        _step("x", skill_key="slow1", side_effects=False), _step("y", skill_key="slow2", side_effects=False),
+        _step("z", "x", "y")])
+    rt = FlowRuntime(rt_store, tools=[rec.make("slow1", sleep=0.3), rec.make("slow2", sleep=0.3), rec.make("z")],
+                     **NS)
+    rt.run(flow, {})  # warm up: compile and first checkpoints
+    t0 = time.perf_counter()
+    result = rt.run(flow, {})
+    wall = time.perf_counter() - t0
+    assert result.status == "completed"
+    assert wall < 0.55, f"two 0.3 s steps took {wall:.2f} s: not parallel"
+
+
+def test_cancel_stops_a_running_flow_before_its_next_step(rt_store):
+    rec = Recorder()
+    flow = FlowDefinition(name="slow", steps=[_step("a", skill_key="s1"), _step("b", "a", skill_key="s2"),
+                                              _step("c", "b", skill_key="s3")])
+    tools = [rec.make("s1", sleep=0.3), rec.make("s2", sleep=0.3), rec.make("s3")]
+    rt = FlowRuntime(rt_store, tools=tools, **NS)
+    started: list[str] = []
+    box: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: box.update(r=rt.run(flow, {}, on_started=started.append)))
+    worker.start()
+    while not started:
+        time.sleep(0.01)
+    time.sleep(0.1)
+    other = FlowRuntime(rt_store, tools=tools, **NS)  # as another process would
+    assert other.cancel(started[0]).cancel_requested
+    worker.join(5)
+    result = box["r"]
+    assert result.status == "cancelled" and rec.names() == ["s1"]
+    states = {s.step_key: s.state for s in rt.status(result.run_id).steps}
+    assert states == {"a": "completed", "b": "skipped", "c": "skipped"}
+    assert rt.status(result.run_id).state == "cancelled"
+
+
+def test_approval_pauses_before_the_first_side_effect_and_resumes_on_approve(rt_store):
+    rec = Recorder()
+    flow = FlowDefinition(name="refund", requires_approval=True, steps=[
+        _step("look", side_effects=False), _step("refund", "look"), _step("mail", "refund")])
+    tools = [rec.make(n) for n in ("look", "refund", "mail")]
+    rt = FlowRuntime(rt_store, tools=tools, **NS)
+    result = rt.run(flow, {})
+    assert result.status == "waiting" and rec.names() == ["look"]
+    assert result.interrupt["next_steps"] == ["refund"] and "look" in result.interrupt["results_so_far"]
+    assert rt.status(result.run_id).waiting_for_approval
+    with pytest.raises(InvalidTransitionError, match="waits for approval"):
+        rt.resume(result.run_id)
+    done = FlowRuntime(rt_store, tools=tools, **NS).approve(result.run_id, comment="ok")
+    assert done.status == "completed" and rec.names() == ["look", "refund", "mail"]
+    gate = [m for m in rt.history(result.run_id) if m.step_key == "__approval__"]
+    assert [m.to_state for m in gate] == ["pending", "ready", "running", "completed"]
+
+
+def test_a_rejected_approval_cancels_the_run_with_no_side_effect(rt_store):
+    rec = Recorder()
+    flow = FlowDefinition(name="wire", requires_approval=True, steps=[_step("send"), _step("log", "send")])
+    rt = FlowRuntime(rt_store, tools=[rec.make("send"), rec.make("log")], **NS)
+    result = rt.run(flow, {})
+    assert result.status == "waiting" and rec.names() == []
+    out = rt.reject(result.run_id, comment="too large")
+    assert out.status == "cancelled" and out.outcome == "rejected" and rec.names() == []
+    status = rt.status(result.run_id)
+    assert status.state == "cancelled" and "too large" in status.error
+
+
+def test_cancel_of_a_run_waiting_for_approval_ends_it_at_once(rt_store):
+    flow = FlowDefinition(name="wait-cancel", requires_approval=True, steps=[_step("send")])
+    rt = FlowRuntime(rt_store, tools=[Recorder().make("send")], **NS)
+    result = rt.run(flow, {})
+    assert rt.cancel(result.run_id).state == "cancelled"
+    _legal(rt.history(result.run_id))
+
+
+# ---------------------------------------------------------------- idempotency and bad input
+
+
+def test_executors_that_take_an_idempotency_key_get_the_same_key_on_every_attempt(rt_store):
+    seen: list[str] = []
+
+    def charge(amount: int, idempotency_key: str) -> str:
+        seen.append(idempotency_key)
+        if len(seen) < 2:
+            raise ConnectionError("gateway timeout")
+        return "charged"
+
+    flow = FlowDefinition(name="charge", steps=[FlowStep(id="c", skill_key="charge", input_map={"amount": 5},
+                                                         retry_backoff=0.01)])
+    result = FlowRuntime(rt_store, tools=[charge], **NS).run(flow, {})
+    assert result.output == "charged" and seen == [f"{result.run_id}:c"] * 2
+
+
+def test_odd_outputs_are_stored_and_a_10_mb_output_does_not_break_the_run(rt_store):
+    class Opaque:
+        def __repr__(self) -> str:
+            return "<opaque>"
+
+    def weird(v: Any = None) -> Any:
+        return {"obj": Opaque(), "nan": float("nan"), "bytes": b"\x00\xff"}
+
+    def big(v: Any = None) -> str:
+        return "x" * (10 * 1024 * 1024)
+
+    flow = FlowDefinition(name="odd", steps=[_step("w", skill_key="weird"), _step("b", "w", skill_key="big")])
+    rt = FlowRuntime(rt_store, tools=[weird, big], **NS)
+    result = rt.run(flow, {})
+    assert result.status == "completed" and len(result.output) == 10 * 1024 * 1024
+    stored = {s.step_key: s.output for s in rt.status(result.run_id).steps}
+    assert json.dumps(stored["w"])  # stored as JSON, whatever the tool returned
+    assert isinstance(stored["b"], str) and len(stored["b"]) >= 1000
+
+
+def test_a_flow_of_10k_steps_is_refused_with_a_clear_error():
+    steps = [_step(f"s{i}", *([f"s{i - 1}"] if i else [])) for i in range(10_000)]
+    flow = FlowDefinition(name="huge", steps=steps)
+    t0 = time.perf_counter()
+    with pytest.raises(FlowValidationError, match="10000 steps; a flow may have at most 1000") as info:
+        compile_flow(flow, tools=[Recorder().make("s0")])
+    assert "map_over" in str(info.value) and time.perf_counter() - t0 < 1.0
+
+
+def test_a_long_chain_runs_past_langgraphs_default_recursion_limit(rt_store):
+    rec = Recorder()
+    steps = [_step(f"s{i}", *([f"s{i - 1}"] if i else []), skill_key="t") for i in range(40)]
+    flow = FlowDefinition(name="long", steps=steps)
+    result = FlowRuntime(rt_store, tools=[rec.make("t")], **NS).run(flow, {})
+    assert result.status == "completed" and len(rec.calls) == 40
+
+
+def test_inputs_take_their_schema_defaults(rt_store):
+    rec = Recorder()
+    flow = FlowDefinition(name="defaults", steps=[_step("a", input_map={"v": "{{_trigger.limit}}"})],
+                          input_schema={"type": "object", "properties": {"limit": {"type": "integer", "default": 3}}})
+    assert FlowRuntime(rt_store, tools=[rec.make("a")], **NS).run(flow, {}).output == {"from": "a", "v": 3}
