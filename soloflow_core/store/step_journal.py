@@ -1,0 +1,377 @@
+"""The step journals of the store: where a flow run's steps record their state.
+
+:class:`DriverStepJournal` (SQLite and PostgreSQL) writes through the driver connection,
+one short transaction per call; :class:`StoreStepJournal` is the SQLAlchemy version, used
+for reads and for other databases. Both check every move against
+:mod:`soloflow_core.flow.fsm` and record it in ``sf_flow_transitions``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+from soloflow_core.errors import NotFoundError, StoreError
+from soloflow_core.flow.fsm import StepState, check_step_transition
+from soloflow_core.flow.journal import StepBegin, StepJournal, idempotency_key
+from soloflow_core.store import schema as t
+from soloflow_core.store.writer import json_text, jsonable, now, storable_text
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+
+
+def _transition_row(run_id: str, step_key: str | None, old: str | None, new: str,
+                    detail: str | None, at: datetime) -> dict[str, Any]:
+    return {"run_id": run_id, "step_key": step_key, "from_state": old, "to_state": new,
+            "at": at, "detail": None if detail is None else storable_text(detail)}
+
+
+class StoreStepJournal(StepJournal):
+    """A :class:`StepJournal` in the store: each call is one short transaction."""
+
+    def __init__(self, writer: Engine, reader: Engine, run_id: str) -> None:
+        self._writer, self._reader, self.run_id = writer, reader, run_id
+
+    def _step(self, conn: Connection, step_key: str) -> Any:
+        s = t.flow_step_runs.c
+        return conn.execute(
+            sa.select(s.state, s.attempts, s.output, s.completed_seq)
+            .where(s.run_id == self.run_id, s.step_key == step_key)
+        ).first()
+
+    def _moves(self, conn: Connection, step_key: str, moves: Sequence[tuple[str | None, str]],
+               detail: str | None, at: datetime) -> None:
+        conn.execute(sa.insert(t.flow_transitions),
+                     [_transition_row(self.run_id, step_key, a, b, detail, at) for a, b in moves])
+
+    def begin(self, step_key: str, step_id: str) -> StepBegin:
+        key = idempotency_key(self.run_id, step_key)
+        at = now()
+        s = t.flow_step_runs.c
+        with self._writer.begin() as conn:
+            cancel = bool(conn.execute(sa.select(t.flow_runs.c.cancel_requested)
+                                       .where(t.flow_runs.c.id == self.run_id)).scalar())
+            row = self._step(conn, step_key)
+            if row is not None and row.state == StepState.COMPLETED:
+                return StepBegin(done=True, output=row.output, attempt=row.attempts,
+                                 cancelled=False, idempotency_key=key)
+            if cancel:
+                return StepBegin(done=False, output=None, attempt=0, cancelled=True, idempotency_key=key)
+            moves = _begin_moves(self.run_id, step_key, None if row is None else row.state)
+            attempt = (0 if row is None else row.attempts) + 1
+            if row is None:
+                conn.execute(sa.insert(t.flow_step_runs).values(
+                    run_id=self.run_id, step_key=step_key, step_id=step_id, state=StepState.RUNNING.value,
+                    attempts=1, idempotency_key=key, started_at=at))
+            else:
+                conn.execute(sa.update(t.flow_step_runs)
+                             .where(s.run_id == self.run_id, s.step_key == step_key)
+                             .values(state=StepState.RUNNING.value, attempts=attempt, started_at=at))
+            detail = "process ended during the call; running it again" if (
+                row is not None and row.state == StepState.RUNNING) else None
+            self._moves(conn, step_key, moves, detail, at)
+            conn.execute(sa.update(t.flow_runs).where(t.flow_runs.c.id == self.run_id).values(updated_at=at))
+        return StepBegin(done=False, output=None, attempt=attempt, cancelled=False, idempotency_key=key)
+
+    def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
+                step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
+        at = now()
+        s = t.flow_step_runs.c
+        with self._writer.begin() as conn:
+            row = self._step(conn, step_key)
+            current = None if row is None else row.state
+            if current == state:
+                return
+            moves, final = _finish_moves(self.run_id, step_key, current, state, then)
+            values: dict[str, Any] = {"state": final.value, "finished_at": at}
+            if state is StepState.COMPLETED:
+                values["output"] = jsonable(output)
+                values["completed_seq"] = _next_seq(conn, self.run_id)
+            if error is not None:
+                values["error"] = storable_text(error)
+            if row is None:
+                conn.execute(sa.insert(t.flow_step_runs).values(
+                    run_id=self.run_id, step_key=step_key, step_id=step_id or step_key, attempts=0,
+                    idempotency_key=idempotency_key(self.run_id, step_key), **values))
+            else:
+                conn.execute(sa.update(t.flow_step_runs)
+                             .where(s.run_id == self.run_id, s.step_key == step_key).values(**values))
+            self._moves(conn, step_key, moves, detail or error, at)
+
+    def succeeded(self, step_key: str, output: Any) -> None:
+        self._finish(step_key, StepState.COMPLETED, output=output)
+
+    def failed(self, step_key: str, error: str, *, retry: bool) -> None:
+        self._finish(step_key, StepState.FAILED, error=error, then=StepState.READY if retry else None)
+
+    def skipped(self, step_key: str, step_id: str, reason: str) -> None:
+        self._finish(step_key, StepState.SKIPPED, step_id=step_id, detail=reason)
+
+    def compensated(self, step_key: str, detail: str) -> None:
+        self._finish(step_key, StepState.COMPENSATED, detail=detail)
+
+    def state_of(self, step_key: str) -> str | None:
+        with self._reader.connect() as conn:
+            row = self._step(conn, step_key)
+        return None if row is None else row.state
+
+    def completed_order(self) -> list[tuple[str, str, Any]]:
+        s = t.flow_step_runs.c
+        with self._reader.connect() as conn:
+            rows = conn.execute(
+                sa.select(s.step_key, s.step_id, s.output)
+                .where(s.run_id == self.run_id, s.completed_seq.is_not(None))
+                .order_by(s.completed_seq)
+            ).all()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+
+def _next_seq(conn: Connection, run_id: str) -> int:
+    s = t.flow_step_runs.c
+    top = conn.execute(sa.select(sa.func.max(s.completed_seq)).where(s.run_id == run_id)).scalar()
+    return int(top or 0) + 1
+
+
+def _finish_moves(run_id: str, step_key: str, current: str | None, state: StepState,
+                  then: StepState | None) -> tuple[list[tuple[str | None, str]], StepState]:
+    """The checked transitions from ``current`` to ``state`` (then to ``then``), and the
+    state the step ends in. A step skipped before it was ever recorded passes ``pending``."""
+    moves: list[tuple[str | None, str]] = []
+    if state is StepState.SKIPPED and current is None:
+        moves.append((None, StepState.PENDING.value))
+        current = StepState.PENDING.value
+    check_step_transition(run_id, step_key, current, state)
+    moves.append((current, state.value))
+    if then is None:
+        return moves, state
+    check_step_transition(run_id, step_key, state, then)
+    moves.append((state.value, then.value))
+    return moves, then
+
+
+def _begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[str | None, str]]:
+    """The transitions that take a step from ``current`` to ``running``."""
+    if current is None:
+        return [(None, StepState.PENDING.value), (StepState.PENDING.value, StepState.READY.value),
+                (StepState.READY.value, StepState.RUNNING.value)]
+    if current == StepState.RUNNING:
+        # The process that ran it ended mid-call: the attempt counts as failed.
+        return [(StepState.RUNNING.value, StepState.FAILED.value),
+                (StepState.FAILED.value, StepState.READY.value),
+                (StepState.READY.value, StepState.RUNNING.value)]
+    if current == StepState.FAILED:
+        return [(StepState.FAILED.value, StepState.READY.value),
+                (StepState.READY.value, StepState.RUNNING.value)]
+    if current == StepState.READY:
+        return [(StepState.READY.value, StepState.RUNNING.value)]
+    check_step_transition(run_id, step_key, current, StepState.RUNNING)
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True, slots=True)
+class JournalSql:
+    """The journal's statements in one dialect's spelling."""
+
+    begin_read: str
+    finish_read: str
+    upsert_running: str
+    insert_finished: str
+    update_finished: str
+    transition: str
+    insert_run: str
+    run_state: str
+    finish_run: str
+    begin: str
+    """The first statement of a write transaction (SQLite; empty on PostgreSQL)."""
+
+    @classmethod
+    def build(cls, dialect: str) -> JournalSql:
+        ph, lock, json_ph = ("?", "", "?") if dialect == "sqlite" else ("%s", " FOR UPDATE OF r", "CAST(%s AS jsonb)")
+        join = ("FROM sf_flow_runs r LEFT JOIN sf_flow_step_runs s ON s.run_id = r.id AND s.step_key = ? "
+                "WHERE r.id = ?")
+        sql = {
+            "begin_read": f"SELECT r.cancel_requested, s.state, s.attempts, s.output {join}{lock}",
+            "finish_read": ("SELECT s.state, (SELECT MAX(completed_seq) FROM sf_flow_step_runs "
+                            f"WHERE run_id = r.id) {join}{lock}"),
+            "upsert_running": (
+                "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
+                "started_at) VALUES (?, ?, ?, 'running', ?, ?, ?) ON CONFLICT (run_id, step_key) DO UPDATE "
+                "SET state = 'running', attempts = excluded.attempts, started_at = excluded.started_at"),
+            "insert_finished": (
+                "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
+                "error, finished_at) VALUES (?, ?, ?, ?, 0, ?, ?, ?)"),
+            "update_finished": (
+                "UPDATE sf_flow_step_runs SET state = ?, finished_at = ?, output = COALESCE(JSONPH, output), "
+                "completed_seq = COALESCE(?, completed_seq), error = COALESCE(?, error) "
+                "WHERE run_id = ? AND step_key = ?"),
+            "transition": ("INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, "
+                           "detail) VALUES (?, ?, ?, ?, ?, ?)"),
+            "insert_run": (
+                "INSERT INTO sf_flow_runs (id, user_id, agent_id, flow_name, flow_version, status, inputs, "
+                "started_at, updated_at, owner, definition, cancel_requested) "
+                "VALUES (?, ?, ?, ?, ?, 'running', JSONPH, ?, ?, ?, JSONPH, FALSE)"),
+            "run_state": f"SELECT r.status FROM sf_flow_runs r WHERE r.id = ?{lock}",
+            "finish_run": ("UPDATE sf_flow_runs SET status = ?, outputs = JSONPH, error = ?, outcome = ?, "
+                           "ended_at = ?, updated_at = ? WHERE id = ?"),
+        }
+        done = {k: v.replace("?", ph).replace("JSONPH", json_ph) for k, v in sql.items()}
+        # PostgreSQL: the journal's commits need not wait for their WAL flush. WAL is
+        # flushed in order, so once LangGraph's next checkpoint (a synchronous commit) is
+        # durable, every journal write before it is too; a server crash can lose only the
+        # writes after the last checkpoint, whose step then runs again with the same
+        # idempotency key — what a crash mid-call does anyway. SQLite's WAL with
+        # synchronous=NORMAL already commits without an fsync.
+        return cls(begin="BEGIN IMMEDIATE" if dialect == "sqlite" else "", **done)
+
+
+def insert_transitions(cur: Any, sql: JournalSql, rows: list[tuple[Any, ...]]) -> None:
+    """The rows in one statement (one round trip on PostgreSQL)."""
+    if len(rows) == 1 or sql.begin:  # SQLite: executemany costs no round trip
+        cur.executemany(sql.transition, rows)
+        return
+    head, _, values = sql.transition.partition(" VALUES ")
+    cur.execute(head + " VALUES " + ", ".join([values] * len(rows)), [v for r in rows for v in r])
+
+
+def stamper(engine: Engine) -> Callable[[datetime], Any]:
+    """A timestamp as the driver takes it: SQLAlchemy's text form on SQLite, as is on
+    PostgreSQL."""
+    if engine.dialect.name == "sqlite":
+        bind = t.TS.dialect_impl(engine.dialect).bind_processor(engine.dialect)
+        assert bind is not None
+        return bind
+    return lambda at: at
+
+
+def driver_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], Any]) -> Any:
+    """``work(cursor)`` in one write transaction on the driver's connection (``BEGIN
+    IMMEDIATE`` on SQLite)."""
+    raw = engine.raw_connection()
+    try:
+        conn: Any = raw.driver_connection
+        cur = conn.cursor()
+        sqlite = engine.dialect.name == "sqlite"
+        try:
+            if sqlite:
+                cur.execute(sql.begin)
+                out = work(cur)
+                cur.execute("COMMIT")
+            else:  # psycopg opens the transaction itself
+                out = work(cur)
+                conn.commit()
+        except BaseException:
+            if not sqlite or conn.in_transaction:
+                conn.rollback()
+            raise
+        finally:
+            cur.close()
+        return out
+    except sqlite3.Error as exc:
+        raise StoreError(f"flow-run store write failed: {exc}") from exc
+    finally:
+        raw.close()
+
+
+class DriverStepJournal(StepJournal):
+    """The store's journal on SQLite and PostgreSQL, written through the driver connection:
+    the same rows as :class:`StoreStepJournal` in one transaction of 3–4 statements per
+    call (SQLAlchemy's per-statement cost would double a step's). The run's row is locked
+    first (``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE`` on PostgreSQL), so parallel
+    steps of one run record their completion order without a race."""
+
+    def __init__(self, engine: Engine, run_id: str) -> None:
+        self._engine, self.run_id = engine, run_id
+        self._sql = JournalSql.build(engine.dialect.name)
+        self._sqlite = engine.dialect.name == "sqlite"
+        self._stamp = stamper(engine)
+        self._reader = StoreStepJournal(engine, engine, run_id)
+
+    def _write(self, work: Any) -> Any:
+        return driver_transaction(self._engine, self._sql, work)
+
+    def _rows(self, step_key: str, moves: Sequence[tuple[str | None, str]], detail: str | None,
+              at: Any) -> list[tuple[Any, ...]]:
+        text = None if detail is None else storable_text(detail)
+        return [(self.run_id, step_key, a, b, at, text) for a, b in moves]
+
+    def begin(self, step_key: str, step_id: str) -> StepBegin:
+        key = idempotency_key(self.run_id, step_key)
+        sql = self._sql
+
+        def work(cur: Any) -> StepBegin:
+            cur.execute(sql.begin_read, (step_key, self.run_id))
+            row = cur.fetchone()
+            if row is None:
+                raise NotFoundError(f"no flow run {self.run_id!r}")
+            cancel, state, attempts, output = row
+            if state == StepState.COMPLETED:
+                return StepBegin(True, _json_load(output), attempts, False, key)
+            if cancel:
+                return StepBegin(False, None, 0, True, key)
+            moves = _begin_moves(self.run_id, step_key, state)
+            attempt = (attempts or 0) + 1
+            at = self._stamp(now())
+            cur.execute(sql.upsert_running, (self.run_id, step_key, step_id, attempt, key, at))
+            detail = "process ended during the call; running it again" if state == StepState.RUNNING else None
+            insert_transitions(cur, sql, self._rows(step_key, moves, detail, at))
+            return StepBegin(False, None, attempt, False, key)
+
+        return self._write(work)
+
+    def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
+                step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
+        sql = self._sql
+
+        def work(cur: Any) -> None:
+            cur.execute(sql.finish_read, (step_key, self.run_id))
+            row = cur.fetchone()
+            if row is None:
+                raise NotFoundError(f"no flow run {self.run_id!r}")
+            current, top = row
+            if current == state:
+                return
+            moves, final = _finish_moves(self.run_id, step_key, current, state, then)
+            at = self._stamp(now())
+            done = state is StepState.COMPLETED
+            seq = int(top or 0) + 1 if done else None
+            out_text = json_text(output) if done else None
+            err = None if error is None else storable_text(error)
+            if current is None:
+                cur.execute(sql.insert_finished, (self.run_id, step_key, step_id or step_key, final.value,
+                                                  idempotency_key(self.run_id, step_key), err, at))
+            else:
+                cur.execute(sql.update_finished, (final.value, at, out_text, seq, err, self.run_id, step_key))
+            insert_transitions(cur, sql, self._rows(step_key, moves, detail or error, at))
+
+        self._write(work)
+
+    def succeeded(self, step_key: str, output: Any) -> None:
+        self._finish(step_key, StepState.COMPLETED, output=output)
+
+    def failed(self, step_key: str, error: str, *, retry: bool) -> None:
+        self._finish(step_key, StepState.FAILED, error=error, then=StepState.READY if retry else None)
+
+    def skipped(self, step_key: str, step_id: str, reason: str) -> None:
+        self._finish(step_key, StepState.SKIPPED, step_id=step_id, detail=reason)
+
+    def compensated(self, step_key: str, detail: str) -> None:
+        self._finish(step_key, StepState.COMPENSATED, detail=detail)
+
+    def state_of(self, step_key: str) -> str | None:
+        return self._reader.state_of(step_key)
+
+    def completed_order(self) -> list[tuple[str, str, Any]]:
+        return self._reader.completed_order()
+
+
+def _json_load(text: Any) -> Any:
+    if text is None or not isinstance(text, str):
+        return text
+    return json.loads(text)
