@@ -388,7 +388,7 @@ def print_per_step(rows: list[dict[str, Any]]) -> None:
         flag = " ◀ target" if r["config"] in ("sqlite", "postgres") and r["who"] == "SF runtime" else ""
         print(f"  {r['shape']:<8} {r['tool']:<6} {r['config']:<9} {r['who']:<22} {r['ms']:>8.2f} "
               f"{r['min']:>7.2f} {per:>8.3f} {ratio:>6} {extra:>9}{flag}")
-    print("  (ms/step = ms/run ÷ flow steps; SoloFlow graphs also run a __finalize__ node, counted in)")
+    print("  (ms/step = ms/run ÷ flow steps)")
     print("\nSummary, like-for-like (same checkpointer, durability=sync, SF runtime = full durable path):")
     for config in ("sqlite", "postgres"):
         sel = [r for r in rows if r["config"] == config and r["who"] == "SF runtime"]

@@ -8,8 +8,8 @@ outputs. Each step node retries its own call (``retry_max``, ``retry_backoff`` d
 time; any exception but a template error) under ``timeout_seconds``, records every attempt
 in the run's step journal, and applies its ``on_failure`` policy (see
 :data:`soloflow_core.models.flows.OnFailure`). A flow with ``requires_approval`` gets an
-approval gate before its first side-effecting steps; every flow ends in a final node that
-runs compensations when a step asked for them. The nodes are in :mod:`.flow_nodes`.
+approval gate before its first side-effecting steps; a flow with compensations ends in a
+final node that runs them when a step asked for it. The nodes are in :mod:`.flow_nodes`.
 
 LangGraph's own ``RetryPolicy``/``timeout`` are not used: its timeouts cover async nodes
 only, and its ``error_handler`` bypasses fan-in barriers (see LANGCHAIN_NOTES).
@@ -134,9 +134,13 @@ def build_flow_graph(
         _add_edges(graph, deps_of[step.id], entry)
     has_dependents = {d for s in flow.steps for d in s.depends_on}
     sinks = [s.id for s in flow.steps if s.id not in has_dependents]
-    graph.add_node(FINAL_NODE, Finalize(flow, specs))
-    _add_edges(graph, sinks, FINAL_NODE)
-    graph.add_edge(FINAL_NODE, END)
+    if any(s.compensation is not None for s in flow.steps):
+        graph.add_node(FINAL_NODE, Finalize(flow, specs))
+        _add_edges(graph, sinks, FINAL_NODE)
+        graph.add_edge(FINAL_NODE, END)
+    else:  # nothing to compensate: no extra superstep (and checkpoint) per run
+        for sink in sinks:
+            graph.add_edge(sink, END)
     return graph
 
 

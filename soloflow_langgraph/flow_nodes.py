@@ -62,10 +62,6 @@ def first_halt(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dic
     return left or right
 
 
-def append(left: list[Any] | None, right: list[Any] | None) -> list[Any]:
-    return [*(left or []), *(right or [])]
-
-
 class FlowState(TypedDict, total=False):
     """The state of a compiled flow."""
 
@@ -79,8 +75,6 @@ class FlowState(TypedDict, total=False):
     halt: Annotated[dict[str, Any] | None, first_halt]
     """Set when no further step may start: ``{"kind": fallback | compensate | cancelled |
     rejected, "step": ..., "error": ...}``."""
-    done: Annotated[list[str], append]
-    """Completed step ids, in superstep order (the journal knows the exact order)."""
     compensation_errors: Annotated[dict[str, str], merge_dicts]
     approval: dict[str, Any]
     map_parts: Annotated[dict[str, dict[int, Any]], merge_map_parts]
@@ -220,7 +214,7 @@ class StepNode:
         sid = self.spec.step.id
         if "map_index" in state:
             return {"map_parts": {sid: {int(state["map_index"]): out}}}
-        return {"results": {sid: out}, "done": [sid]}
+        return {"results": {sid: out}}
 
     def _report(self, ctx: FlowContext, kwargs: dict[str, Any], out: Any, error: bool, start: float) -> None:
         callbacks = [cb for cb in (self.spec.on_step, ctx.on_step) if cb is not None]
@@ -349,7 +343,7 @@ class Collect:
         begun = ctx.journal.begin(self.step.id, self.step.id)
         if not begun.done:
             ctx.journal.succeeded(self.step.id, out)
-        return {"results": {self.step.id: out}, "done": [self.step.id]}
+        return {"results": {self.step.id: out}}
 
 
 class ApprovalGate:
@@ -401,8 +395,10 @@ class Finalize:
         if halt.get("kind") != "compensate":
             return {}
         ctx = _ctx(runtime)
-        order = [sid for _, sid, _ in ctx.journal.completed_order()] or list(state.get("done") or [])
         results = dict(state.get("results") or {})
+        # The journal knows the completion order; without one, the flow's step order.
+        order = [sid for _, sid, _ in ctx.journal.completed_order()] or [
+            s.id for s in self.flow.steps if s.id in results]
         errors: dict[str, str] = {}
         for sid in reversed(list(dict.fromkeys(order))):
             spec = self.specs.get(sid)

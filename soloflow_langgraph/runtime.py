@@ -10,7 +10,9 @@ checkpoint; a step that was running when its process died runs again with the sa
 idempotency key.
 
 Retention: when a run ends, its checkpoints are deleted (``retention="delete_on_finish"``,
-the default; the store keeps the run's steps, outputs and transitions). With
+the default; the store keeps the run's steps, outputs and transitions), on a background
+thread that :meth:`FlowRuntime.close` waits for; a process that ends without closing its
+runtime may leave some, which ``prune`` removes. With
 ``retention="keep"`` they stay until :meth:`FlowRuntime.prune` removes those of runs that
 ended before a given time.
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import socket
 import sqlite3
 import threading
@@ -154,11 +157,15 @@ class FlowRuntime:
         self.owner = process_owner()
         self.on_finished = on_finished
         self._graphs: dict[tuple[str, int], tuple[FlowDefinition, CompiledStateGraph]] = {}
+        self._definitions: dict[tuple[str, int], FlowDefinition] = {}
+        self._janitor: queue.Queue[str] | None = None
         self._lock = threading.Lock()
 
     def close(self) -> None:
         """Close the checkpointer's connection if this runtime opened it (the store is the
         caller's to close)."""
+        if self._janitor is not None:
+            self._janitor.join()  # the checkpoint deletions still queued
         closer = getattr(self.checkpointer, "soloflow_close", None)
         if self._owns_checkpointer and closer is not None:
             closer()
@@ -172,19 +179,28 @@ class FlowRuntime:
     # ------------------------------------------------------------------ lookup
 
     def flow(self, name: str, version: int | None = None) -> FlowDefinition:
-        """The registered flow ``name`` (latest version unless given). Read from the store
-        each time (one indexed query), so a new version is picked up at once; its compiled
-        graph is cached."""
+        """The registered flow ``name`` (latest version unless given). Definitions are
+        cached by version; the latest version number is read each time (one indexed
+        query), so a newly registered version is picked up at once."""
         if self.store is None:
             raise NotFoundError(f"no flow {name!r}: this runtime has no store; pass the FlowDefinition")
-        return self.store.get_flow(name, version=version, user_id=self.user_id, agent_id=self.agent_id).flow
+        user, agent = self.user_id, self.agent_id
+        if version is None:
+            version = self.store.latest_flow_version(name, user_id=user, agent_id=agent)
+            if version is None:
+                return self.store.get_flow(name, user_id=user, agent_id=agent).flow  # NotFoundError
+        hit = self._definitions.get((name, version))
+        if hit is None:
+            hit = self.store.get_flow(name, version=version, user_id=user, agent_id=agent).flow
+            self._definitions[(name, version)] = hit
+        return hit
 
     def graph(self, flow: FlowDefinition) -> CompiledStateGraph:
         """``flow`` compiled with this runtime's executors and checkpointer (cached)."""
         key = (flow.name, flow.version)
         with self._lock:
             hit = self._graphs.get(key)
-            if hit is not None and hit[0] == flow:
+            if hit is not None and (hit[0] is flow or hit[0] == flow):
                 return hit[1]
         graph = compile_flow(flow, registry=self.registry, checkpointer=self.checkpointer)
         with self._lock:
@@ -302,7 +318,7 @@ class FlowRuntime:
         """Delete the checkpoints of runs that ended before ``older_than``; how many runs."""
         ids = self._need_store().stale_flow_runs(older_than=older_than, terminal=True)
         for run_id in ids:
-            self._cleanup(run_id, force=True)
+            self._cleanup(run_id, force=True, now=True)
         return len(ids)
 
     # ------------------------------------------------------------------ internals
@@ -421,15 +437,36 @@ class FlowRuntime:
                 log.warning("flow run %r had already ended", run_id)
         self._cleanup(run_id)
 
-    def _cleanup(self, run_id: str, *, force: bool = False) -> None:
+    def _cleanup(self, run_id: str, *, force: bool = False, now: bool = False) -> None:
+        """Delete the run's checkpoints (retention): on a background thread, so a run's
+        result does not wait for it; ``close()`` waits for what is queued."""
         if self.retention != "delete_on_finish" and not force:
             return
-        delete = getattr(self.checkpointer, "delete_thread", None)
-        if delete is not None:
+        if getattr(self.checkpointer, "delete_thread", None) is None:
+            return
+        if now:
+            self._delete(run_id)
+            return
+        with self._lock:
+            if self._janitor is None:
+                self._janitor = queue.Queue()
+                threading.Thread(target=self._janitor_loop, args=(self._janitor,),
+                                 name="soloflow-retention", daemon=True).start()
+        self._janitor.put(run_id)
+
+    def _janitor_loop(self, jobs: queue.Queue[str]) -> None:
+        while True:
+            run_id = jobs.get()
             try:
-                delete(run_id)
-            except Exception:  # retention must never fail a run
-                log.exception("could not delete the checkpoints of flow run %r", run_id)
+                self._delete(run_id)
+            finally:
+                jobs.task_done()
+
+    def _delete(self, run_id: str) -> None:
+        try:
+            self.checkpointer.delete_thread(run_id)
+        except Exception:  # retention must never fail a run
+            log.exception("could not delete the checkpoints of flow run %r", run_id)
 
 
 def _skip_rest(rec: FlowRunRecord, journal: StepJournal, reason: str, exclude: str | None = None) -> None:

@@ -461,3 +461,71 @@ def test_inputs_take_their_schema_defaults(rt_store):
     flow = FlowDefinition(name="defaults", steps=[_step("a", input_map={"v": "{{_trigger.limit}}"})],
                           input_schema={"type": "object", "properties": {"limit": {"type": "integer", "default": 3}}})
     assert FlowRuntime(rt_store, tools=[rec.make("a")], **NS).run(flow, {}).output == {"from": "a", "v": 3}
+
+
+# ---------------------------------------------------------------- the journals agree
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlalchemy", "driver"])
+def test_every_step_journal_records_the_same_states_and_transitions(rt_store, kind):
+    from soloflow_core.flow.journal import InMemoryStepJournal
+    from soloflow_core.store.step_journal import DriverStepJournal, StoreStepJournal
+
+    flow = FlowDefinition(name="j", steps=[_step("a")])
+    run_id = rt_store.start_flow_run(flow, {}, **NS)
+    engine = rt_store.engine
+    journal = {"memory": lambda: InMemoryStepJournal(run_id),
+               "sqlalchemy": lambda: StoreStepJournal(engine, engine, run_id),
+               "driver": lambda: DriverStepJournal(engine, run_id)}[kind]()
+    first = journal.begin("a", "a")
+    assert (first.done, first.attempt, first.idempotency_key) == (False, 1, f"{run_id}:a")
+    journal.failed("a", "boom", retry=True)
+    assert journal.begin("a", "a").attempt == 2
+    journal.succeeded("a", {"x": [1, 2]})
+    again = journal.begin("a", "a")
+    assert again.done and again.output == {"x": [1, 2]}
+    journal.begin("b", "b")  # running when "the process died"
+    crashed = journal.begin("b", "b")
+    assert crashed.attempt == 2 and not crashed.done
+    journal.succeeded("b", "ok")
+    journal.skipped("c", "c", "upstream failed")
+    journal.compensated("a", "undone")
+    with pytest.raises(InvalidTransitionError, match="'skipped' to 'running'"):
+        journal.begin("c", "c")
+    assert journal.state_of("a") == "compensated" and journal.state_of("c") == "skipped"
+    assert [(k, out) for k, _, out in journal.completed_order()] == [("a", {"x": [1, 2]}), ("b", "ok")]
+    if kind != "memory":
+        moves = [(m.step_key, m.from_state, m.to_state) for m in rt_store.flow_run_history(run_id, **NS)
+                 if m.step_key is not None]
+        assert moves == [
+            ("a", None, "pending"), ("a", "pending", "ready"), ("a", "ready", "running"),
+            ("a", "running", "failed"), ("a", "failed", "ready"), ("a", "ready", "running"),
+            ("a", "running", "completed"),
+            ("b", None, "pending"), ("b", "pending", "ready"), ("b", "ready", "running"),
+            ("b", "running", "failed"), ("b", "failed", "ready"), ("b", "ready", "running"),
+            ("b", "running", "completed"),
+            ("c", None, "pending"), ("c", "pending", "skipped"),
+            ("a", "completed", "compensated"),
+        ]
+
+
+def _checkpoint_count(rt: _FlowRuntime, run_id: str) -> int:
+    return sum(1 for _ in rt.checkpointer.list({"configurable": {"thread_id": run_id}}))
+
+
+def test_retention_deletes_an_ended_runs_checkpoints_and_keep_leaves_them_for_prune(rt_store):
+    from datetime import UTC, datetime, timedelta
+
+    flow = FlowDefinition(name="keep", steps=[_step("a"), _step("b", "a")])
+    rt = FlowRuntime(rt_store, tools=[Recorder().make("a"), Recorder().make("b")], **NS)
+    gone = rt.run(flow, {})
+    keeper = FlowRuntime(rt_store, tools=[Recorder().make("a"), Recorder().make("b")], retention="keep", **NS)
+    kept = keeper.run(flow, {})
+    rt.close()  # waits for the background deletions
+    assert _checkpoint_count(keeper, gone.run_id) == 0
+    assert _checkpoint_count(keeper, kept.run_id) > 0
+    assert rt.status(gone.run_id).state == "completed"  # the store keeps the history
+    assert keeper.prune(older_than=datetime.now(UTC) - timedelta(days=1)) == 0
+    assert keeper.prune(older_than=datetime.now(UTC) + timedelta(seconds=1)) >= 1
+    assert _checkpoint_count(keeper, kept.run_id) == 0
+    assert len(rt.history(kept.run_id)) > 4

@@ -488,6 +488,15 @@ class Store(FlowRunStore, ProceduralStore):
                 candidate_id=candidate_id,
             )
 
+    def latest_flow_version(self, name: str, *, user_id: str, agent_id: str) -> int | None:
+        """The newest version number of flow ``name`` in the namespace (None: no such flow);
+        one indexed read, for callers that cache definitions."""
+        c = t.flows.c
+        q = sa.select(sa.func.max(c.version)).where(c.user_id == user_id, c.agent_id == agent_id,
+                                                     c.name == name)
+        with self.engine.connect() as conn:
+            return conn.execute(q).scalar()
+
     def get_flow(
         self, name: str, *, user_id: str, agent_id: str, version: int | None = None
     ) -> FlowRecord:

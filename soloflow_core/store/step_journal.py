@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -250,6 +252,18 @@ def stamper(engine: Engine) -> Callable[[datetime], Any]:
     return lambda at: at
 
 
+_SQLITE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.Lock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _sqlite_lock(engine: Engine) -> threading.Lock:
+    with _LOCKS_GUARD:
+        lock = _SQLITE_LOCKS.get(engine)
+        if lock is None:
+            lock = _SQLITE_LOCKS[engine] = threading.Lock()
+        return lock
+
+
 def driver_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], Any]) -> Any:
     """``work(cursor)`` in one write transaction on the driver's connection (``BEGIN
     IMMEDIATE`` on SQLite)."""
@@ -260,16 +274,24 @@ def driver_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], An
         sqlite = engine.dialect.name == "sqlite"
         try:
             if sqlite:
-                cur.execute(sql.begin)
-                out = work(cur)
-                cur.execute("COMMIT")
+                # Parallel steps of this process queue on a Python lock: SQLite's own busy
+                # handler would make them sleep 1, 2, 5, 10 ... ms.
+                with _sqlite_lock(engine):
+                    cur.execute(sql.begin)
+                    try:
+                        out = work(cur)
+                        cur.execute("COMMIT")
+                    except BaseException:
+                        if conn.in_transaction:
+                            conn.rollback()
+                        raise
             else:  # psycopg opens the transaction itself
-                out = work(cur)
-                conn.commit()
-        except BaseException:
-            if not sqlite or conn.in_transaction:
-                conn.rollback()
-            raise
+                try:
+                    out = work(cur)
+                    conn.commit()
+                except BaseException:
+                    conn.rollback()
+                    raise
         finally:
             cur.close()
         return out
@@ -277,6 +299,13 @@ def driver_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], An
         raise StoreError(f"flow-run store write failed: {exc}") from exc
     finally:
         raw.close()
+
+
+_SQLITE_COMPLETE = (
+    "UPDATE sf_flow_step_runs SET state = 'completed', finished_at = ?, output = ?, completed_seq = "
+    "(SELECT COALESCE(MAX(completed_seq), 0) + 1 FROM sf_flow_step_runs WHERE run_id = ?) "
+    "WHERE run_id = ? AND step_key = ? AND state = 'running'"
+)
 
 
 class DriverStepJournal(StepJournal):
@@ -353,7 +382,23 @@ class DriverStepJournal(StepJournal):
         self._write(work)
 
     def succeeded(self, step_key: str, output: Any) -> None:
-        self._finish(step_key, StepState.COMPLETED, output=output)
+        if not self._sqlite:  # PostgreSQL: the run row lock orders parallel completions
+            self._finish(step_key, StepState.COMPLETED, output=output)
+            return
+        sql = self._sql
+
+        def work(cur: Any) -> bool:
+            # The usual case (running → completed) in two statements; anything else takes
+            # the checked path. BEGIN IMMEDIATE serialises the completion sequence.
+            at = self._stamp(now())
+            cur.execute(_SQLITE_COMPLETE, (at, json_text(output), self.run_id, self.run_id, step_key))
+            if cur.rowcount != 1:
+                return False
+            insert_transitions(cur, sql, self._rows(step_key, [("running", "completed")], None, at))
+            return True
+
+        if not self._write(work):
+            self._finish(step_key, StepState.COMPLETED, output=output)
 
     def failed(self, step_key: str, error: str, *, retry: bool) -> None:
         self._finish(step_key, StepState.FAILED, error=error, then=StepState.READY if retry else None)

@@ -20,11 +20,15 @@ if TYPE_CHECKING:
 _TOOLS_HELP = "module:ATTR naming tools the steps call (repeatable); plugins register the rest."
 
 
-def _runtime(c: Context, tools: list[str]) -> FlowRuntime:
+def _runtime(ctx: typer.Context, tools: list[str]) -> FlowRuntime:
     from soloflow_langgraph.runtime import FlowRuntime
 
-    return FlowRuntime(c.store(), tools=[t for spec in tools for t in load_tools(spec)],
-                       plugin_manager=get_plugin_manager(), **c.ns)
+    c: Context = ctx.obj
+    runtime = FlowRuntime(c.store(), tools=[t for spec in tools for t in load_tools(spec)],
+                          plugin_manager=get_plugin_manager(), **c.ns)
+    # Closed when the command ends: the queued checkpoint deletions finish first.
+    ctx.call_on_close(runtime.close)
+    return runtime
 
 
 def _report(result: FlowRunResult, as_json: bool) -> None:
@@ -65,14 +69,13 @@ def run(
     id (printed before any step runs: use it with `flows status`/`cancel` meanwhile)."""
     from soloflow_langgraph.runner import inputs_from_task
 
-    c: Context = ctx.obj
     try:
         inputs = json.loads(input_json)
     except ValueError as exc:
         fail(f"--input is not JSON: {exc}")
     if not isinstance(inputs, dict):
         fail("--input must be a JSON object, e.g. '{\"email\": \"a@b.c\"}'")
-    runtime = _runtime(c, tools)
+    runtime = _runtime(ctx, tools)
     flow = runtime.flow(name)
     if task:
         inputs = {**inputs_from_task(flow, task), **inputs}
@@ -89,12 +92,12 @@ def resume(
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Carry on a run whose process ended: completed steps are not run again."""
-    _report(_runtime(ctx.obj, tools).resume(run_id, force=force), as_json)
+    _report(_runtime(ctx, tools).resume(run_id, force=force), as_json)
 
 
 def decide(ctx: typer.Context, run_id: str, *, approved: bool, comment: str | None, tools: list[str]) -> None:
     """`flows approve|reject frun_…`: answer a run waiting for approval."""
-    runtime = _runtime(ctx.obj, tools)
+    runtime = _runtime(ctx, tools)
     result = runtime.approve(run_id, approved=approved, comment=comment)
     if not approved:
         out.print(f"rejected {run_id}: cancelled")
@@ -134,8 +137,7 @@ def status(
 @flows_app.command("cancel")
 def cancel(ctx: typer.Context, run_id: str = typer.Argument(..., help="The flow run id (frun_…).")) -> None:
     """Cancel a flow run, from any process: a running one stops before its next step."""
-    c: Context = ctx.obj
-    rec = _runtime(c, []).cancel(run_id)
+    rec = _runtime(ctx, []).cancel(run_id)
     if rec.terminal:
         out.print(f"{run_id}: {rec.state}")
     else:
@@ -197,5 +199,5 @@ def prune(
 ) -> None:
     """Delete the LangGraph checkpoints of flow runs that ended (the store keeps their
     steps, outputs and transitions). Needed only with retention='keep'."""
-    n = _runtime(ctx.obj, []).prune(older_than=datetime.now(UTC) - timedelta(days=older_than_days))
+    n = _runtime(ctx, []).prune(older_than=datetime.now(UTC) - timedelta(days=older_than_days))
     out.print(f"deleted the checkpoints of {n} ended run(s)")
