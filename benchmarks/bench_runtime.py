@@ -313,6 +313,7 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
     rows: list[dict[str, Any]] = []
     shapes = ["chain5", "chain10", "diamond"]
     savers: list[Any] = []
+    runtimes: list[Any] = []
     for shape in shapes:
         for tool_kind, (fn, is_tool) in TOOLS.items():
             key = "work_tool" if is_tool else "work"
@@ -340,7 +341,8 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
             s1 = sqlite_saver(tmp / f"lg-{name}.db")
             s2 = sqlite_saver(tmp / f"sfg-{name}.db")
             rt = FlowRuntime(store, registry=registry, user_id="bench", agent_id=AGENT)
-            savers += [s1, s2, rt.checkpointer]
+            savers += [s1, s2]
+            runtimes.append(rt)
             variants += [
                 graph_variant("sqlite", "LG", hand_written(shape, fn, is_tool, s1), s1, runs),
                 graph_variant("sqlite", "SF graph", compile_flow(flow, registry=registry, checkpointer=s2),
@@ -352,7 +354,8 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
                 pg.register_flow(flow, user_id=pg_user, agent_id=AGENT, source="user-submitted")
                 p1, p2 = pg_saver(PG_URL), pg_saver(PG_URL)
                 prt = FlowRuntime(pg, registry=registry, user_id=pg_user, agent_id=AGENT)
-                savers += [p1, p2, prt.checkpointer]
+                savers += [p1, p2]
+                runtimes.append(prt)
                 variants += [
                     graph_variant("postgres", "LG", hand_written(shape, fn, is_tool, p1), p1, runs),
                     graph_variant("postgres", "SF graph",
@@ -368,6 +371,8 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
                              "min": min(times[k]), "reps": len(times[k])})
             print(f"  measured {shape} / {tool_kind}: {len(variants)} variants × {reps} reps × {runs} runs "
                   f"in {time.perf_counter() - t0:.0f} s", flush=True)
+    for r in runtimes:
+        r.close()
     for s in savers:
         close_saver(s)
     return rows
@@ -505,7 +510,7 @@ def start_latency(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store |
             warm.append(sample(rt, i))
             gc.collect()
             base.append(sample_lg(i))
-        close_saver(rt.checkpointer)
+        rt.close()  # waits for its queued checkpoint deletions, then closes its saver
         close_saver(saver)
         cold, build = [], []
         for i in range(cold_n):
@@ -514,7 +519,7 @@ def start_latency(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store |
             fresh = FlowRuntime(st, registry=registry, user_id=user, agent_id=AGENT)
             build.append((time.perf_counter() - t0) * 1000)
             cold.append(sample(fresh, i))
-            close_saver(fresh.checkpointer)
+            fresh.close()
         both = [a + b for a, b in zip(build, cold, strict=True)]
         for case, vals in (
             ("warm: same runtime, graph cached", warm),
@@ -550,7 +555,7 @@ def profile(opts: argparse.Namespace, tmp: Path, store: Store) -> None:
         rt.run("bench-profile", {"x": i})
     prof.disable()
     wall = (time.perf_counter() - t0) * 1000 / runs
-    close_saver(rt.checkpointer)
+    rt.close()
     print(f"\ncProfile: SF runtime, SQLite, chain10, {runs} runs ({wall:.1f} ms/run under the profiler); "
           "the main thread only (the per-call threads are not profiled)")
     _print_stats(prof, (("cumulative", 45), ("tottime", 25)))

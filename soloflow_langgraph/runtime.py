@@ -438,13 +438,15 @@ class FlowRuntime:
         self._cleanup(run_id)
 
     def _cleanup(self, run_id: str, *, force: bool = False, now: bool = False) -> None:
-        """Delete the run's checkpoints (retention): on a background thread, so a run's
-        result does not wait for it; ``close()`` waits for what is queued."""
+        """Delete the run's checkpoints (retention): on a background thread when the
+        runtime owns its checkpointer, so a run's result does not wait for it (``close()``
+        waits for what is queued); at once with a checkpointer the caller passed in."""
         if self.retention != "delete_on_finish" and not force:
             return
         if getattr(self.checkpointer, "delete_thread", None) is None:
             return
-        if now:
+        if now or not self._owns_checkpointer:
+            # A checkpointer the caller passed in may be closed by them at any time.
             self._delete(run_id)
             return
         with self._lock:
