@@ -35,7 +35,24 @@ def _transition_row(run_id: str, step_key: str | None, old: str | None, new: str
             "at": at, "detail": None if detail is None else storable_text(detail)}
 
 
-class StoreStepJournal(StepJournal):
+class _Finishing(StepJournal):
+    """The moves after ``begin``, in terms of one ``_finish`` each journal implements."""
+
+    def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
+                step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
+        raise NotImplementedError("implement _finish(step_key, state, ...)")
+
+    def failed(self, step_key: str, error: str, *, retry: bool) -> None:
+        self._finish(step_key, StepState.FAILED, error=error, then=StepState.READY if retry else None)
+
+    def skipped(self, step_key: str, step_id: str, reason: str) -> None:
+        self._finish(step_key, StepState.SKIPPED, step_id=step_id, detail=reason)
+
+    def compensated(self, step_key: str, detail: str) -> None:
+        self._finish(step_key, StepState.COMPENSATED, detail=detail)
+
+
+class StoreStepJournal(_Finishing):
     """A :class:`StepJournal` in the store: each call is one short transaction."""
 
     def __init__(self, writer: Engine, reader: Engine, run_id: str) -> None:
@@ -109,15 +126,6 @@ class StoreStepJournal(StepJournal):
 
     def succeeded(self, step_key: str, output: Any) -> None:
         self._finish(step_key, StepState.COMPLETED, output=output)
-
-    def failed(self, step_key: str, error: str, *, retry: bool) -> None:
-        self._finish(step_key, StepState.FAILED, error=error, then=StepState.READY if retry else None)
-
-    def skipped(self, step_key: str, step_id: str, reason: str) -> None:
-        self._finish(step_key, StepState.SKIPPED, step_id=step_id, detail=reason)
-
-    def compensated(self, step_key: str, detail: str) -> None:
-        self._finish(step_key, StepState.COMPENSATED, detail=detail)
 
     def state_of(self, step_key: str) -> str | None:
         with self._reader.connect() as conn:
@@ -308,7 +316,7 @@ _SQLITE_COMPLETE = (
 )
 
 
-class DriverStepJournal(StepJournal):
+class DriverStepJournal(_Finishing):
     """The store's journal on SQLite and PostgreSQL, written through the driver connection:
     the same rows as :class:`StoreStepJournal` in one transaction of 3–4 statements per
     call (SQLAlchemy's per-statement cost would double a step's). The run's row is locked
@@ -399,15 +407,6 @@ class DriverStepJournal(StepJournal):
 
         if not self._write(work):
             self._finish(step_key, StepState.COMPLETED, output=output)
-
-    def failed(self, step_key: str, error: str, *, retry: bool) -> None:
-        self._finish(step_key, StepState.FAILED, error=error, then=StepState.READY if retry else None)
-
-    def skipped(self, step_key: str, step_id: str, reason: str) -> None:
-        self._finish(step_key, StepState.SKIPPED, step_id=step_id, detail=reason)
-
-    def compensated(self, step_key: str, detail: str) -> None:
-        self._finish(step_key, StepState.COMPENSATED, detail=detail)
 
     def state_of(self, step_key: str) -> str | None:
         return self._reader.state_of(step_key)
