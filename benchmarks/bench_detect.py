@@ -35,6 +35,7 @@ import gc
 import json
 import os
 import pickle
+import resource
 import shutil
 import statistics
 import subprocess
@@ -132,12 +133,16 @@ class Outcome:
     data: dict[str, Any] = field(default_factory=dict)
     wall_s: float = 0.0
     failure: str = ""
+    cpu_s: float = 0.0
+    """User + system CPU seconds of the child (all its threads): steadier than wall time
+    on a shared machine."""
 
 
 def _run_child(argv: list[str], timeout: float, cap_mb: float) -> Outcome:
     """Run ``argv``, killing it past ``timeout`` seconds or ``cap_mb`` resident; its last
     stdout line is its JSON result."""
     t0 = time.perf_counter()
+    used0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, cwd=ROOT, text=True)
         failure = ""
@@ -152,8 +157,13 @@ def _run_child(argv: list[str], timeout: float, cap_mb: float) -> Outcome:
                 proc.kill()
                 proc.wait()
                 break
-            time.sleep(0.05)
+            try:  # returns as the child exits (a sleep would add up to its length to wall)
+                proc.wait(timeout=0.05)
+            except subprocess.TimeoutExpired:
+                pass
         wall = time.perf_counter() - t0
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = used.ru_utime + used.ru_stime - used0.ru_utime - used0.ru_stime
         err = proc.stderr.read() if proc.stderr else ""
         if failure:
             return Outcome(False, wall_s=wall, failure=failure)
@@ -166,7 +176,7 @@ def _run_child(argv: list[str], timeout: float, cap_mb: float) -> Outcome:
         data = json.loads(text)
     except json.JSONDecodeError:
         data = json.loads(text.strip().splitlines()[-1])
-    return Outcome(True, data if isinstance(data, dict) else {"result": data}, wall)
+    return Outcome(True, data if isinstance(data, dict) else {"result": data}, wall, cpu_s=cpu)
 
 
 def _child_rss_mb(pid: int) -> float:
@@ -343,6 +353,10 @@ def bench_end_to_end(n: int, repeats: int, args: argparse.Namespace) -> None:
     print(f"| baseline | load + mine (in process, start-up excluded) | {_fmt(b_total)} |")
     print(f"| baseline | whole subprocess (start-up included) | {b_wall:.2f} |")
     print(f"| SoloFlow | `soloflow detect --json` subprocess (start-up included) | {s_wall:.2f} |")
+    b_cpu = statistics.median([o.cpu_s for o in base if o.ok] or [float("nan")])
+    s_cpu = statistics.median([o.cpu_s for o in solo if o.ok] or [float("nan")])
+    print(f"| baseline | whole subprocess, CPU (user + system) | {b_cpu:.2f} |")
+    print(f"| SoloFlow | `soloflow detect` subprocess, CPU (user + system, all threads) | {s_cpu:.2f} |")
     if b_total:
         print(
             f"\nspeed-up (baseline load + mine / soloflow detect wall): {b_total / s_wall:.1f}× "

@@ -45,6 +45,7 @@ from soloflow_core.flow.fsm import RunState
 from soloflow_core.flow.journal import InMemoryStepJournal, StepJournal
 from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
 from soloflow_core.store.flowruns import APPROVAL_STEP
+from soloflow_core.store.writer import json_text
 from soloflow_langgraph.compiler import FlowContext, compile_flow
 from soloflow_langgraph.runner import FlowRunResult, apply_input_defaults, check_inputs
 
@@ -158,17 +159,26 @@ class FlowRuntime:
         self.on_finished = on_finished
         self._graphs: dict[tuple[str, int], tuple[FlowDefinition, CompiledStateGraph]] = {}
         self._definitions: dict[tuple[str, int], FlowDefinition] = {}
+        self._def_json: dict[tuple[str, int], tuple[FlowDefinition, str]] = {}
+        self._latest: dict[str, FlowDefinition] = {}
         self._janitor: queue.Queue[str] | None = None
+        self._flush = threading.Event()
+        self._retention_saver: Any = None
         self._lock = threading.Lock()
 
     def close(self) -> None:
         """Close the checkpointer's connection if this runtime opened it (the store is the
         caller's to close)."""
         if self._janitor is not None:
-            self._janitor.join()  # the checkpoint deletions still queued
+            self._flush.set()  # no more lingering: delete what is queued now
+            self._janitor.join()
+            self._flush.clear()
         closer = getattr(self.checkpointer, "soloflow_close", None)
         if self._owns_checkpointer and closer is not None:
             closer()
+        deleter, self._retention_saver = self._retention_saver, None
+        if deleter is not None and deleter is not self.checkpointer:
+            getattr(deleter, "soloflow_close", lambda: None)()
 
     def __enter__(self) -> FlowRuntime:
         return self
@@ -179,9 +189,11 @@ class FlowRuntime:
     # ------------------------------------------------------------------ lookup
 
     def flow(self, name: str, version: int | None = None) -> FlowDefinition:
-        """The registered flow ``name`` (latest version unless given). Definitions are
-        cached by version; the latest version number is read each time (one indexed
-        query), so a newly registered version is picked up at once."""
+        """The registered flow ``name`` (latest version unless given; one indexed read).
+        Definitions are cached by version. :meth:`run` by name reads no version at all: it
+        starts the newest version it knows of only if that is still the newest (checked in
+        the statement that records the run), so a newly registered version is picked up at
+        once."""
         if self.store is None:
             raise NotFoundError(f"no flow {name!r}: this runtime has no store; pass the FlowDefinition")
         user, agent = self.user_id, self.agent_id
@@ -193,6 +205,9 @@ class FlowRuntime:
         if hit is None:
             hit = self.store.get_flow(name, version=version, user_id=user, agent_id=agent).flow
             self._definitions[(name, version)] = hit
+        latest = self._latest.get(name)
+        if latest is None or latest.version <= version:
+            self._latest[name] = hit
         return hit
 
     def graph(self, flow: FlowDefinition) -> CompiledStateGraph:
@@ -207,6 +222,16 @@ class FlowRuntime:
             self._graphs[key] = (flow, graph)
         return graph
 
+    def _definition_json(self, flow: FlowDefinition) -> str:
+        """``flow`` as the JSON a run records (cached with its graph)."""
+        key = (flow.name, flow.version)
+        hit = self._def_json.get(key)
+        if hit is not None and (hit[0] is flow or hit[0] == flow):
+            return hit[1]
+        text = json_text(flow.model_dump(mode="json"))
+        self._def_json[key] = (flow, text)
+        return text
+
     # ------------------------------------------------------------------ running
 
     def run(self, flow: FlowDefinition | str, inputs: dict[str, Any] | None = None, *,
@@ -218,14 +243,27 @@ class FlowRuntime:
             FlowValidationError: the flow or the inputs are invalid (nothing is recorded).
             NotFoundError: no such registered flow.
         """
+        by_name = isinstance(flow, str)
         if isinstance(flow, str):
-            flow = self.flow(flow)
+            # The newest version this runtime knows of; the run's start checks that it still
+            # is (in the same statement), so the version is not read separately each run.
+            flow = self._latest.get(flow) or self.flow(flow)
         inputs = apply_input_defaults(flow, dict(inputs or {}))
         check_inputs(flow, inputs)
         graph = self.graph(flow)
         if self.store is not None:
-            run_id = self.store.start_flow_run(flow, inputs, user_id=self.user_id, agent_id=self.agent_id,
-                                               run_id=run_id, owner=self.owner)
+            kw: dict[str, Any] = {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": run_id,
+                                  "owner": self.owner}
+            started = None
+            if by_name:
+                started = self.store.start_latest_flow_run(flow, inputs, definition_json=self._definition_json(flow),
+                                                           **kw)
+                if started is None:  # a newer version was registered: run that one
+                    self._latest.pop(flow.name, None)
+                    return self.run(flow.name, inputs, run_id=run_id, on_started=on_started)
+            else:
+                started = self.store.start_flow_run(flow, inputs, definition_json=self._definition_json(flow), **kw)
+            run_id = started
             journal: StepJournal = self.store.step_journal(run_id)
         else:
             import uuid
@@ -317,8 +355,8 @@ class FlowRuntime:
     def prune(self, *, older_than: datetime) -> int:
         """Delete the checkpoints of runs that ended before ``older_than``; how many runs."""
         ids = self._need_store().stale_flow_runs(older_than=older_than, terminal=True)
-        for run_id in ids:
-            self._cleanup(run_id, force=True, now=True)
+        if getattr(self.checkpointer, "delete_thread", None) is not None:
+            self._delete(list(ids))
         return len(ids)
 
     # ------------------------------------------------------------------ internals
@@ -438,8 +476,8 @@ class FlowRuntime:
         self._cleanup(run_id)
 
     def _cleanup(self, run_id: str, *, force: bool = False, now: bool = False) -> None:
-        """Delete the run's checkpoints (retention): on a background thread when the
-        runtime owns its checkpointer, so a run's result does not wait for it (``close()``
+        """Delete the run's checkpoints (retention): in batches on a background thread when
+        the runtime owns its checkpointer, so a run's result does not wait for it (``close()``
         waits for what is queued); at once with a checkpointer the caller passed in."""
         if self.retention != "delete_on_finish" and not force:
             return
@@ -447,7 +485,7 @@ class FlowRuntime:
             return
         if now or not self._owns_checkpointer:
             # A checkpointer the caller passed in may be closed by them at any time.
-            self._delete(run_id)
+            self._delete([run_id])
             return
         with self._lock:
             if self._janitor is None:
@@ -457,18 +495,72 @@ class FlowRuntime:
         self._janitor.put(run_id)
 
     def _janitor_loop(self, jobs: queue.Queue[str]) -> None:
+        """Deletes ended runs' checkpoints in batches: after the first of a batch arrives it
+        waits up to ``RETENTION_LINGER`` seconds (less once ``close()`` asks) for more, then
+        deletes them all in one transaction — one commit (and on SQLite one fsync) per batch
+        instead of per run, which runs still writing checkpoints would otherwise queue behind."""
         while True:
-            run_id = jobs.get()
+            batch = [jobs.get()]
+            deadline = time.monotonic() + RETENTION_LINGER
+            while len(batch) < RETENTION_BATCH and not self._flush.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    batch.append(jobs.get(timeout=min(left, 0.05)))
+                except queue.Empty:
+                    continue
             try:
-                self._delete(run_id)
+                self._delete(batch, background=True)
             finally:
-                jobs.task_done()
+                for _ in batch:
+                    jobs.task_done()
 
-    def _delete(self, run_id: str) -> None:
+    def _delete(self, run_ids: list[str], *, background: bool = False) -> None:
         try:
-            self.checkpointer.delete_thread(run_id)
+            delete_checkpoints(self._deleter() if background else self.checkpointer, run_ids)
         except Exception:  # retention must never fail a run
-            log.exception("could not delete the checkpoints of flow run %r", run_id)
+            log.exception("could not delete the checkpoints of flow runs %s", ", ".join(run_ids))
+
+    def _deleter(self) -> Any:
+        """The checkpointer the retention thread deletes through: a second one on the same
+        database with its own connection, so running flows never wait for a deletion behind
+        their checkpointer's connection lock."""
+        if self._retention_saver is None:
+            self._retention_saver = (default_checkpointer(self.store)
+                                     if getattr(self.checkpointer, "soloflow_close", None) else self.checkpointer)
+        return self._retention_saver
+
+
+RETENTION_LINGER = 0.5
+"""Seconds the retention thread waits to gather ended runs into one deletion."""
+RETENTION_BATCH = 500
+
+
+def delete_checkpoints(checkpointer: Any, thread_ids: Sequence[str]) -> None:
+    """Delete every checkpoint and write of ``thread_ids`` in one transaction where the
+    checkpointer allows it: ``PostgresSaver.prune(strategy="delete")``; on a ``SqliteSaver``
+    the two statements of its own ``delete_thread`` over all the threads; otherwise
+    ``delete_thread`` per thread."""
+    ids = [str(t) for t in thread_ids]
+    if not ids:
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    if isinstance(checkpointer, SqliteSaver):
+        for at in range(0, len(ids), 500):  # SQLite's bound-parameter limit
+            chunk = ids[at:at + 500]
+            marks = ", ".join("?" * len(chunk))
+            with checkpointer.cursor() as cur:
+                cur.execute(f"DELETE FROM checkpoints WHERE thread_id IN ({marks})", chunk)
+                cur.execute(f"DELETE FROM writes WHERE thread_id IN ({marks})", chunk)
+        return
+    prune = getattr(checkpointer, "prune", None)
+    if len(ids) > 1 and prune is not None and type(checkpointer).__name__ == "PostgresSaver":
+        prune(ids, strategy="delete")
+        return
+    for tid in ids:
+        checkpointer.delete_thread(tid)
 
 
 def _skip_rest(rec: FlowRunRecord, journal: StepJournal, reason: str, exclude: str | None = None) -> None:
@@ -502,5 +594,5 @@ def handoff_text(flow: FlowDefinition, halt: dict[str, Any], results: dict[str, 
     )
 
 
-__all__ = ["FlowRunError", "FlowRuntime", "default_checkpointer", "handoff_text", "owner_alive",
+__all__ = ["FlowRunError", "FlowRuntime", "default_checkpointer", "delete_checkpoints", "handoff_text", "owner_alive",
            "process_owner"]

@@ -256,14 +256,16 @@ def test_evidence_is_read_once_for_all_candidates_and_sampled(sqlite_store, monk
     runs = [_run(i, ["a", "b", "c"]) for i in range(many)]
     runs += [_run(10_000 + i, ["x", "y", "z", "w"]) for i in range(5)]
     sqlite_store.add_runs(runs)
+    cols = sqlite_store.read_tool_names(**NS)
+    run_id_of = dict(zip(cols.run_pks.tolist(), cols.run_ids, strict=True))
     reads: list[list[str]] = []
-    load_runs = sqlite_store.load_runs
+    read_evidence = sqlite_store.read_evidence
 
-    def counting(ids, **ns):
-        reads.append(list(ids))
-        return load_runs(ids, **ns)
+    def counting(pks, **ns):
+        reads.append([run_id_of[pk] for pk in pks])
+        return read_evidence(pks, **ns)
 
-    monkeypatch.setattr(sqlite_store, "load_runs", counting)
+    monkeypatch.setattr(sqlite_store, "read_evidence", counting)
     cands = {tuple(c.tool_sequence): c for c in detect_candidates(sqlite_store, save=False, **NS)}
     assert cands[("a", "b", "c")].occurrence_count == many  # support: the whole ledger
     assert cands[("x", "y", "z", "w")].occurrence_count == 5
@@ -271,3 +273,128 @@ def test_evidence_is_read_once_for_all_candidates_and_sampled(sqlite_store, monk
     assert len(read) == len(set(read)) == MAX_EVIDENCE_RUNS + 5
     sampled = sorted(int(r[1:]) for r in read if int(r[1:]) < many)
     assert sampled[0] == 0 and sampled[-1] >= many - 2  # spread over the whole history
+
+
+# ---------------------------------------------------------------------- the detector's reads
+
+
+def _evidence_runs() -> list[TaskRun]:
+    """Runs with every kind of value a call's JSON columns hold, and model usage."""
+    values = [None, {}, [], "", "text", '{"json": "text"}', 0, 1.5, True, {"a": [1, {"b": None}]},
+              "é \u2028 \x1f", [{"id": "x"}, {"id": "y"}]]  # fmt: skip
+    runs = []
+    for i, v in enumerate(values):
+        calls = [
+            ToolCall(name="find", args={"q": v, "n": i}, output=v, error=None if i % 3 else True,
+                     meta={"side_effects": False} if i % 2 else {}),
+            ToolCall(name="act", args={} if i % 4 else {"v": v}, output=None, error=bool(i % 2),
+                     duration_ms=1.0, tool_call_id=f"c{i}"),
+        ]  # fmt: skip
+        turns = [ModelCall(input_tokens=10 * i, output_tokens=i, total_tokens=11 * i,
+                           tool_calls_requested=2)] if i % 5 else []  # fmt: skip
+        runs.append(TaskRun(run_id=f"e{i}", task=None if i == 3 else f"task {i}",
+                            tool_calls=calls, model_calls=turns))  # fmt: skip
+    runs.append(TaskRun(run_id="empty", task="nothing"))
+    return runs
+
+
+def test_read_evidence_gives_the_runs_as_written(store):
+    """The detector's lean read of a run has the fields of the full model that it reads,
+    with the values written (numbers stored as numbers too), on SQLite and PostgreSQL."""
+    runs = _evidence_runs()
+    store.add_runs(runs)
+    store.add_runs([TaskRun(run_id="e0", user_id="mallory", task="theirs",
+                            tool_calls=[ToolCall(name="steal")])])  # fmt: skip
+    cols = store.read_tool_names(**NS)
+    pks = cols.run_pks.tolist()
+    theirs = store.read_tool_names(user_id="mallory", agent_id="default").run_pks.tolist()
+    got = store.read_evidence(pks + theirs, **NS)
+    assert sorted(got) == sorted(pks)  # another namespace's run is left out
+    written = {r.run_id: r for r in runs}
+    for pk, run_id in zip(pks, cols.run_ids, strict=True):
+        lean, want = got[pk], written[run_id]
+        assert lean.task == want.task
+        assert [(c.name, c.args, c.output, c.error, c.meta) for c in lean.tool_calls] == [
+            (c.name, c.args, c.output, c.error, c.meta) for c in want.tool_calls
+        ]
+        assert [repr(c.output) for c in lean.tool_calls] == [repr(c.output) for c in want.tool_calls]
+        assert [(m.input_tokens, m.output_tokens, m.total_tokens, m.tool_calls_requested)
+                for m in lean.model_calls] == [
+            (m.input_tokens, m.output_tokens, m.total_tokens, m.tool_calls_requested)
+            for m in want.model_calls
+        ]  # fmt: skip
+    assert store.read_evidence([], **NS) == {}
+
+
+def test_read_evidence_never_shifts_values_between_calls():
+    """JSON texts are decoded in one parse; text that is not one JSON value each (written
+    by hand) cannot shift values between calls: it fails as decoding it alone does."""
+    import json
+
+    from soloflow_core.store.columns import _json_array
+
+    texts = ['{"a": 1}', None, "[1]", '"x"', "null", 1.5, 7]
+    assert _json_array(texts) == [{"a": 1}, None, [1], "x", None, 1.5, 7]
+    with pytest.raises(json.JSONDecodeError):  # joined, "1, 2" and "3" parse as 3 values
+        _json_array(["1, 2", "3"])
+
+
+def test_read_tool_names_numbers_names_in_order_however_each_chunk_is_read(sqlite_store, monkeypatch):
+    """Chunks are decoded in a worker while the next one is read, each with its own
+    vocabulary; a chunk the quick read cannot vouch for is read row by row. Codes still
+    number the names in order of first appearance over the whole ledger."""
+    import numpy as np
+
+    from soloflow_core.store import columns
+
+    runs = [_run(i, [f"t{(i * 7 + k) % 23}" for k in range(i % 5)]) for i in range(60)]
+    sqlite_store.add_runs(runs)
+    want = [(s.run_id, s.names, s.errors) for s in sqlite_store.iter_sequences(**NS)]
+    monkeypatch.setattr(columns, "_CALLS_PER_READ", 7)
+    quick = sqlite_store.read_tool_names(**NS)
+    decode = columns._decode_chunk
+    seen: list[int] = []
+
+    def every_other(text, offsets, lo, hi):  # chunks 1, 3, 5, ... fall back
+        seen.append(lo)
+        return None if len(seen) % 2 == 0 else decode(text, offsets, lo, hi)
+
+    monkeypatch.setattr(columns, "_decode_chunk", every_other)
+    mixed = sqlite_store.read_tool_names(**NS)
+    assert len(seen) > 4
+    for cols in (quick, mixed):
+        got = [
+            (cols.run_ids[r], tuple(cols.names[c] for c in cols.codes[cols.offsets[r] : cols.offsets[r + 1]]),
+             tuple(bool(e) for e in cols.errors[cols.offsets[r] : cols.offsets[r + 1]]))
+            for r in range(cols.run_count)
+        ]  # fmt: skip
+        assert got == want
+        assert cols.names == list(dict.fromkeys(n for _, names, _ in want for n in names))
+    np.testing.assert_array_equal(quick.codes, mixed.codes)
+
+
+def test_read_tool_names_of_an_in_memory_database_stays_on_its_connection():
+    """Chunks of a SQLite file are read on connections of their own; an in-memory
+    database exists only on its one connection, so it is read there."""
+    from soloflow_core.store import Store, columns
+
+    with Store.open("sqlite://") as store:
+        store.add_runs([_run(i, ["a", "b", "c"][: 1 + i % 3]) for i in range(20)])
+        with store.engine.connect() as conn:
+            assert not columns._file_backed(conn)
+        cols = store.read_tool_names(**NS)
+        assert [tuple(cols.names[c] for c in cols.codes[cols.offsets[r] : cols.offsets[r + 1]])
+                for r in range(cols.run_count)] == [s.names for s in store.iter_sequences(**NS)]  # fmt: skip
+
+
+def test_columns_the_caller_read_are_mined_as_the_detector_reads_them(sqlite_store):
+    runs = [_run(i, ["a", "b", "c"] if i % 2 else ["x", "a", "b", "c", "y"]) for i in range(8)]
+    sqlite_store.add_runs(runs)
+    config = DetectorConfig(lookback_limit=6)
+    cols = sqlite_store.read_tool_names(**NS, lookback=6)
+    given = detect_candidates(sqlite_store, config=config, save=False, columns=cols, **NS)
+    read = detect_candidates(sqlite_store, config=config, save=False, **NS)
+    assert [c.model_dump(exclude={"created_at"}) for c in given] == [
+        c.model_dump(exclude={"created_at"}) for c in read
+    ]
+    assert given and given[0].occurrence_count == 6

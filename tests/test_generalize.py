@@ -103,3 +103,20 @@ def test_differing_types_are_left_untyped_with_a_note():
     g = generalize(occs)
     assert "type" not in g.input_schema["properties"]["a"]
     assert any("differ in type" in n for n in g.notes)
+
+
+def test_canonical_text_is_json_dumps_for_every_kind_of_value():
+    """Scalars take a short cut past the JSON encoder; the text must stay the encoder's."""
+    import json
+
+    from soloflow_core.generalize.arguments import _canon
+
+    values = ["", "a", "é", "\u2028\x1f\"\\", 0, -5, 10**30, True, False, None, 1.5, 2.0,
+              float("nan"), float("inf"), -0.0, [1, "a"], {"b": 1, "a": [2, None]}, (1, 2)]  # fmt: skip
+
+    class Label(str):
+        pass
+
+    values.append(Label("x"))
+    for v in values:
+        assert _canon(v) == json.dumps(v, sort_keys=True, default=str), v

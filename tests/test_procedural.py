@@ -475,3 +475,95 @@ def test_the_commonest_terms_are_left_out_of_the_query_but_still_scored(memory, 
     best = memory.find_workflow("alice", "bot", "customer zebra")[0]
     assert best.name == "rare one" and best.matched_keywords == ("customer", "zebra")
     assert len(memory.find_workflow("alice", "bot", "customer", limit=100)) == 81
+
+
+# ---------------------------------------------------------------------- lookup cache
+
+
+def test_another_store_objects_writes_are_seen_by_the_next_lookup(memory, store, db_url):
+    """Each Store keeps the namespace's term counts in process; a write through another
+    Store (another process) changes the counter the lookup checks, and is seen at once."""
+    seed(store)
+    assert names(memory.find_workflow("alice", "bot", "reset my password"))[0] == "Reset password"
+    with Store.open(db_url) as other:
+        other.add_flow_version(flow("Quokka census", "count_quokkas"), **NS, source=SOURCE_USER,
+                               trigger_keywords=["marsupial"])
+        assert names(memory.find_workflow("alice", "bot", "a marsupial colony")) == ["Quokka census"]
+        other.update_flow_meta("Quokka census", **NS, trigger_keywords=["wombat"])
+        assert memory.find_workflow("alice", "bot", "a marsupial colony") == []
+        assert names(memory.find_workflow("alice", "bot", "wombat please")) == ["Quokka census"]
+        other.update_flow_meta("Quokka census", **NS, status="retired")
+        assert memory.find_workflow("alice", "bot", "wombat please", min_confidence=0) == []
+        other.update_flow_meta("Quokka census", **NS, status="active", confidence=0.2)
+        assert memory.find_workflow("alice", "bot", "wombat please") == []
+        assert names(memory.find_workflow("alice", "bot", "wombat please", min_confidence=0.1)) == [
+            "Quokka census"]
+        other.add_flow_version(flow("Quokka census", "count_quokkas"), **NS, source=SOURCE_USER,
+                               trigger_keywords=["platypus"])
+        assert memory.find_workflow("alice", "bot", "wombat please") == []
+        (m,) = memory.find_workflow("alice", "bot", "platypus")
+        assert (m.name, m.version) == ("Quokka census", 2)
+        if other.engine.dialect.name == "sqlite":
+            with other.engine.begin() as conn:
+                conn.execute(sa.text("DELETE FROM sf_flows_fts"))
+            assert memory.find_workflow("alice", "bot", "platypus") == []
+        other.reindex_flows()
+        assert names(memory.find_workflow("alice", "bot", "platypus")) == ["Quokka census"]
+
+
+def test_the_change_counter_only_rises_even_through_a_rebuild(store):
+    from soloflow_core.store.fulltext import namespace_token
+    from soloflow_core.store.procedural import FLOW_SEARCH
+
+    ns = namespace_token("alice", "bot")
+    seen = []
+    for step in range(4):
+        if step == 1:
+            seed(store)
+        elif step == 2:
+            store.update_flow_meta("Refund order", **NS, trigger_keywords=["chargeback"])
+        elif step == 3:
+            store.reindex_flows()
+        with store.engine.connect() as conn:
+            seen.append(FLOW_SEARCH.term_counts(conn, ns))
+    assert [c.changes for c in seen] == sorted({c.changes for c in seen})
+    assert seen[0].rows == 0 and seen[-1].rows == 3 and seen[-1].df["chargeback"] == 1
+    assert "refund" in seen[1].df and seen[3].df == seen[2].df
+
+
+def test_a_warm_cache_never_lets_one_namespace_see_anothers_flows(memory, store):
+    seed(store)
+    task = "refund my damaged order, where is my parcel, reset my password"
+    assert len(memory.find_workflow("alice", "bot", task)) == 3
+    for other in OTHERS:  # after alice's counts are cached, and again once others have flows
+        assert memory.find_workflow(other["user_id"], other["agent_id"], task, min_confidence=0) == []
+    store.add_flow_version(flow("Bob refund", "refund_payment"), **OTHERS[0], source=SOURCE_USER,
+                           trigger_keywords=["refund", "damaged order", "parcel", "password"])
+    assert "Bob refund" not in names(memory.find_workflow("alice", "bot", task))
+    assert names(memory.find_workflow("bob", "bot", task)) == ["Bob refund"]
+    assert memory.find_workflow("alice", "other-bot", task, min_confidence=0) == []
+
+
+def test_rare_terms_of_the_context_weigh_more_than_common_ones(memory, store):
+    for i in range(30):
+        store.add_flow_version(flow(f"customer note {i}", "write_note"), **NS, source=SOURCE_LEARNED,
+                               confidence=0.9, trigger_keywords=["customer", "note", f"n{i}x"])
+    store.add_flow_version(flow("chargeback", "open_dispute"), **NS, source=SOURCE_LEARNED,
+                           confidence=0.6, trigger_keywords=["chargeback", "dispute", "bank", "card", "fee"])
+    best = memory.find_workflow("alice", "bot", "customer note about a chargeback")[0]
+    assert best.name == "chargeback" and best.matched_terms == ("chargeback",)
+
+
+def test_a_lookup_reads_the_counts_once_then_one_statement_per_lookup(memory, store, monkeypatch):
+    from soloflow_core.store import procedural
+
+    seed(store)
+    loads = []
+    real = procedural._term_counts
+    monkeypatch.setattr(procedural, "_term_counts", lambda rows: loads.append(1) or real(rows))
+    for _ in range(3):
+        assert names(memory.find_workflow("alice", "bot", "reset my password"))[0] == "Reset password"
+    assert len(loads) == 1
+    store.add_flow_version(flow("Password audit", "audit"), **NS, source=SOURCE_USER)
+    assert "Password audit" in names(memory.find_workflow("alice", "bot", "reset my password"))
+    assert len(loads) == 2

@@ -529,3 +529,129 @@ def test_retention_deletes_an_ended_runs_checkpoints_and_keep_leaves_them_for_pr
     assert keeper.prune(older_than=datetime.now(UTC) + timedelta(seconds=1)) >= 1
     assert _checkpoint_count(keeper, kept.run_id) == 0
     assert len(rt.history(kept.run_id)) > 4
+
+
+def test_parallel_completions_of_one_run_get_distinct_sequence_numbers(rt_store):
+    """Steps completing at the same moment (threads racing on one run) are ordered without
+    ties, and the one-statement paths leave the same records as the checked ones."""
+    import sqlalchemy as sa
+
+    from soloflow_core.store import schema as t
+
+    flow = FlowDefinition(name="race", steps=[_step(f"p{i}") for i in range(8)])
+    run_id = rt_store.start_flow_run(flow, {}, owner="test", **NS)
+    journal = rt_store.step_journal(run_id)
+    barrier = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def step(i: int) -> None:
+        try:
+            assert not journal.begin(f"p{i}", f"p{i}").done
+            barrier.wait()
+            journal.succeeded(f"p{i}", {"i": i} if i % 2 else f"out-{i}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=step, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    s = t.flow_step_runs.c
+    with rt_store.engine.connect() as conn:
+        seqs = sorted(conn.execute(sa.select(s.completed_seq).where(s.run_id == run_id)).scalars())
+    assert len(set(seqs)) == 8 and None not in seqs  # no ties (SQLite: 1..8; PostgreSQL: a sequence)
+    assert [k for k, _, _ in journal.completed_order()] != []
+    again = journal.begin("p3", "p3")  # completed: never called again, its output kept
+    assert again.done and again.output == {"i": 3}
+    # A string output comes back as that string (PostgreSQL's driver decodes jsonb itself).
+    assert journal.begin("p2", "p2").output == "out-2"
+    history = rt_store.flow_run_history(run_id, **NS)
+    _legal(history)
+    assert sum(1 for m in history if m.to_state == "completed") == 8
+    rt_store.request_cancel(run_id, **NS)
+    late = journal.begin("p9", "p9")  # a cancelled run starts no new step
+    assert late.cancelled and not late.done
+    rt_store.finish_flow_run(run_id, status="cancelled", outcome="cancelled")
+    assert rt_store.get_flow_run(run_id, **NS).state == "cancelled"
+    with pytest.raises(InvalidTransitionError):
+        rt_store.finish_flow_run(run_id, status="completed")
+
+
+def test_retention_deletes_in_batches_and_leaves_other_runs_alone(rt_store):
+    """Runs ending close together are deleted in one batch when the runtime closes; a
+    checkpointer passed in deletes at once; runs of a `keep` runtime are untouched."""
+    from soloflow_langgraph.runtime import delete_checkpoints
+
+    flow = FlowDefinition(name="batch", steps=[_step("a"), _step("b", "a")])
+    tools = [Recorder().make("a"), Recorder().make("b")]
+    keeper = FlowRuntime(rt_store, tools=tools, retention="keep", **NS)
+    kept = [keeper.run(flow, {}).run_id for _ in range(2)]
+    rt = FlowRuntime(rt_store, tools=tools, **NS)
+    gone = [rt.run(flow, {}).run_id for _ in range(5)]
+    rt.close()
+    assert [_checkpoint_count(keeper, r) for r in gone] == [0] * 5
+    assert all(_checkpoint_count(keeper, r) > 0 for r in kept)
+    delete_checkpoints(keeper.checkpointer, [kept[0], "frun_nobody"])  # unknown ids are no error
+    assert _checkpoint_count(keeper, kept[0]) == 0 and _checkpoint_count(keeper, kept[1]) > 0
+    assert all(rt.status(r).state == "completed" for r in gone)
+
+
+def test_a_run_by_name_picks_up_a_newly_registered_version_at_once(rt_store):
+    """The runtime caches the newest definition it knows; a version registered by anyone
+    after that is the one the next run uses, and a run of an explicit older definition still
+    works."""
+    tools = [Recorder().make("a"), Recorder().make("b")]
+    v1 = FlowDefinition(name="versioned", steps=[_step("a")])
+    rt_store.register_flow(v1, source="user-submitted", **NS)
+    rt = FlowRuntime(rt_store, tools=tools, **NS)
+    first = rt.run("versioned", {})
+    assert first.status == "completed" and set(first.results) == {"a"}
+    assert rt.status(first.run_id).flow_version == 1
+    other = Store.open(str(rt_store.engine.url.render_as_string(hide_password=False)))
+    try:
+        other.register_flow(FlowDefinition(name="versioned", steps=[_step("a"), _step("b", "a")]),
+                            source="user-submitted", **NS)
+    finally:
+        other.close()
+    second = rt.run("versioned", {})
+    assert set(second.results) == {"a", "b"} and rt.status(second.run_id).flow_version == 2
+    old = rt.run(rt.flow("versioned", 1), {})
+    assert set(old.results) == {"a"}
+    assert rt.run("versioned", {}).results.keys() == {"a", "b"}
+    with pytest.raises(NotFoundError):
+        rt.run("no-such-flow", {})
+
+
+def test_journal_commits_leave_wal_checkpoints_to_a_thread_of_their_own(tmp_path):
+    """The journal's SQLite writer never checkpoints inside a step's commit; a background
+    thread does, so the WAL does not grow without bound; the connection goes back to the pool
+    with SQLite's automatic checkpoints on."""
+    from soloflow_core.store import step_journal as sj
+
+    db = tmp_path / "wal.db"
+    store = Store.open(f"sqlite:///{db}")
+    try:
+        flow = FlowDefinition(name="wal", steps=[_step("a")])
+        run_id = store.start_flow_run(flow, {}, owner="test", **NS)
+        journal = store.step_journal(run_id)
+        pairs = 5 * sj.CHECKPOINT_EVERY
+        biggest = 0
+        for i in range(pairs):
+            journal.begin(f"s{i}", "s")
+            journal.succeeded(f"s{i}", "x" * 3000)  # ~1 page of output per step
+            if i % 50 == 0:
+                time.sleep(0.01)  # let the checkpoint thread run
+                biggest = max(biggest, db.with_name("wal.db-wal").stat().st_size)
+        writer = sj._SQLITE_WRITERS[store.engine]
+        assert writer.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        assert writer.thread is not None and writer.thread.is_alive()
+        # Without checkpoints the WAL holds every frame written: ~44 MB here; with them it
+        # restarts after each background checkpoint and stays near 200 commits' worth.
+        assert biggest < 16_000_000, biggest
+        raw = writer.raw
+    finally:
+        store.close()
+    assert writer.thread is not None and not writer.thread.is_alive()
+    assert raw.driver_connection is None  # given back and closed with the pool

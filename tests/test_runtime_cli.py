@@ -58,9 +58,10 @@ class Cli:
         return subprocess.run(self.argv(*args, user=user), capture_output=True, text=True, env=self.env,
                               timeout=120)
 
-    def popen(self, *args: str) -> subprocess.Popen[str]:
+    def popen(self, *args: str, step_sleep: float | None = None) -> subprocess.Popen[str]:
+        env = self.env if step_sleep is None else {**self.env, SLEEP_ENV: str(step_sleep)}
         return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=self.env)
+                                env=env)
 
     def effects(self, run_id: str, kind: str = "start") -> list[str]:
         """The step ids of ``run_id`` with a ``kind`` line in the side-effect log, in order."""
@@ -104,7 +105,9 @@ def wait_for(predicate: Any, what: str, timeout: float = 30.0) -> None:
 
 def test_cancel_from_another_process_stops_the_run_before_its_next_step(cli):
     cli.store.register_flow(FlowDefinition.model_validate(SLOW_FLOW), source="user", **NS)
-    proc = cli.popen("flows", "run", "slow8", *INPUT, *TOOLS_ARGS)
+    # Steps of 1 s: the cancelling command's own start-up (~2 s on a busy 2-core machine)
+    # must come well before the run's end.
+    proc = cli.popen("flows", "run", "slow8", *INPUT, *TOOLS_ARGS, step_sleep=1.0)
     try:
         run_id = read_line(proc)
         assert run_id.startswith("frun_")

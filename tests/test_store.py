@@ -728,3 +728,14 @@ def test_a_database_at_revision_0001_upgrades_to_head_and_keeps_its_data(tmp_pat
             assert conn.execute(sa.text("SELECT version_num FROM sf_alembic_version")).scalar() == SCHEMA_REVISION
             row = conn.execute(sa.text("SELECT status, cancel_requested FROM sf_flow_runs")).one()
         assert tuple(row) == ("completed", 0)
+
+
+def test_bare_number_outputs_load_back_as_numbers(store: Store):
+    """SQLite's numeric affinity turns a JSON column's ``3`` into the integer 3; loading must
+    take it as the decoded value (it used to call ``json.loads`` on it and fail)."""
+    run = TaskRun(run_id="nums", user_id="u-num", agent_id="a", task="t", tool_calls=[
+        ToolCall(name="n", args={"x": 1}, output=3), ToolCall(name="m", args={}, output=2.5),
+        ToolCall(name="k", args={}, output="3"), ToolCall(name="z", args={}, output=[1, 2])])
+    store.add_run(run)
+    loaded = store.load_runs(["nums"], user_id="u-num", agent_id="a")
+    assert [c.output for c in loaded[0].tool_calls] == [3, 2.5, "3", [1, 2]]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +70,20 @@ class Generalization:
         }
 
 
+_SCALARS: dict[type, Callable[[Any], str]] = {
+    str: json.encoder.encode_basestring_ascii,  # what json.dumps writes for a str
+    int: int.__repr__,
+    bool: lambda v: "true" if v else "false",
+    type(None): lambda _v: "null",
+}
+
+
 def _canon(v: Any) -> str:
+    """``json.dumps(v, sort_keys=True, default=str)``, the same text; scalars (most argument
+    values) without the encoder, a tenth of the cost."""
+    write = _SCALARS.get(type(v))
+    if write is not None:
+        return write(v)
     try:
         return json.dumps(v, sort_keys=True, default=str)
     except ValueError:  # a reference cycle: compare by repr, which marks the cycle

@@ -93,6 +93,8 @@ def side_effects_from_calls(calls: Sequence[Any]) -> dict[str, bool]:
     out: dict[str, bool] = {}
     for call in calls:
         meta = getattr(call, "meta", None)
+        if not meta:  # most calls: nothing recorded
+            continue
         name = getattr(call, "name", None)
         if not isinstance(meta, Mapping) or not isinstance(name, str) or name in out:
             continue

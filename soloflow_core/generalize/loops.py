@@ -15,12 +15,12 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from soloflow_core.flow.templates import maybe_json
+from soloflow_core.generalize.arguments import _canon
 
 __all__ = ["ListWalk", "find_list_walk", "step_calls_of"]
 
@@ -62,11 +62,6 @@ def step_calls_of(occ: Any, i: int) -> list[tuple[dict[str, Any], Any]]:
     return [(dict(occ.args[i]), occ.outputs[i])]
 
 
-def _canon(v: Any) -> str:
-    try:
-        return json.dumps(v, sort_keys=True, default=str)
-    except ValueError:  # a reference cycle
-        return repr(v)
 
 
 def _lists(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> list[tuple[tuple[str, ...], list[Any]]]:
@@ -124,10 +119,9 @@ def find_list_walk(i: int, occurrences: Sequence[Any], *, loops: set[int] | None
     least half of all occurrences; otherwise None.
     """
     loops = loops or set()
-    per_occ = [step_calls_of(o, i) for o in occurrences]
-    multi = [k for k, calls in enumerate(per_occ) if len(calls) > 1]
+    multi = [k for k, o in enumerate(occurrences) if len(o.step_calls) > i and len(o.step_calls[i]) > 1]
     probe = multi[0] if multi else 0
-    calls = per_occ[probe]
+    calls = step_calls_of(occurrences[probe], i)
     keys = [k for k in calls[0][0] if all(k in a for a, _ in calls)]
     options: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
     for key in keys:
@@ -142,6 +136,7 @@ def find_list_walk(i: int, occurrences: Sequence[Any], *, loops: set[int] | None
                     if _walks(values, items, ipath):
                         options.append((key, j, lpath, ipath))
     best: ListWalk | None = None
+    per_occ = [step_calls_of(o, i) for o in occurrences] if options else []
     for key, j, lpath, ipath in options:
         holds = 0
         broken_multi = False

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import pluggy
 
     from soloflow_core.store import Store
-    from soloflow_core.store.procedural import FlowHit, FlowMeta
+    from soloflow_core.store.procedural import FlowCandidate, FlowMeta
 
 __all__ = ["DEFAULT_MIN_CONFIDENCE", "ProceduralMemory", "WorkflowMatch"]
 
@@ -60,8 +60,9 @@ class WorkflowMatch:
     score: float
     """``0.7 × text + 0.2 × tools + 0.1 × confidence``, in [0, 1]."""
     text_score: float
-    """Half the full-text rank relative to the best candidate's, half the share of the
-    flow's trigger keywords found in the context."""
+    """Half the text rank relative to the best candidate's, half the share of the flow's
+    trigger keywords found in the context. The text rank is the sum of the inverse document
+    frequencies (in the namespace) of the context's terms the flow's index holds."""
     tool_score: float
     """Share of the flow's tools (``skill_key``s) named in the context."""
     matched_keywords: tuple[str, ...]
@@ -82,7 +83,7 @@ class WorkflowMatch:
 
 @dataclass(slots=True, eq=False)
 class _Scored:
-    hit: FlowHit
+    flow: FlowCandidate
     score: float
     text: float
     tools: float
@@ -94,35 +95,41 @@ class _Scored:
     outranks: list[str] = field(default_factory=list)
 
 
-def _score(hit: FlowHit, best_rank: float, query: set[str], named: set[str],
-           available: set[str] | None) -> _Scored:
-    meta = hit.meta
-    keywords = [k for k in meta.trigger_keywords if (ts := phrase_terms(k)) and query.issuperset(ts)]
-    coverage = len(keywords) / len(meta.trigger_keywords) if meta.trigger_keywords else 0.0
-    relative = hit.rank / best_rank if best_rank > 0 else 1.0
+def _score(flow: FlowCandidate, rank: float, best_rank: float, query: set[str], named: set[str],
+           available: set[str] | None, said: dict[str, bool]) -> _Scored:
+    """``said`` memoizes, for one lookup, whether the context holds every term of a keyword."""
+    keywords = []
+    for k in flow.trigger_keywords:
+        found = said.get(k)
+        if found is None:
+            found = said[k] = bool(ts := phrase_terms(k)) and query.issuperset(ts)
+        if found:
+            keywords.append(k)
+    coverage = len(keywords) / len(flow.trigger_keywords) if flow.trigger_keywords else 0.0
+    relative = rank / best_rank if best_rank > 0 else 1.0
     text = 0.5 * min(max(relative, 0.0), 1.0) + 0.5 * coverage
-    tools_named = [k for k in meta.skill_keys if k.lower() in named]
-    tools = len(tools_named) / len(meta.skill_keys) if meta.skill_keys else 0.0
-    missing = [] if available is None else [k for k in meta.skill_keys if k not in available]
-    score = TEXT_WEIGHT * text + TOOL_WEIGHT * tools + CONFIDENCE_WEIGHT * meta.confidence
+    tools_named = [k for k in flow.skill_keys if k.lower() in named]
+    tools = len(tools_named) / len(flow.skill_keys) if flow.skill_keys else 0.0
+    missing = [] if available is None else [k for k in flow.skill_keys if k not in available]
+    score = TEXT_WEIGHT * text + TOOL_WEIGHT * tools + CONFIDENCE_WEIGHT * flow.confidence
     return _Scored(
-        hit=hit, score=round(score, 6), text=round(text, 6), tools=round(tools, 6),
+        flow=flow, score=round(score, 6), text=round(text, 6), tools=round(tools, 6),
         keywords=keywords, keyword_terms=frozenset(t for k in keywords for t in phrase_terms(k)),
-        terms=sorted(query & hit.terms), tools_named=tools_named, missing=missing,
+        terms=sorted(query & flow.terms), tools_named=tools_named, missing=missing,
     )  # fmt: skip
 
 
 def _rank_with_precedence(scored: list[_Scored]) -> list[_Scored]:
     """By score (ties by name), then each user-submitted flow, best first, moves just above
     the highest-placed auto-learned flow it covers (see :meth:`ProceduralMemory.find_workflow`)."""
-    order = sorted(scored, key=lambda s: (-s.score, s.hit.meta.name))
-    for user in [s for s in order if s.hit.meta.source == SOURCE_USER]:
+    order = sorted(scored, key=lambda s: (-s.score, s.flow.name))
+    for user in [s for s in order if s.flow.source == SOURCE_USER]:
         here = order.index(user)
         covered = [i for i, s in enumerate(order[:here])
-                   if s.hit.meta.source == SOURCE_LEARNED and s.keyword_terms
+                   if s.flow.source == SOURCE_LEARNED and s.keyword_terms
                    and s.keyword_terms <= user.keyword_terms]  # fmt: skip
         if covered:
-            user.outranks = [order[i].hit.meta.name for i in covered]
+            user.outranks = [order[i].flow.name for i in covered]
             order.insert(covered[0], order.pop(here))
     return order
 
@@ -135,7 +142,7 @@ def _why(s: _Scored) -> str:
         parts.append("text " + ", ".join(s.terms[:12]) + (" …" if len(s.terms) > 12 else ""))
     if s.tools_named:
         parts.append("tools named " + ", ".join(s.tools_named))
-    parts.append(f"confidence {s.hit.meta.confidence:.2f}")
+    parts.append(f"confidence {s.flow.confidence:.2f}")
     if s.outranks:
         parts.append("user-submitted, ranked above learned " + ", ".join(s.outranks))
     if s.missing:
@@ -144,7 +151,7 @@ def _why(s: _Scored) -> str:
 
 
 def _match(s: _Scored) -> WorkflowMatch:
-    meta = s.hit.meta
+    meta = s.flow
     return WorkflowMatch(
         name=meta.name, version=meta.version, source=meta.source, status=meta.status,
         confidence=meta.confidence, score=s.score, text_score=s.text, tool_score=s.tools,
@@ -210,8 +217,9 @@ class ProceduralMemory:
         Candidates are the latest, non-retired versions with confidence ≥ ``min_confidence``
         whose full-text index holds any term of the context (words; bigrams for scripts
         without spaces; a context longer than 64 KiB is read by its first and last 32 KiB;
-        terms most flows hold are left out of the query, not of the scoring): the 50 (or
-        ``8 × limit``) best by the database's text rank. Each is scored ``0.7 × text + 0.2 × tools + 0.1 × confidence`` (see
+        terms many flows hold are left out of the query, not of the scoring): the 50 (or
+        ``8 × limit``) best by the database's text rank, in one statement
+        (:meth:`~soloflow_core.store.Store.find_flow_candidates`). Each is scored ``0.7 × text + 0.2 × tools + 0.1 × confidence`` (see
         :class:`WorkflowMatch`).
 
         Precedence of user-submitted flows: let ``T(F)`` be the terms of flow F's trigger
@@ -232,17 +240,21 @@ class ProceduralMemory:
         terms = search_terms(context)
         if not terms:
             return []
-        hits = self.store.search_flows(
+        found = self.store.find_flow_candidates(
             terms, user_id=user_id, agent_id=agent_id, min_confidence=min_confidence,
             limit=max(_CANDIDATES, 8 * limit),
         )  # fmt: skip
-        if not hits:
+        if not found.flows:
             return []
         available = None if available_tools is None else set(available_tools)
         named = identifiers(context)
-        best = max(h.rank for h in hits)
+        idf = {term: found.counts.idf(term) for term in terms}
+        ranks = [sum(idf[term] for term in f.terms.intersection(idf)) for f in found.flows]
+        best = max(ranks)
         query = set(terms)
-        scored = [_score(h, best, query, named, available) for h in hits]
+        said: dict[str, bool] = {}
+        scored = [_score(f, r, best, query, named, available, said)
+                  for f, r in zip(found.flows, ranks, strict=True)]  # fmt: skip
         if not include_unavailable:
             scored = [s for s in scored if not s.missing]
         return [_match(s) for s in _rank_with_precedence(scored)[:limit]]

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import islice
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, cast, overload
 
 import numpy as np
 
@@ -33,13 +33,14 @@ from soloflow_core.mining.ranking import (
 from soloflow_core.models import (
     DetectorConfig,
     FlowCandidate,
-    TaskRun,
     candidate_id_for,
     dedupe_key_for,
 )
 
 if TYPE_CHECKING:
+    from soloflow_core.models import TaskRun
     from soloflow_core.store import Store, ToolNameColumns
+    from soloflow_core.store.columns import EvidenceRun
 
 MAX_EVIDENCE_RUNS = 200
 """Occurrences (so at most this many runs) read per candidate to measure savings and
@@ -63,13 +64,19 @@ class _Ledger:
     namespace: list[tuple[str, str]]
 
 
-def _read(store: Store, scope: Sequence[tuple[str, str]], config: DetectorConfig) -> _Ledger:
+def _read(
+    store: Store,
+    scope: Sequence[tuple[str, str]],
+    config: DetectorConfig,
+    columns: ToolNameColumns | None = None,
+) -> _Ledger:
     from soloflow_core.store import ToolNameColumns
 
     parts = [
-        (ns, store.read_tool_names(user_id=ns[0], agent_id=ns[1], lookback=config.lookback_limit))
+        (ns, columns if columns is not None and ns == scope[0] else
+         store.read_tool_names(user_id=ns[0], agent_id=ns[1], lookback=config.lookback_limit))
         for ns in scope
-    ]
+    ]  # fmt: skip
     if len(parts) == 1:
         ns, cols = parts[0]
         return _Ledger(cols, [ns] * cols.run_count)
@@ -114,22 +121,24 @@ def _evidence_sample(pattern: RankedPattern) -> list[PatternOccurrence]:
     return [occurrences[int(i * step)] for i in range(MAX_EVIDENCE_RUNS)]
 
 
-def _evidence(store: Store, ledger: _Ledger, runs: set[int]) -> dict[int, TaskRun]:
-    """Full runs for ``runs`` (ledger indices), keyed by index: one read per namespace."""
+def _evidence(store: Store, ledger: _Ledger, runs: set[int]) -> dict[int, EvidenceRun]:
+    """The runs ``runs`` (ledger indices) as the detector reads them, keyed by index: one
+    read per namespace (:meth:`Store.read_evidence`)."""
     by_ns: dict[tuple[str, str], list[int]] = {}
     for r in sorted(runs):
         by_ns.setdefault(ledger.namespace[r], []).append(r)
-    out: dict[int, TaskRun] = {}
+    out: dict[int, EvidenceRun] = {}
+    pks = ledger.columns.run_pks
     for (user, agent), idx in by_ns.items():
-        ids = [ledger.columns.run_ids[r] for r in idx]
-        loaded = {run.run_id: run for run in store.load_runs(ids, user_id=user, agent_id=agent)}
-        for r, rid in zip(idx, ids, strict=True):
-            if rid in loaded:
-                out[r] = loaded[rid]
+        loaded = store.read_evidence([int(pks[r]) for r in idx], user_id=user, agent_id=agent)
+        for r in idx:
+            run = loaded.get(int(pks[r]))
+            if run is not None:
+                out[r] = run
     return out
 
 
-def _swap_passes_data(run: TaskRun, a: int, b: int) -> bool:
+def _swap_passes_data(run: EvidenceRun, a: int, b: int) -> bool:
     """Whether data passes between calls ``a`` and ``b`` (either way): then their order
     matters and a swap of them is a different sequence, not noise."""
     from soloflow_core.mining.ranking import _passes_data
@@ -139,7 +148,7 @@ def _swap_passes_data(run: TaskRun, a: int, b: int) -> bool:
 
 
 def _checked(
-    pattern: RankedPattern, sample: list[PatternOccurrence], evidence: dict[int, TaskRun]
+    pattern: RankedPattern, sample: list[PatternOccurrence], evidence: dict[int, EvidenceRun]
 ) -> tuple[RankedPattern, list[PatternOccurrence]]:
     """``pattern`` and ``sample`` without the swapped occurrences (among the sampled ones)
     whose two swapped steps pass data: the ranking sees names only, the runs show the data."""
@@ -167,7 +176,7 @@ def _checked(
     return checked, [o for o in sample if o not in bad]
 
 
-def _occurrences(sample: list[PatternOccurrence], evidence: dict[int, TaskRun]) -> list[Occurrence]:
+def _occurrences(sample: list[PatternOccurrence], evidence: dict[int, EvidenceRun]) -> list[Occurrence]:
     """The complete sampled occurrences, as the generaliser reads them."""
     out = []
     for occ in sample:
@@ -221,11 +230,13 @@ class _SampleView(Sequence[PatternOccurrence]):
 
 
 def _measured(
-    pattern: RankedPattern, sample: list[PatternOccurrence], evidence: dict[int, TaskRun]
+    pattern: RankedPattern, sample: list[PatternOccurrence], evidence: dict[int, EvidenceRun]
 ) -> RankedPattern:
     """:func:`with_measured_savings` over the sampled occurrences' runs."""
     viewed = replace(pattern, occurrences=_SampleView(pattern.occurrences, sample))
-    return replace(with_measured_savings(viewed, evidence), occurrences=pattern.occurrences)
+    # The evidence runs have what it reads of a TaskRun: model_calls and tool_calls.
+    runs = cast("dict[int, TaskRun]", evidence)
+    return replace(with_measured_savings(viewed, runs), occurrences=pattern.occurrences)
 
 
 def _is_exact(pattern: RankedPattern, cols: ToolNameColumns, enough: int) -> bool:
@@ -262,7 +273,7 @@ def _finite(x: float) -> float:
 def _candidate(
     pattern: RankedPattern,
     sample: list[PatternOccurrence],
-    evidence: dict[int, TaskRun],
+    evidence: dict[int, EvidenceRun],
     cols: ToolNameColumns,
     config: DetectorConfig,
     *,
@@ -324,6 +335,7 @@ def detect_candidates(
     save: bool = True,
     also_namespaces: Sequence[tuple[str, str]] = (),
     on_progress: MiningProgress | None = None,
+    columns: ToolNameColumns | None = None,
 ) -> list[FlowCandidate]:
     """Mine the namespace's ledger and return the top candidates (stored when ``save``).
 
@@ -333,13 +345,17 @@ def detect_candidates(
     namespace is not proposed again, nor is one that lies inside a registered flow
     (learned or user-submitted); a pending candidate is refreshed in place (same id), never
     duplicated.
+
+    ``columns``, when given, are the namespace's as the caller read them with
+    ``store.read_tool_names(user_id=..., agent_id=..., lookback=config.lookback_limit)``
+    (``soloflow detect`` reads them while it imports this module); they are not read again.
     """
     config = config or DetectorConfig()
     scope: list[tuple[str, str]] = [(user_id, agent_id)]
     for user, agent in also_namespaces:
         if (user, agent) not in scope:
             scope.append((user, agent))
-    ledger = _read(store, scope, config)
+    ledger = _read(store, scope, config, columns)
     cols = ledger.columns
     decided = {
         k

@@ -28,8 +28,10 @@ from soloflow_core.store.step_journal import (
     DriverStepJournal,
     JournalSql,
     StoreStepJournal,
+    driver_statement,
     driver_transaction,
     insert_transitions,
+    release_sqlite_writer,
     stamper,
 )
 from soloflow_core.store.writer import json_text, now, storable_text
@@ -38,6 +40,37 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from soloflow_core.models import FlowDefinition
+
+
+_RUN_COLUMNS = ("INSERT INTO sf_flow_runs (id, user_id, agent_id, flow_name, flow_version, status, inputs, "
+                "started_at, updated_at, owner, definition, cancel_requested) ")
+_NEWEST = ("WHERE NOT EXISTS (SELECT 1 FROM sf_flows WHERE user_id = {0} AND agent_id = {0} AND name = {0} "
+           "AND version > {0})")
+_PG_RUN_TRANSITIONS = (
+    "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT run.id, NULL, v.a, v.b, %s, v.d FROM run CROSS JOIN (VALUES (1, NULL, 'draft', NULL), "
+    "(2, 'draft', 'active', 'inputs checked'), (3, 'active', 'running', CAST(%s AS text))) AS v(n, a, b, d) "
+    "ORDER BY v.n RETURNING 1"
+)
+_PG_RUN_VALUES = ("%s, %s, %s, %s, %s, 'running', CAST(%s AS jsonb), %s, %s, %s, CAST(%s AS jsonb), FALSE")
+_PG_START = f"WITH run AS ({_RUN_COLUMNS}VALUES ({_PG_RUN_VALUES}) RETURNING id) {_PG_RUN_TRANSITIONS}"
+"""A new run and its first three transitions in one statement (PostgreSQL)."""
+_PG_START_LATEST = (f"WITH run AS ({_RUN_COLUMNS}SELECT {_PG_RUN_VALUES} {_NEWEST.format('%s')} RETURNING id) "
+                    f"{_PG_RUN_TRANSITIONS}")
+"""The same, only while no newer version of the flow is registered."""
+_SQLITE_START_LATEST = (f"{_RUN_COLUMNS}SELECT ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, FALSE "
+                        f"{_NEWEST.format('?')}")
+
+_FROM_RUNNING = frozenset(str(s) for s in RUN_TERMINAL)
+
+_PG_FINISH = (
+    "WITH up AS (UPDATE sf_flow_runs SET status = %s, outputs = CAST(%s AS jsonb), error = %s, outcome = %s, "
+    "ended_at = %s, updated_at = %s WHERE id = %s AND status = 'running' RETURNING id) "
+    "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT id, NULL, 'running', %s, %s, %s FROM up RETURNING 1"
+)
+"""running → a terminal state in one statement (PostgreSQL); no rows when the run was not
+running, and the checked path runs."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +142,10 @@ class FlowRunStore:
     _journal: Engine | None = None
 
     def _journal_engine(self) -> Engine:
-        """The engine flow-run records are written through. On PostgreSQL its own pool,
-        whose sessions commit with ``synchronous_commit=off`` (see :meth:`JournalSql.build` for
-        why that is safe) and skip the pre-ping: two round trips fewer per write."""
+        """The engine of the store's hot paths: flow-run records, flow lookups, latest
+        versions. On PostgreSQL its own pool, whose sessions commit with
+        ``synchronous_commit=off`` (see :meth:`JournalSql.build` for why that is safe) and skip
+        the pre-ping: a round trip fewer per use. Reads on it run in autocommit."""
         if self.engine.dialect.name != "postgresql":
             return self.engine
         if self._journal is None:
@@ -127,6 +161,7 @@ class FlowRunStore:
         return self._journal
 
     def _close_flow_runs(self) -> None:
+        release_sqlite_writer(self.engine)
         if self._journal is not None:
             self._journal.dispose()
             self._journal = None
@@ -142,24 +177,61 @@ class FlowRunStore:
         agent_id: str,
         run_id: str | None = None,
         owner: str | None = None,
+        definition_json: str | None = None,
     ) -> str:
-        """Record a new run, ``draft`` → ``active`` → ``running``; its id."""
-        run_id = run_id or "frun_" + uuid.uuid4().hex
-        sql = JournalSql.build(self.engine.dialect.name)
-        stamp = stamper(self.engine)
+        """Record a new run, ``draft`` → ``active`` → ``running``; its id.
+        ``definition_json``: ``flow`` as JSON text, when the caller has it at hand."""
+        started = self._start_run(flow, inputs, user_id, agent_id, run_id, owner, definition_json, False)
+        assert started is not None
+        return started
 
-        def work(cur: Any) -> None:
+    def start_latest_flow_run(
+        self,
+        flow: FlowDefinition,
+        inputs: dict[str, Any],
+        *,
+        user_id: str,
+        agent_id: str,
+        run_id: str | None = None,
+        owner: str | None = None,
+        definition_json: str | None = None,
+    ) -> str | None:
+        """:meth:`start_flow_run` if ``flow`` is still the newest registered version of its
+        name in the namespace (checked in the same statement); None, recording nothing, if a
+        newer one exists."""
+        return self._start_run(flow, inputs, user_id, agent_id, run_id, owner, definition_json, True)
+
+    def _start_run(self, flow: FlowDefinition, inputs: dict[str, Any], user_id: str, agent_id: str,
+                   run_id: str | None, owner: str | None, definition_json: str | None,
+                   if_latest: bool) -> str | None:
+        run_id = run_id or "frun_" + uuid.uuid4().hex
+        dialect = self.engine.dialect.name
+        sql = JournalSql.build(dialect)
+        stamp = stamper(self.engine)
+        definition = definition_json or json_text(flow.model_dump(mode="json"))
+        newest = (user_id, agent_id, flow.name, flow.version) if if_latest else ()
+        if dialect == "postgresql":
+            at = now()
+            rows = driver_statement(self._journal_engine(), _PG_START_LATEST if if_latest else _PG_START, (
+                run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner,
+                definition, *newest, at, owner))
+            return run_id if rows else None
+
+        def work(cur: Any) -> bool:
             at = stamp(now())
-            cur.execute(sql.insert_run, (run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs),
-                                         at, at, owner, json_text(flow.model_dump(mode="json"))))
+            cur.execute(_SQLITE_START_LATEST if if_latest else sql.insert_run, (
+                run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner, definition,
+                *newest))
+            if cur.rowcount != 1:
+                return False
             insert_transitions(cur, sql, [
                 (run_id, None, None, RunState.DRAFT.value, at, None),
                 (run_id, None, RunState.DRAFT.value, RunState.ACTIVE.value, at, "inputs checked"),
                 (run_id, None, RunState.ACTIVE.value, RunState.RUNNING.value, at, owner),
             ])
+            return True
 
-        driver_transaction(self._journal_engine(), sql, work)
-        return run_id
+        return run_id if driver_transaction(self._journal_engine(), sql, work) else None
 
     def finish_flow_run(
         self,
@@ -180,6 +252,14 @@ class FlowRunStore:
         sql = JournalSql.build(self.engine.dialect.name)
         stamp = stamper(self.engine)
         err = None if error is None else storable_text(error)
+        note = detail or outcome or error
+        note_text = None if note is None else storable_text(note)
+        if self.engine.dialect.name == "postgresql" and str(status) in _FROM_RUNNING:
+            # The usual end (running → terminal) in one statement; anything else is checked below.
+            at = now()
+            if driver_statement(self._journal_engine(), _PG_FINISH, (str(status), json_text(outputs), err, outcome, at, at,
+                                                          run_id, str(status), at, note_text)):
+                return
 
         def work(cur: Any) -> None:
             cur.execute(sql.run_state, (run_id,))
@@ -189,12 +269,13 @@ class FlowRunStore:
             check_run_transition(run_id, row[0], status)
             at = stamp(now())
             cur.execute(sql.finish_run, (str(status), json_text(outputs), err, outcome, at, at, run_id))
-            note = detail or outcome or error
-            cur.execute(sql.transition, (run_id, None, row[0], str(status), at,
-                                         None if note is None else storable_text(note)))
+            cur.execute(sql.transition, (run_id, None, row[0], str(status), at, note_text))
 
-        # The end of a run commits synchronously: its checkpoints are deleted next.
-        driver_transaction(self.engine, sql, work)
+        # Like the journal, on the async-commit pool: the deletion of the run's checkpoints
+        # comes later and commits synchronously, which flushes this commit first (WAL is
+        # flushed in order); a server crash before either loses both, and the run, whose
+        # last checkpoint is kept, is resumed to the same end.
+        driver_transaction(self._journal_engine(), sql, work)
 
     def claim_flow_run(self, run_id: str, *, user_id: str, agent_id: str, owner: str) -> None:
         """Record that process ``owner`` now runs ``run_id`` (a resume)."""

@@ -22,15 +22,23 @@ keeps, per namespace, how many indexed rows hold each term (``<table>_terms``): 
 leaves out the commonest terms (:meth:`FullTextIndex.prune`). They barely change the
 ranking (their inverse document frequency is near zero) but would make every row a match
 to rank; the caller still scores its candidates with every term.
+
+Each namespace's counts also hold a change counter (the term :data:`CHANGES`, which no text
+yields), raised by every write to the namespace's index. A process may keep the counts
+(:class:`TermCache`) and check, in the statement that searches, that the counter is still
+the one it read them at (:meth:`FullTextIndex.counter_sql`): one statement per lookup, and
+another process's writes are seen at once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
+import threading
 import unicodedata
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -55,6 +63,9 @@ RARE = 50
 """Terms held by at most this many rows are always kept."""
 MAX_STAT_TERM = 64
 """Longer terms are not counted (and never left out of a query)."""
+CHANGES = "#changes"
+"""The term of ``<table>_terms`` whose ``df`` counts the writes to a namespace's index (no
+text yields ``#``): a cache of the counts is current while it is unchanged."""
 
 STOPWORDS = frozenset(
     "a an and any are as at be been but by can could did do does for from had has have he her "
@@ -187,6 +198,80 @@ def tsquery(terms: Sequence[str]) -> str:
     return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms)
 
 
+def prune_terms(terms: Sequence[str], df: Mapping[str, int], budget: int = MATCH_BUDGET) -> list[str]:
+    """``terms`` without those no row holds (``df`` has no count for them) and without the
+    commonest: the rarest are kept while the rows holding them add up to at most ``budget``
+    (terms held by at most :data:`RARE` rows, the rarest term, and terms too long to be
+    counted are always kept). In query order.
+
+    Example:
+        >>> prune_terms(["order", "the", "zebra", "absent"], {"order": 1900, "zebra": 3, "the": 9000})
+        ['order', 'zebra']
+    """
+    keep = {t for t in terms if len(t) > MAX_STAT_TERM}
+    total = 0
+    for term in sorted((t for t in dict.fromkeys(terms) if df.get(t, 0) > 0 and t not in keep),
+                       key=df.__getitem__):
+        n = df[term]
+        if n <= RARE or total + n <= budget or not total:
+            keep.add(term)
+            total += n
+    return [t for t in dict.fromkeys(terms) if t in keep]
+
+
+@dataclass(frozen=True, slots=True)
+class TermCounts:
+    """A namespace's counts as of its change counter ``changes``: ``rows`` indexed rows,
+    ``df[term]`` of them holding ``term``."""
+
+    changes: int
+    rows: int
+    df: dict[str, int]
+
+    @staticmethod
+    def of(rows: Iterable[tuple[str, int]]) -> TermCounts:
+        """From a namespace's (term, df) rows of ``<table>_terms``."""
+        df = {term: n for term, n in rows if n > 0}
+        return TermCounts(changes=df.pop(CHANGES, 0), rows=df.pop("", 0), df=df)
+
+    def idf(self, term: str) -> float:
+        """BM25's inverse document frequency of ``term`` (0 when no row holds it)."""
+        n = self.df.get(term, 0)
+        return math.log(1.0 + (self.rows - n + 0.5) / (n + 0.5)) if n else 0.0
+
+
+class TermCache:
+    """The term counts of the ``size`` most recently searched namespaces of one database,
+    for one process. An entry is used only together with a check of its namespace's
+    change counter in the statement that searches (see :meth:`FullTextIndex.counter_sql`);
+    one namespace's entry is never read for another (keys are namespace tokens)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._entries: OrderedDict[str, TermCounts] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, namespace: str) -> TermCounts | None:
+        with self._lock:
+            counts = self._entries.get(namespace)
+            if counts is not None:
+                self._entries.move_to_end(namespace)
+            return counts
+
+    def put(self, namespace: str, counts: TermCounts) -> None:
+        with self._lock:
+            current = self._entries.get(namespace)
+            if current is None or current.changes <= counts.changes:
+                self._entries[namespace] = counts
+                self._entries.move_to_end(namespace)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
 @dataclass(frozen=True, slots=True)
 class FullTextMatch:
     """What a query adds for a full-text condition: join ``target`` on ``onclause`` (None on
@@ -255,16 +340,19 @@ class FullTextIndex:
         ]
 
     def _count(self, conn: Connection, namespace: str, texts: Iterable[str], sign: int) -> None:
-        """Add ``sign`` to the row count of each term of each text, and of ``""`` (rows)."""
+        """Add ``sign`` to the row count of each term of each text, and of ``""`` (rows);
+        raise the namespace's :data:`CHANGES` counter."""
         counts: Counter[str] = Counter()
         for text in texts:
             counts.update(w for w in set(text.split()) if len(w) <= MAX_STAT_TERM)
             counts[""] += 1
         if counts:
+            rows = [{"ns": namespace, "term": w, "df": sign * n} for w, n in counts.items()]
+            rows.append({"ns": namespace, "term": CHANGES, "df": 1})
             conn.execute(
                 sa.text(f"INSERT INTO {self.terms_table} (ns, term, df) VALUES (:ns, :term, :df) "
                         f"ON CONFLICT (ns, term) DO UPDATE SET df = {self.terms_table}.df + excluded.df"),
-                [{"ns": namespace, "term": w, "df": sign * n} for w, n in counts.items()],
+                rows,
             )
 
     def put(self, conn: Connection, key: int, text: str, *, namespace: str = "") -> None:
@@ -305,7 +393,10 @@ class FullTextIndex:
     def rebuild(self, conn: Connection, rows: Iterable[tuple[int, str, str]]) -> int:
         """Replace the index by ``rows`` of (key, namespace token, text); returns how many."""
         batch = list(rows)
-        conn.execute(sa.text(f"DELETE FROM {self.terms_table}"))
+        # The change counters stay and rise (a cache must never see an old value again).
+        conn.execute(sa.text(f"DELETE FROM {self.terms_table} WHERE term <> :c"), {"c": CHANGES})
+        conn.execute(sa.text(f"UPDATE {self.terms_table} SET df = df + 1 WHERE term = :c"),
+                     {"c": CHANGES})
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql(f"DELETE FROM {self.fts_table}")
             if batch:
@@ -319,11 +410,11 @@ class FullTextIndex:
             self._count(conn, namespace, texts, +1)
         return len(batch)
 
-    def prune(self, conn: Connection, terms: Sequence[str], *, namespace: str = "") -> list[str]:
+    def prune(self, conn: Connection, terms: Sequence[str], *, namespace: str = "",
+              budget: int | None = None) -> list[str]:
         """``terms`` without those no indexed row of the namespace holds, and without the
-        commonest: the rarest are kept while the rows holding them add up to at most
-        :data:`MATCH_BUDGET` (terms held by at most :data:`RARE` rows, the rarest term, and
-        terms too long to be counted are always kept). In query order."""
+        commonest (see :func:`prune_terms`; ``budget`` defaults to :data:`MATCH_BUDGET`).
+        In query order."""
         if not terms:
             return []
         counted = [t for t in terms if len(t) <= MAX_STAT_TERM]
@@ -332,14 +423,22 @@ class FullTextIndex:
             .bindparams(sa.bindparam("terms", expanding=True)),
             {"ns": namespace, "terms": counted},
         ).all()) if counted else {}
-        keep = {t for t in terms if len(t) > MAX_STAT_TERM}
-        total = 0
-        for term in sorted((t for t in counted if found.get(t, 0) > 0), key=found.__getitem__):
-            df = found[term]
-            if df <= RARE or total + df <= MATCH_BUDGET or not total:
-                keep.add(term)
-                total += df
-        return [t for t in terms if t in keep]
+        return prune_terms(terms, found, MATCH_BUDGET if budget is None else budget)
+
+    def term_counts(self, conn: Connection, namespace: str) -> TermCounts:
+        """Every counted term of the namespace, read in one statement."""
+        rows = conn.exec_driver_sql(
+            f"SELECT term, df FROM {self.terms_table} WHERE ns = "
+            + ("?" if conn.dialect.name == "sqlite" else "%(ns)s"),
+            (namespace,) if conn.dialect.name == "sqlite" else {"ns": namespace},  # type: ignore[arg-type]
+        ).all()
+        return TermCounts.of(rows)  # type: ignore[arg-type]
+
+    def counter_sql(self, mark: str) -> str:
+        """A scalar subquery: the namespace's :data:`CHANGES` counter (0 before any write);
+        its two parameters are the namespace and :data:`CHANGES`, in the driver's ``mark``."""
+        return (f"(SELECT coalesce((SELECT df FROM {self.terms_table} "
+                f"WHERE ns = {mark} AND term = {mark}), 0))")
 
     def match(
         self, dialect: str, table: sa.Table, terms: Sequence[str], *, namespace: str = "",

@@ -18,6 +18,7 @@ restricted to the namespace's token).
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -30,12 +31,19 @@ import sqlalchemy as sa
 from soloflow_core.errors import FlowValidationError, NotFoundError
 from soloflow_core.store import schema as t
 from soloflow_core.store.fulltext import (
+    CHANGES,
+    RARE,
     FullTextIndex,
+    TermCache,
+    TermCounts,
+    fts5_query,
     index_text,
     namespace_token,
     phrase_terms,
+    prune_terms,
     search_terms,
     tokenize,
+    tsquery,
 )
 from soloflow_core.store.writer import now, storable_text
 
@@ -102,6 +110,38 @@ class FlowHit:
     better, comparable only within one search."""
     terms: frozenset[str]
     """The terms its index holds."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlowCandidate:
+    """What a lookup reads of a flow version found by :meth:`ProceduralStore.find_flow_candidates`
+    (a :class:`FlowMeta`'s ranking fields, without the record's dates and counts)."""
+
+    name: str
+    version: int
+    source: str
+    status: str
+    confidence: float
+    trigger_keywords: tuple[str, ...]
+    skill_keys: tuple[str, ...]
+    terms: frozenset[str]
+    """The terms its index holds."""
+    rank: float
+    """The database's text rank over the query's rarer terms: higher is better."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlowCandidates:
+    """A lookup's candidates, and the namespace's term counts they were found with."""
+
+    flows: list[FlowCandidate]
+    counts: TermCounts
+
+
+LOOKUP_BUDGET = 1000
+""":func:`~soloflow_core.store.fulltext.prune_terms`' budget for a lookup: the database ranks
+the flows holding its rarest terms; the caller scores the best of them with every term."""
+_LOOKUP_ATTEMPTS = 3
 
 
 # ---------------------------------------------------------------------- keywords and text
@@ -264,6 +304,21 @@ def insert_flow_version(
     return versioned
 
 
+def _narrow_tsquery(kept: Sequence[str], df: dict[str, int]) -> str:
+    """``kept`` terms held by few rows (the rarest, those of at most :data:`RARE` rows, the
+    uncounted) or, for the others, two of them together, as ``to_tsquery`` text."""
+    by_rarity = sorted(kept, key=lambda term: df.get(term, 0))
+    alone = [t for i, t in enumerate(by_rarity) if i == 0 or df.get(t, 0) <= RARE]
+    rest = [t for t in by_rarity if t not in alone][:8]
+    parts = [tsquery([t]) for t in alone]
+    parts += [f"({tsquery([a])} & {tsquery([b])})" for i, a in enumerate(rest) for b in rest[i + 1:]]
+    return " | ".join(parts)
+
+
+def _term_counts(rows: Iterable[tuple[str, int]]) -> TermCounts:
+    return TermCounts.of(rows)
+
+
 def _check_confidence(confidence: float) -> None:
     if not (isinstance(confidence, int | float) and 0.0 <= confidence <= 1.0):
         raise FlowValidationError(
@@ -295,11 +350,69 @@ def _meta(row: Sequence[Any]) -> FlowMeta:
     )  # fmt: skip
 
 
+_LOOKUP_COLUMNS = ("f.name, f.version, f.source, f.status, f.confidence, f.trigger_keywords, "
+                   "f.skill_keys, f.search_text")
+_LOOKUP_FILTER = ("f.user_id = {m} AND f.agent_id = {m} AND f.is_latest AND f.status <> 'retired' "
+                  "AND f.confidence >= {m}")
+
+
+def _lookup_sql(dialect: str) -> tuple[str, str]:
+    """(the lookup statement, the counter-only statement) in the driver's parameter style.
+
+    One row per candidate, best text rank first, each with the namespace's change counter;
+    a single row of NULLs with the counter when nothing matches. On SQLite the best ``top``
+    FTS5 matches by BM25 first (inside FTS5: no row lookup per match); PostgreSQL ranks the
+    GIN index's matches with ``ts_rank``.
+    """
+    m = "?" if dialect == "sqlite" else "%s"
+    counter = FLOW_SEARCH.counter_sql(m)
+    where = _LOOKUP_FILTER.format(m=m)
+    if dialect == "sqlite":
+        inner = (
+            f"SELECT {_LOOKUP_COLUMNS}, best.score FROM (SELECT rowid AS key, "
+            f"-bm25({FLOW_SEARCH.fts_table}, 0.0, 1.0) AS score FROM {FLOW_SEARCH.fts_table} "
+            f"WHERE {FLOW_SEARCH.fts_table} MATCH ? ORDER BY score DESC LIMIT ?) AS best "
+            f"JOIN {FLOW_SEARCH.table} AS f ON f.id = best.key WHERE {where} "
+            "ORDER BY best.score DESC, f.name LIMIT ?"
+        )
+    else:
+        vector = f"f.{FLOW_SEARCH.vector_column}"
+        query = "to_tsquery('simple'::regconfig, %s)"
+        # The flows holding the rarest term or two of the others first, ranked by all the
+        # terms; the rest only when those are fewer than the limit (the outer LIMIT stops the
+        # second branch before it runs otherwise).
+        branch = (f"(SELECT {_LOOKUP_COLUMNS}, ts_rank({vector}, {query}) AS score "
+                  f"FROM {FLOW_SEARCH.table} AS f WHERE {vector} @@ {query} AND {where} "
+                  "ORDER BY score DESC, f.name LIMIT %s)")
+        inner = f"SELECT * FROM ({branch} UNION ALL {branch}) AS u LIMIT %s"
+    return (f"SELECT {counter} AS changes, m.* FROM (SELECT 1) AS one LEFT JOIN ({inner}) AS m ON 1 = 1",
+            f"SELECT {counter}")
+
+
+_LOOKUP_SQL = {dialect: _lookup_sql(dialect) for dialect in ("sqlite", "postgresql")}
+
+
+_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def _json_list(value: Any) -> tuple[str, ...]:
+    """A JSON list column as SQLite (text) or psycopg (decoded) returns it, as a tuple."""
+    if isinstance(value, str):
+        try:  # the decoder's scanner, without json.loads' wrapping (a third of its time)
+            value = _scan_json(value, 0)[0]
+        except StopIteration:
+            value = json.loads(value)
+    return tuple(value) if isinstance(value, list) else ()
+
+
 class ProceduralStore:
     """Procedural-memory methods of :class:`~soloflow_core.store.Store` (a mixin)."""
 
     engine: Engine
     _writer: Engine
+
+    def _journal_engine(self) -> Engine:  # FlowRunStore's, on Store
+        raise NotImplementedError
 
     def add_flow_version(
         self,
@@ -424,6 +537,108 @@ class ProceduralStore:
                         terms=frozenset((row[-2] or "").split()))
                 for row in conn.execute(q)
             ]
+
+    def find_flow_candidates(
+        self,
+        terms: Sequence[str],
+        *,
+        user_id: str,
+        agent_id: str,
+        min_confidence: float = 0.0,
+        limit: int = 50,
+    ) -> FlowCandidates:
+        """:meth:`search_flows` for a lookup, in one statement on SQLite and PostgreSQL.
+
+        The namespace's term counts are kept in process (:class:`TermCache`) and used to
+        leave out the commonest ``terms`` (:data:`LOOKUP_BUDGET`); the statement that searches
+        also reads the namespace's change counter, and the search runs again with fresh
+        counts when another writer (this process or another) changed the index since they
+        were read. The candidates carry only what scoring needs; ``counts`` gives every
+        term's inverse document frequency.
+        """
+        ns = namespace_token(user_id, agent_id)
+        cache = self._flow_term_cache()
+        counts = cache.get(ns)
+        if not terms or limit <= 0:
+            return FlowCandidates([], counts or TermCounts(0, 0, {}))
+        dialect = self.engine.dialect.name
+        if dialect not in _LOOKUP_SQL:  # another database: SQLAlchemy Core, three statements
+            hits = self.search_flows(terms, user_id=user_id, agent_id=agent_id,
+                                     min_confidence=min_confidence, limit=limit)
+            with self.engine.connect() as conn:
+                counts = FLOW_SEARCH.term_counts(conn, ns)
+            return FlowCandidates([FlowCandidate(
+                name=h.meta.name, version=h.meta.version, source=h.meta.source,
+                status=h.meta.status, confidence=h.meta.confidence,
+                trigger_keywords=h.meta.trigger_keywords, skill_keys=h.meta.skill_keys,
+                terms=h.terms, rank=h.rank) for h in hits], counts)
+        sql, counter_only = _LOOKUP_SQL[dialect]
+        sqlite = dialect == "sqlite"
+        # PostgreSQL: the store's no-pre-ping pool, in autocommit — the lookup's statements
+        # are its only round trips (no ping, no BEGIN, no ROLLBACK).
+        raw = (self.engine if sqlite else self._journal_engine()).raw_connection()
+        driver: Any = raw.driver_connection
+        if not sqlite:
+            driver.autocommit = True
+        try:
+            cur: Any = driver.cursor()
+            try:
+                rows: list[Any] = []
+                for _ in range(_LOOKUP_ATTEMPTS):
+                    if counts is None:
+                        cur.execute(f"SELECT term, df FROM {FLOW_SEARCH.terms_table} WHERE ns = "
+                                    + ("?" if sqlite else "%s"), (ns,))
+                        counts = _term_counts(cur.fetchall())
+                        cache.put(ns, counts)
+                    kept = prune_terms(terms, counts.df, LOOKUP_BUDGET)
+                    if not kept:
+                        cur.execute(counter_only, (ns, CHANGES))
+                        rows = []
+                        changes = cur.fetchone()[0]
+                    else:
+                        if sqlite:
+                            match = fts5_query(kept, column="body", namespace=ns)
+                            params: tuple[Any, ...] = (ns, CHANGES, match, 4 * limit, user_id, agent_id,
+                                                       min_confidence, limit)
+                        else:
+                            query = tsquery(kept)
+                            narrow = _narrow_tsquery(kept, counts.df)
+                            where_ = (user_id, agent_id, min_confidence, limit)
+                            params = (ns, CHANGES, query, narrow, *where_, query, query, *where_, limit)
+                        # Not prepared on PostgreSQL: a generic plan cannot see how many rows
+                        # the terms match, and ranks twice as slowly as a planned one.
+                        cur.execute(sql, params) if sqlite else cur.execute(sql, params, prepare=False)
+                        rows = cur.fetchall()
+                        changes = rows[0][0]
+                        if not sqlite:  # the second branch repeats the first's rows
+                            first: dict[str, Any] = {}
+                            for row in rows:
+                                first.setdefault(row[1], row)
+                            rows = list(first.values())
+                    if changes == counts.changes:
+                        break
+                    counts = None
+            finally:
+                cur.close()
+        finally:
+            if not sqlite:
+                driver.autocommit = False
+            raw.close()
+        assert counts is not None
+        return FlowCandidates([
+            FlowCandidate(name=name, version=version, source=source, status=status,
+                          confidence=float(confidence), trigger_keywords=_json_list(keywords),
+                          skill_keys=_json_list(skills), terms=frozenset((text or "").split()),
+                          rank=float(score or 0.0))
+            for _, name, version, source, status, confidence, keywords, skills, text, score in rows
+            if name is not None
+        ], counts)  # fmt: skip
+
+    def _flow_term_cache(self) -> TermCache:
+        cache: TermCache | None = getattr(self, "_flow_terms", None)
+        if cache is None:
+            cache = self._flow_terms = TermCache()
+        return cache
 
     def record_flow_execution(
         self,

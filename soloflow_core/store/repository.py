@@ -19,7 +19,12 @@ from sqlalchemy.engine import Connection, Engine
 from soloflow_core.errors import NotFoundError, StoreError
 from soloflow_core.models import FlowCandidate, FlowDefinition, TaskRun
 from soloflow_core.store import schema as t
-from soloflow_core.store.columns import ToolNameColumns, read_tool_names
+from soloflow_core.store.columns import (
+    EvidenceRun,
+    ToolNameColumns,
+    read_evidence,
+    read_tool_names,
+)
 from soloflow_core.store.engine import (
     WRITE_OPTION,
     create_store_engine,
@@ -45,11 +50,14 @@ _IN_CHUNK = 500
 
 
 
-def _json_text(value: str | None) -> Any:
+def _json_text(value: str | float | None) -> Any:
     """A JSON column's text as SQLite returns it, decoded as SQLAlchemy would (the empty
-    object and null, most calls' ``meta``, without the parser)."""
+    object and null, most calls' ``meta``, without the parser). A bare number comes back
+    as a number already: the column's numeric affinity converted the text when stored."""
     if value is None or value == "null":
         return None
+    if not isinstance(value, str):
+        return value
     return {} if value == "{}" else json.loads(value)
 
 
@@ -97,6 +105,13 @@ def _model_calls_of(conn: Connection, pks: list[int]) -> dict[int, list[dict[str
 
 def _same(value: Any) -> Any:
     return value
+
+
+_LATEST_VERSION = {
+    d: f"SELECT MAX(version) FROM sf_flows WHERE user_id = {ph} AND agent_id = {ph} AND name = {ph}"
+    for d, ph in (("sqlite", "?"), ("postgresql", "%s"))
+}
+"""``Store.latest_flow_version`` through the driver: one round trip on PostgreSQL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,7 +389,9 @@ class Store(FlowRunStore, ProceduralStore):
         as a Python row per call, into arrays allocated once (1M runs, 8.5M calls: 10–11 s
         here, against 7–8 s to fetch the bare name column with ``fetchall`` — which then
         holds a Python tuple per call, ~1 GB, where these columns take ~270 MB; see
-        benchmarks/RESULTS.md).
+        benchmarks/RESULTS.md). On a SQLite file two connections read the batches at once
+        (SQLite works without the GIL); each batch is checked against the runs' counts
+        read first, and read again row by row on this connection if it does not add up.
 
         Example:
             >>> cols = store.read_tool_names(user_id="alice", agent_id="bot")
@@ -383,6 +400,17 @@ class Store(FlowRunStore, ProceduralStore):
         """
         with self.engine.connect() as conn:
             return read_tool_names(conn, user_id, agent_id, lookback, include_failed)
+
+    def read_evidence(
+        self, run_pks: Sequence[int], *, user_id: str, agent_id: str
+    ) -> dict[int, EvidenceRun]:
+        """The runs ``run_pks`` (store keys, as :meth:`read_tool_names` gives them) with
+        their calls, keyed by pk, as much of them as the detector reads: task text, tool
+        calls (name, arguments, output, error, meta) and model calls' usage. Keys of
+        another namespace are left out. For full :class:`TaskRun` models use
+        :meth:`load_runs`."""
+        with self.engine.connect() as conn:
+            return read_evidence(conn, user_id, agent_id, [int(pk) for pk in run_pks])
 
     # ------------------------------------------------------------------ candidates
 
@@ -491,11 +519,18 @@ class Store(FlowRunStore, ProceduralStore):
     def latest_flow_version(self, name: str, *, user_id: str, agent_id: str) -> int | None:
         """The newest version number of flow ``name`` in the namespace (None: no such flow);
         one indexed read, for callers that cache definitions."""
-        c = t.flows.c
-        q = sa.select(sa.func.max(c.version)).where(c.user_id == user_id, c.agent_id == agent_id,
-                                                     c.name == name)
-        with self.engine.connect() as conn:
-            return conn.execute(q).scalar()
+        from soloflow_core.store.step_journal import driver_statement
+
+        sql = _LATEST_VERSION.get(self.engine.dialect.name)
+        if sql is None:
+            c = t.flows.c
+            q = sa.select(sa.func.max(c.version)).where(c.user_id == user_id, c.agent_id == agent_id,
+                                                         c.name == name)
+            with self.engine.connect() as conn:
+                return conn.execute(q).scalar()
+        engine = self.engine if self.engine.dialect.name == "sqlite" else self._journal_engine()
+        rows = driver_statement(engine, sql, (user_id, agent_id, name))
+        return rows[0][0] if rows else None
 
     def get_flow(
         self, name: str, *, user_id: str, agent_id: str, version: int | None = None

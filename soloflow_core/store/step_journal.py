@@ -8,6 +8,7 @@ for reads and for other databases. Both check every move against
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
@@ -169,8 +170,7 @@ def _finish_moves(run_id: str, step_key: str, current: str | None, state: StepSt
 def _begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[str | None, str]]:
     """The transitions that take a step from ``current`` to ``running``."""
     if current is None:
-        return [(None, StepState.PENDING.value), (StepState.PENDING.value, StepState.READY.value),
-                (StepState.READY.value, StepState.RUNNING.value)]
+        return list(_NEW_STEP_MOVES)
     if current == StepState.RUNNING:
         # The process that ran it ended mid-call: the attempt counts as failed.
         return [(StepState.RUNNING.value, StepState.FAILED.value),
@@ -203,6 +203,10 @@ class JournalSql:
 
     @classmethod
     def build(cls, dialect: str) -> JournalSql:
+        return _journal_sql(dialect)
+
+    @classmethod
+    def _build(cls, dialect: str) -> JournalSql:
         ph, lock, json_ph = ("?", "", "?") if dialect == "sqlite" else ("%s", " FOR UPDATE OF r", "CAST(%s AS jsonb)")
         join = ("FROM sf_flow_runs r LEFT JOIN sf_flow_step_runs s ON s.run_id = r.id AND s.step_key = ? "
                 "WHERE r.id = ?")
@@ -241,6 +245,11 @@ class JournalSql:
         return cls(begin="BEGIN IMMEDIATE" if dialect == "sqlite" else "", **done)
 
 
+@functools.cache
+def _journal_sql(dialect: str) -> JournalSql:
+    return JournalSql._build(dialect)
+
+
 def insert_transitions(cur: Any, sql: JournalSql, rows: list[tuple[Any, ...]]) -> None:
     """The rows in one statement (one round trip on PostgreSQL)."""
     if len(rows) == 1 or sql.begin:  # SQLite: executemany costs no round trip
@@ -253,11 +262,24 @@ def insert_transitions(cur: Any, sql: JournalSql, rows: list[tuple[Any, ...]]) -
 def stamper(engine: Engine) -> Callable[[datetime], Any]:
     """A timestamp as the driver takes it: SQLAlchemy's text form on SQLite, as is on
     PostgreSQL."""
-    if engine.dialect.name == "sqlite":
-        bind = t.TS.dialect_impl(engine.dialect).bind_processor(engine.dialect)
-        assert bind is not None
-        return bind
-    return lambda at: at
+    dialect = engine.dialect
+    hit = _STAMPERS.get(dialect.name)
+    if hit is None:
+        if dialect.name == "sqlite":
+            bind = t.TS.dialect_impl(dialect).bind_processor(dialect)
+            assert bind is not None
+            hit = bind
+        else:
+            hit = _as_is
+        _STAMPERS[dialect.name] = hit
+    return hit
+
+
+def _as_is(at: datetime) -> Any:
+    return at
+
+
+_STAMPERS: dict[str, Callable[[datetime], Any]] = {}
 
 
 _SQLITE_LOCKS: weakref.WeakKeyDictionary[Engine, threading.Lock] = weakref.WeakKeyDictionary()
@@ -272,42 +294,197 @@ def _sqlite_lock(engine: Engine) -> threading.Lock:
         return lock
 
 
+class _SqliteWriter:
+    """The journal's SQLite write connection. Its commits do not checkpoint the WAL (SQLite
+    would copy ~1,000 pages into the database file and fsync it inside some step's commit);
+    after every :data:`CHECKPOINT_EVERY` commits a thread of its own, on its own connection,
+    checkpoints instead: the bulk while steps go on committing, the tail holding the journal's
+    lock briefly so the checkpoint completes and the WAL restarts. Other connections, in this
+    process or others, keep SQLite's automatic checkpoints."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.raw: Any = engine.raw_connection()
+        conn: Any = self.raw.driver_connection
+        self.conn = conn
+        db = engine.url.database
+        self.background = bool(db) and db != ":memory:" and not str(db).startswith("file::memory:")
+        if self.background:
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+        self.commits = 0
+        self.wake = threading.Event()
+        self.closing = False
+        self.thread: threading.Thread | None = None
+
+    def committed(self) -> None:
+        self.commits += 1
+        if not self.background or self.commits % CHECKPOINT_EVERY:
+            return
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._checkpoints, name="soloflow-wal-checkpoint",
+                                           daemon=True)
+            self.thread.start()
+        self.wake.set()
+
+    def _checkpoints(self) -> None:
+        raw = self.engine.raw_connection()
+        conn: Any = raw.driver_connection
+        try:
+            while True:
+                self.wake.wait()
+                self.wake.clear()
+                if self.closing:
+                    return
+                try:
+                    # The bulk while the journal goes on writing; then the few frames written
+                    # meanwhile with the journal held, so the checkpoint completes and the next
+                    # commit starts the WAL from its beginning (else it would grow for good).
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    with _sqlite_lock(self.engine):
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                except sqlite3.Error:  # busy or closing: the next one, or SQLite's own, catches up
+                    pass
+        finally:
+            raw.close()
+
+    def close(self) -> None:
+        """Stop the checkpoint thread (it may need the journal's lock: call this without it),
+        then give the connection back to the pool as it came."""
+        self.closing = True
+        self.wake.set()
+        if self.thread is not None:
+            self.thread.join(timeout=30)
+        with _sqlite_lock(self.engine):
+            if self.background:
+                self.conn.execute("PRAGMA wal_autocheckpoint = 1000")
+            self.raw.close()
+
+
+CHECKPOINT_EVERY = 200
+"""Journal commits between two background WAL checkpoints (each commit adds ~4 pages)."""
+
+_SQLITE_WRITERS: weakref.WeakKeyDictionary[Engine, _SqliteWriter] = weakref.WeakKeyDictionary()
+
+
+def release_sqlite_writer(engine: Engine) -> None:
+    """Give the journal's SQLite write connection back to the pool (the store closes)."""
+    with _LOCKS_GUARD:
+        writer = _SQLITE_WRITERS.pop(engine, None)
+    if writer is not None:
+        writer.close()
+
+
 def driver_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], Any]) -> Any:
     """``work(cursor)`` in one write transaction on the driver's connection (``BEGIN
     IMMEDIATE`` on SQLite)."""
+    if engine.dialect.name == "sqlite":
+        return _sqlite_transaction(engine, sql, work)
     raw = engine.raw_connection()
     try:
         conn: Any = raw.driver_connection
         cur = conn.cursor()
-        sqlite = engine.dialect.name == "sqlite"
-        try:
-            if sqlite:
-                # Parallel steps of this process queue on a Python lock: SQLite's own busy
-                # handler would make them sleep 1, 2, 5, 10 ... ms.
-                with _sqlite_lock(engine):
-                    cur.execute(sql.begin)
-                    try:
-                        out = work(cur)
-                        cur.execute("COMMIT")
-                    except BaseException:
-                        if conn.in_transaction:
-                            conn.rollback()
-                        raise
-            else:  # psycopg opens the transaction itself
-                try:
-                    out = work(cur)
-                    conn.commit()
-                except BaseException:
-                    conn.rollback()
-                    raise
+        try:  # psycopg opens the transaction itself
+            out = work(cur)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
         finally:
             cur.close()
         return out
-    except sqlite3.Error as exc:
+    except engine.dialect.dbapi.Error as exc:  # type: ignore[union-attr]
         raise StoreError(f"flow-run store write failed: {exc}") from exc
     finally:
         raw.close()
 
+
+def _sqlite_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], Any]) -> Any:
+    # Parallel steps of this process queue on a Python lock: SQLite's own busy handler would
+    # make them sleep 1, 2, 5, 10 ... ms. Writes are serialised anyway, so they share one
+    # connection, kept out of the pool until the store closes (no checkout per write).
+    with _sqlite_lock(engine):
+        writer = _SQLITE_WRITERS.get(engine)
+        if writer is None:
+            writer = _SQLITE_WRITERS[engine] = _SqliteWriter(engine)
+        conn: Any = writer.conn
+        cur = conn.cursor()
+        try:
+            cur.execute(sql.begin)
+            try:
+                out = work(cur)
+                cur.execute("COMMIT")
+                writer.committed()
+            except BaseException:
+                if conn.in_transaction:
+                    conn.rollback()
+                raise
+            return out
+        except sqlite3.Error as exc:
+            raise StoreError(f"flow-run store write failed: {exc}") from exc
+        finally:
+            cur.close()
+
+
+def driver_statement(engine: Engine, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """One statement through the driver; its rows. PostgreSQL: in autocommit — its own
+    transaction, one round trip instead of ``BEGIN``, the statement and ``COMMIT`` each
+    waiting for the server. SQLite: a read (``?`` placeholders) on the driver connection."""
+    raw = engine.raw_connection()
+    try:
+        conn: Any = raw.driver_connection
+        if engine.dialect.name == "sqlite":  # reads only: sqlite3 opens no transaction for them
+            cur = conn.cursor()
+            try:
+                cur.execute(statement, params)
+                return cur.fetchall()
+            finally:
+                cur.close()
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                cur.execute(statement, params)
+                return cur.fetchall() if cur.description is not None else []
+        finally:
+            conn.autocommit = False
+    except engine.dialect.dbapi.Error as exc:  # type: ignore[union-attr]
+        raise StoreError(f"flow-run store write failed: {exc}") from exc
+    finally:
+        raw.close()
+
+
+_PG_BEGIN = (
+    "WITH r AS (SELECT id FROM sf_flow_runs WHERE id = %s AND NOT cancel_requested), "
+    "ins AS (INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
+    "started_at) SELECT id, %s, %s, 'running', 1, %s, %s FROM r "
+    "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING run_id) "
+    "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT ins.run_id, %s, v.a, v.b, %s, NULL FROM ins CROSS JOIN (VALUES (1, NULL, 'pending'), "
+    "(2, 'pending', 'ready'), (3, 'ready', 'running')) AS v(n, a, b) ORDER BY v.n RETURNING 1"
+)
+"""A new step's begin (none → pending → ready → running) in one statement; no rows when
+the run is cancelled or missing or the step already recorded — then the checked path runs."""
+
+_PG_SEQ = "nextval(pg_get_serial_sequence('sf_flow_transitions', 'id'))"
+_PG_COMPLETE = (
+    "WITH up AS (UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, "
+    f"output = CAST(%s AS jsonb), completed_seq = {_PG_SEQ} "
+    "WHERE run_id = %s AND step_key = %s AND state = 'running' RETURNING run_id, completed_seq) "
+    "INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT completed_seq, run_id, %s, 'running', 'completed', %s, NULL FROM up RETURNING 1"
+)
+"""running → completed in one statement (PostgreSQL). The completion number is drawn from
+the transitions' id sequence and is the id of the completion's own transition: distinct
+across parallel steps without locking the run, in the order the completions happened."""
+
+
+_SQLITE_BEGIN = (
+    "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, started_at) "
+    "SELECT id, ?, ?, 'running', 1, ?, ? FROM sf_flow_runs WHERE id = ? AND NOT cancel_requested "
+    "ON CONFLICT (run_id, step_key) DO NOTHING"
+)
+_NEW_STEP_MOVES: list[tuple[str | None, str]] = [
+    (None, StepState.PENDING.value), (StepState.PENDING.value, StepState.READY.value),
+    (StepState.READY.value, StepState.RUNNING.value)]
 
 _SQLITE_COMPLETE = (
     "UPDATE sf_flow_step_runs SET state = 'completed', finished_at = ?, output = ?, completed_seq = "
@@ -341,15 +518,28 @@ class DriverStepJournal(_Finishing):
     def begin(self, step_key: str, step_id: str) -> StepBegin:
         key = idempotency_key(self.run_id, step_key)
         sql = self._sql
+        if not self._sqlite:
+            at = now()
+            if driver_statement(self._engine, _PG_BEGIN,
+                                (self.run_id, step_key, step_id, key, at, step_key, at)):
+                return StepBegin(False, None, 1, False, key)
 
         def work(cur: Any) -> StepBegin:
+            if self._sqlite:  # a new step of a live run: one insert, no read
+                at = self._stamp(now())
+                cur.execute(_SQLITE_BEGIN, (step_key, step_id, key, at, self.run_id))
+                if cur.rowcount == 1:
+                    insert_transitions(cur, sql, self._rows(step_key, _NEW_STEP_MOVES, None, at))
+                    return StepBegin(False, None, 1, False, key)
             cur.execute(sql.begin_read, (step_key, self.run_id))
             row = cur.fetchone()
             if row is None:
                 raise NotFoundError(f"no flow run {self.run_id!r}")
             cancel, state, attempts, output = row
             if state == StepState.COMPLETED:
-                return StepBegin(True, _json_load(output), attempts, False, key)
+                # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
+                # string output is a str that is not JSON text).
+                return StepBegin(True, _json_load(output) if self._sqlite else output, attempts, False, key)
             if cancel:
                 return StepBegin(False, None, 0, True, key)
             moves = _begin_moves(self.run_id, step_key, state)
@@ -377,7 +567,12 @@ class DriverStepJournal(_Finishing):
             moves, final = _finish_moves(self.run_id, step_key, current, state, then)
             at = self._stamp(now())
             done = state is StepState.COMPLETED
-            seq = int(top or 0) + 1 if done else None
+            seq: int | None = None
+            if done and self._sqlite:  # BEGIN IMMEDIATE serialises the run's completions
+                seq = int(top or 0) + 1
+            elif done:  # the same numbers as the one-statement completion
+                cur.execute(f"SELECT {_PG_SEQ}")
+                seq = int(cur.fetchone()[0])
             out_text = json_text(output) if done else None
             err = None if error is None else storable_text(error)
             if current is None:
@@ -390,8 +585,11 @@ class DriverStepJournal(_Finishing):
         self._write(work)
 
     def succeeded(self, step_key: str, output: Any) -> None:
-        if not self._sqlite:  # PostgreSQL: the run row lock orders parallel completions
-            self._finish(step_key, StepState.COMPLETED, output=output)
+        if not self._sqlite:
+            at = now()
+            if not driver_statement(self._engine, _PG_COMPLETE,
+                                    (at, json_text(output), self.run_id, step_key, step_key, at)):
+                self._finish(step_key, StepState.COMPLETED, output=output)
             return
         sql = self._sql
 
