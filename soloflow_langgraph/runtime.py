@@ -39,7 +39,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.types import Command
 
-from soloflow_core.errors import FlowRunError, InvalidTransitionError, NotFoundError, SoloFlowError
+from soloflow_core.errors import (
+    FlowRunError,
+    FlowValidationError,
+    InvalidTransitionError,
+    NotFoundError,
+    SoloFlowError,
+)
 from soloflow_core.flow.executors import ExecutorRegistry, build_executor_registry
 from soloflow_core.flow.fsm import RunState
 from soloflow_core.flow.journal import InMemoryStepJournal, StepJournal
@@ -197,6 +203,7 @@ class FlowRuntime:
         if self.store is None:
             raise NotFoundError(f"no flow {name!r}: this runtime has no store; pass the FlowDefinition")
         user, agent = self.user_id, self.agent_id
+        latest_asked = version is None
         if version is None:
             version = self.store.latest_flow_version(name, user_id=user, agent_id=agent)
             if version is None:
@@ -205,8 +212,7 @@ class FlowRuntime:
         if hit is None:
             hit = self.store.get_flow(name, version=version, user_id=user, agent_id=agent).flow
             self._definitions[(name, version)] = hit
-        latest = self._latest.get(name)
-        if latest is None or latest.version <= version:
+        if latest_asked:
             self._latest[name] = hit
         return hit
 
@@ -243,27 +249,15 @@ class FlowRuntime:
             FlowValidationError: the flow or the inputs are invalid (nothing is recorded).
             NotFoundError: no such registered flow.
         """
-        by_name = isinstance(flow, str)
+        given = dict(inputs or {})
         if isinstance(flow, str):
-            # The newest version this runtime knows of; the run's start checks that it still
-            # is (in the same statement), so the version is not read separately each run.
-            flow = self._latest.get(flow) or self.flow(flow)
-        inputs = apply_input_defaults(flow, dict(inputs or {}))
+            return self._run_by_name(flow, given, run_id, on_started)
+        inputs = apply_input_defaults(flow, given)
         check_inputs(flow, inputs)
         graph = self.graph(flow)
         if self.store is not None:
-            kw: dict[str, Any] = {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": run_id,
-                                  "owner": self.owner}
-            started = None
-            if by_name:
-                started = self.store.start_latest_flow_run(flow, inputs, definition_json=self._definition_json(flow),
-                                                           **kw)
-                if started is None:  # a newer version was registered: run that one
-                    self._latest.pop(flow.name, None)
-                    return self.run(flow.name, inputs, run_id=run_id, on_started=on_started)
-            else:
-                started = self.store.start_flow_run(flow, inputs, definition_json=self._definition_json(flow), **kw)
-            run_id = started
+            run_id = self.store.start_flow_run(flow, inputs, definition_json=self._definition_json(flow),
+                                               **self._start_kw(run_id))
             journal: StepJournal = self.store.step_journal(run_id)
         else:
             import uuid
@@ -273,6 +267,40 @@ class FlowRuntime:
         if on_started is not None:
             on_started(run_id)
         return self._drive(flow, graph, run_id, journal, {"inputs": inputs})
+
+    def _start_kw(self, run_id: str | None) -> dict[str, Any]:
+        return {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": run_id, "owner": self.owner}
+
+    def _run_by_name(self, name: str, given: dict[str, Any], run_id: str | None,
+                     on_started: Callable[[str], None] | None) -> FlowRunResult:
+        """Run the newest version of ``name``. The runtime starts the newest version it knows
+        of, and the statement that records the run checks it still is (no version read per
+        run); when a newer one was registered meanwhile, or the caller's inputs do not fit the
+        cached one, the newest is read and the run starts again from the caller's inputs."""
+        if self.store is None:
+            return self.run(self.flow(name), given, run_id=run_id, on_started=on_started)
+        for _ in range(3):
+            cached = self._latest.get(name)
+            flow = cached or self.flow(name)
+            try:
+                inputs = apply_input_defaults(flow, dict(given))
+                check_inputs(flow, inputs)
+            except FlowValidationError:
+                if cached is None:
+                    raise
+                self._latest.pop(name, None)  # maybe written for a newer version: look
+                continue
+            graph = self.graph(flow)
+            started = self.store.start_latest_flow_run(flow, inputs, definition_json=self._definition_json(flow),
+                                                       **self._start_kw(run_id))
+            if started is None:  # a newer version was registered
+                self._latest.pop(name, None)
+                continue
+            if on_started is not None:
+                on_started(started)
+            return self._drive(flow, graph, started, self.store.step_journal(started), {"inputs": inputs})
+        # Versions kept coming: run the one the store names now.
+        return self.run(self.flow(name), given, run_id=run_id, on_started=on_started)
 
     def resume(self, run_id: str, *, force: bool = False) -> FlowRunResult:
         """Carry on a run whose process ended (a crash, a kill, a restart).
@@ -356,7 +384,7 @@ class FlowRuntime:
         """Delete the checkpoints of runs that ended before ``older_than``; how many runs."""
         ids = self._need_store().stale_flow_runs(older_than=older_than, terminal=True)
         if getattr(self.checkpointer, "delete_thread", None) is not None:
-            self._delete(list(ids))
+            delete_checkpoints(self.checkpointer, list(ids))  # errors reach the caller
         return len(ids)
 
     # ------------------------------------------------------------------ internals
@@ -470,7 +498,9 @@ class FlowRuntime:
     def _finish(self, run_id: str, state: RunState, **kw: Any) -> None:
         if self.store is not None:
             try:
-                self.store.finish_flow_run(run_id, status=state, **kw)
+                # With a checkpointer of the caller's (maybe another database) the end commits
+                # synchronously: see FlowRunStore.finish_flow_run.
+                self.store.finish_flow_run(run_id, status=state, synchronous=not self._owns_checkpointer, **kw)
             except InvalidTransitionError:
                 log.warning("flow run %r had already ended", run_id)
         self._cleanup(run_id)
@@ -557,8 +587,11 @@ def delete_checkpoints(checkpointer: Any, thread_ids: Sequence[str]) -> None:
         return
     prune = getattr(checkpointer, "prune", None)
     if len(ids) > 1 and prune is not None and type(checkpointer).__name__ == "PostgresSaver":
-        prune(ids, strategy="delete")
-        return
+        try:
+            prune(ids, strategy="delete")
+            return
+        except NotImplementedError:  # a langgraph-checkpoint-postgres without prune()
+            pass
     for tid in ids:
         checkpointer.delete_thread(tid)
 

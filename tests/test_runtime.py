@@ -655,3 +655,33 @@ def test_journal_commits_leave_wal_checkpoints_to_a_thread_of_their_own(tmp_path
         store.close()
     assert writer.thread is not None and not writer.thread.is_alive()
     assert raw.driver_connection is None  # given back and closed with the pool
+
+
+def test_a_run_by_name_validates_the_callers_inputs_against_the_newest_version(rt_store):
+    """The cached definition is only a guess: inputs that fit a version registered since (by
+    another process) run that version, and the caller's own inputs — not the old version's
+    defaults — are what it gets."""
+    schema_v1 = {"type": "object", "properties": {"mode": {"type": "string", "default": "fast"}}}
+    v1 = FlowDefinition(name="evolving", steps=[_step("a", input_map={"v": "{{_trigger.mode}}"})],
+                        input_schema=schema_v1)
+    rt_store.register_flow(v1, source="user-submitted", **NS)
+    rt = FlowRuntime(rt_store, tools=[Recorder().make("a")], **NS)
+    assert rt.run("evolving", {}).output == {"from": "a", "v": "fast"}
+    schema_v2 = {"type": "object", "properties": {"lang": {"type": "string", "default": "en"}}}
+    v2 = FlowDefinition(name="evolving", steps=[_step("a", input_map={"v": "{{_trigger.lang}}"})],
+                        input_schema=schema_v2)
+    other = Store.open(str(rt_store.engine.url.render_as_string(hide_password=False)))
+    try:
+        other.register_flow(v2, source="user-submitted", **NS)
+    finally:
+        other.close()
+    started: list[str] = []
+    fits_v2 = rt.run("evolving", {"lang": "fr"}, on_started=started.append)  # unknown to v1
+    assert fits_v2.status == "completed" and fits_v2.output == {"from": "a", "v": "fr"}
+    assert started == [fits_v2.run_id] and rt.status(fits_v2.run_id).flow_version == 2
+    # v1 cached again by an explicit lookup does not become "the newest".
+    rt.flow("evolving", 1)
+    plain = rt.run("evolving", {})
+    assert plain.output == {"from": "a", "v": "en"} and rt.status(plain.run_id).flow_version == 2
+    with pytest.raises(FlowValidationError, match="unknown input 'mode'"):
+        rt.run("evolving", {"mode": "slow"})  # fits no version that is the newest

@@ -242,8 +242,14 @@ class FlowRunStore:
         error: str | None = None,
         outcome: str | None = None,
         detail: str | None = None,
+        synchronous: bool = False,
     ) -> None:
         """Move the run to the terminal state ``status`` (checked by the state machine).
+
+        On PostgreSQL the end commits asynchronously, like the journal, unless
+        ``synchronous``: the run's checkpoints are deleted after it by a synchronous commit
+        in the same database, which flushes this one first. A caller whose checkpoints live
+        elsewhere passes ``synchronous=True``.
 
         Raises:
             NotFoundError: no such run.
@@ -257,7 +263,7 @@ class FlowRunStore:
         if self.engine.dialect.name == "postgresql" and str(status) in _FROM_RUNNING:
             # The usual end (running → terminal) in one statement; anything else is checked below.
             at = now()
-            if driver_statement(self._journal_engine(), _PG_FINISH, (str(status), json_text(outputs), err, outcome, at, at,
+            if driver_statement(self.engine if synchronous else self._journal_engine(), _PG_FINISH, (str(status), json_text(outputs), err, outcome, at, at,
                                                           run_id, str(status), at, note_text)):
                 return
 
@@ -275,7 +281,7 @@ class FlowRunStore:
         # comes later and commits synchronously, which flushes this commit first (WAL is
         # flushed in order); a server crash before either loses both, and the run, whose
         # last checkpoint is kept, is resumed to the same end.
-        driver_transaction(self._journal_engine(), sql, work)
+        driver_transaction(self.engine if synchronous else self._journal_engine(), sql, work)
 
     def claim_flow_run(self, run_id: str, *, user_id: str, agent_id: str, owner: str) -> None:
         """Record that process ``owner`` now runs ``run_id`` (a resume)."""

@@ -621,9 +621,11 @@ class ProceduralStore:
             finally:
                 cur.close()
         finally:
-            if not sqlite:
-                driver.autocommit = False
-            raw.close()
+            try:
+                if not sqlite:
+                    driver.autocommit = False
+            finally:
+                raw.close()
         assert counts is not None
         return FlowCandidates([
             FlowCandidate(name=name, version=version, source=source, status=status,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sqlite3
 import threading
 import weakref
@@ -310,7 +311,11 @@ class _SqliteWriter:
         db = engine.url.database
         self.background = bool(db) and db != ":memory:" and not str(db).startswith("file::memory:")
         if self.background:
-            conn.execute("PRAGMA wal_autocheckpoint = 0")
+            try:
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
+            except sqlite3.Error as exc:
+                self.raw.close()
+                raise StoreError(f"flow-run store: cannot set up the journal's connection: {exc}") from exc
         self.commits = 0
         self.wake = threading.Event()
         self.closing = False
@@ -327,7 +332,11 @@ class _SqliteWriter:
         self.wake.set()
 
     def _checkpoints(self) -> None:
-        raw = self.engine.raw_connection()
+        try:
+            raw = self.engine.raw_connection()
+        except Exception:  # no connection now: the next wake-up starts a new thread
+            self.thread = None
+            return
         conn: Any = raw.driver_connection
         try:
             while True:
@@ -364,6 +373,22 @@ CHECKPOINT_EVERY = 200
 """Journal commits between two background WAL checkpoints (each commit adds ~4 pages)."""
 
 _SQLITE_WRITERS: weakref.WeakKeyDictionary[Engine, _SqliteWriter] = weakref.WeakKeyDictionary()
+_INHERITED: list[Any] = []
+
+
+def _forget_after_fork() -> None:
+    """A forked child must not use its parent's SQLite connections (SQLite's rule) nor its
+    locks (one may be held by a thread that does not exist in the child): it starts afresh.
+    The parent's objects are kept referenced, never used or finalised, in the child."""
+    global _LOCKS_GUARD
+    _INHERITED.extend(_SQLITE_WRITERS.values())
+    _SQLITE_WRITERS.clear()
+    _SQLITE_LOCKS.clear()
+    _LOCKS_GUARD = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def release_sqlite_writer(engine: Engine) -> None:
