@@ -411,8 +411,9 @@ class ProceduralStore:
     engine: Engine
     _writer: Engine
 
-    def _journal_engine(self) -> Engine:  # FlowRunStore's, on Store
-        raise NotImplementedError
+    if TYPE_CHECKING:  # FlowRunStore's, on Store
+
+        def _journal_engine(self) -> Engine: ...
 
     def add_flow_version(
         self,
