@@ -8,12 +8,24 @@ instead of its 200-record lookback so that both sides read the same runs.
 Synthetic mode (the default): for each size, one seeded ledger with planted workflows
 (``generate_ledger``; usage on, arguments off, so runs carry a cost for the document's
 savings formula) is generated once and written to a pickle of plain tuples. Each
-measurement is its own subprocess that loads that file, then times mining + ranking only,
-and reads its peak resident memory (``VmHWM``, reset after loading), so neither side's
-memory includes the other's or the generator's. The two sides alternate, ``--repeats``
-times (1 at 1M runs), and the median is reported. A side is killed past ``--timeout``
-seconds or ``--mem-cap-mb`` resident. Precision and recall are those of the top k against
-the planted workflows, k = the number planted (``score_top_k``).
+measurement is its own subprocess that loads that file into the shape its side gets from
+the store, untimed, then times mining + ranking only, and reads its peak resident memory
+(``VmHWM``, reset after loading), so neither side's memory includes the other's or the
+generator's:
+
+* **baseline**: one object per run with its tool names as a tuple of strings, cost and
+  tokens: what ``Store.iter_sequences`` yields (its ``RunSequence``), the document's
+  algorithm's natural input;
+* **SoloFlow**: the integer-coded columns ``Store.read_tool_names`` returns
+  (``ToolNameColumns``: codes by first appearance, offsets, errors, success, cost, tokens),
+  what ``soloflow detect`` mines;
+* **SoloFlow, from strings**: ``mine_ranked`` on the same ``RunSequence`` objects as the
+  baseline (it turns the 846k strings of 100k runs into arrays itself, ~0.25 s more):
+  printed too, so that neither input shape hides anything.
+
+The sides alternate, ``--repeats`` times (1 at 1M runs), and the median is reported. A side
+is killed past ``--timeout`` seconds or ``--mem-cap-mb`` resident. Precision and recall are
+those of the top k against the planted workflows, k = the number planted (``score_top_k``).
 
 ``--end-to-end``: 100k runs written as JSONL and ingested into a SQLite store (cached under
 ``/tmp``), then the baseline's naive load (``Store.iter_sequences``) + mine vs the real
@@ -69,10 +81,6 @@ class _Run:
     tokens: float | None
 
 
-
-
-
-
 def _mine_baseline(runs: list[Any], k: int) -> list[tuple[list[str], int]]:
     cands = detect_doc_candidates(runs, min_sequence_length=3, min_occurrences=3, max_candidates=k)
     return [(list(c.tool_sequence), c.occurrence_count) for c in cands]
@@ -85,14 +93,46 @@ def _mine_soloflow(runs: Any, k: int, options: Any = None) -> list[tuple[list[st
     return [(list(p.names), p.support) for p in ranked]
 
 
+def _columns(rows: list[tuple[Any, ...]]) -> Any:
+    """The ledger as ``Store.read_tool_names`` hands it over: integer codes by first
+    appearance, run offsets, per-call errors, per-run success (1/0/-1), cost and tokens
+    (NaN when unknown)."""
+    import numpy as np
+
+    from soloflow_core.store import ToolNameColumns
+
+    vocab: dict[str, int] = {}
+    codes = np.fromiter((vocab.setdefault(n, len(vocab)) for row in rows for n in row[1]), np.int64)
+    lengths = np.fromiter((len(row[1]) for row in rows), np.int64, len(rows))
+
+    def known(v: Any) -> float:
+        return float("nan") if v is None else float(v)
+
+    return ToolNameColumns(
+        run_pks=np.arange(1, len(rows) + 1, dtype=np.int64),
+        run_ids=[row[0] for row in rows],
+        offsets=np.concatenate(([0], np.cumsum(lengths))).astype(np.int64),
+        codes=codes,
+        names=list(vocab),
+        errors=np.fromiter((bool(e) for row in rows for e in row[2]), bool, len(codes)),
+        success=np.fromiter((-1 if r[3] is None else int(r[3]) for r in rows), np.int8),
+        cost=np.fromiter((known(r[4]) for r in rows), np.float64, len(rows)),
+        tokens=np.fromiter((known(r[5]) for r in rows), np.float64, len(rows)),
+    )
+
+
 def _child_synthetic(side: str, path: str, k: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     with open(path, "rb") as f:
         rows = pickle.load(f)
+    runs: Any
     if side == "baseline":
-        runs: list[Any] = [_Run(names, cost, tokens) for _, names, _, _, cost, tokens in rows]
+        runs = [_Run(names, cost, tokens) for _, names, _, _, cost, tokens in rows]
         mine = _mine_baseline
-    else:
+    elif side == "soloflow":
+        runs = _columns(rows)
+        mine = _mine_soloflow
+    else:  # "soloflow-strings"
         from soloflow_core.store import RunSequence
 
         runs = [RunSequence(*row) for row in rows]
@@ -206,6 +246,8 @@ class SizeResult:
     base: list[Outcome]
     solo: list[Outcome]
     scores: dict[str, tuple[float, float]]
+    strings: list[Outcome] = field(default_factory=list)
+    """SoloFlow on the baseline's input (strings), for comparison."""
 
 
 def _write_ledger(n: int, workflows: int, seed: int, path: Path) -> tuple[int, float, Any]:
@@ -230,17 +272,22 @@ def bench_size(n: int, workflows: int, repeats: int, args: argparse.Namespace) -
         gc.collect()
         base: list[Outcome] = []
         solo: list[Outcome] = []
+        strings: list[Outcome] = []
+        sides = (("baseline", base), ("soloflow", solo), ("soloflow-strings", strings))
         for _ in range(repeats):
-            for side, got in (("baseline", base), ("soloflow", solo)):
+            for side, got in sides:
                 argv = _self("--child", side, "--input", str(path), "--k", str(workflows))
                 got.append(_run_child(argv, args.timeout, args.mem_cap_mb))
     scores = {}
-    for side, got in (("baseline", base), ("soloflow", solo)):
+    for side, got in sides:
         done = [o for o in got if o.ok]
         if done:
             names = [names for names, _ in done[0].data["top"]]
             scores[side] = score_top_k(names, planted, workflows)
-    return SizeResult(n, workflows, calls, gen_s, base, solo, scores)
+    if solo and strings and solo[0].ok and strings[0].ok:
+        # One ledger, two input shapes: the same candidates, or the bench says so.
+        assert solo[0].data["top"] == strings[0].data["top"], "columns and strings differ"
+    return SizeResult(n, workflows, calls, gen_s, base, solo, scores, strings)
 
 
 def _median(outcomes: list[Outcome], key: str) -> float | None:
@@ -258,17 +305,23 @@ def _pr(scores: dict[str, tuple[float, float]], side: str) -> str:
 
 def print_synthetic(results: list[SizeResult]) -> None:
     print(
-        "\n| runs | planted | calls | baseline s | SoloFlow s | speed-up | baseline peak MB "
+        "\nSoloFlow mines the store's integer-coded columns (`Store.read_tool_names`), the "
+        "baseline its `RunSequence`s (`Store.iter_sequences`); both loads untimed. "
+        '"from strings": SoloFlow on the baseline\'s input.\n'
+        "\n| runs | planted | calls | baseline s | SoloFlow s | speed-up "
+        "| SoloFlow s, from strings | speed-up, from strings | baseline peak MB "
         "| SoloFlow peak MB | baseline P/R@k | SoloFlow P/R@k | reps |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         bs, ss = _median(r.base, "seconds"), _median(r.solo, "seconds")
+        st = _median(r.strings, "seconds")
         ratio = f"{bs / ss:.1f}×" if bs and ss else "—"
         if bs is None and ss and r.base:
             ratio = f"> {r.base[0].wall_s / ss:.0f}× (baseline killed)"
         print(
             f"| {r.runs:,} | {r.workflows} | {r.calls:,} | {_fmt(bs)} | {_fmt(ss)} | {ratio} "
+            f"| {_fmt(st)} | {f'{bs / st:.1f}×' if bs and st else '—'} "
             f"| {_fmt(_median(r.base, 'peak_mb'), '.0f')} "
             f"| {_fmt(_median(r.solo, 'peak_mb'), '.0f')} "
             f"| {_pr(r.scores, 'baseline')} | {_pr(r.scores, 'soloflow')} "
@@ -276,7 +329,8 @@ def print_synthetic(results: list[SizeResult]) -> None:
         )
     print()
     for r in results:
-        for side, got in (("baseline", r.base), ("SoloFlow", r.solo)):
+        sides = (("baseline", r.base), ("SoloFlow", r.solo), ("SoloFlow from strings", r.strings))
+        for side, got in sides:
             for o in got:
                 if not o.ok:
                     print(f"- {r.runs:,} runs, {side}: {o.failure}")
@@ -285,7 +339,9 @@ def print_synthetic(results: list[SizeResult]) -> None:
             f"- {r.runs:,} runs / {r.workflows} planted: ledger generated + written in "
             f"{r.gen_s:.1f} s (not timed); resident before mining: SoloFlow "
             f"{_fmt(before[0], '.0f')} MB, baseline {_fmt(before[1], '.0f')} MB; "
-            f"times per rep: baseline {_times(r.base)}, SoloFlow {_times(r.solo)}"
+            f"times per rep: baseline {_times(r.base)}, SoloFlow {_times(r.solo)}, "
+            f"SoloFlow from strings {_times(r.strings)} (P/R {_pr(r.scores, 'soloflow-strings')}, "
+            f"peak {_fmt(_median(r.strings, 'peak_mb'), '.0f')} MB)"
         )
 
 
@@ -356,7 +412,9 @@ def bench_end_to_end(n: int, repeats: int, args: argparse.Namespace) -> None:
     b_cpu = statistics.median([o.cpu_s for o in base if o.ok] or [float("nan")])
     s_cpu = statistics.median([o.cpu_s for o in solo if o.ok] or [float("nan")])
     print(f"| baseline | whole subprocess, CPU (user + system) | {b_cpu:.2f} |")
-    print(f"| SoloFlow | `soloflow detect` subprocess, CPU (user + system, all threads) | {s_cpu:.2f} |")
+    print(
+        f"| SoloFlow | `soloflow detect` subprocess, CPU (user + system, all threads) | {s_cpu:.2f} |"
+    )
     if b_total:
         print(
             f"\nspeed-up (baseline load + mine / soloflow detect wall): {b_total / s_wall:.1f}× "

@@ -6,8 +6,9 @@ On the same file, each into a fresh SQLite file (WAL, as ``Store.open`` makes it
     batch of 5000 runs one transaction of SQLAlchemy Core ``executemany`` inserts
     (``INSERT ... RETURNING`` for the runs, then their calls): the straightforward path;
 (b) SoloFlow: :func:`~soloflow_core.ledger.ingest`, exactly what ``soloflow ingest`` runs;
-(c) the write alone: the file's runs parsed beforehand (not timed), then ``Store.add_runs``:
-    what the database and the driver cost, the floor under (b) in one process.
+(c) the write alone: the file's rows built beforehand by ingest's fast lane (not timed), then
+    written as ingest writes them (``insert_sqlite_bulk``, 5000 runs per transaction, on the
+    driver's connection): the floor under (b), which reads in the same process.
 
 The variants run round-robin (one rep of each, then the next rep); the median of the reps is
 reported, in calls/s and in MB/s of ledger read. Without a file, the τ-bench file of
@@ -15,7 +16,7 @@ reported, in calls/s and in MB/s of ledger read. Without a file, the τ-bench fi
 
 Usage::
 
-    python benchmarks/bench_ingest.py [FILE ...] [--runs N] [--reps N]
+    python benchmarks/bench_ingest.py [FILE ...] [--runs N] [--reps N] [--no-write-alone]
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from soloflow_core.ledger import _read_records, ingest, parse_record
+from soloflow_core.ledger import ingest, parse_record
+from soloflow_core.ledger_rows import read_chunks
 from soloflow_core.store import Store
-from soloflow_core.store.writer import RunRow, insert_returning, now
+from soloflow_core.store.writer import insert_returning, insert_sqlite_bulk, now, sqlite_stamp
 
 TARGET = 100_000
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,13 +82,37 @@ def soloflow(store: Store, path: Path) -> int:
     return -1  # counted from the store below
 
 
-def parsed(path: Path) -> list[RunRow]:
-    runs = []
-    for _, item, _ in _read_records(path, "bench", "bench"):
-        assert isinstance(item, RunRow), item
-        item.user_id = item.agent_id = "bench"  # ingest moves runs to the caller's namespace
-        runs.append(item)
-    return runs
+Rows = list[tuple[list[tuple], list[tuple], list[tuple]]]
+
+
+def parsed(path: Path) -> Rows:
+    """The file's rows in batches of ``BATCH`` runs, as ingest's fast lane builds them."""
+    batches: Rows = [([], [], [])]
+    for chunk in read_chunks([str(path)], "bench", "bench", False):
+        assert chunk[0] == "rows" and not chunk[8], "a line left the fast lane"
+        runs, calls, models = batches[-1]
+        runs += chunk[4]
+        calls += chunk[5]
+        models += chunk[6]
+        if len(runs) >= BATCH:
+            batches.append(([], [], []))
+    return batches
+
+
+def write_rows(store: Store, batches: Rows) -> int:
+    """(c): the rows written as ingest writes them."""
+    stamp = sqlite_stamp(store.engine.dialect)
+    raw = store.engine.raw_connection()
+    try:
+        driver = raw.driver_connection
+        driver.execute("PRAGMA foreign_keys = OFF")
+        for runs, calls, models in batches:
+            if runs:
+                insert_sqlite_bulk(driver, runs, calls, models, stamp(now()))
+        driver.execute("PRAGMA foreign_keys = ON")
+    finally:
+        raw.close()
+    return -1
 
 
 def run_variant(fn: Callable[[Store], int], tmp: Path) -> tuple[float, int]:
@@ -111,9 +137,7 @@ def bench_file(path: Path, reps: int, tmp: Path, write_alone: bool) -> None:
         "(b) SoloFlow ingest": lambda s: soloflow(s, path),
     }
     if write_alone:
-        variants["(c) the write alone (Store.add_runs, parsed beforehand)"] = lambda s: s.add_runs(
-            rows
-        )
+        variants["(c) the write alone (rows built beforehand)"] = lambda s: write_rows(s, rows)
     times: dict[str, list[float]] = {k: [] for k in variants}
     calls = 0
     for _ in range(reps):
@@ -150,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             replicate_tau(files[0], opts.runs)
         print(
             f"bench_ingest: Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
-            f"SQLite files under {tmp}"
+            f"load average {os.getloadavg()[0]:.1f}, SQLite files under {tmp}"
         )
         for path in files:
             bench_file(path, reps, tmp, not opts.no_write_alone)

@@ -30,6 +30,16 @@ import sqlalchemy as sa
 from pydantic_core import from_json
 
 from soloflow_core.errors import LedgerError
+from soloflow_core.ledger_rows import (
+    EXTRA_KEY,
+    MAX_CLASSIFICATION,
+    MAX_INT,
+    MAX_MODEL,
+    MAX_NAMESPACE,
+    MAX_RUN_ID,
+    MAX_TOOL_CALL_ID,
+    MAX_TOOL_NAME,
+)
 from soloflow_core.models.ledger import ModelCall, TaskRun, ToolCall
 from soloflow_core.store.writer import ModelCallRow, RunRow, ToolCallRow
 
@@ -42,22 +52,12 @@ StrPath = str | os.PathLike[str]
 _M = TypeVar("_M", bound=pydantic.BaseModel)
 ProgressCallback = Callable[[int, int, int], None]
 
-# The store's column widths (soloflow_core/store/schema.py; a test pins them): a value
+# The store's column widths (MAX_*, in soloflow_core/store/schema.py; a test pins them) are
+# defined with the fast lane, which imports nothing of SoloFlow (see ledger_rows): a value
 # the database would refuse is reported on its line instead of failing a whole batch.
-MAX_RUN_ID = 512
-MAX_NAMESPACE = 255
-MAX_TOOL_NAME = 512
-MAX_TOOL_CALL_ID = 255
-MAX_MODEL = 255
-MAX_CLASSIFICATION = 64
-MAX_INT = 2**31 - 1
-"""Token counts are 32-bit integer columns on PostgreSQL."""
-
 RUN_FIELDS = frozenset(TaskRun.model_fields)
 TOOL_CALL_FIELDS = frozenset(ToolCall.model_fields)
 MODEL_CALL_FIELDS = frozenset(ModelCall.model_fields)
-EXTRA_KEY = "_extra"
-"""Where an unknown field goes when ``meta`` already has a key of that name."""
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _BATCH = 5000
@@ -655,8 +655,12 @@ def ingest(
             sizes.append(os.stat(name).st_size)
         except OSError as exc:
             raise LedgerError(f"cannot read the file: {exc.strerror}", path=name) from exc
+    if store.engine.dialect.name == "sqlite":
+        from soloflow_core.ledger_sqlite import ingest_sqlite as ingest_files
+    else:
+        ingest_files = _ingest_files
     with _cyclic_gc_paused():
-        return _ingest_files(
+        return ingest_files(
             store, files, sizes, default_user, default_agent, on_progress, keep_namespaces
         )
 

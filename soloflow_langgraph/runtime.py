@@ -258,7 +258,7 @@ class FlowRuntime:
         if self.store is not None:
             run_id = self.store.start_flow_run(flow, inputs, definition_json=self._definition_json(flow),
                                                **self._start_kw(run_id))
-            journal: StepJournal = self.store.step_journal(run_id)
+            journal: StepJournal = self.store.step_journal(run_id, defer_completions=True)
         else:
             import uuid
 
@@ -298,7 +298,8 @@ class FlowRuntime:
                 continue
             if on_started is not None:
                 on_started(started)
-            return self._drive(flow, graph, started, self.store.step_journal(started), {"inputs": inputs})
+            return self._drive(flow, graph, started, self.store.step_journal(started, defer_completions=True),
+                               {"inputs": inputs})
         # Versions kept coming: run the one the store names now.
         return self.run(self.flow(name), given, run_id=run_id, on_started=on_started)
 
@@ -405,12 +406,14 @@ class FlowRuntime:
         store.claim_flow_run(rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner)
         cfg = {"configurable": {"thread_id": rec.id}}
         payload: Any = command
+        journal = store.step_journal(rec.id, defer_completions=True)
         if command is None:
             snapshot = graph.get_state(cfg)  # type: ignore[arg-type]
             # No checkpoint yet (the process died before the first one): start over; the
             # journal keeps completed steps from running again.
             payload = None if snapshot.next or snapshot.values else {"inputs": rec.inputs or {}}
-        return self._drive(flow, graph, rec.id, store.step_journal(rec.id), payload)
+            _recover_completions(rec, snapshot, journal)
+        return self._drive(flow, graph, rec.id, journal, payload)
 
     def _on_step(self, steps: list[ToolCall], run_id: str):  # type: ignore[no-untyped-def]
         pm = self.pm
@@ -452,7 +455,7 @@ class FlowRuntime:
         except Exception as exc:
             step_id = getattr(exc, "step", None)
             err = f"{type(exc).__name__}: {exc}" if step_id is None else str(exc)
-            self._finish(run_id, RunState.FAILED, error=err, outcome="failed")
+            self._finish(run_id, RunState.FAILED, journal, error=err, outcome="failed")
             return FlowRunResult(run_id, flow.name, "failed", None, {}, {str(step_id): str(exc)}, steps,
                                  (time.perf_counter() - start) * 1000, state=RunState.FAILED.value,
                                  failed_step=step_id, error=err)
@@ -462,6 +465,7 @@ class FlowRuntime:
         skipped = dict(state.get("skipped") or {})
         common: dict[str, Any] = {"skipped": skipped}
         if "__interrupt__" in state:
+            journal.flush()  # the completions held back: the run waits, maybe for days
             payloads = [getattr(i, "value", i) for i in state["__interrupt__"]]
             return FlowRunResult(run_id, flow.name, "waiting", None, results, errors, steps, ms,
                                  state=RunState.RUNNING.value, interrupt=payloads[0] if payloads else None,
@@ -470,13 +474,13 @@ class FlowRuntime:
         kind = halt.get("kind")
         output = results.get(flow.result_step)
         if kind in ("cancelled", "rejected"):
-            self._finish(run_id, RunState.CANCELLED, outcome=kind, error=halt.get("error"),
+            self._finish(run_id, RunState.CANCELLED, journal, outcome=kind, error=halt.get("error"),
                          outputs={"results": results})
             return FlowRunResult(run_id, flow.name, "cancelled", None, results, errors, steps, ms,
                                  state=RunState.CANCELLED.value, outcome=kind, **common)
         if kind == "fallback":
             handoff = handoff_text(flow, halt, results, errors)
-            self._finish(run_id, RunState.FAILED, outcome="fallback", error=halt.get("error"),
+            self._finish(run_id, RunState.FAILED, journal, outcome="fallback", error=halt.get("error"),
                          outputs={"results": results, "handoff": handoff})
             return FlowRunResult(run_id, flow.name, "fallback", None, results, errors, steps, ms,
                                  state=RunState.FAILED.value, outcome="fallback", handoff=handoff,
@@ -485,24 +489,30 @@ class FlowRuntime:
             comp_errors = dict(state.get("compensation_errors") or {})
             outcome = "compensated" if not comp_errors else "compensation_failed"
             err = str(halt.get("error")) + ("" if not comp_errors else "; " + "; ".join(comp_errors.values()))
-            self._finish(run_id, RunState.FAILED, outcome=outcome, error=err,
+            self._finish(run_id, RunState.FAILED, journal, outcome=outcome, error=err,
                          outputs={"results": results, "compensation_errors": comp_errors})
             return FlowRunResult(run_id, flow.name, "failed", None, results, errors, steps, ms,
                                  state=RunState.FAILED.value, outcome=outcome, failed_step=halt.get("step"),
                                  error=err, **common)
-        self._finish(run_id, RunState.COMPLETED, outcome="completed",
+        self._finish(run_id, RunState.COMPLETED, journal, outcome="completed",
                      outputs={"output": output, "errors": errors})
         return FlowRunResult(run_id, flow.name, "completed", output, results, errors, steps, ms,
                              state=RunState.COMPLETED.value, outcome="completed", **common)
 
-    def _finish(self, run_id: str, state: RunState, **kw: Any) -> None:
-        if self.store is not None:
+    def _finish(self, run_id: str, state: RunState, journal: StepJournal, **kw: Any) -> None:
+        """Record the run's end (with the completions its journal holds back) and let its
+        checkpoints go."""
+        if self.store is None:
+            journal.flush()
+        else:
             try:
                 # With a checkpointer of the caller's (maybe another database) the end commits
                 # synchronously: see FlowRunStore.finish_flow_run.
-                self.store.finish_flow_run(run_id, status=state, synchronous=not self._owns_checkpointer, **kw)
+                self.store.finish_flow_run(run_id, status=state, synchronous=not self._owns_checkpointer,
+                                           journal=journal, **kw)
             except InvalidTransitionError:
                 log.warning("flow run %r had already ended", run_id)
+                journal.flush()
         self._cleanup(run_id)
 
     def _cleanup(self, run_id: str, *, force: bool = False, now: bool = False) -> None:
@@ -594,6 +604,31 @@ def delete_checkpoints(checkpointer: Any, thread_ids: Sequence[str]) -> None:
             pass
     for tid in ids:
         checkpointer.delete_thread(tid)
+
+
+def _recover_completions(rec: FlowRunRecord, snapshot: Any, journal: StepJournal) -> None:
+    """Steps the journal has ``running`` whose output the checkpoint holds: their call
+    returned before the process ended, but the completion was not yet written (held for the
+    next write). LangGraph will not run them again, so record them completed now."""
+    running = {s.step_key for s in rec.steps if s.state == "running"}
+    if not running:
+        return
+    found: dict[str, Any] = {}
+
+    def collect(update: Any) -> None:
+        if not isinstance(update, dict):
+            return
+        for sid, out in (update.get("results") or {}).items():
+            found[sid] = out
+        for sid, parts in (update.get("map_parts") or {}).items():
+            for index, out in (parts or {}).items():
+                found[f"{sid}[{index}]"] = out
+
+    collect(snapshot.values)
+    for task in snapshot.tasks or ():
+        collect(getattr(task, "result", None))
+    for key in sorted(running & found.keys()):
+        journal.recovered(key, found[key])
 
 
 def _skip_rest(rec: FlowRunRecord, journal: StepJournal, reason: str, exclude: str | None = None) -> None:

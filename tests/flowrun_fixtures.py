@@ -17,6 +17,10 @@ and makes no new side effect. A call whose earlier attempt died between ``start`
 step called again writes a second ``call`` line: the tests read "called again" from
 ``call``/``start`` lines and "side effect duplicated" from ``done`` lines.
 
+``$FLOWRUN_GATE``, when set, names a file each side effect waits for (up to 120 s) before it
+finishes: a test holds a run in its first step for as long as it needs, whatever the machine's
+speed.
+
 ``$FLOWRUN_SLEEP`` is how long a side effect takes: ``"0.3"``, or ``"0.02,0.05"`` for a
 duration drawn from that range by a generator seeded with ``$FLOWRUN_SEED`` and the step's
 tag (the same for every run of a trial seed, whatever the run id).
@@ -38,6 +42,7 @@ from typing import Any
 LOG_ENV = "FLOWRUN_LOG"
 SLEEP_ENV = "FLOWRUN_SLEEP"
 SEED_ENV = "FLOWRUN_SEED"
+GATE_ENV = "FLOWRUN_GATE"
 
 _lock = threading.Lock()
 
@@ -81,6 +86,11 @@ def fx_step(tag: str, parts: list[str] | None = None, idempotency_key: str = "")
         return previous  # the idempotent replay: no new side effect
     _append(f"start {idempotency_key}")
     _sleep(tag)
+    gate = os.environ.get(GATE_ENV)
+    if gate:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(gate) and time.monotonic() < deadline:
+            time.sleep(0.01)
     result = step_result(tag, parts)
     _append(f"done {idempotency_key} {result}")
     return result

@@ -57,7 +57,10 @@ def test_detect_on_tau_bench_proposes_the_repeated_sequences(tau_store):
         assert flow.tags == ["auto-generated", "flow-offload"]
         assert [s.skill_key for s in flow.steps] == c.tool_sequence
         assert flow.steps[0].depends_on == [] and flow.steps[1].depends_on == ["step_1"]
-        assert all(s.retry_max == 2 and s.timeout_seconds == 120 and s.on_failure == "stop" for s in flow.steps)
+        assert all(
+            s.retry_max == 2 and s.timeout_seconds == 120 and s.on_failure == "stop"
+            for s in flow.steps
+        )
     stored = tau_store.list_candidates(**NS)
     assert {c.id for c in stored} == {c.id for c in cands}
     again = detect_candidates(tau_store, config=config, **NS)
@@ -66,7 +69,10 @@ def test_detect_on_tau_bench_proposes_the_repeated_sequences(tau_store):
 
 def test_failed_runs_do_not_count_by_default(tau_store):
     config = DetectorConfig(max_candidates=5)
-    seqs = {tuple(c.tool_sequence) for c in detect_candidates(tau_store, config=config, save=False, **NS)}
+    seqs = {
+        tuple(c.tool_sequence)
+        for c in detect_candidates(tau_store, config=config, save=False, **NS)
+    }
     failed = {r.run_id for r in tau_store.iter_sequences(**NS) if r.success is False}
     for c in detect_candidates(tau_store, config=config, save=False, **NS):
         assert not failed & set(c.run_ids)
@@ -77,7 +83,9 @@ def test_failed_runs_do_not_count_by_default(tau_store):
 
 
 def _run(i: int, names: list[str], cost: float | None = None, task: str = "") -> TaskRun:
-    return TaskRun(run_id=f"r{i}", task=task, cost=cost, tool_calls=[ToolCall(name=n) for n in names])
+    return TaskRun(
+        run_id=f"r{i}", task=task, cost=cost, tool_calls=[ToolCall(name=n) for n in names]
+    )
 
 
 def test_savings_and_cost_fields(sqlite_store):
@@ -98,7 +106,9 @@ def test_savings_are_measured_from_usage_metadata(sqlite_store):
     runs = []
     for i in range(3):
         calls = [ToolCall(name=n) for n in ("a", "b", "c")]
-        turns = [ModelCall(input_tokens=900, output_tokens=100, tool_calls_requested=1) for _ in calls]
+        turns = [
+            ModelCall(input_tokens=900, output_tokens=100, tool_calls_requested=1) for _ in calls
+        ]
         turns.append(ModelCall(input_tokens=1200, output_tokens=50))
         runs.append(TaskRun(run_id=f"m{i}", tool_calls=calls, model_calls=turns))
     sqlite_store.add_runs(runs)
@@ -112,8 +122,13 @@ def test_savings_are_measured_from_usage_metadata(sqlite_store):
 def test_retries_loops_strays_and_swaps(sqlite_store):
     ok, err = False, True
     runs = [
-        TaskRun(run_id="r0", tool_calls=[ToolCall(name=n, error=e) for n, e in
-                                          [("a", ok), ("b", err), ("b", ok), ("c", ok), ("d", ok)]]),
+        TaskRun(
+            run_id="r0",
+            tool_calls=[
+                ToolCall(name=n, error=e)
+                for n, e in [("a", ok), ("b", err), ("b", ok), ("c", ok), ("d", ok)]
+            ],
+        ),
         TaskRun(run_id="r1", tool_calls=[ToolCall(name=n) for n in ["a", "b", "noise", "c", "d"]]),
         TaskRun(run_id="r2", tool_calls=[ToolCall(name=n) for n in ["a", "c", "b", "d"]]),
         TaskRun(run_id="r3", tool_calls=[ToolCall(name=n) for n in ["a", "b", "b", "b", "c", "d"]]),
@@ -126,7 +141,9 @@ def test_retries_loops_strays_and_swaps(sqlite_store):
     assert cand.tool_sequence == ["a", "b", "c", "d"] and cand.occurrence_count == 5
     assert cand.clean_occurrences == 3 and cand.repeated_steps == [1]
     assert set(cand.run_ids) == {"r0", "r1", "r2", "r3", "r4"}
-    strict = detect_candidates(sqlite_store, config=DetectorConfig(tolerate_noise=False), save=False, **NS)
+    strict = detect_candidates(
+        sqlite_store, config=DetectorConfig(tolerate_noise=False), save=False, **NS
+    )
     assert [(c.tool_sequence, c.occurrence_count) for c in strict][0] == (["a", "b", "c", "d"], 3)
 
 
@@ -147,7 +164,9 @@ def test_a_swap_that_passes_data_is_not_noise(sqlite_store):
 
 def test_mining_across_namespaces_is_an_explicit_opt_in(sqlite_store):
     sqlite_store.add_runs([_run(i, ["a", "b", "c"]) for i in range(2)])
-    other = [_run(10 + i, ["a", "b", "c"]).model_copy(update={"agent_id": "bot2"}) for i in range(2)]
+    other = [
+        _run(10 + i, ["a", "b", "c"]).model_copy(update={"agent_id": "bot2"}) for i in range(2)
+    ]
     sqlite_store.add_runs(other)
     assert detect_candidates(sqlite_store, **NS) == []
     (cand,) = detect_candidates(sqlite_store, also_namespaces=[("default", "bot2")], **NS)
@@ -159,7 +178,9 @@ def test_mining_across_namespaces_is_an_explicit_opt_in(sqlite_store):
 def test_planted_workflows_come_first(sqlite_store):
     ledger = generate_ledger(runs=5000, workflows=20, seed=11, noise=0.1)
     sqlite_store.add_runs(list(ledger.runs))
-    cands = detect_candidates(sqlite_store, config=DetectorConfig(max_candidates=20), save=False, **NS)
+    cands = detect_candidates(
+        sqlite_store, config=DetectorConfig(max_candidates=20), save=False, **NS
+    )
     precision, recall = score_top_k([c.tool_sequence for c in cands], ledger.workflows, k=20)
     assert precision >= 0.9 and recall >= 0.9
     assert all(c.savings_method.startswith("measured") for c in cands)
@@ -170,7 +191,9 @@ def test_subsequence_match_and_lookback(sqlite_store):
     (cand,) = detect_candidates(sqlite_store, **NS)
     assert cand.tool_sequence == ["s", "a", "b", "c"] and cand.match_type == "subsequence"
     sqlite_store.add_runs([_run(10 + i, ["q", "r", "s"]) for i in range(3)])
-    recent = detect_candidates(sqlite_store, config=DetectorConfig(lookback_limit=3), save=False, **NS)
+    recent = detect_candidates(
+        sqlite_store, config=DetectorConfig(lookback_limit=3), save=False, **NS
+    )
     assert [c.tool_sequence for c in recent] == [["q", "r", "s"]]
 
 
@@ -194,11 +217,21 @@ def test_max_candidates_and_namespaces(sqlite_store):
 def test_proposed_flow_wires_arguments(sqlite_store):
     runs = []
     for i, (email, cid) in enumerate([("a@x.io", "C1"), ("b@y.io", "C2"), ("c@z.io", "C3")]):
-        runs.append(TaskRun(run_id=f"w{i}", task=f"status for {email} please", tool_calls=[
-            ToolCall(name="find", args={"email": email}, output=f'{{"id": "{cid}"}}'),
-            ToolCall(name="orders", args={"customer_id": cid, "limit": 5}, output=f'[{{"order": "{cid}-o"}}]'),
-            ToolCall(name="track", args={"order": f"{cid}-o"}, output="ok"),
-        ]))
+        runs.append(
+            TaskRun(
+                run_id=f"w{i}",
+                task=f"status for {email} please",
+                tool_calls=[
+                    ToolCall(name="find", args={"email": email}, output=f'{{"id": "{cid}"}}'),
+                    ToolCall(
+                        name="orders",
+                        args={"customer_id": cid, "limit": 5},
+                        output=f'[{{"order": "{cid}-o"}}]',
+                    ),
+                    ToolCall(name="track", args={"order": f"{cid}-o"}, output="ok"),
+                ],
+            )
+        )
     sqlite_store.add_runs(runs)
     (cand,) = detect_candidates(sqlite_store, **NS)
     maps = [s.input_map for s in cand.proposed_flow.steps]
@@ -217,7 +250,9 @@ def test_pattern_inside_a_registered_flow_is_not_proposed(sqlite_store):
     from soloflow_core.promotion import submit_flow
 
     sqlite_store.add_runs([_run(i, ["a", "b", "c"]) for i in range(3)])
-    flow = FlowDefinition(name="mine", steps=[FlowStep(id=f"s{i}", skill_key=k) for i, k in enumerate("xabcy")])
+    flow = FlowDefinition(
+        name="mine", steps=[FlowStep(id=f"s{i}", skill_key=k) for i, k in enumerate("xabcy")]
+    )
     submit_flow(sqlite_store, flow, **NS)
     assert detect_candidates(sqlite_store, **NS) == []
 
@@ -234,16 +269,23 @@ def test_pending_candidate_is_refreshed_not_duplicated(sqlite_store):
 
 def test_read_only_tools_from_configuration_run_in_parallel(sqlite_store):
     runs = [
-        TaskRun(run_id=f"p{i}", task=f"look up A{i} and B{i}", tool_calls=[
-            ToolCall(name="get_a", args={"id": f"A{i}"}, output={"a": i}),
-            ToolCall(name="get_b", args={"id": f"B{i}"}, output={"b": i}),
-            ToolCall(name="report", args={"text": f"A{i} B{i}"}, output="ok"),
-        ])
+        TaskRun(
+            run_id=f"p{i}",
+            task=f"look up A{i} and B{i}",
+            tool_calls=[
+                ToolCall(name="get_a", args={"id": f"A{i}"}, output={"a": i}),
+                ToolCall(name="get_b", args={"id": f"B{i}"}, output={"b": i}),
+                ToolCall(name="report", args={"text": f"A{i} B{i}"}, output="ok"),
+            ],
+        )
         for i in range(3)
     ]
     sqlite_store.add_runs(runs)
     (kept,) = detect_candidates(sqlite_store, save=False, **NS)
-    assert [s.depends_on for s in kept.proposed_flow.steps][:2] == [[], ["step_1"]]  # observed order
+    assert [s.depends_on for s in kept.proposed_flow.steps][:2] == [
+        [],
+        ["step_1"],
+    ]  # observed order
     config = DetectorConfig(side_effects={"get_a": False, "get_b": False})
     (parallel,) = detect_candidates(sqlite_store, config=config, save=False, **NS)
     assert [s.depends_on for s in parallel.proposed_flow.steps][:2] == [[], []]
@@ -317,7 +359,9 @@ def test_read_evidence_gives_the_runs_as_written(store):
         assert [(c.name, c.args, c.output, c.error, c.meta) for c in lean.tool_calls] == [
             (c.name, c.args, c.output, c.error, c.meta) for c in want.tool_calls
         ]
-        assert [repr(c.output) for c in lean.tool_calls] == [repr(c.output) for c in want.tool_calls]
+        assert [repr(c.output) for c in lean.tool_calls] == [
+            repr(c.output) for c in want.tool_calls
+        ]
         assert [(m.input_tokens, m.output_tokens, m.total_tokens, m.tool_calls_requested)
                 for m in lean.model_calls] == [
             (m.input_tokens, m.output_tokens, m.total_tokens, m.tool_calls_requested)
@@ -339,7 +383,9 @@ def test_read_evidence_never_shifts_values_between_calls():
         _json_array(["1, 2", "3"])
 
 
-def test_read_tool_names_numbers_names_in_order_however_each_chunk_is_read(sqlite_store, monkeypatch):
+def test_read_tool_names_numbers_names_in_order_however_each_chunk_is_read(
+    sqlite_store, monkeypatch
+):
     """Chunks are decoded in a worker while the next one is read, each with its own
     vocabulary; a chunk the quick read cannot vouch for is read row by row. Codes still
     number the names in order of first appearance over the whole ledger."""

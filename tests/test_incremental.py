@@ -36,7 +36,9 @@ def test_warm_start_and_agreement_with_the_full_miner():
     units = [unit_names(r) for r in runs]  # what both detectors count
     closed = {p.names for p in mine_closed_patterns(units)}
     last = units[-1]
-    frequent_in_last = {g for g in closed if any(last[i : i + len(g)] == g for i in range(len(last)))}
+    frequent_in_last = {
+        g for g in closed if any(last[i : i + len(g)] == g for i in range(len(last)))
+    }
     # Every closed pattern the new run contains is reported, or lies inside a reported one.
     for g in frequent_in_last:
         assert any(any(r[i : i + len(g)] == g for i in range(len(r))) for r in reported), g
@@ -57,13 +59,20 @@ def test_handler_proposes_candidates_as_runs_arrive(sqlite_store):
     handler = SoloFlowCallbackHandler(store=sqlite_store, user_id="u", agent_id="bot", detect=True)
     emails = ["alice@example.com", "bob@example.org", "carol@example.net", "dave@example.com"]
     for i, email in enumerate(emails):
-        agent.invoke({"messages": [{"role": "user", "content": f"where is my order? {email}"}]},
-                     config={"callbacks": [handler]})
+        agent.invoke(
+            {"messages": [{"role": "user", "content": f"where is my order? {email}"}]},
+            config={"callbacks": [handler]},
+        )
         handler.watcher.wait(30)
         if i < 2:
             assert handler.watcher.proposed == []
     (cand,) = handler.watcher.proposed
-    assert cand.tool_sequence == ["find_customer", "list_orders", "track_shipment", "notify_customer"]
+    assert cand.tool_sequence == [
+        "find_customer",
+        "list_orders",
+        "track_shipment",
+        "notify_customer",
+    ]
     assert cand.occurrence_count == 3  # proposed right after the third run, once
     assert sqlite_store.get_candidate(cand.id, user_id="u", agent_id="bot").status == "pending"
 

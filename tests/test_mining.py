@@ -8,7 +8,9 @@ from hypothesis import strategies as st
 from soloflow_core.mining.closed import mine_closed_patterns
 
 
-def brute_force(seqs: list[list[str]], min_length: int, min_support: int) -> dict[tuple[str, ...], set[int]]:
+def brute_force(
+    seqs: list[list[str]], min_length: int, min_support: int
+) -> dict[tuple[str, ...], set[int]]:
     support: dict[tuple[str, ...], set[int]] = {}
     for r, seq in enumerate(seqs):
         for i in range(len(seq)):

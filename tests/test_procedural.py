@@ -297,12 +297,16 @@ def test_keywords_can_be_replaced_and_are_reindexed(memory, store):
 
 def test_reindex_rebuilds_the_search_index(memory, store):
     seed(store)
-    if store.engine.dialect.name == "sqlite":
-        with store.engine.begin() as conn:
+    task = "reset my password"
+    with store.engine.begin() as conn:  # a damaged index: the indexed text lost, FTS5's copy too
+        conn.execute(sa.text("UPDATE sf_flows SET search_text = ''"))
+        if store.engine.dialect.name == "sqlite":
             conn.execute(sa.text("DELETE FROM sf_flows_fts"))
-        assert memory.find_workflow("alice", "bot", "reset my password") == []
+    assert memory.find_workflow("alice", "bot", task) == []
+    assert store.search_flows(search_terms(task), **NS) == []
     assert store.reindex_flows() == 3
-    assert names(memory.find_workflow("alice", "bot", "reset my password"))[0] == "Reset password"
+    assert names(memory.find_workflow("alice", "bot", task))[0] == "Reset password"
+    assert store.search_flows(search_terms(task), **NS)[0].meta.name == "Reset password"
 
 
 def test_trigger_keywords_are_derived_when_not_given():
@@ -503,12 +507,14 @@ def test_another_store_objects_writes_are_seen_by_the_next_lookup(memory, store,
         assert memory.find_workflow("alice", "bot", "wombat please") == []
         (m,) = memory.find_workflow("alice", "bot", "platypus")
         assert (m.name, m.version) == ("Quokka census", 2)
-        if other.engine.dialect.name == "sqlite":
-            with other.engine.begin() as conn:
-                conn.execute(sa.text("DELETE FROM sf_flows_fts"))
-            assert memory.find_workflow("alice", "bot", "platypus") == []
+        # A hand edit is not seen (it raises no counter) until the repair re-indexes.
+        with other.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE sf_flows SET trigger_keywords = :k WHERE name = :n AND is_latest")
+                         .bindparams(sa.bindparam("k", type_=sa.JSON)), {"k": ["kangaroo"], "n": "Quokka census"})
+        assert memory.find_workflow("alice", "bot", "kangaroo") == []
         other.reindex_flows()
-        assert names(memory.find_workflow("alice", "bot", "platypus")) == ["Quokka census"]
+        assert names(memory.find_workflow("alice", "bot", "kangaroo")) == ["Quokka census"]
+        assert memory.find_workflow("alice", "bot", "platypus") == []
 
 
 def test_the_change_counter_only_rises_even_through_a_rebuild(store):
@@ -554,16 +560,17 @@ def test_rare_terms_of_the_context_weigh_more_than_common_ones(memory, store):
     assert best.name == "chargeback" and best.matched_terms == ("chargeback",)
 
 
-def test_a_lookup_reads_the_counts_once_then_one_statement_per_lookup(memory, store, monkeypatch):
+def test_a_lookup_reads_the_index_once_then_one_statement_per_lookup(memory, store, monkeypatch):
     from soloflow_core.store import procedural
 
     seed(store)
-    loads = []
-    real = procedural._term_counts
-    monkeypatch.setattr(procedural, "_term_counts", lambda rows: loads.append(1) or real(rows))
+    loads, reads = [], []
+    load, read = procedural.load_flow_index, procedural._read_fields
+    monkeypatch.setattr(procedural, "load_flow_index", lambda *a, **k: loads.append(1) or load(*a, **k))
+    monkeypatch.setattr(procedural, "_read_fields", lambda *a, **k: reads.append(1) or read(*a, **k))
     for _ in range(3):
         assert names(memory.find_workflow("alice", "bot", "reset my password"))[0] == "Reset password"
-    assert len(loads) == 1
+    assert (len(loads), len(reads)) == (1, 3)
     store.add_flow_version(flow("Password audit", "audit"), **NS, source=SOURCE_USER)
     assert "Password audit" in names(memory.find_workflow("alice", "bot", "reset my password"))
-    assert len(loads) == 2
+    assert (len(loads), len(reads)) == (2, 5)  # the stale index's read, then the fresh one's

@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from soloflow_core.mining.cover import _Chosen
 from soloflow_core.mining.fast import CodedLedger, mine_coded, mine_levels
-from soloflow_core.mining.pipeline import mine_ranked, prepare_units
+from soloflow_core.mining.matching import _Instances
+from soloflow_core.mining.pipeline import _whole_pattern, mine_ranked, prepare_units
 from soloflow_core.mining.ranking import (
     CodePositions,
     RankingOptions,
@@ -232,3 +234,95 @@ def test_runs_with_names_only_give_the_ledger_prepare_ledger_gives(options):
             assert np.array_equal(a, b), field
         else:
             assert a == b, field
+
+
+@pytest.mark.parametrize("options", [None, RankingOptions(max_swaps=0), RankingOptions(max_gap=0)])
+def test_starts_skip_covered_instances_and_lose_no_match(options):
+    ledger = _noisy_ledger(3, options)
+    rng = np.random.default_rng(2)
+    work = ledger.code.copy()
+    taken = rng.choice(np.flatnonzero(work >= 0), 3000, replace=False)
+    work[taken] = -2
+    index = _ChainIndex(ledger.code, ledger.err)
+    index.cover(taken)  # as the cover does after a choice
+    levels = mine_levels(ledger.coded(), min_length=3, min_support=2)
+    pats = [row for lv in levels for row in lv.codes][:150]
+    starts, which = index.starts_many(pats, ledger.options)
+    untold = _ChainIndex(ledger.code, ledger.err).starts_many(pats, ledger.options)[0]
+    assert len(starts) < len(untold)  # instances with a covered unit start nothing
+    found, gains = _match_many(work, ledger, starts, which, pats)
+    for pat, occ, gain in zip(pats, found, gains, strict=True):
+        alone = _match(work, ledger, index.starts(pat, ledger.options), pat)
+        assert np.array_equal(occ.pos, alone.pos) and np.array_equal(occ.stray, alone.stray)
+        assert np.array_equal(occ.swap_at, alone.swap_at)
+        assert np.array_equal(occ.length, alone.length)
+        assert gain == pytest.approx(_gain(alone, ledger.bits[pat], ledger.unit_count))
+
+
+def test_stop_counts_by_table_and_by_search_agree(monkeypatch):
+    ledger = _noisy_ledger(4)
+    code, err = ledger.code, ledger.err
+    w = len(ledger.names)
+    before, step = np.divmod(np.arange(w * w), w)
+    table = _ChainIndex(code, err).stop_counts(before, step)
+    monkeypatch.setattr(_Instances, "DENSE", 0)  # as for a vocabulary of thousands of tools
+    searched = _ChainIndex(code, err).stop_counts(before, step)
+    assert np.array_equal(table, searched) and table.sum() > 0
+    # And what they count: `step` errored right after `before`, one apart, or swapped.
+    a, b, c = code[:-2], code[1:-1], code[2:]
+    ok = (a >= 0) & (b >= 0)
+    brute = np.zeros(w * w, dtype=np.int64)
+    np.add.at(brute, (a * w + b)[ok & err[1:-1]], 1)
+    np.add.at(brute, (a * w + c)[ok & (c >= 0) & err[2:]], 1)
+    np.add.at(brute, (b * w + a)[ok & err[:-2]], 1)
+    assert np.array_equal(table, brute)
+
+
+@given(
+    st.lists(st.lists(st.integers(0, 4), min_size=2, max_size=7), min_size=1, max_size=6),
+    st.lists(st.integers(0, 4), min_size=2, max_size=5),
+    st.integers(0, 30),
+    st.sampled_from([0.25, 0.0, 1.0, -0.5]),
+)
+def test_chosen_parts_tell_fragments_as_a_scan_does(chosen, pat, usage, slack):
+    parts = _Chosen(slack)
+    used = []
+    for i, codes in enumerate(chosen):
+        parts.add(np.asarray(codes, dtype=np.int64), 3 * i + 1)
+        used.append((codes, 3 * i + 1))
+    n = len(pat)
+    inside = [
+        u for codes, u in used if len(codes) > n
+        and any(codes[o : o + n] == pat for o in range(len(codes) - n + 1))
+    ]  # fmt: skip
+    expected = any(usage < slack * u for u in inside)
+    assert parts.is_fragment(np.asarray(pat, dtype=np.int64), usage) == expected
+
+
+def test_a_pattern_on_the_whole_ledger_is_found_from_its_rarest_step():
+    ledger = _noisy_ledger(5)
+    where = CodePositions(ledger.code)
+    code = ledger.code
+    levels = mine_levels(ledger.coded(), min_length=3, min_support=2)
+    rng = np.random.default_rng(3)
+    pats = [row for lv in levels for row in lv.codes]
+    pats = [pats[i] for i in rng.choice(len(pats), 40, replace=False)]
+    pats.append(np.asarray([0, 0, 0], dtype=np.int64))  # loops collapsed: never contiguous
+    for pat in pats:
+        k = len(pat)
+        at = np.flatnonzero(code[: len(code) - k] == pat[0])
+        for j in range(1, k):
+            at = at[code[at + j] == pat[j]]
+        mined = _whole_pattern(ledger, pat, where)
+        assert mined.support == len(np.unique(ledger.unit_run[ledger.flat_unit[at]]))
+        assert mined.exact_support == int(((code[at - 1] < 0) & (code[at + k] < 0)).sum())
+
+
+def test_savings_say_in_how_many_of_all_occurrences_they_were_measured():
+    runs = [replace(_seq(i, ["a", "b", "c", "d"]), tokens=1000 if i % 2 else None)
+            for i in range(40)]  # fmt: skip
+    (top,) = mine_ranked(runs, top_k=1)
+    assert top.names == ("a", "b", "c", "d")
+    assert "in 20 of 40 occurrences" in top.savings_method
+    # 1000 tokens over 5 turns (4 calls and the answer): 3 of the pattern's 4 turns saved.
+    assert top.tokens_saved_per_occurrence == pytest.approx(600)

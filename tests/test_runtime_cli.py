@@ -21,6 +21,7 @@ import pytest
 import yaml
 from flowrun_fixtures import (
     APPROVAL_FLOW,
+    GATE_ENV,
     LOG_ENV,
     SLEEP_ENV,
     SLOW_FLOW,
@@ -58,8 +59,10 @@ class Cli:
         return subprocess.run(self.argv(*args, user=user), capture_output=True, text=True, env=self.env,
                               timeout=120)
 
-    def popen(self, *args: str, step_sleep: float | None = None) -> subprocess.Popen[str]:
+    def popen(self, *args: str, step_sleep: float | None = None, gate: Path | None = None) -> subprocess.Popen[str]:
         env = self.env if step_sleep is None else {**self.env, SLEEP_ENV: str(step_sleep)}
+        if gate is not None:
+            env = {**env, GATE_ENV: str(gate)}
         return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env)
 
@@ -103,11 +106,12 @@ def wait_for(predicate: Any, what: str, timeout: float = 30.0) -> None:
         time.sleep(0.01)
 
 
-def test_cancel_from_another_process_stops_the_run_before_its_next_step(cli):
+def test_cancel_from_another_process_stops_the_run_before_its_next_step(cli, tmp_path):
     cli.store.register_flow(FlowDefinition.model_validate(SLOW_FLOW), source="user", **NS)
-    # Steps of 1 s: the cancelling command's own start-up (~2 s on a busy 2-core machine)
-    # must come well before the run's end.
-    proc = cli.popen("flows", "run", "slow8", *INPUT, *TOOLS_ARGS, step_sleep=1.0)
+    # The first step's side effect waits for a gate file, opened once the cancel is recorded:
+    # the run is in flight whatever the cancelling command's start-up costs.
+    gate = tmp_path / "gate"
+    proc = cli.popen("flows", "run", "slow8", *INPUT, *TOOLS_ARGS, step_sleep=0.05, gate=gate)
     try:
         run_id = read_line(proc)
         assert run_id.startswith("frun_")
@@ -116,6 +120,7 @@ def test_cancel_from_another_process_stops_the_run_before_its_next_step(cli):
         assert cancel.returncode == 0, cancel.stderr
         assert f"{run_id}: cancel requested" in cancel.stdout
     finally:
+        gate.touch()
         out, err = proc.communicate(timeout=60)
     assert proc.returncode != 0, out
     assert out.startswith("cancelled"), out

@@ -74,6 +74,16 @@ class StepJournal:
         (compensated ones included)."""
         raise NotImplementedError("implement completed_order()")
 
+    def recovered(self, step_key: str, output: Any) -> None:
+        """Record as completed a step whose call returned in a process that ended before
+        recording it: its output was found in the run's checkpoint, so it is not called
+        again. The default records it like :meth:`succeeded`."""
+        self.succeeded(step_key, output)
+
+    def flush(self) -> None:
+        """Record anything held back (see ``Store.step_journal(defer_completions=True)``).
+        The runtime calls it when a run stops, finished or waiting. Default: nothing held."""
+
 
 @dataclass(slots=True)
 class _Entry:

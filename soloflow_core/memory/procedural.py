@@ -12,6 +12,8 @@ import logging
 import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +24,7 @@ from soloflow_core.flow.loader import validate_flow_file
 from soloflow_core.flow.validate import validate_flow
 from soloflow_core.models import FlowDefinition
 from soloflow_core.promotion import SOURCE_LEARNED, SOURCE_USER
-from soloflow_core.store.fulltext import identifiers, phrase_terms, search_terms
+from soloflow_core.store.fulltext import identifiers, phrase_terms, scan_window, tokenize, top_terms
 from soloflow_core.store.procedural import USER_CONFIDENCE, check_trigger_keywords
 
 if TYPE_CHECKING:
@@ -41,6 +43,12 @@ they work. (The design document recalls at 0.7 and auto-suggests at 0.8; pass th
 stricter — whether to run a match unasked is :mod:`soloflow_core.learning`'s call.)"""
 TEXT_WEIGHT, TOOL_WEIGHT, CONFIDENCE_WEIGHT = 0.7, 0.2, 0.1
 """How :attr:`WorkflowMatch.score` combines text, tool-signature match and confidence."""
+RANK_WEIGHT, KEYWORD_WEIGHT, ORDER_WEIGHT = 0.45, 0.45, 0.1
+"""How :attr:`WorkflowMatch.text_score` combines the relative text rank, the share of
+trigger keywords found and the share of the name's word pairs found in order."""
+ORDER_WINDOW = 2
+"""Two words of a flow's name at most this far apart make a pair; the context holds the pair
+when the first comes before the second, at most this many terms later."""
 _CANDIDATES = 50
 """Flows read from the index per lookup (at least; ``8 × limit`` when larger), best text
 rank first, before ranking."""
@@ -60,9 +68,11 @@ class WorkflowMatch:
     score: float
     """``0.7 × text + 0.2 × tools + 0.1 × confidence``, in [0, 1]."""
     text_score: float
-    """Half the text rank relative to the best candidate's, half the share of the flow's
-    trigger keywords found in the context. The text rank is the sum of the inverse document
-    frequencies (in the namespace) of the context's terms the flow's index holds."""
+    """``0.45 × rank + 0.45 × keywords + 0.1 × order``: the text rank relative to the best
+    candidate's, the share of the flow's trigger keywords found in the context, and the share
+    of the word pairs of its name (at most :data:`ORDER_WINDOW` apart) that the context holds
+    in the same order as near (a one-word name: whether the context holds it). The text rank is the sum of the inverse document frequencies
+    (in the namespace) of the context's terms the flow's index holds."""
     tool_score: float
     """Share of the flow's tools (``skill_key``s) named in the context."""
     matched_keywords: tuple[str, ...]
@@ -95,8 +105,33 @@ class _Scored:
     outranks: list[str] = field(default_factory=list)
 
 
-def _score(flow: FlowCandidate, rank: float, best_rank: float, query: set[str], named: set[str],
-           available: set[str] | None, said: dict[str, bool]) -> _Scored:
+def ordered_pairs(tokens: Sequence[str], window: int = ORDER_WINDOW) -> set[tuple[str, str]]:
+    """The pairs of different terms of ``tokens`` (in order) whose second comes after the
+    first, at most ``window`` terms later.
+
+    Example:
+        >>> sorted(ordered_pairs(["refund", "damaged", "order"], 1))
+        [('damaged', 'order'), ('refund', 'damaged')]
+    """
+    return {(a, b) for i, a in enumerate(tokens) for b in tokens[i + 1 : i + 1 + window] if a != b}
+
+
+@lru_cache(maxsize=65_536)
+def _name_pairs(name: str) -> frozenset[tuple[str, str]]:
+    return frozenset(ordered_pairs(phrase_terms(name)))
+
+
+def _order_share(name: str, pairs: set[tuple[str, str]], query: set[str]) -> float:
+    """The share of the word pairs of ``name`` (see :data:`ORDER_WINDOW`) found in ``pairs``;
+    for a name of one term, whether the context holds it."""
+    own = _name_pairs(name)
+    if own:
+        return len(own & pairs) / len(own)
+    return 1.0 if query.issuperset(phrase_terms(name)) and phrase_terms(name) else 0.0
+
+
+def _score(flow: FlowCandidate, best_rank: float, query: set[str], named: set[str],
+           available: set[str] | None, said: dict[str, bool], pairs: set[tuple[str, str]]) -> _Scored:
     """``said`` memoizes, for one lookup, whether the context holds every term of a keyword."""
     keywords = []
     for k in flow.trigger_keywords:
@@ -106,16 +141,17 @@ def _score(flow: FlowCandidate, rank: float, best_rank: float, query: set[str], 
         if found:
             keywords.append(k)
     coverage = len(keywords) / len(flow.trigger_keywords) if flow.trigger_keywords else 0.0
-    relative = rank / best_rank if best_rank > 0 else 1.0
-    text = 0.5 * min(max(relative, 0.0), 1.0) + 0.5 * coverage
+    relative = flow.rank / best_rank if best_rank > 0 else 1.0
+    text = (RANK_WEIGHT * min(max(relative, 0.0), 1.0) + KEYWORD_WEIGHT * coverage
+            + ORDER_WEIGHT * _order_share(flow.name, pairs, query))  # fmt: skip
     tools_named = [k for k in flow.skill_keys if k.lower() in named]
     tools = len(tools_named) / len(flow.skill_keys) if flow.skill_keys else 0.0
     missing = [] if available is None else [k for k in flow.skill_keys if k not in available]
     score = TEXT_WEIGHT * text + TOOL_WEIGHT * tools + CONFIDENCE_WEIGHT * flow.confidence
     return _Scored(
         flow=flow, score=round(score, 6), text=round(text, 6), tools=round(tools, 6),
-        keywords=keywords, keyword_terms=frozenset(t for k in keywords for t in phrase_terms(k)),
-        terms=sorted(query & flow.terms), tools_named=tools_named, missing=missing,
+        keywords=keywords, keyword_terms=frozenset(chain.from_iterable(map(phrase_terms, keywords))),
+        terms=sorted(flow.terms), tools_named=tools_named, missing=missing,
     )  # fmt: skip
 
 
@@ -215,12 +251,13 @@ class ProceduralMemory:
         first. Never raises on odd text: empty, any language, 1 MB, query-syntax look-alikes.
 
         Candidates are the latest, non-retired versions with confidence ≥ ``min_confidence``
-        whose full-text index holds any term of the context (words; bigrams for scripts
-        without spaces; a context longer than 64 KiB is read by its first and last 32 KiB;
-        terms many flows hold are left out of the query, not of the scoring): the 50 (or
-        ``8 × limit``) best by the database's text rank, in one statement
-        (:meth:`~soloflow_core.store.Store.find_flow_candidates`). Each is scored ``0.7 × text + 0.2 × tools + 0.1 × confidence`` (see
-        :class:`WorkflowMatch`).
+        whose index holds any term of the context (words; bigrams for scripts without
+        spaces; a context longer than 64 KiB is read by its first and last 32 KiB): the 50
+        (or ``8 × limit``) best by text rank — the sum of the namespace's BM25 inverse
+        document frequencies of the context's terms they hold, ranked in the process's
+        lookup index, one statement per lookup
+        (:meth:`~soloflow_core.store.Store.find_flow_candidates`). Each is scored
+        ``0.7 × text + 0.2 × tools + 0.1 × confidence`` (see :class:`WorkflowMatch`).
 
         Precedence of user-submitted flows: let ``T(F)`` be the terms of flow F's trigger
         keywords that the context contains in full (a keyword matches when every one of its
@@ -237,24 +274,23 @@ class ProceduralMemory:
         """
         if limit <= 0 or not isinstance(context, str):
             return []
-        terms = search_terms(context)
+        tokens = tokenize(scan_window(context))
+        terms = top_terms(tokens)
         if not terms:
             return []
         found = self.store.find_flow_candidates(
             terms, user_id=user_id, agent_id=agent_id, min_confidence=min_confidence,
             limit=max(_CANDIDATES, 8 * limit),
         )  # fmt: skip
-        if not found.flows:
+        if not found:
             return []
         available = None if available_tools is None else set(available_tools)
         named = identifiers(context)
-        idf = {term: found.counts.idf(term) for term in terms}
-        ranks = [sum(idf[term] for term in f.terms.intersection(idf)) for f in found.flows]
-        best = max(ranks)
+        best = max(f.rank for f in found)
         query = set(terms)
         said: dict[str, bool] = {}
-        scored = [_score(f, r, best, query, named, available, said)
-                  for f, r in zip(found.flows, ranks, strict=True)]  # fmt: skip
+        pairs = ordered_pairs([t for t in tokens if t in query])
+        scored = [_score(f, best, query, named, available, said, pairs) for f in found]
         if not include_unavailable:
             scored = [s for s in scored if not s.missing]
         return [_match(s) for s in _rank_with_precedence(scored)[:limit]]

@@ -15,7 +15,8 @@
 Cost: the cover refreshes stale bounds in batches (:class:`_Bounds`), keeps matches that no
 choice has touched (covering units only ever makes a match fail, so they stay exact:
 :class:`_MatchCache`), and matches many candidates together
-(:func:`~soloflow_core.mining.matching._match_many`); choices are made as they are read
+(:func:`~soloflow_core.mining.matching._match_many`); a fragment is told by one look-up among
+the parts of the chosen patterns (:class:`_Chosen`); choices are made as they are read
 (:func:`greedy_cover`), so a caller pays only for the ones it uses. A ledger too big to cover
 whole is covered on a sample of its runs and the chosen patterns replayed on all of them
 (:func:`replay_cover`; see :mod:`soloflow_core.mining.pipeline` for what that guarantees).
@@ -37,6 +38,7 @@ from soloflow_core.mining.matching import (
     _ChainIndex,
     _match,
     _match_many,
+    _pattern_matrix,
     _scan_starts,
     _scan_starts_many,
 )
@@ -110,6 +112,7 @@ def greedy_cover(
     when enough are chosen: each next choice costs matches."""
     if ledger.unit_count == 0 or not pats:
         return
+    opt = ledger.options
     index = _ChainIndex(ledger.code, ledger.err)
     bounds = _Bounds(ledger, index, list(pats))
     first = np.where(bounds.worthless(supports), 0.0, bounds.of(slice(None)))
@@ -118,11 +121,10 @@ def greedy_cover(
     heap = [(-g, i, 0, False) for i, g in enumerate(first.tolist()) if g > 0]
     heapq.heapify(heap)
     work = ledger.code.copy()
-    chosen: list[tuple[IntArray, int]] = []
+    chosen = _Chosen(opt.fragment_slack)
     cache = _MatchCache()
     version = 0
     best = (-1, 0.0)  # (version, the best exact gain found at that version)
-    opt = ledger.options
     while heap:
         neg, i, seen, exact = heapq.heappop(heap)
         if -neg <= opt.min_gain_bits:
@@ -136,7 +138,7 @@ def greedy_cover(
                 continue
             # Refresh the stale entries at the top together: one array call for many.
             stale = [i]
-            while heap and heap[0][2] != version and len(stale) < 256:
+            while heap and heap[0][2] != version and len(stale) < REFRESH:
                 j = heapq.heappop(heap)[1]
                 hit = cache.still_valid(j, work)
                 if hit is None:
@@ -174,9 +176,9 @@ def greedy_cover(
             work[taken] = _COVERED
             index.cover(taken)
             version += 1
-            if _is_fragment(pats[i], len(occ), chosen, opt.fragment_slack):
+            if chosen.is_fragment(pats[i], len(occ)):
                 continue
-            chosen.append((pats[i], len(occ)))
+            chosen.add(pats[i], len(occ))
             yield i, -neg, occ
 
 
@@ -184,6 +186,8 @@ BATCH = 64
 """Candidates matched together at most, when their bounds top the heap."""
 FIRST_BATCH = 4
 """... when no exact gain is known yet since the last choice."""
+REFRESH = 1024
+"""Stale bounds at the top of the heap refreshed together at most."""
 
 
 class _MatchCache:
@@ -257,7 +261,7 @@ def replay_cover(
     threshold = opt.min_gain_bits if min_gain_bits is None else min_gain_bits
     where = where or CodePositions(ledger.code)
     work = ledger.code.copy()
-    chosen: list[tuple[IntArray, int]] = []
+    chosen = _Chosen(opt.fragment_slack)
     out: list[RankedPattern] = []
     source = iter(pats)
     i = -1
@@ -274,9 +278,9 @@ def replay_cover(
                 occ = _match(work, ledger, _scan_starts(work, pat, opt, where), pat)
                 gain = _gain(occ, ledger.bits[pat], ledger.unit_count)
             work[occ.pos[occ.pos >= 0]] = _COVERED
-            if gain <= threshold or _is_fragment(pat, len(occ), chosen, opt.fragment_slack):
+            if gain <= threshold or chosen.is_fragment(pat, len(occ)):
                 continue
-            chosen.append((pat, len(occ)))
+            chosen.add(pat, len(occ))
             ranked = _ranked(ledger, None, pat, gain, occ, len(out) + 1)
             if ranked.support >= min_support:
                 out.append(replace(ranked, pattern=pattern_of(i, ranked.runs)))
@@ -299,11 +303,9 @@ class _Bounds:
     def __init__(self, ledger: UnitLedger, index: _ChainIndex, pats: list[IntArray]) -> None:
         opt = ledger.options
         self.index, self.opt, self.n_units = index, opt, ledger.unit_count
-        self.sizes = np.asarray([len(p) for p in pats], dtype=np.int64)
+        self.sizes = np.fromiter(map(len, pats), np.int64, len(pats))
         width = int(self.sizes.max())
-        mat = np.full((len(pats), width), -1, dtype=np.int64)
-        for row, p in enumerate(pats):
-            mat[row, : len(p)] = p
+        mat = _pattern_matrix(pats, width, -1)
         self.ids = index.pair_ids(np.maximum(mat[:, :-1], 0), np.maximum(mat[:, 1:], 0))
         self.ids[mat[:, 1:] < 0] = index.adj.absent  # past the end: an absent pair
         self.ids[..., 1][mat[:, 1:] < 0] = index.skip.absent
@@ -378,19 +380,32 @@ def _candidates(ledger: UnitLedger, patterns: Iterable[HasNames]) -> list[tuple[
     return [(np.asarray(k, dtype=np.int64), seen[k]) for k in order]
 
 
-def _contains(long: IntArray, short: IntArray) -> bool:
-    n, m = len(long), len(short)
-    if m >= n:
-        return False
-    big, small = long.tolist(), short.tolist()
-    return any(big[o : o + m] == small for o in range(n - m + 1))
+class _Chosen:
+    """The patterns chosen so far, to tell a fragment: a pattern inside a better-ranked
+    one, with fewer occurrences of its own than ``slack`` times the longer one's. Every
+    contiguous part of a chosen pattern is kept with the most and fewest occurrences of the
+    chosen ones it is part of, so a check is one look-up, however many were chosen."""
 
+    def __init__(self, slack: float) -> None:
+        self.slack = slack
+        self.parts: dict[tuple[int, ...], tuple[int, int]] = {}
 
-def _is_fragment(
-    pat: IntArray, usage: int, better: list[tuple[IntArray, int]], slack: float
-) -> bool:
-    """Inside a better-ranked pattern, with few occurrences of its own beside it."""
-    return any(_contains(long, pat) and usage < slack * used for long, used in better)
+    def add(self, pat: IntArray, usage: int) -> None:
+        codes = tuple(pat.tolist())
+        n = len(codes)
+        for m in range(2, n):  # parts of 2+ steps, shorter: a pattern is no fragment of itself
+            for o in range(n - m + 1):
+                part = codes[o : o + m]
+                most, fewest = self.parts.get(part, (usage, usage))
+                self.parts[part] = (max(most, usage), min(fewest, usage))
+
+    def is_fragment(self, pat: IntArray, usage: int) -> bool:
+        """Inside a chosen pattern, with few occurrences of its own beside it."""
+        used = self.parts.get(tuple(pat.tolist()))
+        if used is None:
+            return False
+        # usage < slack × used for some chosen one: the most used when slack ≥ 0.
+        return usage < self.slack * (used[0] if self.slack >= 0 else used[1])
 
 
 def _gain(occ: _Occurrences, pat_bits: FloatArray, n_units: int) -> float:

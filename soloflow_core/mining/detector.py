@@ -176,7 +176,9 @@ def _checked(
     return checked, [o for o in sample if o not in bad]
 
 
-def _occurrences(sample: list[PatternOccurrence], evidence: dict[int, EvidenceRun]) -> list[Occurrence]:
+def _occurrences(
+    sample: list[PatternOccurrence], evidence: dict[int, EvidenceRun]
+) -> list[Occurrence]:
     """The complete sampled occurrences, as the generaliser reads them."""
     out = []
     for occ in sample:

@@ -8,10 +8,11 @@
 
 Matching is one array pass for many candidates at once (:func:`_match_many`: every candidate
 whose bound tops the best gain found must be matched before a choice, so they are matched
-together), from only the places where an instance of a candidate's first three steps starts
-(:class:`_ChainIndex`, which also counts the free pair and triple instances the cover's gain
-bounds are made of). A ledger too big to index is scanned instead (:class:`CodePositions`,
-:func:`_scan_starts_many`).
+together), from only the places where a free instance of a candidate's first three steps
+starts (:class:`_ChainIndex`, which also counts the free pair and triple instances the cover's
+gain bounds are made of; an instance with a covered unit can start no occurrence, so as the
+cover grows, fewer places are read). A ledger too big to index is scanned instead
+(:class:`CodePositions`, :func:`_scan_starts_many`).
 """
 
 from __future__ import annotations
@@ -54,13 +55,14 @@ class _Instances:
             self.keys, ids = np.unique(all_keys, return_inverse=True)
             self.absent = len(self.keys)
         self.live = np.bincount(ids, minlength=self.absent + 1)  # the last: absent keys
+        # id_at[f, p]: the key id of form f's instance starting at p, -1 when none is free.
+        self.id_at = np.full((len(forms), size), -1, dtype=np.int32)
         self.forms: list[tuple[npt.NDArray[np.int32], int]] = []
         done = 0
-        for at, keys, span in forms:
-            id_at = np.full(size, -1, dtype=np.int32)
-            id_at[at] = ids[done : done + len(keys)]
+        for f, (at, keys, span) in enumerate(forms):
+            self.id_at[f, at] = ids[done : done + len(keys)]
             done += len(keys)
-            self.forms.append((id_at, span))
+            self.forms.append((self.id_at[f], span))
 
     def ids(self, keys: IntArray) -> IntArray:
         """Key ids; absent keys get the id whose count is always 0."""
@@ -108,8 +110,12 @@ class _ChainIndex:
         # Where a cut-short occurrence can stop: a pair whose later step errored (swapped:
         # the first unit of the pair).
         e1, e2 = err[1:-1], err[2:]
-        self.err_keys = np.sort(np.concatenate((adj_keys[e1[adj_at]], skip_keys[e2[skip_at]])))
-        self.err_swapped = np.sort((b[adj_at] * w + a[adj_at])[err[:-2][adj_at]])
+        self.err_keys = np.sort(
+            np.concatenate(
+                (adj_keys[e1[adj_at]], skip_keys[e2[skip_at]],
+                 (b[adj_at] * w + a[adj_at])[err[:-2][adj_at]])  # swapped: the pair's first
+            )
+        )  # fmt: skip
         forms = []
         n = size - 4
         for f in self.TRIPLE_FORMS if n > 0 else ():
@@ -120,9 +126,10 @@ class _ChainIndex:
             at = np.flatnonzero(inside)
             forms.append((at, self._triple_key(x[at], y[at], z[at]), max(f)))
         self.triples = _Instances(size, forms, w**3 if w < 2**20 else 2**62)
-        # Sorted (triple id, start) of every form, packed: where a pattern can start.
-        packed = [(id_at[at].astype(np.int64) << shift) | at
-                  for (id_at, _), (at, _, _) in zip(self.triples.forms, forms, strict=True)]  # fmt: skip
+        # Sorted (triple id, form, start) of every instance, packed: where a pattern can start.
+        packed = [(id_at[at].astype(np.int64) << (shift + 3)) | (f << shift) | at
+                  for f, ((id_at, _), (at, _, _)) in enumerate(zip(self.triples.forms, forms,
+                                                                   strict=True))]  # fmt: skip
         self.triple_starts = np.sort(np.concatenate(packed)) if packed else np.zeros(0, np.int64)
 
     def _triple_key(self, x: IntArray, y: IntArray, z: IntArray) -> IntArray:
@@ -136,7 +143,7 @@ class _ChainIndex:
         """Every place a tolerant occurrence of ``pat`` can start (a superset)."""
         w = self.width
         found = [_between(*self.adj_sorted, int(pat[0] * w + pat[1]))]
-        if opt.max_gap:
+        if opt.max_gap or opt.max_swaps:  # a stray between, or the next two steps swapped
             found.append(_between(*self.skip_sorted, int(pat[0] * w + pat[1])))
         if opt.max_swaps:
             found.append(_between(*self.adj_sorted, int(pat[1] * w + pat[0])))
@@ -150,7 +157,8 @@ class _ChainIndex:
 
         An occurrence that reaches its third step starts where an instance of its first
         three steps' triple does, in one of :data:`TRIPLE_FORMS`: far fewer places than
-        its first pair has."""
+        its first pair has. The instance's units are its first steps and the stray
+        between them, none of them covered: so only instances still free are read."""
         shift = self._shift
         by_triple = (
             (not opt.allow_truncated or opt.min_truncated_steps >= 3)
@@ -162,12 +170,15 @@ class _ChainIndex:
         if three:
             heads = np.asarray([pats[k][:3] for k in three], dtype=np.int64)
             ids = self.triple_ids(heads[:, 0], heads[:, 1], heads[:, 2])
-            lo = np.searchsorted(self.triple_starts, ids << shift)
-            hi = np.searchsorted(self.triple_starts, (ids + 1) << shift)
+            lo = np.searchsorted(self.triple_starts, ids << (shift + 3))
+            hi = np.searchsorted(self.triple_starts, (ids + 1) << (shift + 3))
             count = hi - lo
             at = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
-            pos = self.triple_starts[at] & ((1 << shift) - 1)
-            parts.append((np.repeat(np.asarray(three, dtype=np.int64), count) << shift) | pos)
+            packed = self.triple_starts[at]
+            pos = packed & ((1 << shift) - 1)
+            free = self.triples.id_at[(packed >> shift) & 7, pos] >= 0
+            who = np.repeat(np.asarray(three, dtype=np.int64), count)
+            parts.append((who[free] << shift) | pos[free])
         if len(three) < len(pats):
             done = set(three)
             parts += [
@@ -204,7 +215,9 @@ class _ChainIndex:
     def stop_counts(self, before: IntArray, step: IntArray) -> IntArray:
         """How often ``step`` errored right after ``before`` (in any form; not updated)."""
         k = before * self.width + step
-        return _count(self.err_keys, k) + _count(self.err_swapped, k)
+        if self.width**2 <= _Instances.DENSE:  # a table of every pair: one look-up each
+            return np.bincount(self.err_keys, minlength=self.width**2)[k]
+        return _count(self.err_keys, k)
 
     def cover(self, flat: IntArray) -> None:
         """Units at ``flat`` are taken: instances touching them are no longer free."""
@@ -218,6 +231,17 @@ class _ChainIndex:
             starts[span] = np.flatnonzero(near)
         for inst in (self.adj, self.skip, self.triples):
             inst.retire(starts)
+
+
+def _pattern_matrix(pats: Sequence[IntArray], width: int, fill: int) -> IntArray:
+    """The patterns as rows of a ``(len(pats), width)`` matrix, padded with ``fill``."""
+    sizes = np.fromiter(map(len, pats), np.int64, len(pats))
+    mat = np.full((len(pats), width), fill, dtype=np.int64)
+    if len(pats):
+        starts = np.cumsum(sizes) - sizes
+        step = np.arange(int(sizes.sum())) - np.repeat(starts, sizes)
+        mat[np.repeat(np.arange(len(pats)), sizes), step] = np.concatenate(pats)
+    return mat
 
 
 def _sorted_pairs(keys: IntArray, at: IntArray, packable: bool) -> tuple[IntArray, IntArray]:
@@ -272,11 +296,9 @@ def _match_many(
     operation per step for all of them, not one per pattern. ``first`` are the possible
     starts of ``pats[cand]``, sorted by pattern then start."""
     opt = ledger.options
-    sizes = np.asarray([len(p) for p in pats], dtype=np.int64)
+    sizes = np.fromiter(map(len, pats), np.int64, len(pats))
     width = int(sizes.max())
-    mat = np.full((len(pats), width + 1), -9, dtype=np.int64)  # -9: matches no unit
-    for row, p in enumerate(pats):
-        mat[row, : len(p)] = p
+    mat = _pattern_matrix(pats, width + 1, -9)  # -9: matches no unit
     free = work[first] >= 0  # a covered unit starts nothing
     first, cand = first[free], cand[free]
     n = len(first)
@@ -445,7 +467,7 @@ def _scan_starts(
     a, b = int(pat[0]), int(pat[1])
     at = where.of(a)
     ok = work[at + 1] == b
-    if opt.max_gap:
+    if opt.max_gap or opt.max_swaps:  # a stray between, or the next two steps swapped
         ok |= work[at + 2] == b
     found = at[ok & (work[at] == a)]
     if opt.max_swaps:
@@ -472,7 +494,8 @@ def _scan_starts_many(
     who = np.repeat(rows, count)
     a, b, from_b = heads[who, 0], heads[who, 1], by_b[who]
     found = []
-    for gap in (1, 2) if opt.max_gap else (1,):  # a, then b next or one unit later
+    # a, then b next or one unit later (a stray between, or b swapped with the step after)
+    for gap in (1, 2) if opt.max_gap or opt.max_swaps else (1,):
         start = np.where(from_b, at - gap, at)
         ok = (work[start] == a) & (work[start + gap] == b)
         found.append((who[ok] << _SHIFT) | start[ok])

@@ -128,10 +128,7 @@ def _name_units(runs: list[Any], options: RankingOptions | None) -> UnitLedger |
     flat = list(chain.from_iterable(names))
     vocab = {n: i for i, n in enumerate(dict.fromkeys(flat))}  # first appearance, as runs do
     codes = np.fromiter(map(vocab.__getitem__, flat), np.int64, len(flat))
-    try:
-        errs = np.fromiter(chain.from_iterable(errors), bool, len(flat))
-    except (TypeError, ValueError):
-        errs = np.fromiter(map(bool, chain.from_iterable(errors)), bool, len(flat))
+    errs = _flags(errors, lens)
     # A run's token total spread over its turns: one per call plus the final answer.
     tokens = _field(runs, "tokens")
     known = np.fromiter(map(bool, tokens), bool, len(runs)) & (lens > 0)
@@ -140,6 +137,20 @@ def _name_units(runs: list[Any], options: RankingOptions | None) -> UnitLedger |
         list(vocab), codes, errs, None, None, None, None, lens, kept, given - len(kept), opt
     )
     return _with_run_totals(ledger, known, np.where(known, total / (lens + 1), np.nan))
+
+
+def _flags(errors: list[Any], lens: IntArray) -> BoolArray:
+    """Each call's error flag (its truth value), all runs concatenated: read only in the
+    runs where some call errored (most runs have none)."""
+    out = np.zeros(int(lens.sum()), dtype=bool)
+    some = np.flatnonzero(np.fromiter(map(any, errors), bool, len(errors)))
+    if len(some):
+        n = lens[some]
+        start = (np.cumsum(lens) - lens)[some]
+        at = np.repeat(start - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+        flags = chain.from_iterable(errors[i] for i in some.tolist())
+        out[at] = np.fromiter(map(bool, flags), bool, len(at))
+    return out
 
 
 def _with_run_totals(ledger: UnitLedger, known: BoolArray, per_turn: FloatArray) -> UnitLedger:
@@ -328,10 +339,14 @@ def _sample(ledger: UnitLedger, units: int) -> BoolArray:
 def _whole_pattern(ledger: UnitLedger, pat: IntArray, where: CodePositions) -> MinedPattern:
     """``pat`` as mined on the whole ledger: runs containing it exactly, and runs that are it."""
     k, code = len(pat), ledger.code
-    at = where.of(int(pat[0]))
-    at = at[at + k < len(code)]
-    for j in range(1, k):
-        at = at[code[at + j] == pat[j]]
+    # From the places of its rarest step: the fewest to check.
+    lo, hi = np.searchsorted(where.code, pat), np.searchsorted(where.code, pat + 1)
+    o = int(np.argmin(hi - lo))
+    at = where.pos[lo[o] : hi[o]] - o
+    at = at[(at >= 0) & (at + k < len(code))]
+    for j in range(k):
+        if j != o:
+            at = at[code[at + j] == pat[j]]
     runs = ledger.unit_run[ledger.flat_unit[at]]
     whole = (code[at - 1] < 0) & (code[at + k] < 0)  # flat position 0: code[-1] is a pad
     codes = tuple(pat.tolist())

@@ -188,10 +188,7 @@ def _savings(ledger: UnitLedger, units: IntArray, reached: BoolArray) -> tuple[f
     if len(units) == 0:
         return 0.0, 0.0, "no occurrences"
     safe = np.maximum(units, 0)
-    tokens = np.where(reached, ledger.unit_tokens[safe], 0.0).sum(axis=1)
-    turns = np.where(reached, ledger.unit_turns[safe], 0.0).sum(axis=1)
     source = np.where(reached, ledger.unit_source[safe], _MEASURED).min(axis=1)
-    calls = np.where(reached, ledger.unit_last[safe] - ledger.unit_first[safe] + 1, 0).sum(axis=1)
     for level, how in (
         (_MEASURED, "measured: tokens of the model turns that requested the pattern's calls "
          "(usage_metadata)"),
@@ -199,8 +196,10 @@ def _savings(ledger: UnitLedger, units: IntArray, reached: BoolArray) -> tuple[f
          "(one per call plus the answer)"),
     ):  # fmt: skip
         use = source == level
-        if use.any():
-            t, k = tokens[use], turns[use]
+        if use.any():  # the occurrences whose tokens are known that way
+            some, on = (safe, reached) if use.all() else (safe[use], reached[use])
+            t = np.where(on, ledger.unit_tokens[some], 0.0).sum(axis=1)
+            k = np.where(on, ledger.unit_turns[some], 0.0).sum(axis=1)
             saved = np.where(k > 0, t * (k - 1) / np.maximum(k, 1e-9), 0.0)
             return (
                 float(saved.mean()),
@@ -209,6 +208,7 @@ def _savings(ledger: UnitLedger, units: IntArray, reached: BoolArray) -> tuple[f
                 "one that calls the flow are saved",
             )
     per_step = ledger.options.tokens_per_step
+    calls = np.where(reached, ledger.unit_last[safe] - ledger.unit_first[safe] + 1, 0).sum(axis=1)
     saved_turns = float((calls - 1).clip(min=0).mean())
     return (
         per_step * saved_turns,

@@ -24,7 +24,9 @@ class DetectionWatcher:
         proposed: every candidate proposed so far, oldest first.
     """
 
-    def __init__(self, store: Store, config: DetectorConfig | None = None, *, background: bool = True) -> None:
+    def __init__(
+        self, store: Store, config: DetectorConfig | None = None, *, background: bool = True
+    ) -> None:
         self.store = store
         self.config = config or DetectorConfig()
         self.background = background
@@ -45,7 +47,9 @@ class DetectionWatcher:
                 for s in self.store.iter_sequences(user_id=ns[0], agent_id=ns[1])
                 if self.config.include_failed_runs or s.success is not False
             )
-            self.incremental.warm(*ns, seqs, self.store.decided_dedupe_keys(user_id=ns[0], agent_id=ns[1]))
+            self.incremental.warm(
+                *ns, seqs, self.store.decided_dedupe_keys(user_id=ns[0], agent_id=ns[1])
+            )
             fresh = True  # the warm-up already counted this run: let the full detector decide
         elif not counted:
             return False  # a failed run is no evidence for a workflow (DetectorConfig)
@@ -73,7 +77,9 @@ class DetectionWatcher:
         from soloflow_core.mining.detector import detect_candidates
 
         try:
-            cands = detect_candidates(self.store, user_id=user_id, agent_id=agent_id, config=self.config)
+            cands = detect_candidates(
+                self.store, user_id=user_id, agent_id=agent_id, config=self.config
+            )
         except Exception:
             log.exception("SoloFlow: background detection failed for %s/%s", user_id, agent_id)
             return

@@ -25,6 +25,7 @@ from soloflow_core.flow.fsm import (
 from soloflow_core.flow.journal import StepJournal
 from soloflow_core.store import schema as t
 from soloflow_core.store.step_journal import (
+    _PG_SEQ,
     DriverStepJournal,
     JournalSql,
     StoreStepJournal,
@@ -71,6 +72,22 @@ _PG_FINISH = (
 )
 """running → a terminal state in one statement (PostgreSQL); no rows when the run was not
 running, and the checked path runs."""
+
+_PG_COMPLETE_THEN_FINISH = (
+    "WITH up AS (UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, "
+    f"output = CAST(%s AS jsonb), completed_seq = {_PG_SEQ} "
+    "WHERE run_id = %s AND step_key = %s AND state = 'running' RETURNING run_id, completed_seq), "
+    "done AS (INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT completed_seq, run_id, %s, 'running', 'completed', %s, NULL FROM up RETURNING run_id), "
+    "fin AS (UPDATE sf_flow_runs SET status = %s, outputs = CAST(%s AS jsonb), error = %s, outcome = %s, "
+    "ended_at = %s, updated_at = %s WHERE id = %s AND status = 'running' AND EXISTS (SELECT 1 FROM done) "
+    "RETURNING id), "
+    "tr AS (INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT id, NULL, 'running', %s, %s, %s FROM fin RETURNING 1) "
+    "SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM tr)"
+)
+"""A held step completion and the run's end in one statement (PostgreSQL); the end reads
+``done`` so it comes after the completion. Returns (completions, end transitions)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,8 +260,12 @@ class FlowRunStore:
         outcome: str | None = None,
         detail: str | None = None,
         synchronous: bool = False,
+        journal: StepJournal | None = None,
     ) -> None:
         """Move the run to the terminal state ``status`` (checked by the state machine).
+
+        ``journal``: the run's journal; the completions it holds back are written first, in
+        the same transaction (on PostgreSQL, for one held completion, the same statement).
 
         On PostgreSQL the end commits asynchronously, like the journal, unless
         ``synchronous``: the run's checkpoints are deleted after it by a synchronous commit
@@ -260,11 +281,30 @@ class FlowRunStore:
         err = None if error is None else storable_text(error)
         note = detail or outcome or error
         note_text = None if note is None else storable_text(note)
+        held = journal if isinstance(journal, DriverStepJournal) else None
+        if journal is not None and held is None:
+            journal.flush()
+        engine = self.engine if synchronous else self._journal_engine()
         if self.engine.dialect.name == "postgresql" and str(status) in _FROM_RUNNING:
             # The usual end (running → terminal) in one statement; anything else is checked below.
             at = now()
-            if driver_statement(self.engine if synchronous else self._journal_engine(), _PG_FINISH, (str(status), json_text(outputs), err, outcome, at, at,
-                                                          run_id, str(status), at, note_text)):
+            one = held.take_one_held() if held is not None else None
+            if held is not None and one is not None:
+                step_key, text, when = one
+                try:
+                    completed, ended = driver_statement(engine, _PG_COMPLETE_THEN_FINISH, (
+                        when, text, run_id, step_key, step_key, when, str(status), json_text(outputs), err,
+                        outcome, at, at, run_id, str(status), at, note_text))[0]
+                except BaseException:
+                    held.give_back(step_key, text, when)
+                    raise
+                if not completed:
+                    held.give_back(step_key, text, when)  # the checked path below records it
+                elif ended:
+                    return
+            elif (held is None or not held.holds()) and driver_statement(
+                    engine, _PG_FINISH, (str(status), json_text(outputs), err, outcome, at, at,
+                                         run_id, str(status), at, note_text)):
                 return
 
         def work(cur: Any) -> None:
@@ -281,7 +321,7 @@ class FlowRunStore:
         # comes later and commits synchronously, which flushes this commit first (WAL is
         # flushed in order); a server crash before either loses both, and the run, whose
         # last checkpoint is kept, is resumed to the same end.
-        driver_transaction(self.engine if synchronous else self._journal_engine(), sql, work)
+        driver_transaction(engine, sql, work if held is None else held.with_held(work))
 
     def claim_flow_run(self, run_id: str, *, user_id: str, agent_id: str, owner: str) -> None:
         """Record that process ``owner`` now runs ``run_id`` (a resume)."""
@@ -379,11 +419,18 @@ class FlowRunStore:
             return list(conn.execute(sa.select(c.id).where(cond, sa.func.coalesce(c.updated_at, c.started_at)
                                                            < older_than)).scalars())
 
-    def step_journal(self, run_id: str) -> StepJournal:
+    def step_journal(self, run_id: str, *, defer_completions: bool = False) -> StepJournal:
         """The journal the runtime writes ``run_id``'s steps to: on SQLite and PostgreSQL
-        one that talks to the driver directly (see :class:`DriverStepJournal`)."""
+        one that talks to the driver directly (see :class:`DriverStepJournal`).
+
+        ``defer_completions``: a step's completion is written with the run's next journal
+        write (the next step's begin, in one transaction) instead of on its own — one
+        write per step instead of two. The caller must call ``flush()`` when the run stops
+        and ``recovered()`` on resume for steps whose output the checkpoint holds; the
+        :class:`~soloflow_langgraph.runtime.FlowRuntime` does both. Ignored on other
+        databases."""
         if self.engine.dialect.name in ("sqlite", "postgresql"):
-            return DriverStepJournal(self._journal_engine(), run_id)
+            return DriverStepJournal(self._journal_engine(), run_id, defer_completions=defer_completions)
         return StoreStepJournal(self._writer, self.engine, run_id)
 
 

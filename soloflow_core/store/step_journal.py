@@ -53,6 +53,13 @@ class _Finishing(StepJournal):
     def compensated(self, step_key: str, detail: str) -> None:
         self._finish(step_key, StepState.COMPENSATED, detail=detail)
 
+    def recovered(self, step_key: str, output: Any) -> None:
+        self._finish(step_key, StepState.COMPLETED, output=output, detail=RECOVERED)
+
+
+RECOVERED = "the process ended after the call returned; output recovered from the run's checkpoint"
+"""The detail of a completion recorded on resume from the checkpoint (see ``recovered``)."""
+
 
 class StoreStepJournal(_Finishing):
     """A :class:`StepJournal` in the store: each call is one short transaction."""
@@ -501,6 +508,25 @@ _PG_COMPLETE = (
 the transitions' id sequence and is the id of the completion's own transition: distinct
 across parallel steps without locking the run, in the order the completions happened."""
 
+_PG_COMPLETE_THEN_BEGIN = (
+    "WITH up AS (UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, "
+    f"output = CAST(%s AS jsonb), completed_seq = {_PG_SEQ} "
+    "WHERE run_id = %s AND step_key = %s AND state = 'running' RETURNING run_id, completed_seq), "
+    "done AS (INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT completed_seq, run_id, %s, 'running', 'completed', %s, NULL FROM up RETURNING id), "
+    "r AS (SELECT id FROM sf_flow_runs WHERE id = %s AND NOT cancel_requested AND EXISTS (SELECT 1 FROM done)), "
+    "ins AS (INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
+    "started_at) SELECT id, %s, %s, 'running', 1, %s, %s FROM r "
+    "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING run_id), "
+    "moves AS (INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT ins.run_id, %s, v.a, v.b, %s, NULL FROM ins CROSS JOIN (VALUES (1, NULL, 'pending'), "
+    "(2, 'pending', 'ready'), (3, 'ready', 'running')) AS v(n, a, b) ORDER BY v.n RETURNING 1) "
+    "SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM moves)"
+)
+"""A held completion and the next step's begin in one statement (PostgreSQL): the begin
+reads ``done``, so it runs after the completion and its transitions are numbered after it;
+no begin when the completion did not apply. Returns (completions, begin transitions)."""
+
 
 _SQLITE_BEGIN = (
     "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, started_at) "
@@ -523,17 +549,117 @@ class DriverStepJournal(_Finishing):
     the same rows as :class:`StoreStepJournal` in one transaction of 3–4 statements per
     call (SQLAlchemy's per-statement cost would double a step's). The run's row is locked
     first (``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE`` on PostgreSQL), so parallel
-    steps of one run record their completion order without a race."""
+    steps of one run record their completion order without a race.
 
-    def __init__(self, engine: Engine, run_id: str) -> None:
+    With ``defer_completions`` a completion is held in memory and written with the run's
+    next journal write — usually the next step's begin, in the same transaction (one
+    statement on PostgreSQL) — or by :meth:`flush`; every read flushes first. What that
+    trades: a process that ends between a call's return and that write leaves the step
+    ``running``; on resume it is completed from the run's checkpoint if LangGraph saved its
+    output (:meth:`recovered`), and otherwise called again with the same idempotency key,
+    as after a crash during the call."""
+
+    def __init__(self, engine: Engine, run_id: str, *, defer_completions: bool = False) -> None:
         self._engine, self.run_id = engine, run_id
         self._sql = JournalSql.build(engine.dialect.name)
         self._sqlite = engine.dialect.name == "sqlite"
         self._stamp = stamper(engine)
         self._reader = StoreStepJournal(engine, engine, run_id)
+        self._defer = defer_completions
+        self._held: list[tuple[str, Any, datetime]] = []
+        self._held_lock = threading.Lock()
 
     def _write(self, work: Any) -> Any:
         return driver_transaction(self._engine, self._sql, work)
+
+    def _take(self) -> list[tuple[str, Any, datetime]]:
+        with self._held_lock:
+            held, self._held = self._held, []
+        return held
+
+    def _give_back(self, held: list[tuple[str, Any, datetime]]) -> None:
+        with self._held_lock:
+            self._held[:0] = held
+
+    def _flushing(self, work: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``work`` preceded, in its transaction, by the held completions."""
+        held = self._take()
+        if not held:
+            return work
+
+        def both(cur: Any) -> Any:
+            self._complete_in(cur, held)
+            return work(cur)
+
+        def restore_on_error(cur: Any) -> Any:
+            try:
+                return both(cur)
+            except BaseException:
+                self._give_back(held)
+                raise
+
+        return restore_on_error
+
+    def _complete_in(self, cur: Any, held: list[tuple[str, Any, datetime]]) -> None:
+        """Record ``held`` completions in the open transaction, each by the one-statement path
+        when the step is running, else by the checked one."""
+        for step_key, output, when in held:
+            text = json_text(output)
+            if self._sqlite:
+                at = self._stamp(when)
+                cur.execute(_SQLITE_COMPLETE, (at, text, self.run_id, self.run_id, step_key))
+                if cur.rowcount == 1:
+                    insert_transitions(cur, self._sql, self._rows(step_key, [("running", "completed")], None, at))
+                    continue
+            else:
+                cur.execute(_PG_COMPLETE, (when, text, self.run_id, step_key, step_key, when))
+                if cur.fetchall():
+                    continue
+            self._finish_in(cur, step_key, StepState.COMPLETED, output=output)
+
+    def with_held(self, work: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``work`` preceded, in the transaction it runs in, by the completions held back (the
+        run's end uses it: one transaction for both)."""
+        return self._flushing(work)
+
+    def holds(self) -> bool:
+        """Whether completions are held back."""
+        with self._held_lock:
+            return bool(self._held)
+
+    def take_one_held(self) -> tuple[str, str, datetime] | None:
+        """The held completion as ``(step_key, output JSON text, time)`` when exactly one is
+        held — taken: the caller writes it or hands it back with :meth:`give_back`."""
+        with self._held_lock:
+            if len(self._held) != 1:
+                return None
+            (step_key, output, when), = self._held
+            self._held = []
+        try:
+            return step_key, json_text(output), when
+        except BaseException:
+            self._give_back([(step_key, output, when)])
+            raise
+
+    def give_back(self, step_key: str, text: str, when: datetime) -> None:
+        """Hand back what :meth:`take_one_held` took (its statement did not record it)."""
+        self._give_back([(step_key, json.loads(text), when)])
+
+    def flush(self) -> None:
+        held = self._take()
+        if not held:
+            return
+        if not self._sqlite and len(held) == 1:  # the usual case: one statement
+            step_key, output, when = held[0]
+            try:
+                if driver_statement(self._engine, _PG_COMPLETE,
+                                    (when, json_text(output), self.run_id, step_key, step_key, when)):
+                    return
+            except BaseException:
+                self._give_back(held)
+                raise
+        self._give_back(held)
+        self._write(self._flushing(lambda cur: None))
 
     def _rows(self, step_key: str, moves: Sequence[tuple[str | None, str]], detail: str | None,
               at: Any) -> list[tuple[Any, ...]]:
@@ -545,8 +671,27 @@ class DriverStepJournal(_Finishing):
         sql = self._sql
         if not self._sqlite:
             at = now()
-            if driver_statement(self._engine, _PG_BEGIN,
-                                (self.run_id, step_key, step_id, key, at, step_key, at)):
+            held = self._take()
+            if len(held) > 1:  # parallel steps completed: all but the last on their own
+                self._give_back(held[:-1])
+                self.flush()
+                held = held[-1:]
+            if held:
+                done_key, output, when = held[0]
+                try:
+                    rows = driver_statement(self._engine, _PG_COMPLETE_THEN_BEGIN, (
+                        when, json_text(output), self.run_id, done_key, done_key, when, self.run_id,
+                        step_key, step_id, key, at, step_key, at))
+                except BaseException:
+                    self._give_back(held)
+                    raise
+                completed, begun = rows[0]
+                if not completed:
+                    self._give_back(held)  # the checked path below records it first
+                elif begun:
+                    return StepBegin(False, None, 1, False, key)
+            elif driver_statement(self._engine, _PG_BEGIN,
+                                  (self.run_id, step_key, step_id, key, at, step_key, at)):
                 return StepBegin(False, None, 1, False, key)
 
         def work(cur: Any) -> StepBegin:
@@ -575,41 +720,47 @@ class DriverStepJournal(_Finishing):
             insert_transitions(cur, sql, self._rows(step_key, moves, detail, at))
             return StepBegin(False, None, attempt, False, key)
 
-        return self._write(work)
+        return self._write(self._flushing(work))
+
+    def _finish_in(self, cur: Any, step_key: str, state: StepState, *, output: Any = None,
+                   error: str | None = None, step_id: str | None = None, detail: str | None = None,
+                   then: StepState | None = None) -> None:
+        sql = self._sql
+        cur.execute(sql.finish_read, (step_key, self.run_id))
+        row = cur.fetchone()
+        if row is None:
+            raise NotFoundError(f"no flow run {self.run_id!r}")
+        current, top = row
+        if current == state:
+            return
+        moves, final = _finish_moves(self.run_id, step_key, current, state, then)
+        at = self._stamp(now())
+        done = state is StepState.COMPLETED
+        seq: int | None = None
+        if done and self._sqlite:  # BEGIN IMMEDIATE serialises the run's completions
+            seq = int(top or 0) + 1
+        elif done:  # the same numbers as the one-statement completion
+            cur.execute(f"SELECT {_PG_SEQ}")
+            seq = int(cur.fetchone()[0])
+        out_text = json_text(output) if done else None
+        err = None if error is None else storable_text(error)
+        if current is None:
+            cur.execute(sql.insert_finished, (self.run_id, step_key, step_id or step_key, final.value,
+                                              idempotency_key(self.run_id, step_key), err, at))
+        else:
+            cur.execute(sql.update_finished, (final.value, at, out_text, seq, err, self.run_id, step_key))
+        insert_transitions(cur, sql, self._rows(step_key, moves, detail or error, at))
 
     def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
                 step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
-        sql = self._sql
-
-        def work(cur: Any) -> None:
-            cur.execute(sql.finish_read, (step_key, self.run_id))
-            row = cur.fetchone()
-            if row is None:
-                raise NotFoundError(f"no flow run {self.run_id!r}")
-            current, top = row
-            if current == state:
-                return
-            moves, final = _finish_moves(self.run_id, step_key, current, state, then)
-            at = self._stamp(now())
-            done = state is StepState.COMPLETED
-            seq: int | None = None
-            if done and self._sqlite:  # BEGIN IMMEDIATE serialises the run's completions
-                seq = int(top or 0) + 1
-            elif done:  # the same numbers as the one-statement completion
-                cur.execute(f"SELECT {_PG_SEQ}")
-                seq = int(cur.fetchone()[0])
-            out_text = json_text(output) if done else None
-            err = None if error is None else storable_text(error)
-            if current is None:
-                cur.execute(sql.insert_finished, (self.run_id, step_key, step_id or step_key, final.value,
-                                                  idempotency_key(self.run_id, step_key), err, at))
-            else:
-                cur.execute(sql.update_finished, (final.value, at, out_text, seq, err, self.run_id, step_key))
-            insert_transitions(cur, sql, self._rows(step_key, moves, detail or error, at))
-
-        self._write(work)
+        self._write(self._flushing(lambda cur: self._finish_in(
+            cur, step_key, state, output=output, error=error, step_id=step_id, detail=detail, then=then)))
 
     def succeeded(self, step_key: str, output: Any) -> None:
+        if self._defer:
+            with self._held_lock:
+                self._held.append((step_key, output, now()))
+            return
         if not self._sqlite:
             at = now()
             if not driver_statement(self._engine, _PG_COMPLETE,
@@ -632,9 +783,11 @@ class DriverStepJournal(_Finishing):
             self._finish(step_key, StepState.COMPLETED, output=output)
 
     def state_of(self, step_key: str) -> str | None:
+        self.flush()
         return self._reader.state_of(step_key)
 
     def completed_order(self) -> list[tuple[str, str, Any]]:
+        self.flush()
         return self._reader.completed_order()
 
 

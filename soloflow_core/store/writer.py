@@ -9,7 +9,8 @@ no pydantic model.
 
 On SQLite every table's rows go through the sqlite3 driver's ``executemany`` as positional
 tuples; :func:`insert_returning` (any database) is the reference, and a test compares the
-rows the two store.
+rows the two store. Ingest into SQLite writes rows that :mod:`soloflow_core.ledger_rows`
+built straight from the ledger's lines with :func:`insert_sqlite_bulk` (no run objects at all).
 """
 
 from __future__ import annotations
@@ -439,3 +440,112 @@ def write_one_sqlite(
         raise _database_error(exc) from exc
     finally:
         cursor.close()
+
+
+# ---------------------------------------------------------------------- bulk rows (ingest)
+
+BULK_REFUSED = (sqlite3.IntegrityError, sqlite3.DataError, UnicodeEncodeError)
+"""What :func:`insert_sqlite_bulk` raises when the database refuses a row."""
+
+
+def bulk_rows(ordinal: int, r: AnyRun, stamp: Callable[[datetime], str]) -> tuple[
+    tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]
+]:
+    """The rows of one run in :mod:`soloflow_core.ledger_rows`' layout (the line's
+    ``ordinal`` first, no pk, no ``created_at``), for a run the checked path read."""
+    rows = _SQLiteRows(stamp, now())
+    rows.add_run(ordinal, r)
+    rows.add_calls(ordinal, r)
+    run = rows.runs[0]
+    return run[:13] + run[14:], rows.calls, rows.models
+
+
+def _bulk_sql(offset: int, created: str) -> tuple[str, str, str]:
+    """The three inserts of a bulk batch: a row's pk is its ordinal plus ``offset``, the
+    batch's ``created_at`` a literal (the rows carry neither)."""
+    pk = f"? + {int(offset)}"
+    created_at = "'" + created.replace("'", "''") + "'"
+    runs = _insert_sql(t.task_runs, {**_RUN_COLUMNS, "id": pk, "created_at": created_at})
+    calls = _SQLITE_INSERT_CALLS.replace("VALUES (?", f"VALUES ({pk}", 1)
+    models = _SQLITE_INSERT_MODELS.replace("VALUES (?", f"VALUES ({pk}", 1)
+    return runs, calls, models
+
+
+def _existing_sqlite(cursor: sqlite3.Cursor, runs: Sequence[tuple[Any, ...]]) -> set[int]:
+    """The ordinals of ``runs`` whose id is stored already in their namespace, or repeats
+    one earlier in ``runs``."""
+    by_ns: dict[tuple[str, str], list[str]] = {}
+    for r in runs:
+        by_ns.setdefault((r[2], r[3]), []).append(r[1])
+    stored: set[tuple[str, str, str]] = set()
+    for (user, agent), ids in by_ns.items():
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ", ".join("?" * len(part))
+            sql = (
+                "SELECT run_id FROM sf_task_runs WHERE user_id = ? AND agent_id = ? "
+                f"AND run_id IN ({marks})"
+            )
+            stored.update((user, agent, rid) for (rid,) in cursor.execute(sql, (user, agent, *part)))
+    skip: set[int] = set()
+    for r in runs:
+        key = (r[2], r[3], r[1])
+        if key in stored:
+            skip.add(r[0])
+        else:
+            stored.add(key)
+    return skip
+
+
+def insert_sqlite_bulk(
+    dbapi_conn: sqlite3.Connection,
+    runs: list[tuple[Any, ...]],
+    calls: list[tuple[Any, ...]],
+    models: list[tuple[Any, ...]],
+    created: str,
+) -> set[int]:
+    """SQLite: one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) writing the rows of
+    :mod:`soloflow_core.ledger_rows`' layout, on the driver's connection. Runs whose id is
+    stored already in their namespace (or repeats one earlier in ``runs``) are skipped with
+    their calls; returns their ordinals.
+
+    A run's pk is its ordinal plus ``max(id)`` less the first ordinal: the write lock is
+    held from ``BEGIN IMMEDIATE``, so no other connection takes those ids meanwhile (a
+    skipped run leaves its id unused). The caller turns foreign-key checks off for the
+    connection: every call row points at a run row of the same statement batch.
+
+    Raises:
+        sqlite3.IntegrityError, sqlite3.DataError, UnicodeEncodeError: the database refused
+            a row (see :data:`BULK_REFUSED`); nothing of the batch was written.
+        sqlalchemy.exc.DBAPIError: any other database error, as SQLAlchemy words it.
+    """
+    cursor = dbapi_conn.cursor()
+    try:
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            skip = _existing_sqlite(cursor, runs)
+            if skip:
+                runs = [r for r in runs if r[0] not in skip]
+                calls = [c for c in calls if c[0] not in skip]
+                models = [m for m in models if m[0] not in skip]
+            if runs:
+                base = cursor.execute("SELECT max(id) FROM sf_task_runs").fetchone()[0] or 0
+                sql_runs, sql_calls, sql_models = _bulk_sql(base + 1 - min(r[0] for r in runs), created)
+                cursor.executemany(sql_runs, runs)
+                if calls:
+                    cursor.executemany(sql_calls, calls)
+                if models:
+                    cursor.executemany(sql_models, models)
+            cursor.execute("COMMIT")
+        except BaseException:
+            if dbapi_conn.in_transaction:
+                dbapi_conn.rollback()
+            raise
+        return skip
+    except BULK_REFUSED:
+        raise
+    except sqlite3.Error as exc:
+        raise _database_error(exc) from exc
+    finally:
+        cursor.close()
+
