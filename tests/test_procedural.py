@@ -464,7 +464,7 @@ def test_a_database_at_revision_0002_upgrades_and_its_flows_are_findable(db_url)
 
 def test_the_commonest_terms_are_left_out_of_the_query_but_still_scored(memory, store, monkeypatch):
     from soloflow_core.store import fulltext
-    from soloflow_core.store.procedural import FLOW_SEARCH
+    from soloflow_core.store.flow_lookup import FLOW_SEARCH
 
     monkeypatch.setattr(fulltext, "MATCH_BUDGET", 60)
     for i in range(80):
@@ -519,7 +519,7 @@ def test_another_store_objects_writes_are_seen_by_the_next_lookup(memory, store,
 
 def test_the_change_counter_only_rises_even_through_a_rebuild(store):
     from soloflow_core.store.fulltext import namespace_token
-    from soloflow_core.store.procedural import FLOW_SEARCH
+    from soloflow_core.store.flow_lookup import FLOW_SEARCH
 
     ns = namespace_token("alice", "bot")
     seen = []
@@ -561,13 +561,13 @@ def test_rare_terms_of_the_context_weigh_more_than_common_ones(memory, store):
 
 
 def test_a_lookup_reads_the_index_once_then_one_statement_per_lookup(memory, store, monkeypatch):
-    from soloflow_core.store import procedural
+    from soloflow_core.store import flow_lookup
 
     seed(store)
     loads, reads = [], []
-    load, read = procedural.load_flow_index, procedural._read_fields
-    monkeypatch.setattr(procedural, "load_flow_index", lambda *a, **k: loads.append(1) or load(*a, **k))
-    monkeypatch.setattr(procedural, "_read_fields", lambda *a, **k: reads.append(1) or read(*a, **k))
+    load, read = flow_lookup.load_flow_index, flow_lookup._read_fields
+    monkeypatch.setattr(flow_lookup, "load_flow_index", lambda *a, **k: loads.append(1) or load(*a, **k))
+    monkeypatch.setattr(flow_lookup, "_read_fields", lambda *a, **k: reads.append(1) or read(*a, **k))
     for _ in range(3):
         assert names(memory.find_workflow("alice", "bot", "reset my password"))[0] == "Reset password"
     assert (len(loads), len(reads)) == (1, 3)

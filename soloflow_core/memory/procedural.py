@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     import pluggy
 
     from soloflow_core.store import Store
-    from soloflow_core.store.procedural import FlowCandidate, FlowMeta
+    from soloflow_core.store.flow_lookup import LookupCandidate
+    from soloflow_core.store.procedural import FlowMeta
 
 __all__ = ["DEFAULT_MIN_CONFIDENCE", "ProceduralMemory", "WorkflowMatch"]
 
@@ -93,7 +94,7 @@ class WorkflowMatch:
 
 @dataclass(slots=True, eq=False)
 class _Scored:
-    flow: FlowCandidate
+    flow: LookupCandidate
     score: float
     text: float
     tools: float
@@ -130,7 +131,7 @@ def _order_share(name: str, pairs: set[tuple[str, str]], query: set[str]) -> flo
     return 1.0 if query.issuperset(phrase_terms(name)) and phrase_terms(name) else 0.0
 
 
-def _score(flow: FlowCandidate, best_rank: float, query: set[str], named: set[str],
+def _score(flow: LookupCandidate, best_rank: float, query: set[str], named: set[str],
            available: set[str] | None, said: dict[str, bool], pairs: set[tuple[str, str]]) -> _Scored:
     """``said`` memoizes, for one lookup, whether the context holds every term of a keyword."""
     keywords = []
