@@ -326,3 +326,38 @@ def test_savings_say_in_how_many_of_all_occurrences_they_were_measured():
     assert "in 20 of 40 occurrences" in top.savings_method
     # 1000 tokens over 5 turns (4 calls and the answer): 3 of the pattern's 4 turns saved.
     assert top.tokens_saved_per_occurrence == pytest.approx(600)
+
+
+def _ranking(cols: ToolNameColumns, **kw: object) -> list[tuple[object, ...]]:
+    return [
+        (r.names, r.runs, r.score, r.estimated_token_savings, r.explanation, tuple(r.occurrences))
+        for r in mine_ranked(cols, **kw)  # type: ignore[arg-type]
+    ]
+
+
+@pytest.mark.parametrize("sample_units", [None, 12_000])
+def test_int32_index_arrays_rank_as_int64_ones_do(monkeypatch, sample_units):
+    # 60k tools seen first: the workflows' codes are above 46,341, so a product of two
+    # codes (the pair and triple keys) overflows int32 unless it is widened first.
+    led = generate_ledger(runs=3000, workflows=6, seed=9, noise=0.1, names_only=True)
+    noise = [[f"once_{i}_{j}" for j in range(6)] for i in range(10_000)]
+    runs = noise + [list(s.names) for s in led.sequences]
+    cols = _columns(runs)
+    ledger = prepare_units(cols)
+    assert ledger.code.dtype == np.int32 and ledger.flat_unit.dtype == np.int32
+    assert min(ledger.names.index(t) for w in led.workflows for t in w.tools) > 46_341
+    narrow = _ranking(cols, top_k=6, sample_units=sample_units)
+    monkeypatch.setattr("soloflow_core.mining.units.index_dtype", lambda size: np.int64)
+    assert prepare_units(cols).code.dtype == np.int64
+    assert narrow == _ranking(cols, top_k=6, sample_units=sample_units)
+    assert score_top_k([n for n, *_ in narrow], led.workflows, k=6)[1] >= 0.8
+
+
+def test_code_positions_keep_the_code_arrays_type():
+    code = np.asarray([3, -1, 0, 3, 2, -1, 3, 0, -1, -1], dtype=np.int32)
+    where = CodePositions(code)
+    assert where.code.dtype == where.pos.dtype == np.int32
+    for c in range(5):
+        assert where.of(c).tolist() == np.flatnonzero(code == c).tolist()
+    wide = CodePositions(code.astype(np.int64))
+    assert wide.pos.dtype == np.int64 and wide.pos.tolist() == where.pos.tolist()

@@ -95,6 +95,7 @@ class _ChainIndex:
     TRIPLE_FORMS = ((0, 1, 2), (0, 1, 3), (0, 2, 3), (0, 2, 4), (1, 0, 2), (0, 2, 1))
 
     def __init__(self, code: IntArray, err: BoolArray) -> None:
+        code = code.astype(np.int64, copy=False)  # keys are products of codes
         self.width = w = int(code.max()) + 1 if len(code) and code.max() >= 0 else 1
         self.size = size = len(code)
         a, b, c = code[:-2], code[1:-1], code[2:]
@@ -450,13 +451,24 @@ class CodePositions:
     def __init__(self, code: IntArray) -> None:
         at = np.flatnonzero(code >= 0)
         bits = max(len(code).bit_length(), 1)
-        packed = (code[at] << bits) | at
+        packed = code[at].astype(np.int64)
+        packed <<= bits
+        packed |= at
+        del at
         packed.sort()
-        self.code = packed >> bits
-        self.pos = packed & ((1 << bits) - 1)
+        # Both halves in the code array's own type (int32 below 2**31 units: half the memory).
+        small = code.dtype if bits <= 31 else np.dtype(np.int64)
+        self.pos = packed.astype(small)  # the low bits: the position, once masked
+        self.pos &= (1 << bits) - 1
+        packed >>= bits
+        self.code = packed.astype(small)
+
+    def keys(self, codes: IntArray | list[int]) -> IntArray:
+        """``codes`` in the type of :attr:`code`, so that a search does not convert it."""
+        return np.asarray(codes, dtype=self.code.dtype)
 
     def of(self, c: int) -> IntArray:
-        lo, hi = np.searchsorted(self.code, [c, c + 1])
+        lo, hi = np.searchsorted(self.code, self.keys([c, c + 1]))
         return self.pos[lo:hi]
 
 
@@ -484,8 +496,8 @@ def _scan_starts_many(
     Each pattern's first two steps ``a, b`` are found from the positions of the rarer of
     the two: ``a`` then ``b`` one or two later, or ``b`` then ``a`` (swapped)."""
     heads = np.asarray([p[:2] for p in pats], dtype=np.int64)
-    lo = np.searchsorted(where.code, heads)
-    count = np.searchsorted(where.code, heads + 1) - lo
+    lo = np.searchsorted(where.code, where.keys(heads))
+    count = np.searchsorted(where.code, where.keys(heads + 1)) - lo
     by_b = count[:, 1] < count[:, 0]  # look the pair up from its second step
     pick = np.where(by_b, 1, 0)
     rows = np.arange(len(pats))

@@ -8,7 +8,7 @@ them without importing each other. Import them from :mod:`soloflow_core.mining.r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,8 @@ and tools alone are ~4k tokens), so 1,000 is deliberately conservative."""
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
+IndexArray = npt.NDArray[np.signedinteger[Any]]
+"""Positions, indices and tool codes of a unit ledger: int32 below 2**31 units, else int64."""
 _COVERED = -2  # code of a unit already covered by a chosen pattern
 _MEASURED, _RUN_TOTALS, _UNKNOWN = 2, 1, 0
 

@@ -163,7 +163,7 @@ def _with_run_totals(ledger: UnitLedger, known: BoolArray, per_turn: FloatArray)
     calls = (ledger.unit_last - ledger.unit_first + 1).astype(np.float64)
     ledger.unit_tokens = per_turn[run] * calls
     ledger.unit_turns = np.where(known[run], calls, np.nan)
-    ledger.unit_source = np.where(known[run], _RUN_TOTALS, _UNKNOWN)
+    ledger.unit_source = np.where(known[run], np.int8(_RUN_TOTALS), np.int8(_UNKNOWN))
     return ledger
 
 
@@ -340,7 +340,8 @@ def _whole_pattern(ledger: UnitLedger, pat: IntArray, where: CodePositions) -> M
     """``pat`` as mined on the whole ledger: runs containing it exactly, and runs that are it."""
     k, code = len(pat), ledger.code
     # From the places of its rarest step: the fewest to check.
-    lo, hi = np.searchsorted(where.code, pat), np.searchsorted(where.code, pat + 1)
+    lo = np.searchsorted(where.code, where.keys(pat))
+    hi = np.searchsorted(where.code, where.keys(pat + 1))
     o = int(np.argmin(hi - lo))
     at = where.pos[lo[o] : hi[o]] - o
     at = at[(at >= 0) & (at + k < len(code))]

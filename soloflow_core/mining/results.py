@@ -53,10 +53,10 @@ class OccurrenceList(Sequence[PatternOccurrence]):
     def __init__(
         self, ledger: UnitLedger, runs: IntArray, units: IntArray, occ: _Occurrences
     ) -> None:
-        safe = np.maximum(units, 0)
         self._runs = runs
-        self._first = np.where(units >= 0, ledger.unit_first[safe], -1)
-        self._last = np.where(units >= 0, ledger.unit_last[safe], -1)
+        # A step not reached has unit -1: it reads the last unit, then is masked.
+        self._first = np.where(units >= 0, ledger.unit_first[units], -1)
+        self._last = np.where(units >= 0, ledger.unit_last[units], -1)
         self._stray, self._swap_at, self._length = occ.stray, occ.swap_at, occ.length
 
     def __len__(self) -> int:
@@ -133,13 +133,14 @@ def _ranked(
 ) -> RankedPattern:
     names = tuple(ledger.names[c] for c in pat.tolist())
     reached = occ.pos >= 0
-    units = np.where(reached, ledger.flat_unit[np.maximum(occ.pos, 0)], -1)
+    # A step not reached has position -1: the ledger's last slot, a pad whose unit is -1.
+    units = ledger.flat_unit[occ.pos]
     first_unit = units[:, 0] if len(units) else np.zeros(0, dtype=np.int64)
     first_unit = np.where(first_unit >= 0, first_unit, units.max(axis=1) if len(units) else 0)
     run_of = ledger.kept[ledger.unit_run[first_unit]] if len(units) else np.zeros(0, np.int64)
     occurrences = OccurrenceList(ledger, run_of, units, occ)
     clean = int(((~occ.stray.any(axis=1)) & (occ.swap_at < 0) & (occ.length == len(pat))).sum())
-    loops = ledger.unit_repeated[np.maximum(units, 0)] & reached
+    loops = ledger.unit_repeated[units] & reached
     repeated = tuple(int(j) for j in np.flatnonzero(loops.any(axis=0))) if len(units) else ()
     n = ledger.unit_count
     expected = n * float(np.exp2(-ledger.bits[pat].sum()))
@@ -187,7 +188,7 @@ def _savings(ledger: UnitLedger, units: IntArray, reached: BoolArray) -> tuple[f
     """Tokens and model turns saved per occurrence, and how that was worked out."""
     if len(units) == 0:
         return 0.0, 0.0, "no occurrences"
-    safe = np.maximum(units, 0)
+    safe = units  # -1 where not reached: reads the last unit, masked by ``reached``
     source = np.where(reached, ledger.unit_source[safe], _MEASURED).min(axis=1)
     for level, how in (
         (_MEASURED, "measured: tokens of the model turns that requested the pattern's calls "

@@ -28,6 +28,7 @@ from soloflow_core.mining.options import (
     _UNKNOWN,
     BoolArray,
     FloatArray,
+    IndexArray,
     IntArray,
     RankingOptions,
 )
@@ -151,27 +152,32 @@ class UnitLedger:
     """Runs as units (retries and, by default, loops collapsed) in flat arrays.
 
     Unit *u* of kept run *r* sits at flat position ``u + r`` (a ``-1`` separator follows
-    each run, and two pad the end). Mine :meth:`coded` (or ``sequences``); rank with
+    each run, and two pad the end). Positions, indices and codes are int32 while the flat
+    array has fewer than 2**31 slots (:func:`index_dtype`): half the memory of int64 on a
+    million runs. Mine :meth:`coded` (or ``sequences``); rank with
     :func:`rank_patterns`.
     """
 
     kept: IntArray
     """Input index of each kept run."""
     names: list[str]
-    code: IntArray
+    code: IndexArray
     """Flat unit codes; -1 at separators."""
     err: BoolArray
     flow: BoolArray
     """Data passes from this unit's last call to the next unit."""
-    flat_unit: IntArray
+    flat_unit: IndexArray
     """Unit index at each flat position; -1 at separators."""
-    unit_run: IntArray
-    unit_first: IntArray
-    unit_last: IntArray
+    unit_run: IndexArray
+    """Kept run (its index among the kept runs) of each unit."""
+    unit_first: IndexArray
+    """Each unit's first and last call, counted from its run's first call."""
+    unit_last: IndexArray
     unit_repeated: BoolArray
     unit_tokens: FloatArray
     unit_turns: FloatArray
-    unit_source: IntArray
+    unit_source: npt.NDArray[np.int8]
+    """How the tokens were known: ``0`` unknown, ``1`` run totals, ``2`` measured."""
     bits: FloatArray
     """Bits to encode each tool's unit alone."""
     dropped_failed: int
@@ -192,19 +198,20 @@ class UnitLedger:
         """The ledger of the kept runs where ``runs`` (one flag per kept run) is True; their
         input indices stay the same, each tool's bits are counted afresh."""
         units = np.flatnonzero(runs[self.unit_run])
-        new_run = (np.cumsum(runs) - 1)[self.unit_run[units]]
         n_runs = int(runs.sum())
-        old_at = units + self.unit_run[units]
-        at = np.arange(len(units)) + new_run
         size = len(units) + n_runs + 2
+        ix = index_dtype(size)
+        new_run = (np.cumsum(runs) - 1).astype(ix)[self.unit_run[units]]
+        old_at = units + self.unit_run[units]
+        at = np.arange(len(units), dtype=ix) + new_run
 
         def flat(values: npt.NDArray[Any], fill: Any) -> npt.NDArray[Any]:
             out = np.full(size, fill, dtype=values.dtype)
             out[at] = values[old_at]
             return out
 
-        flat_unit = np.full(size, -1, dtype=np.int64)
-        flat_unit[at] = np.arange(len(units))
+        flat_unit = np.full(size, -1, dtype=ix)
+        flat_unit[at] = np.arange(len(units), dtype=ix)
         counts = np.bincount(self.code[old_at], minlength=len(self.names)).astype(np.float64)
         with np.errstate(divide="ignore"):
             bits = np.log2(max(len(units), 1) / counts)
@@ -262,6 +269,19 @@ def prepare_ledger(runs: Iterable[Any], options: RankingOptions | None = None) -
     )
 
 
+def index_dtype(size: int) -> type[np.signedinteger[Any]]:
+    """The narrowest of int32 and int64 that holds every index of an array of ``size``
+    (and every tool code): the unit ledger's index arrays are half as big in int32."""
+    return np.int32 if size < 2**31 else np.int64
+
+
+def _per_unit(values: Sequence[float] | FloatArray | None, first: IntArray) -> FloatArray:
+    """Per unit (starting at call ``first``), the sum of its calls' ``values``."""
+    if values is None or len(first) == 0:  # unknown for all: a read-only view, no memory
+        return np.broadcast_to(np.float64(np.nan), (len(first),))
+    return np.add.reduceat(np.asarray(values, dtype=np.float64), first)
+
+
 def unit_ledger_from_calls(
     names: Sequence[str],
     codes: Sequence[int] | IntArray,
@@ -281,7 +301,9 @@ def unit_ledger_from_calls(
     and whether its output feeds the next call (None: never); ``lengths`` and ``kept``
     (input index) per run. Works in whole arrays, so a million runs take seconds.
     """
-    code_c = np.asarray(codes, dtype=np.int64)
+    code_c = np.asarray(codes)
+    if code_c.dtype.kind not in "iu":
+        code_c = code_c.astype(np.int64)
     err_c = np.asarray(errs, dtype=bool)
     lens = np.asarray(lengths, dtype=np.int64)
     run_start = np.zeros(len(lens) + 1, dtype=np.int64)
@@ -295,37 +317,42 @@ def unit_ledger_from_calls(
     del same
     last = np.append(first[1:] - 1, len(code_c) - 1) if len(first) else first
     n_units = len(first)
-    units_before = np.searchsorted(first, run_start)
-    unit_run = np.repeat(np.arange(len(lens), dtype=np.int64), np.diff(units_before))
-    ok_before: npt.NDArray[Any] = np.zeros(
-        len(err_c) + 1, dtype=np.int32 if len(err_c) < 2**31 else np.int64
-    )
-    np.cumsum(~err_c, out=ok_before[1:])
-    ok_calls: npt.NDArray[Any] = ok_before[last + 1] - ok_before[first]
-    del ok_before
     flat_size = n_units + len(lens) + 2
-    flat_pos = np.arange(n_units) + unit_run
+    ix = index_dtype(max(flat_size, len(code_c) + 1, len(names)))
+    units_before = np.searchsorted(first, run_start)
+    unit_run = np.repeat(np.arange(len(lens), dtype=ix), np.diff(units_before))
+    del units_before
+    ok_before: npt.NDArray[Any] = np.zeros(len(err_c) + 1, dtype=ix)
+    np.cumsum(~err_c, out=ok_before[1:])
+    unit_repeated = (ok_before[last + 1] - ok_before[first]) >= 2
+    del ok_before
+    flat_pos = np.arange(n_units, dtype=ix)
+    flat_pos += unit_run
     unit_code = code_c[first]
-    code = np.full(flat_size, -1, dtype=np.int64)
+    code = np.full(flat_size, -1, dtype=ix)
     code[flat_pos] = unit_code
     err = np.zeros(flat_size, dtype=bool)
     err[flat_pos] = err_c[last]
     flow = np.zeros(flat_size, dtype=bool)
     if flows is not None:
         flow[flat_pos] = np.asarray(flows, dtype=bool)[last]
-    flat_unit = np.full(flat_size, -1, dtype=np.int64)
-    flat_unit[flat_pos] = np.arange(n_units)
+    flat_unit = np.full(flat_size, -1, dtype=ix)
+    flat_unit[flat_pos] = np.arange(n_units, dtype=ix)
     del flat_pos
     counts = np.bincount(unit_code, minlength=len(names)).astype(np.float64)
     del unit_code
     with np.errstate(divide="ignore"):
         bits = np.log2(max(n_units, 1) / counts)
-
-    def per_unit(values: Sequence[float] | FloatArray | None) -> FloatArray:
-        if values is None or n_units == 0:  # unknown for all: a read-only view, no memory
-            return np.broadcast_to(np.float64(np.nan), (n_units,))
-        return np.add.reduceat(np.asarray(values, dtype=np.float64), first)
-
+    tokens, turns = _per_unit(toks, first), _per_unit(turns, first)
+    source = (
+        np.minimum.reduceat(np.asarray(srcs, dtype=np.int8), first)
+        if n_units and srcs is not None
+        else np.broadcast_to(np.int8(_UNKNOWN), (n_units,))
+    )
+    start = run_start[unit_run]  # each unit's run's first call
+    first -= start
+    last -= start
+    del start
     return UnitLedger(
         kept=np.asarray(kept, dtype=np.int64),
         names=list(names),
@@ -334,14 +361,12 @@ def unit_ledger_from_calls(
         flow=flow,
         flat_unit=flat_unit,
         unit_run=unit_run,
-        unit_first=first - run_start[unit_run],
-        unit_last=last - run_start[unit_run],
-        unit_repeated=ok_calls >= 2,
-        unit_tokens=per_unit(toks),
-        unit_turns=per_unit(turns),
-        unit_source=np.minimum.reduceat(np.asarray(srcs, dtype=np.int64), first)
-        if n_units and srcs is not None
-        else np.broadcast_to(np.int64(_UNKNOWN), (n_units,)),
+        unit_first=first.astype(ix, copy=False),
+        unit_last=last.astype(ix, copy=False),
+        unit_repeated=unit_repeated,
+        unit_tokens=tokens,
+        unit_turns=turns,
+        unit_source=source,
         bits=bits,
         dropped_failed=dropped,
         options=opt,
