@@ -7,8 +7,9 @@ On the same file, each into a fresh SQLite file (WAL, as ``Store.open`` makes it
     (``INSERT ... RETURNING`` for the runs, then their calls): the straightforward path;
 (b) SoloFlow: :func:`~soloflow_core.ledger.ingest`, exactly what ``soloflow ingest`` runs;
 (c) the write alone: the file's rows built beforehand by ingest's fast lane (not timed), then
-    written as ingest writes them (``insert_sqlite_bulk``, 5000 runs per transaction, on the
-    driver's connection): the floor under (b), which reads in the same process.
+    written as ingest writes them (``insert_sqlite_bulk``, ``BATCH_RUNS`` runs per transaction,
+    on the driver's connection, WAL checkpoints on :class:`WalCheckpoints`' thread): the floor
+    under (b), which reads in the same process.
 
 The variants run round-robin (one rep of each, then the next rep); the median of the reps is
 reported, in calls/s and in MB/s of ledger read. Without a file, the τ-bench file of
@@ -35,6 +36,7 @@ from pathlib import Path
 
 from soloflow_core.ledger import ingest, parse_record
 from soloflow_core.ledger_rows import read_chunks
+from soloflow_core.ledger_sqlite import BATCH_RUNS, WalCheckpoints
 from soloflow_core.store import Store
 from soloflow_core.store.writer import insert_returning, insert_sqlite_bulk, now, sqlite_stamp
 
@@ -42,6 +44,7 @@ TARGET = 100_000
 ROOT = Path(__file__).resolve().parent.parent
 TAU = ROOT / "tests" / "data" / "tau_bench_gpt-4o_airline_trials0-2.jsonl.gz"
 BATCH = 5000
+"""Runs per transaction of the naive path."""
 NS = {"default_user": "bench", "default_agent": "bench"}
 
 
@@ -86,7 +89,7 @@ Rows = list[tuple[list[tuple], list[tuple], list[tuple]]]
 
 
 def parsed(path: Path) -> Rows:
-    """The file's rows in batches of ``BATCH`` runs, as ingest's fast lane builds them."""
+    """The file's rows in batches of ``BATCH_RUNS`` runs, as ingest's fast lane builds them."""
     batches: Rows = [([], [], [])]
     for chunk in read_chunks([str(path)], "bench", "bench", False):
         assert chunk[0] == "rows" and not chunk[8], "a line left the fast lane"
@@ -94,7 +97,7 @@ def parsed(path: Path) -> Rows:
         runs += chunk[4]
         calls += chunk[5]
         models += chunk[6]
-        if len(runs) >= BATCH:
+        if len(runs) >= BATCH_RUNS:
             batches.append(([], [], []))
     return batches
 
@@ -106,9 +109,14 @@ def write_rows(store: Store, batches: Rows) -> int:
     try:
         driver = raw.driver_connection
         driver.execute("PRAGMA foreign_keys = OFF")
-        for runs, calls, models in batches:
-            if runs:
-                insert_sqlite_bulk(driver, runs, calls, models, stamp(now()))
+        checkpoints = WalCheckpoints(store, driver)
+        try:
+            write = checkpoints.around(insert_sqlite_bulk)
+            for runs, calls, models in batches:
+                if runs:
+                    write(driver, runs, calls, models, stamp(now()))
+        finally:
+            checkpoints.close()
         driver.execute("PRAGMA foreign_keys = ON")
     finally:
         raw.close()

@@ -7,8 +7,10 @@ import json
 import math
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -157,7 +159,7 @@ def test_batches_across_deferred_and_bad_lines_write_every_good_run(tmp_path, mo
         gzip.open(TAU_BENCH).read().splitlines() + bad + gzip.open(AGENTDOJO).read().splitlines()
     )
     path = write_lines(tmp_path / "mixed.jsonl", lines)
-    monkeypatch.setattr(ledger_sqlite, "_BATCH", 70)  # batches across the deferred lines
+    monkeypatch.setattr(ledger_sqlite, "BATCH_RUNS", 70)  # batches across the deferred lines
     store = Store.open(f"sqlite:///{tmp_path / 'mixed.db'}")
     try:
         progress: list[tuple[int, int, int]] = []
@@ -180,12 +182,80 @@ def test_a_model_calls_total_defaults_to_its_sum(sqlite_file, tmp_path):
     assert not math.isnan(run.cost)
 
 
+def _checkpoint_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "soloflow-ingest-checkpoint"]
+
+
+def test_the_wal_is_checkpointed_in_the_background_and_left_as_it_was(tmp_path, monkeypatch):
+    """Batches are checkpointed by a thread of the ingest (its connection does not
+    checkpoint at its commits); when ingest returns, every frame of the WAL is in the
+    database, the thread is gone and the pooled connections checkpoint automatically again."""
+    lines = [
+        line.replace(b'"run_id": "', f'"run_id": "c{i}/'.encode(), 1)
+        for i in range(4)
+        for line in gzip.open(TAU_BENCH).read().splitlines()
+    ]
+    path = write_lines(tmp_path / "four.jsonl", lines)
+    monkeypatch.setattr(ledger_sqlite, "BATCH_RUNS", 100)
+    started: list[str] = []
+    write_bulk = ledger_sqlite._write_bulk
+
+    def spying_write(*args: Any) -> Any:
+        started.extend(_checkpoint_threads())
+        assert args[0].execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        return write_bulk(*args)
+
+    monkeypatch.setattr(ledger_sqlite, "_write_bulk", spying_write)
+    db = tmp_path / "wal.db"
+    store = Store.open(f"sqlite:///{db}")
+    try:
+        report = ingest(store, [path], **DEFAULTS)
+        assert report.runs_written == len(lines) and not report.errors
+        assert started and not _checkpoint_threads()
+        pooled = [store.engine.raw_connection() for _ in range(store.engine.pool.checkedin())]
+        try:
+            for raw in pooled:
+                assert (
+                    raw.driver_connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+                )
+        finally:
+            for raw in pooled:
+                raw.close()
+        # A checkpoint now finds nothing left to copy: ingest checkpointed its last batch.
+        probe = sqlite3.connect(db)
+        try:
+            busy, frames, copied = probe.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        finally:
+            probe.close()
+        assert busy == 0 and frames == copied
+        assert store.count_runs(user_id="me", agent_id="my-agent") == len(lines)
+    finally:
+        store.close()
+
+
+def test_an_in_memory_store_ingests_without_a_checkpoint_thread(tmp_path, monkeypatch):
+    seen: list[str] = []
+    write_bulk = ledger_sqlite._write_bulk
+    monkeypatch.setattr(
+        ledger_sqlite,
+        "_write_bulk",
+        lambda *a: seen.extend(_checkpoint_threads()) or write_bulk(*a),
+    )
+    store = Store.open("sqlite://")
+    try:
+        report = ingest(store, [TAU_BENCH], **DEFAULTS)
+        assert report.runs_written == 150 and seen == []
+        assert store.count_runs(user_id="me", agent_id="my-agent") == 150
+    finally:
+        store.close()
+
+
 CRASHING_INGEST = """
 import sys, time
 from soloflow_core import ledger, ledger_rows, ledger_sqlite
 from soloflow_core.store import Store
 ledger_rows.CHUNK_LINES = 100
-ledger_sqlite._BATCH = 200
+ledger_sqlite.BATCH_RUNS = 200
 store = Store.open(sys.argv[1])
 ledger.ingest(store, [sys.argv[2]], default_user="me", default_agent="my-agent",
               on_progress=lambda *a: time.sleep(0.2))
