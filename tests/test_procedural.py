@@ -518,8 +518,8 @@ def test_another_store_objects_writes_are_seen_by_the_next_lookup(memory, store,
 
 
 def test_the_change_counter_only_rises_even_through_a_rebuild(store):
-    from soloflow_core.store.fulltext import namespace_token
     from soloflow_core.store.flow_lookup import FLOW_SEARCH
+    from soloflow_core.store.fulltext import namespace_token
 
     ns = namespace_token("alice", "bot")
     seen = []
