@@ -10,11 +10,13 @@ compiled with a checkpointer and invoked with ``durability="sync"`` and a fresh
 * ``SF graph``: ``compile_flow`` + ``graph.invoke`` with the same checkpointer and no store:
   templates, skip checks, the per-call thread and the final node, but no step journal;
 * ``SF runtime``: ``FlowRuntime.run(name, inputs)`` on a store, ``retention="keep"``: the
-  durable path (run record, step journal — one transaction per step, the completion of a step
-  written with its successor's begin —, the run's end). On a SQLite file store its
-  checkpointer is ``SqliteSaver`` on a file next to the store; on PostgreSQL,
-  ``PostgresSaver`` in the same database. The target rows: ``SF runtime`` against ``LG`` on
-  ``sqlite`` and on ``postgres``.
+  durable path (run record, step journal, the run's end). On a SQLite file store its
+  checkpointer is ``SqliteSaver`` on a file next to the store and the journal writes one
+  transaction per step (a step's completion with its successor's begin); on PostgreSQL it is
+  the runtime's ``PostgresSaver`` (same connection settings as the baseline's) in the same
+  database, which carries the journal's per-step statements in its own saves (see
+  docs/flows.md). The target rows: ``SF runtime`` against ``LG`` on ``sqlite`` and on
+  ``postgres``.
 * ``SF runtime, retention``: the same with the default retention — the runtime deletes each
   run's checkpoints as it ends (batched, on a background thread), inside the timing.
 

@@ -217,7 +217,7 @@ class WalCheckpoints:
     The last batch is checkpointed before :func:`ingest` returns, as SQLite's automatic
     checkpoint would have done at its commit. How a commit reaches the disk does not change.
 
-    The flow journal's checkpointer (``soloflow_core.store.step_journal``) does not wait: its
+    The flow journal's checkpointer (``soloflow_core.store.journal_io``) does not wait: its
     commits must not, and it keeps the WAL short by holding the journal's lock for the tail.
     Ingest can wait, and waiting keeps the WAL to one batch with no lock at all.
 

@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import queue
@@ -52,7 +53,7 @@ from soloflow_core.flow.journal import InMemoryStepJournal, StepJournal
 from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import json_text
-from soloflow_langgraph.compiler import FlowContext, compile_flow
+from soloflow_langgraph.compiler import FlowContext, begin_ahead_plan, compile_flow
 from soloflow_langgraph.runner import FlowRunResult, apply_input_defaults, check_inputs
 
 if TYPE_CHECKING:
@@ -111,12 +112,15 @@ def default_checkpointer(store: Store | None) -> Any:
         return saver
     if url.get_backend_name() == "postgresql":
         import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
         from psycopg.rows import dict_row
+
+        from soloflow_langgraph.runtime_savers import JournalingPostgresSaver
 
         dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         pg = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        saver_pg = PostgresSaver(pg)  # type: ignore[arg-type]
+        # LangGraph's PostgresSaver, set up as PostgresSaver.from_conn_string sets it up; it
+        # also carries the step journal's writes in its own transactions (runtime_savers).
+        saver_pg = JournalingPostgresSaver(pg)  # type: ignore[arg-type]
         saver_pg.setup()
         saver_pg.soloflow_close = pg.close  # type: ignore[attr-defined]
         return saver_pg
@@ -167,6 +171,7 @@ class FlowRuntime:
         self._definitions: dict[tuple[str, int], FlowDefinition] = {}
         self._def_json: dict[tuple[str, int], tuple[FlowDefinition, str]] = {}
         self._latest: dict[str, FlowDefinition] = {}
+        self._first_steps: dict[tuple[str, int], tuple[FlowDefinition, list[tuple[str, str]]]] = {}
         self._janitor: queue.Queue[str] | None = None
         self._flush = threading.Event()
         self._retention_saver: Any = None
@@ -258,7 +263,7 @@ class FlowRuntime:
         if self.store is not None:
             run_id = self.store.start_flow_run(flow, inputs, definition_json=self._definition_json(flow),
                                                **self._start_kw(run_id))
-            journal: StepJournal = self.store.step_journal(run_id, defer_completions=True)
+            journal: StepJournal = self._new_run_journal(flow, run_id)
         else:
             import uuid
 
@@ -267,6 +272,27 @@ class FlowRuntime:
         if on_started is not None:
             on_started(run_id)
         return self._drive(flow, graph, run_id, journal, {"inputs": inputs})
+
+    def _new_run_journal(self, flow: FlowDefinition, run_id: str) -> StepJournal:
+        """The journal of a run just recorded, its first steps already being begun (in the
+        background, while LangGraph writes the run's first checkpoints)."""
+        journal = self._journal(run_id)
+        key = (flow.name, flow.version)
+        hit = self._first_steps.get(key)
+        if hit is None or not (hit[0] is flow or hit[0] == flow):
+            first = [(sid, sid) for sid, _ in begin_ahead_plan(flow).get(None, ())]
+            hit = self._first_steps[key] = (flow, first)
+        journal.begin_ahead(hit[1])
+        return journal
+
+    def _journal(self, run_id: str) -> StepJournal:
+        """The run's journal as the runtime drives it: completions held for the next write,
+        and — with the runtime's PostgreSQL checkpointer — begins written ahead carried in
+        the checkpoint's saves."""
+        saver = self.checkpointer
+        carrier = (functools.partial(saver.ride, run_id)
+                   if getattr(saver, "carries_journal", False) and self.durability != "exit" else None)
+        return self._need_store().step_journal(run_id, defer_completions=True, carrier=carrier)
 
     def _start_kw(self, run_id: str | None) -> dict[str, Any]:
         return {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": run_id, "owner": self.owner}
@@ -298,8 +324,7 @@ class FlowRuntime:
                 continue
             if on_started is not None:
                 on_started(started)
-            return self._drive(flow, graph, started, self.store.step_journal(started, defer_completions=True),
-                               {"inputs": inputs})
+            return self._drive(flow, graph, started, self._new_run_journal(flow, started), {"inputs": inputs})
         # Versions kept coming: run the one the store names now.
         return self.run(self.flow(name), given, run_id=run_id, on_started=on_started)
 
@@ -406,7 +431,7 @@ class FlowRuntime:
         store.claim_flow_run(rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner)
         cfg = {"configurable": {"thread_id": rec.id}}
         payload: Any = command
-        journal = store.step_journal(rec.id, defer_completions=True)
+        journal = self._journal(rec.id)
         if command is None:
             snapshot = graph.get_state(cfg)  # type: ignore[arg-type]
             # No checkpoint yet (the process died before the first one): start over; the
@@ -465,6 +490,7 @@ class FlowRuntime:
         skipped = dict(state.get("skipped") or {})
         common: dict[str, Any] = {"skipped": skipped}
         if "__interrupt__" in state:
+            journal.release_ahead(NOT_CALLED)
             journal.flush()  # the completions held back: the run waits, maybe for days
             payloads = [getattr(i, "value", i) for i in state["__interrupt__"]]
             return FlowRunResult(run_id, flow.name, "waiting", None, results, errors, steps, ms,
@@ -502,8 +528,11 @@ class FlowRuntime:
     def _finish(self, run_id: str, state: RunState, journal: StepJournal, **kw: Any) -> None:
         """Record the run's end (with the completions its journal holds back) and let its
         checkpoints go."""
+        journal.release_ahead(NOT_CALLED)
         if self.store is None:
             journal.flush()
+        elif journal.ended_ahead() == (state.value, kw.get("outputs"), kw.get("outcome")):
+            pass  # recorded with the last step's writes, in their checkpoint transaction
         else:
             try:
                 # With a checkpointer of the caller's (maybe another database) the end commits
@@ -571,6 +600,10 @@ class FlowRuntime:
                                      if getattr(self.checkpointer, "soloflow_close", None) else self.checkpointer)
         return self._retention_saver
 
+
+NOT_CALLED = "the run stopped before this step, begun ahead, was called"
+"""The detail of a step recorded ``skipped`` because its run ended after the journal had
+begun it ahead (``StepJournal.begin_ahead``) and before its node ran."""
 
 RETENTION_LINGER = 0.5
 """Seconds the retention thread waits to gather ended runs into one deletion."""

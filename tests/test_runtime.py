@@ -469,7 +469,8 @@ def test_inputs_take_their_schema_defaults(rt_store):
 @pytest.mark.parametrize("kind", ["memory", "sqlalchemy", "driver"])
 def test_every_step_journal_records_the_same_states_and_transitions(rt_store, kind):
     from soloflow_core.flow.journal import InMemoryStepJournal
-    from soloflow_core.store.step_journal import DriverStepJournal, StoreStepJournal
+    from soloflow_core.store.driver_journal import DriverStepJournal
+    from soloflow_core.store.step_journal import StoreStepJournal
 
     flow = FlowDefinition(name="j", steps=[_step("a")])
     run_id = rt_store.start_flow_run(flow, {}, **NS)
@@ -628,7 +629,7 @@ def test_journal_commits_leave_wal_checkpoints_to_a_thread_of_their_own(tmp_path
     """The journal's SQLite writer never checkpoints inside a step's commit; a background
     thread does, so the WAL does not grow without bound; the connection goes back to the pool
     with SQLite's automatic checkpoints on."""
-    from soloflow_core.store import step_journal as sj
+    from soloflow_core.store import journal_io as sj
 
     db = tmp_path / "wal.db"
     store = Store.open(f"sqlite:///{db}")
@@ -685,3 +686,114 @@ def test_a_run_by_name_validates_the_callers_inputs_against_the_newest_version(r
     assert plain.output == {"from": "a", "v": "en"} and rt.status(plain.run_id).flow_version == 2
     with pytest.raises(FlowValidationError, match="unknown input 'mode'"):
         rt.run("evolving", {"mode": "slow"})  # fits no version that is the newest
+
+
+# ---------------------------------------------------------------- begins written ahead
+
+
+def test_a_step_waiting_for_one_step_is_begun_ahead_and_its_history_is_in_order(rt_store):
+    """b waits for a alone: a's completion and b's begin are written as a completes (on
+    PostgreSQL in the transaction of a's checkpoint writes), before b's node runs — and b's
+    node, by then, finds it recorded running with its key and calls it once."""
+    rec = Recorder()
+    seen: dict[str, Any] = {}
+
+    def b(v: Any = None) -> Any:
+        seen["b"] = [(s.step_key, s.state) for s in rt_store.get_flow_run(seen["run"], **NS).steps]
+        return rec.make("b")(v)
+
+    b.__name__ = "b"
+    flow = FlowDefinition(name="ahead", steps=[_step("a"), _step("b", "a"), _step("c", "b")])
+    rt = FlowRuntime(rt_store, tools=[rec.make("a"), b, rec.make("c")], **NS)
+    result = rt.run(flow, {}, on_started=lambda rid: seen.update(run=rid))
+    assert result.status == "completed" and rec.names() == ["a", "b", "c"]
+    # Recorded before the call: running, after a's completion.
+    assert seen["b"] == [("a", "completed"), ("b", "running")]
+    history = rt.history(result.run_id)
+    _legal(history)
+    moves = [(m.step_key, m.to_state) for m in history if m.to_state in ("running", "completed")]
+    assert moves == [(None, "running"), ("a", "running"), ("a", "completed"), ("b", "running"),
+                     ("b", "completed"), ("c", "running"), ("c", "completed"), (None, "completed")]
+    status = rt.status(result.run_id)
+    assert [(s.step_key, s.attempts, s.idempotency_key) for s in status.steps] == [
+        (k, 1, f"{result.run_id}:{k}") for k in "abc"]
+
+
+def test_a_step_begun_ahead_of_a_run_that_stopped_is_recorded_skipped_not_called(rt_store):
+    """a completes (its dependent b is begun ahead) while x, in the same superstep, fails with
+    on_failure=stop: b's node never runs, and the run's end records b skipped, saying why."""
+    from soloflow_langgraph.runtime import NOT_CALLED
+
+    rec = Recorder()
+    rec.fail["x"] = -1
+    flow = FlowDefinition(name="ahead-stop", steps=[_step("a"), _step("x"), _step("b", "a")])
+    rt = FlowRuntime(rt_store, tools=[rec.make("a"), rec.make("x", sleep=0.2), rec.make("b")], **NS)
+    result = rt.run(flow, {})
+    assert result.status == "failed" and result.failed_step == "x"
+    assert sorted(rec.names()) == ["a", "x"]
+    states = {s.step_key: s.state for s in rt.status(result.run_id).steps}
+    history = rt.history(result.run_id)
+    _legal(history)
+    if getattr(rt.checkpointer, "carries_journal", False):  # PostgreSQL: b was begun ahead
+        assert states == {"a": "completed", "x": "failed", "b": "skipped"}
+        assert [m.detail for m in history if m.step_key == "b" and m.to_state == "skipped"] == [NOT_CALLED]
+    else:  # SQLite begins nothing ahead: b was never recorded
+        assert states == {"a": "completed", "x": "failed"}
+
+
+def test_the_runtime_checkpointer_carries_the_journal_in_its_own_transactions(rt_store):
+    """On PostgreSQL the runtime's checkpointer sends the writes begun ahead with its saves:
+    the first steps' begins ride in the run's first checkpoint (always), each later one in
+    the save of the step's writes that completes its dependencies (unless the next step
+    needs it first: then the journal writes it itself). Elsewhere it is LangGraph's saver."""
+    rec = Recorder()
+    flow = FlowDefinition(name="carried", steps=[
+        _step("a"), _step("b", "a"), _step("c", "a"), _step("d", "b", "c")])
+    rt = FlowRuntime(rt_store, tools=[rec.make(k) for k in "abcd"], **NS)
+    carries = getattr(rt.checkpointer, "carries_journal", False)
+    assert carries == (rt_store.engine.dialect.name == "postgresql")
+    rides: list[Any] = []
+    if carries:
+        offer = rt.checkpointer.ride
+
+        def ride(thread_id: str, statements: Any) -> Any:
+            rides.append(offer(thread_id, statements))
+            return rides[-1]
+
+        rt.checkpointer.ride = ride
+    result = rt.run(flow, {})
+    assert result.status == "completed" and sorted(rec.names()) == ["a", "b", "c", "d"]
+    status = rt.status(result.run_id)
+    assert [(s.step_key, s.state, s.attempts) for s in status.steps] == [(k, "completed", 1) for k in "abcd"]
+    history = rt.history(result.run_id)
+    _legal(history)
+    # d is begun once, after both of its dependencies completed.
+    order = [(m.step_key, m.to_state) for m in history if m.to_state in ("running", "completed")]
+    assert order.index(("d", "running")) > max(order.index(("b", "completed")), order.index(("c", "completed")))
+    if carries:
+        assert len(rides) >= 3 and rides[0].rows is not None  # the first begin rode the first save
+
+
+def test_a_start_and_each_begin_are_stored_as_one_row_and_listed_as_every_transition(rt_store):
+    """The store keeps a run's start (draft → active → running) and a step's begin (pending →
+    ready → running) as one row each; the history lists every transition they stand for."""
+    import sqlalchemy as sa
+
+    from soloflow_core.store import schema as t
+
+    rec = Recorder()
+    flow = FlowDefinition(name="compact", steps=[_step("a"), _step("b", "a")])
+    rt = FlowRuntime(rt_store, tools=[rec.make("a"), rec.make("b")], **NS)
+    result = rt.run(flow, {})
+    assert result.status == "completed"
+    with rt_store.engine.connect() as conn:
+        stored = conn.execute(sa.select(sa.func.count()).select_from(t.flow_transitions)
+                              .where(t.flow_transitions.c.run_id == result.run_id)).scalar()
+    assert stored == 1 + 2 * 2 + 1  # start, (begin, completion) per step, end
+    history = rt.history(result.run_id)
+    _legal(history)
+    assert [(m.step_key, m.from_state, m.to_state, m.detail) for m in history[:3]] == [
+        (None, None, "draft", None), (None, "draft", "active", "inputs checked"),
+        (None, "active", "running", rt.owner)]
+    assert [m.to_state for m in history if m.step_key == "b"] == ["pending", "ready", "running", "completed"]
+    assert len({m.at for m in history if m.step_key == "b" and m.to_state != "completed"}) == 1

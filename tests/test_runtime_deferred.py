@@ -141,13 +141,16 @@ _CHILD = textwrap.dedent("""
 
     store = Store.open(sys.argv[1])
     rt = FlowRuntime(store, tools=[make(s) for s in "abc"], user_id="deferred-user", agent_id="deferred-agent")
+    if sys.argv[5:] == ["uncarried"]:  # completions held for the next write, not carried in saves
+        rt.checkpointer.carries_journal = False
     if sys.argv[3] == "kill":
         inner = rt.checkpointer.put
+        last = sys.argv[4]
 
         def put(config, checkpoint, metadata, new_versions):
             out = inner(config, checkpoint, metadata, new_versions)
-            if "a" in (checkpoint["channel_values"].get("results") or {}):
-                os._exit(17)  # a's output is saved; its completion is still held
+            if last in (checkpoint["channel_values"].get("results") or {}):
+                os._exit(17)  # the step's output is saved in the checkpoint
             return out
 
         rt.checkpointer.put = put
@@ -165,24 +168,60 @@ def test_a_process_ending_after_a_call_returned_leaves_it_to_be_recovered_not_ca
         store.register_flow(_chain("resume-me", "a", "b", "c"), source="user", **NS)
         log = tmp_path / "calls.log"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        child = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "kill"],
+        # The last step's completion is held for the run's end (no step waits for it, so
+        # nothing is begun ahead with it; with a checkpointer that does not carry the journal
+        # — on PostgreSQL the runtime's own would send it with the step's writes): the
+        # process ends once its output is checkpointed.
+        child = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "kill", "c", "uncarried"],
+                               capture_output=True, text=True, timeout=120, env=env)
+        assert child.returncode == 17, child.stderr
+        run_id = child.stdout.split()[0]
+        assert log.read_text().split() == ["a", "b", "c"]
+        assert _states(store, run_id) == {"a": "completed", "b": "completed", "c": "running"}
+
+        resumed = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id,
+                                  "uncarried"], capture_output=True, text=True, timeout=120, env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        assert resumed.stdout.split()[-1] == "C"
+        assert log.read_text().split() == ["a", "b", "c"]  # c was not called again
+        rec = store.get_flow_run(run_id, **NS)
+        assert rec.state == "completed"
+        steps = {s.step_key: s for s in rec.steps}
+        assert steps["c"].output == "C" and steps["c"].attempts == 1
+        recovered = [m for m in store.flow_run_history(run_id, **NS)
+                     if m.step_key == "c" and m.to_state == "completed"]
+        assert [m.detail for m in recovered] == [RECOVERED]
+    finally:
+        store.close()
+
+
+def test_a_step_begun_ahead_but_never_called_runs_once_after_the_process_ends(
+        db_url: str, tmp_path: Path) -> None:
+    """a's completion and b's begin are written as a completes (ahead of b's node); the
+    process ends once a's output is checkpointed, before b is called. The resumed run calls b
+    once, with its idempotency key, and never calls a again."""
+    store = Store.open(db_url)
+    try:
+        store.register_flow(_chain("resume-me", "a", "b", "c"), source="user", **NS)
+        log = tmp_path / "calls.log"
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        child = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "kill", "a"],
                                capture_output=True, text=True, timeout=120, env=env)
         assert child.returncode == 17, child.stderr
         run_id = child.stdout.split()[0]
         assert log.read_text().split() == ["a"]
-        assert _states(store, run_id) == {"a": "running"}
+        # Where the write begun ahead had got to when the process ended: a completed and b
+        # running (written), or a still running (not yet) — recovered from the checkpoint.
+        assert _states(store, run_id) in ({"a": "completed", "b": "running"}, {"a": "running"})
 
         resumed = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id],
                                  capture_output=True, text=True, timeout=120, env=env)
         assert resumed.returncode == 0, resumed.stderr
         assert resumed.stdout.split()[-1] == "C"
-        assert log.read_text().split() == ["a", "b", "c"]  # a was not called again
+        assert log.read_text().split() == ["a", "b", "c"]
         rec = store.get_flow_run(run_id, **NS)
-        assert rec.state == "completed"
+        assert rec.state == "completed" and all(s.state == "completed" for s in rec.steps)
         steps = {s.step_key: s for s in rec.steps}
-        assert steps["a"].output == "A" and steps["a"].attempts == 1
-        recovered = [m for m in store.flow_run_history(run_id, **NS)
-                     if m.step_key == "a" and m.to_state == "completed"]
-        assert [m.detail for m in recovered] == [RECOVERED]
+        assert steps["a"].attempts == 1 and steps["b"].idempotency_key == f"{run_id}:b"
     finally:
         store.close()

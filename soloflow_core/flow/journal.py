@@ -8,6 +8,7 @@ the store's (``Store.step_journal(run_id)``), which makes runs durable.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -83,6 +84,28 @@ class StepJournal:
     def flush(self) -> None:
         """Record anything held back (see ``Store.step_journal(defer_completions=True)``).
         The runtime calls it when a run stops, finished or waiting. Default: nothing held."""
+
+    def begin_ahead(self, steps: Sequence[tuple[str, str]]) -> None:
+        """Record ``(step_key, step_id)`` as running before their nodes ask: the runtime calls
+        it when a step completed, for the steps it completed the dependencies of (and at a
+        run's start for its first steps), so that the write can go with LangGraph's save of
+        the step's writes instead of after it. A later :meth:`begin` of such a step waits
+        for that write and uses it when it applied; every other call waits for it too.
+        Default: nothing (each ``begin`` writes on its own)."""
+
+    def release_ahead(self, reason: str) -> None:
+        """The run stops: steps begun ahead whose node never asked are recorded
+        ``skipped`` with ``reason`` (they were not called). Default: nothing."""
+
+    def finish_ahead(self, status: str, outputs: Any, outcome: str) -> None:
+        """The step that just completed ends the run (its last step, nothing failed): the
+        run's end may be written with that completion, ahead of the runtime's own end.
+        Default: nothing."""
+
+    def ended_ahead(self) -> tuple[str, Any, str] | None:
+        """``(status, outputs, outcome)`` of a run end :meth:`finish_ahead` recorded, else
+        None."""
+        return None
 
 
 @dataclass(slots=True)

@@ -24,17 +24,16 @@ from soloflow_core.flow.fsm import (
 )
 from soloflow_core.flow.journal import StepJournal
 from soloflow_core.store import schema as t
-from soloflow_core.store.step_journal import (
-    _PG_SEQ,
-    DriverStepJournal,
+from soloflow_core.store.driver_journal import _PG_SEQ, Carrier, DriverStepJournal
+from soloflow_core.store.journal_io import (
     JournalSql,
-    StoreStepJournal,
     driver_statement,
     driver_transaction,
     insert_transitions,
     release_sqlite_writer,
     stamper,
 )
+from soloflow_core.store.step_journal import StoreStepJournal
 from soloflow_core.store.writer import json_text, now, storable_text
 
 if TYPE_CHECKING:
@@ -49,10 +48,12 @@ _NEWEST = ("WHERE NOT EXISTS (SELECT 1 FROM sf_flows WHERE user_id = {0} AND age
            "AND version > {0})")
 _PG_RUN_TRANSITIONS = (
     "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
-    "SELECT run.id, NULL, v.a, v.b, %s, v.d FROM run CROSS JOIN (VALUES (1, NULL, 'draft', NULL), "
-    "(2, 'draft', 'active', 'inputs checked'), (3, 'active', 'running', CAST(%s AS text))) AS v(n, a, b, d) "
-    "ORDER BY v.n RETURNING 1"
+    "SELECT run.id, NULL, NULL, 'running', %s, CAST(%s AS text) FROM run RETURNING 1"
 )
+"""A run's start — none → draft → active (inputs checked) → running (by its owner) — as one
+row; :meth:`FlowRunStore.flow_run_history` lists it as the three (no other move goes from
+nothing to ``running``)."""
+_STARTED = "inputs checked"
 _PG_RUN_VALUES = ("%s, %s, %s, %s, %s, 'running', CAST(%s AS jsonb), %s, %s, %s, CAST(%s AS jsonb), FALSE")
 _PG_START = f"WITH run AS ({_RUN_COLUMNS}VALUES ({_PG_RUN_VALUES}) RETURNING id) {_PG_RUN_TRANSITIONS}"
 """A new run and its first three transitions in one statement (PostgreSQL)."""
@@ -241,11 +242,7 @@ class FlowRunStore:
                 *newest))
             if cur.rowcount != 1:
                 return False
-            insert_transitions(cur, sql, [
-                (run_id, None, None, RunState.DRAFT.value, at, None),
-                (run_id, None, RunState.DRAFT.value, RunState.ACTIVE.value, at, "inputs checked"),
-                (run_id, None, RunState.ACTIVE.value, RunState.RUNNING.value, at, owner),
-            ])
+            insert_transitions(cur, sql, [(run_id, None, None, RunState.RUNNING.value, at, owner)])
             return True
 
         return run_id if driver_transaction(self._journal_engine(), sql, work) else None
@@ -389,7 +386,20 @@ class FlowRunStore:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(c.at, c.step_key, c.from_state, c.to_state, c.detail)
                                 .where(c.run_id == run_id).order_by(c.id)).all()
-        return [Transition(at=r[0], step_key=r[1], from_state=r[2], to_state=r[3], detail=r[4]) for r in rows]
+        out: list[Transition] = []
+        for at, step_key, old, new, detail in rows:
+            if old is None and new == RunState.RUNNING:  # a start or a begin, stored as one row
+                if step_key is None:
+                    out += [Transition(at, None, None, RunState.DRAFT.value, None),
+                            Transition(at, None, RunState.DRAFT.value, RunState.ACTIVE.value, _STARTED),
+                            Transition(at, None, RunState.ACTIVE.value, new, detail)]
+                else:
+                    out += [Transition(at, step_key, None, StepState.PENDING.value, None),
+                            Transition(at, step_key, StepState.PENDING.value, StepState.READY.value, None),
+                            Transition(at, step_key, StepState.READY.value, new, detail)]
+                continue
+            out.append(Transition(at=at, step_key=step_key, from_state=old, to_state=new, detail=detail))
+        return out
 
     def list_flow_runs(
         self,
@@ -419,7 +429,8 @@ class FlowRunStore:
             return list(conn.execute(sa.select(c.id).where(cond, sa.func.coalesce(c.updated_at, c.started_at)
                                                            < older_than)).scalars())
 
-    def step_journal(self, run_id: str, *, defer_completions: bool = False) -> StepJournal:
+    def step_journal(self, run_id: str, *, defer_completions: bool = False,
+                     carrier: Carrier | None = None) -> StepJournal:
         """The journal the runtime writes ``run_id``'s steps to: on SQLite and PostgreSQL
         one that talks to the driver directly (see :class:`DriverStepJournal`).
 
@@ -428,9 +439,13 @@ class FlowRunStore:
         write per step instead of two. The caller must call ``flush()`` when the run stops
         and ``recovered()`` on resume for steps whose output the checkpoint holds; the
         :class:`~soloflow_langgraph.runtime.FlowRuntime` does both. Ignored on other
-        databases."""
+        databases.
+
+        ``carrier`` (PostgreSQL): sends the begins written ahead with the run's checkpoint
+        saves (see :data:`~soloflow_core.store.driver_journal.Carrier`)."""
         if self.engine.dialect.name in ("sqlite", "postgresql"):
-            return DriverStepJournal(self._journal_engine(), run_id, defer_completions=defer_completions)
+            return DriverStepJournal(self._journal_engine(), run_id, defer_completions=defer_completions,
+                                     carrier=carrier)
         return StoreStepJournal(self._writer, self.engine, run_id)
 
 

@@ -519,7 +519,7 @@ class Store(FlowRunStore, ProceduralStore):
     def latest_flow_version(self, name: str, *, user_id: str, agent_id: str) -> int | None:
         """The newest version number of flow ``name`` in the namespace (None: no such flow);
         one indexed read, for callers that cache definitions."""
-        from soloflow_core.store.step_journal import driver_statement
+        from soloflow_core.store.journal_io import driver_statement
 
         sql = _LATEST_VERSION.get(self.engine.dialect.name)
         if sql is None:

@@ -1,0 +1,520 @@
+"""The store's step journal on SQLite and PostgreSQL, written through the driver connection
+(:class:`DriverStepJournal`): one short transaction per write, a step's completion held and
+written with the run's next write, and on PostgreSQL statements that may ride in LangGraph's
+checkpoint saves (:data:`Carrier`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from soloflow_core.errors import NotFoundError
+from soloflow_core.flow.fsm import StepState
+from soloflow_core.flow.journal import StepBegin, idempotency_key
+from soloflow_core.store.journal_io import (
+    JournalSql,
+    driver_statement,
+    driver_transaction,
+    insert_transitions,
+    stamper,
+)
+from soloflow_core.store.step_journal import (
+    _NEW_STEP_MOVES,
+    StoreStepJournal,
+    _begin_moves,
+    _finish_moves,
+    _Finishing,
+)
+from soloflow_core.store.writer import json_text, now, storable_text
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
+log = logging.getLogger(__name__)
+
+
+_PG_BEGIN = (
+    "WITH r AS (SELECT id FROM sf_flow_runs WHERE id = %s AND NOT cancel_requested), "
+    "ins AS (INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
+    "started_at) SELECT id, %s, %s, 'running', 1, %s, %s FROM r "
+    "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING run_id) "
+    "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT ins.run_id, %s, NULL, 'running', %s, NULL FROM ins RETURNING 1"
+)
+"""A new step's begin (none → pending → ready → running, one row: see ``_NEW_STEP_MOVES``)
+in one statement; no rows when the run is cancelled or missing or the step already
+recorded — then the checked path runs."""
+
+_PG_SEQ = "nextval(pg_get_serial_sequence('sf_flow_transitions', 'id'))"
+_PG_COMPLETE = (
+    "WITH up AS (UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, "
+    f"output = CAST(%s AS jsonb), completed_seq = {_PG_SEQ} "
+    "WHERE run_id = %s AND step_key = %s AND state = 'running' RETURNING run_id, completed_seq) "
+    "INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT completed_seq, run_id, %s, 'running', 'completed', %s, NULL FROM up RETURNING 1"
+)
+"""running → completed in one statement (PostgreSQL). The completion number is drawn from
+the transitions' id sequence and is the id of the completion's own transition: distinct
+across parallel steps without locking the run, in the order the completions happened."""
+
+_PG_COMPLETE_THEN_BEGIN = (
+    "WITH up AS (UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, "
+    f"output = CAST(%s AS jsonb), completed_seq = {_PG_SEQ} "
+    "WHERE run_id = %s AND step_key = %s AND state = 'running' RETURNING run_id, completed_seq), "
+    "done AS (INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT completed_seq, run_id, %s, 'running', 'completed', %s, NULL FROM up RETURNING id), "
+    "r AS (SELECT id FROM sf_flow_runs WHERE id = %s AND NOT cancel_requested AND EXISTS (SELECT 1 FROM done)), "
+    "ins AS (INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
+    "started_at) SELECT id, %s, %s, 'running', 1, %s, %s FROM r "
+    "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING run_id), "
+    "moves AS (INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT ins.run_id, %s, NULL, 'running', %s, NULL FROM ins RETURNING 1) "
+    "SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM moves)"
+)
+"""A held completion and the next step's begin in one statement (PostgreSQL): the begin
+reads ``done``, so it runs after the completion and its transitions are numbered after it;
+no begin when the completion did not apply. Returns (completions, begin transitions)."""
+
+
+_SQLITE_BEGIN = (
+    "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, started_at) "
+    "SELECT id, ?, ?, 'running', 1, ?, ? FROM sf_flow_runs WHERE id = ? AND NOT cancel_requested "
+    "ON CONFLICT (run_id, step_key) DO NOTHING"
+)
+
+_SQLITE_COMPLETE = (
+    "UPDATE sf_flow_step_runs SET state = 'completed', finished_at = ?, output = ?, completed_seq = "
+    "(SELECT COALESCE(MAX(completed_seq), 0) + 1 FROM sf_flow_step_runs WHERE run_id = ?) "
+    "WHERE run_id = ? AND step_key = ? AND state = 'running'"
+)
+
+
+Carrier = Callable[[Sequence[tuple[str, Sequence[Any]]]], Callable[[], "list[list[tuple[Any, ...]]] | None"]]
+"""Sends journal statements (PostgreSQL), in order, with the run's next checkpoint save, in
+its transaction; the callable it returns gives each statement's rows, or None when no save
+sent them (then the journal writes them itself). The runtime's PostgreSQL checkpointer is one."""
+
+
+class DriverStepJournal(_Finishing):
+    """The store's journal on SQLite and PostgreSQL, written through the driver connection:
+    the same rows as :class:`StoreStepJournal` in one transaction of 3–4 statements per
+    call (SQLAlchemy's per-statement cost would double a step's). The run's row is locked
+    first (``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE`` on PostgreSQL), so parallel
+    steps of one run record their completion order without a race.
+
+    With ``defer_completions`` a completion is held in memory and written with the run's
+    next journal write — usually the next step's begin, in the same transaction (one
+    statement on PostgreSQL) — or by :meth:`flush`; every read flushes first. What that
+    trades: a process that ends between a call's return and that write leaves the step
+    ``running``; on resume it is completed from the run's checkpoint if LangGraph saved its
+    output (:meth:`recovered`), and otherwise called again with the same idempotency key,
+    as after a crash during the call."""
+
+    def __init__(self, engine: Engine, run_id: str, *, defer_completions: bool = False,
+                 carrier: Carrier | None = None) -> None:
+        self._engine, self.run_id = engine, run_id
+        self._sql = JournalSql.build(engine.dialect.name)
+        self._sqlite = engine.dialect.name == "sqlite"
+        self._stamp = stamper(engine)
+        self._reader = StoreStepJournal(engine, engine, run_id)
+        self._defer = defer_completions
+        self._held: list[tuple[str, Any, datetime]] = []
+        self._held_lock = threading.Lock()
+        # Writes handed to the carrier (see begin_ahead): their answers to collect, and the
+        # steps they recorded running whose node has not asked yet. Both under _ahead_lock,
+        # which a caller holds while it waits, so no call overtakes a write in flight.
+        self._ahead_writes: list[Callable[[], set[str]]] = []
+        self._carrier = carrier if engine.dialect.name == "postgresql" else None
+        self._ended: tuple[str, Any, str] | None = None
+        self._ahead_begun: set[str] = set()
+        self._ahead_lock = threading.Lock()
+
+    def _write(self, work: Any) -> Any:
+        return driver_transaction(self._engine, self._sql, work)
+
+    def _take(self) -> list[tuple[str, Any, datetime]]:
+        with self._held_lock:
+            held, self._held = self._held, []
+        return held
+
+    def _give_back(self, held: list[tuple[str, Any, datetime]]) -> None:
+        with self._held_lock:
+            self._held[:0] = held
+
+    def _flushing(self, work: Callable[[Any], Any],
+                  held: list[tuple[str, Any, datetime]] | None = None) -> Callable[[Any], Any]:
+        """``work`` preceded, in its transaction, by the held completions (or ``held``, taken
+        already: given back if the transaction fails)."""
+        if held is None:
+            held = self._take()
+        if not held:
+            return work
+
+        def both(cur: Any) -> Any:
+            self._complete_in(cur, held)
+            return work(cur)
+
+        def restore_on_error(cur: Any) -> Any:
+            try:
+                return both(cur)
+            except BaseException:
+                self._give_back(held)
+                raise
+
+        return restore_on_error
+
+    def _complete_in(self, cur: Any, held: list[tuple[str, Any, datetime]]) -> None:
+        """Record ``held`` completions in the open transaction, each by the one-statement path
+        when the step is running, else by the checked one."""
+        for step_key, output, when in held:
+            text = json_text(output)
+            if self._sqlite:
+                at = self._stamp(when)
+                cur.execute(_SQLITE_COMPLETE, (at, text, self.run_id, self.run_id, step_key))
+                if cur.rowcount == 1:
+                    insert_transitions(cur, self._sql, self._rows(step_key, [("running", "completed")], None, at))
+                    continue
+            else:
+                cur.execute(_PG_COMPLETE, (when, text, self.run_id, step_key, step_key, when))
+                if cur.fetchall():
+                    continue
+            self._finish_in(cur, step_key, StepState.COMPLETED, output=output)
+
+    def with_held(self, work: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``work`` preceded, in the transaction it runs in, by the completions held back (the
+        run's end uses it: one transaction for both)."""
+        self._settle()
+        return self._flushing(work)
+
+    def holds(self) -> bool:
+        """Whether completions are held back."""
+        self._settle()
+        with self._held_lock:
+            return bool(self._held)
+
+    def take_one_held(self) -> tuple[str, str, datetime] | None:
+        """The held completion as ``(step_key, output JSON text, time)`` when exactly one is
+        held — taken: the caller writes it or hands it back with :meth:`give_back`."""
+        self._settle()
+        with self._held_lock:
+            if len(self._held) != 1:
+                return None
+            (step_key, output, when), = self._held
+            self._held = []
+        try:
+            return step_key, json_text(output), when
+        except BaseException:
+            self._give_back([(step_key, output, when)])
+            raise
+
+    def give_back(self, step_key: str, text: str, when: datetime) -> None:
+        """Hand back what :meth:`take_one_held` took (its statement did not record it)."""
+        self._give_back([(step_key, json.loads(text), when)])
+
+    def flush(self) -> None:
+        self._settle()
+        self._flush_held()
+
+    def _flush_held(self) -> None:
+        held = self._take()
+        if not held:
+            return
+        if not self._sqlite and len(held) == 1:  # the usual case: one statement
+            step_key, output, when = held[0]
+            try:
+                if driver_statement(self._engine, _PG_COMPLETE,
+                                    (when, json_text(output), self.run_id, step_key, step_key, when)):
+                    return
+            except BaseException:
+                self._give_back(held)
+                raise
+        self._give_back(held)
+        self._write(self._flushing(lambda cur: None))
+
+    def _rows(self, step_key: str, moves: Sequence[tuple[str | None, str]], detail: str | None,
+              at: Any) -> list[tuple[Any, ...]]:
+        text = None if detail is None else storable_text(detail)
+        return [(self.run_id, step_key, a, b, at, text) for a, b in moves]
+
+    def begin(self, step_key: str, step_id: str) -> StepBegin:
+        key = idempotency_key(self.run_id, step_key)
+        sql = self._sql
+        with self._ahead_lock:
+            self._settle_locked()
+            if step_key in self._ahead_begun:  # recorded running ahead (begin_ahead): claim it
+                self._ahead_begun.discard(step_key)
+                return StepBegin(False, None, 1, False, key)
+        if not self._sqlite and self._begin_new(step_key, step_id, self._take()):
+            return StepBegin(False, None, 1, False, key)
+
+        def work(cur: Any) -> StepBegin:
+            if self._sqlite:  # a new step of a live run: one insert, no read
+                at = self._stamp(now())
+                cur.execute(_SQLITE_BEGIN, (step_key, step_id, key, at, self.run_id))
+                if cur.rowcount == 1:
+                    insert_transitions(cur, sql, self._rows(step_key, _NEW_STEP_MOVES, None, at))
+                    return StepBegin(False, None, 1, False, key)
+            cur.execute(sql.begin_read, (step_key, self.run_id))
+            row = cur.fetchone()
+            if row is None:
+                raise NotFoundError(f"no flow run {self.run_id!r}")
+            cancel, state, attempts, output = row
+            if state == StepState.COMPLETED:
+                # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
+                # string output is a str that is not JSON text).
+                return StepBegin(True, _json_load(output) if self._sqlite else output, attempts, False, key)
+            if cancel:
+                return StepBegin(False, None, 0, True, key)
+            moves = _begin_moves(self.run_id, step_key, state)
+            attempt = (attempts or 0) + 1
+            at = self._stamp(now())
+            cur.execute(sql.upsert_running, (self.run_id, step_key, step_id, attempt, key, at))
+            detail = "process ended during the call; running it again" if state == StepState.RUNNING else None
+            insert_transitions(cur, sql, self._rows(step_key, moves, detail, at))
+            return StepBegin(False, None, attempt, False, key)
+
+        return self._write(self._flushing(work))
+
+    def _begin_new(self, step_key: str, step_id: str, held: list[tuple[str, Any, datetime]]) -> bool:
+        """Record a new step of a live run as running by the one-statement path (PostgreSQL) or
+        transaction (SQLite), preceded by ``held`` completions; whether it applied (False: the
+        run is cancelled or missing, or the step was recorded before — the checked path then
+        decides). ``held`` is written, or given back when it could not be."""
+        key = idempotency_key(self.run_id, step_key)
+        if self._sqlite:
+            def work(cur: Any) -> bool:
+                at = self._stamp(now())
+                cur.execute(_SQLITE_BEGIN, (step_key, step_id, key, at, self.run_id))
+                if cur.rowcount != 1:
+                    return False
+                insert_transitions(cur, self._sql, self._rows(step_key, _NEW_STEP_MOVES, None, at))
+                return True
+
+            return bool(self._write(self._flushing(work, held)))
+        if len(held) > 1:  # parallel steps completed: all but the last on their own
+            self._give_back(held[:-1])
+            self._flush_held()
+            held = held[-1:]
+        statement, params = self._pg_begin(step_key, step_id, held)
+        try:
+            rows = driver_statement(self._engine, statement, params)
+        except BaseException:
+            self._give_back(held)
+            raise
+        return self._pg_begun(rows, held)
+
+    def _pg_begin(self, step_key: str, step_id: str,
+                  held: list[tuple[str, Any, datetime]]) -> tuple[str, tuple[Any, ...]]:
+        """The one statement (PostgreSQL) that begins a new step, after at most one held
+        completion; its rows are read by :meth:`_pg_begun`."""
+        key, at = idempotency_key(self.run_id, step_key), now()
+        if not held:
+            return _PG_BEGIN, (self.run_id, step_key, step_id, key, at, step_key, at)
+        (done_key, output, when), = held
+        return _PG_COMPLETE_THEN_BEGIN, (when, json_text(output), self.run_id, done_key, done_key, when,
+                                         self.run_id, step_key, step_id, key, at, step_key, at)
+
+    def _pg_begun(self, rows: list[tuple[Any, ...]], held: list[tuple[str, Any, datetime]]) -> bool:
+        """Whether :meth:`_pg_begin`'s statement began the step; a completion it did not
+        apply is given back (the checked path records it first)."""
+        if not held:
+            return bool(rows)
+        completed, begun = rows[0]
+        if not completed:
+            self._give_back(held)
+            return False
+        return bool(begun)
+
+    def begin_ahead(self, steps: Sequence[tuple[str, str]]) -> None:
+        """See :meth:`StepJournal.begin_ahead`: with a carrier (PostgreSQL, the runtime's
+        checkpointer) the completions held back and the new steps' begins ride in the run's
+        next checkpoint save; without one, nothing (each begin writes what is held, on its
+        own: on SQLite the journal is another database file, and a background writer measured
+        slower than the write in line)."""
+        if not self._defer or self._carrier is None:
+            return
+        self._carry_ahead(self._take(), list(steps))
+
+    def _carry_ahead(self, held: list[tuple[str, Any, datetime]], steps: list[tuple[str, str]]) -> None:
+        """The begins (the first after ``held``) handed to the carrier: they ride in the
+        checkpoint's next save (see ``Carrier``). Each completion held but the last rides on
+        its own (the last too, with no step to begin)."""
+        assert self._carrier is not None
+        parts: list[tuple[str, tuple[Any, ...], list[tuple[str, Any, datetime]], str | None]] = []
+        alone, held = (held[:-1], held[-1:]) if steps else (held, [])
+        for one in alone:
+            step_key, output, when = one
+            params = (when, json_text(output), self.run_id, step_key, step_key, when)
+            parts.append((_PG_COMPLETE, params, [one], None))
+        for n, (step_key, step_id) in enumerate(steps):
+            first = held if n == 0 else []
+            statement, params = self._pg_begin(step_key, step_id, first)
+            parts.append((statement, params, first, step_key))
+        if not parts:
+            return
+        ride = self._carrier([(statement, params) for statement, params, _, _ in parts])
+        with self._ahead_lock:
+            self._ahead_writes.append(functools.partial(self._carried, ride, parts))
+
+    def _carried(self, ride: Callable[[], list[list[tuple[Any, ...]]] | None],
+                 parts: list[tuple[str, tuple[Any, ...], list[tuple[str, Any, datetime]], str | None]]
+                 ) -> set[str]:
+        """The steps the carried begins recorded; statements no save carried are written
+        here; a completion that did not apply is given back (the checked path records it)."""
+        begun: set[str] = set()
+        try:
+            carried = ride()
+        except BaseException:
+            carried = None
+        for n, (statement, params, held, step_key) in enumerate(parts):
+            try:
+                rows = carried[n] if carried is not None else driver_statement(self._engine, statement, params)
+            except BaseException:  # the step's own begin takes the checked path and reports it
+                self._give_back(held)
+                log.debug("flow run %r: a write begun ahead failed", self.run_id, exc_info=True)
+                continue
+            if step_key is None:
+                if not rows:
+                    self._give_back(held)
+            elif self._pg_begun(rows, held):
+                begun.add(step_key)
+        return begun
+
+    def finish_ahead(self, status: str, outputs: Any, outcome: str) -> None:
+        """See :meth:`StepJournal.finish_ahead`: with a carrier, the held completion and the
+        run's end ride in the save of the step's writes (one statement)."""
+        if self._carrier is None or not self._defer:
+            return
+        held = self._take()
+        if len(held) != 1:
+            self._give_back(held)
+            return
+        from soloflow_core.store.flowruns import _PG_COMPLETE_THEN_FINISH
+
+        (step_key, output, when), = held
+        at = now()
+        params = (when, json_text(output), self.run_id, step_key, step_key, when, status, json_text(outputs),
+                  None, outcome, at, at, self.run_id, status, at, storable_text(outcome))
+        ride = self._carrier([(_PG_COMPLETE_THEN_FINISH, params)])
+        with self._ahead_lock:
+            self._ahead_writes.append(functools.partial(self._carried_end, ride, held, (status, outputs, outcome)))
+
+    def _carried_end(self, ride: Callable[[], list[list[tuple[Any, ...]]] | None],
+                     held: list[tuple[str, Any, datetime]], end: tuple[str, Any, str]) -> set[str]:
+        try:
+            carried = ride()
+        except BaseException:
+            carried = None
+        if carried is None:  # no save sent it: the runtime's own end writes both
+            self._give_back(held)
+            return set()
+        completed, ended = carried[0][0]
+        if not completed:
+            self._give_back(held)
+        elif ended:
+            self._ended = end
+        return set()
+
+    def ended_ahead(self) -> tuple[str, Any, str] | None:
+        self._settle()
+        return self._ended
+
+    def _settle_locked(self) -> None:
+        for write in self._ahead_writes:
+            self._ahead_begun.update(write())
+        self._ahead_writes.clear()
+
+    def _settle(self) -> None:
+        """Wait for the writes begun ahead, so no call overtakes one."""
+        with self._ahead_lock:
+            self._settle_locked()
+
+    def release_ahead(self, reason: str) -> None:
+        with self._ahead_lock:
+            self._settle_locked()
+            unclaimed, self._ahead_begun = sorted(self._ahead_begun), set()
+        for step_key in unclaimed:
+            self._finish(step_key, StepState.SKIPPED, detail=reason)
+
+    def _finish_in(self, cur: Any, step_key: str, state: StepState, *, output: Any = None,
+                   error: str | None = None, step_id: str | None = None, detail: str | None = None,
+                   then: StepState | None = None) -> None:
+        sql = self._sql
+        cur.execute(sql.finish_read, (step_key, self.run_id))
+        row = cur.fetchone()
+        if row is None:
+            raise NotFoundError(f"no flow run {self.run_id!r}")
+        current, top = row
+        if current == state:
+            return
+        moves, final = _finish_moves(self.run_id, step_key, current, state, then)
+        at = self._stamp(now())
+        done = state is StepState.COMPLETED
+        seq: int | None = None
+        if done and self._sqlite:  # BEGIN IMMEDIATE serialises the run's completions
+            seq = int(top or 0) + 1
+        elif done:  # the same numbers as the one-statement completion
+            cur.execute(f"SELECT {_PG_SEQ}")
+            seq = int(cur.fetchone()[0])
+        out_text = json_text(output) if done else None
+        err = None if error is None else storable_text(error)
+        if current is None:
+            cur.execute(sql.insert_finished, (self.run_id, step_key, step_id or step_key, final.value,
+                                              idempotency_key(self.run_id, step_key), err, at))
+        else:
+            cur.execute(sql.update_finished, (final.value, at, out_text, seq, err, self.run_id, step_key))
+        insert_transitions(cur, sql, self._rows(step_key, moves, detail or error, at))
+
+    def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
+                step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
+        with self._ahead_lock:
+            self._settle_locked()
+            self._ahead_begun.discard(step_key)  # recorded ahead, now moved on by its node
+        self._write(self._flushing(lambda cur: self._finish_in(
+            cur, step_key, state, output=output, error=error, step_id=step_id, detail=detail, then=then)))
+
+    def succeeded(self, step_key: str, output: Any) -> None:
+        if self._defer:
+            with self._held_lock:
+                self._held.append((step_key, output, now()))
+            return
+        if not self._sqlite:
+            at = now()
+            if not driver_statement(self._engine, _PG_COMPLETE,
+                                    (at, json_text(output), self.run_id, step_key, step_key, at)):
+                self._finish(step_key, StepState.COMPLETED, output=output)
+            return
+        sql = self._sql
+
+        def work(cur: Any) -> bool:
+            # The usual case (running → completed) in two statements; anything else takes
+            # the checked path. BEGIN IMMEDIATE serialises the completion sequence.
+            at = self._stamp(now())
+            cur.execute(_SQLITE_COMPLETE, (at, json_text(output), self.run_id, self.run_id, step_key))
+            if cur.rowcount != 1:
+                return False
+            insert_transitions(cur, sql, self._rows(step_key, [("running", "completed")], None, at))
+            return True
+
+        if not self._write(work):
+            self._finish(step_key, StepState.COMPLETED, output=output)
+
+    def state_of(self, step_key: str) -> str | None:
+        self.flush()
+        return self._reader.state_of(step_key)
+
+    def completed_order(self) -> list[tuple[str, str, Any]]:
+        self.flush()
+        return self._reader.completed_order()
+
+
+def _json_load(text: Any) -> Any:
+    if text is None or not isinstance(text, str):
+        return text
+    return json.loads(text)
