@@ -35,12 +35,12 @@ import numpy as np
 
 from soloflow_core.mining.matching import (
     CodePositions,
+    PairPositions,
     _ChainIndex,
     _match,
     _match_many,
     _pattern_matrix,
-    _scan_starts,
-    _scan_starts_many,
+    positions,
 )
 from soloflow_core.mining.options import _COVERED, BoolArray, FloatArray, IntArray
 from soloflow_core.mining.results import _ranked
@@ -105,15 +105,19 @@ def rank_coded(
 
 
 def greedy_cover(
-    ledger: UnitLedger, pats: Sequence[IntArray], supports: IntArray
+    ledger: UnitLedger,
+    pats: Sequence[IntArray],
+    supports: IntArray,
+    index: _ChainIndex | None = None,
 ) -> Iterator[tuple[int, float, _Occurrences]]:
     """The greedy MDL cover's choices, best first, as they are made: each candidate's
     index, gain and occurrences (fragments of earlier choices left out). Stop reading
-    when enough are chosen: each next choice costs matches."""
+    when enough are chosen: each next choice costs matches. ``index``: the ledger's
+    chain index, if built already (the cover updates it)."""
     if ledger.unit_count == 0 or not pats:
         return
     opt = ledger.options
-    index = _ChainIndex(ledger.code, ledger.err)
+    index = index or _ChainIndex(ledger.code, ledger.err)
     bounds = _Bounds(ledger, index, list(pats))
     first = np.where(bounds.worthless(supports), 0.0, bounds.of(slice(None)))
     # Entries: (-value, candidate, cover version, exact?). A bound is refreshed when stale,
@@ -244,14 +248,15 @@ def replay_cover(
     *,
     top_k: int,
     min_support: int,
-    where: CodePositions | None = None,
+    where: CodePositions | PairPositions | None = None,
     min_gain_bits: float | None = None,
 ) -> list[RankedPattern]:
     """The cover of ``ledger`` by ``pats`` taken in the given order (e.g. as a greedy cover
     of a sample chose them): occurrences, supports, gains and savings exact on ``ledger``.
 
-    Scans of the ledger, no index: the cost of a few patterns on a ledger too big to rank
-    whole (``where``: the ledger's :class:`CodePositions`, if built already). ``pats`` is
+    No chain index: the cost of a few patterns on a ledger too big to rank whole
+    (``where``: the ledger's :func:`~soloflow_core.mining.matching.positions`, if built
+    already). ``pats`` is
     read only as far as ``top_k`` results need (it may be a lazy cover), a batch matched
     together at a time. ``pattern_of(i, runs)`` is the mined pattern reported for the
     ``i``-th pattern, given the runs its occurrences are in. ``min_gain_bits`` overrides
@@ -259,7 +264,7 @@ def replay_cover(
     """
     opt = ledger.options
     threshold = opt.min_gain_bits if min_gain_bits is None else min_gain_bits
-    where = where or CodePositions(ledger.code)
+    where = where or positions(ledger.code)
     work = ledger.code.copy()
     chosen = _Chosen(opt.fragment_slack)
     out: list[RankedPattern] = []
@@ -269,13 +274,13 @@ def replay_cover(
         batch = list(islice(source, min(top_k - len(out), REPLAY_BATCH)))
         if not batch:
             break
-        found, gains = _match_many(work, ledger, *_scan_starts_many(work, batch, opt, where), batch)
+        found, gains = _match_many(work, ledger, *where.starts_many(work, batch, opt), batch)
         for pat, occ, gain in zip(batch, found, gains.tolist(), strict=True):
             i += 1
             if len(out) == top_k:
                 break
             if _disturbed(occ, work):  # an earlier one of the batch took some of its units
-                occ = _match(work, ledger, _scan_starts(work, pat, opt, where), pat)
+                occ = _match(work, ledger, where.starts(work, pat, opt), pat)
                 gain = _gain(occ, ledger.bits[pat], ledger.unit_count)
             work[occ.pos[occ.pos >= 0]] = _COVERED
             if gain <= threshold or chosen.is_fragment(pat, len(occ)):

@@ -11,8 +11,10 @@ whose bound tops the best gain found must be matched before a choice, so they ar
 together), from only the places where a free instance of a candidate's first three steps
 starts (:class:`_ChainIndex`, which also counts the free pair and triple instances the cover's
 gain bounds are made of; an instance with a covered unit can start no occurrence, so as the
-cover grows, fewer places are read). A ledger too big to index is scanned instead
-(:class:`CodePositions`, :func:`_scan_starts_many`).
+cover grows, fewer places are read). A ledger too big for that index (the whole one a
+sample's choices are replayed on) is read through the instances of a pattern's first pair
+(:class:`PairPositions`) or, beyond :data:`PAIR_POSITIONS_LIMIT` slots, scanned from the
+places of its rarer first step (:class:`CodePositions`, :func:`_scan_starts_many`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from soloflow_core.mining.options import RankingOptions
     from soloflow_core.mining.units import UnitLedger
 
-__all__ = ["CodePositions"]
+__all__ = ["CodePositions", "PairPositions", "positions"]
 
 
 # ---------------------------------------------------------------------- matching
@@ -470,6 +472,88 @@ class CodePositions:
     def of(self, c: int) -> IntArray:
         lo, hi = np.searchsorted(self.code, self.keys([c, c + 1]))
         return self.pos[lo:hi]
+
+    def starts_many(
+        self, work: IntArray, pats: Sequence[IntArray], opt: RankingOptions
+    ) -> tuple[IntArray, IntArray]:
+        return _scan_starts_many(work, pats, opt, self)
+
+    def starts(self, work: IntArray, pat: IntArray, opt: RankingOptions) -> IntArray:
+        return _scan_starts(work, pat, opt, self)
+
+    def candidates(self, pat: IntArray) -> IntArray:
+        """Where an exact occurrence of ``pat`` may start (a superset): from the places of
+        its rarest step, the fewest to check."""
+        lo = np.searchsorted(self.code, self.keys(pat))
+        hi = np.searchsorted(self.code, self.keys(pat + 1))
+        o = int(np.argmin(hi - lo))
+        return self.pos[lo[o] : hi[o]].astype(np.int64) - o
+
+
+class PairPositions:
+    """Where each pair of units sits in a flat code array, adjacent and one apart (whatever
+    is between): a pattern's possible starts are read off its first pair's instances, not
+    checked at every place of one of its tools (:class:`CodePositions`). About four times
+    the memory of :class:`CodePositions`: for ledgers below :data:`PAIR_POSITIONS_LIMIT`
+    slots."""
+
+    def __init__(self, code: IntArray) -> None:
+        code = code.astype(np.int64)  # keys are products of codes
+        self.width = w = int(code.max()) + 1 if len(code) and code.max() >= 0 else 1
+        a, b, c = code[:-2], code[1:-1], code[2:]
+        packable = (w * w).bit_length() + max(len(code).bit_length(), 1) < 63
+        at = np.flatnonzero((a >= 0) & (b >= 0))
+        self.adj = _sorted_pairs(a[at] * w + b[at], at, packable)
+        at = np.flatnonzero((a >= 0) & (c >= 0))
+        self.skip = _sorted_pairs(a[at] * w + c[at], at, packable)
+
+    def starts_many(
+        self, work: IntArray, pats: Sequence[IntArray], opt: RankingOptions
+    ) -> tuple[IntArray, IntArray]:
+        """What :func:`_scan_starts_many` finds: (start, pattern index), sorted by both."""
+        heads = np.asarray([p[:2] for p in pats], dtype=np.int64).reshape(-1, 2)
+        a, b, w = heads[:, 0], heads[:, 1], self.width
+        forms = [(self.adj, a, b, 1)]  # a, then b next
+        if opt.max_gap or opt.max_swaps:  # ... or one unit later
+            forms.append((self.skip, a, b, 2))
+        if opt.max_swaps:  # b, then a: the occurrence starts at b
+            forms.append((self.adj, b, a, 1))
+        found = []
+        for (keys, at), x, y, gap in forms:
+            lo = np.searchsorted(keys, x * w + y, side="left")
+            count = np.searchsorted(keys, x * w + y, side="right") - lo
+            start = at[np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())]
+            who = np.repeat(np.arange(len(pats)), count)
+            ok = (work[start] == x[who]) & (work[start + gap] == y[who])  # none covered
+            found.append((who[ok] << _SHIFT) | start[ok])
+        packed = np.sort(np.concatenate(found))
+        packed = (
+            packed[np.concatenate(([True], packed[1:] != packed[:-1]))] if len(packed) else packed
+        )
+        return packed & ((1 << _SHIFT) - 1), packed >> _SHIFT
+
+    def starts(self, work: IntArray, pat: IntArray, opt: RankingOptions) -> IntArray:
+        return self.starts_many(work, [pat], opt)[0]
+
+    def candidates(self, pat: IntArray) -> IntArray:
+        """Where an exact occurrence of ``pat`` may start (a superset): from the instances
+        of its rarest adjacent pair."""
+        keys, at = self.adj
+        pairs = pat[:-1].astype(np.int64) * self.width + pat[1:]
+        lo = np.searchsorted(keys, pairs, side="left")
+        hi = np.searchsorted(keys, pairs, side="right")
+        o = int(np.argmin(hi - lo))
+        return at[lo[o] : hi[o]] - o
+
+
+PAIR_POSITIONS_LIMIT = 2**22
+"""Flat slots (units and separators) below which :func:`positions` indexes pairs."""
+
+
+def positions(code: IntArray) -> CodePositions | PairPositions:
+    """The index that finds patterns' starts in ``code``: by pairs, or on a ledger too big
+    for that (~35 MB per million slots), by codes (~8 MB per million)."""
+    return PairPositions(code) if len(code) < PAIR_POSITIONS_LIMIT else CodePositions(code)
 
 
 def _scan_starts(

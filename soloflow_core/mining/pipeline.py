@@ -21,6 +21,13 @@ each proportional to the ledger, so beyond ``sample_units`` units (default
    sample's cover is read one choice further (it is lazy: choices past the ``top_k`` the
    whole needs are never made).
 
+The whole ledger is needed only from the replay on: from store columns, the sample's units
+are built straight from the columns. A second thread then builds the sample's chain index
+(what the cover reads) while the sample is mined, and the whole ledger's units and the index
+that finds where patterns start in it (:func:`~soloflow_core.mining.matching.positions`)
+while the cover makes its first choices: bulk numpy work, which releases the GIL. Each is
+waited for where it is needed: only the order of the work changes, never what it finds.
+
 What is approximate is only *which* patterns are chosen and their order: a pattern's gain
 on the sample estimates its share of the whole one's, with a relative error of about
 ``1 / sqrt(occurrences in the sample)`` (sampling runs independently). A pattern in a share
@@ -40,14 +47,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
-from itertools import chain
+from itertools import chain, islice
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from soloflow_core.mining.fast import CodedPatterns, MinedPattern, mine_levels
+from soloflow_core.mining.matching import PairPositions, _ChainIndex, positions
 from soloflow_core.mining.ranking import (
     _RUN_TOTALS,
     _UNKNOWN,
@@ -62,6 +71,7 @@ from soloflow_core.mining.ranking import (
     replay_cover,
     unit_ledger_from_calls,
 )
+from soloflow_core.mining.units import continues_unit
 
 if TYPE_CHECKING:
     from soloflow_core.mining.ranking import BoolArray, FloatArray, IntArray
@@ -73,33 +83,67 @@ DEFAULT_SAMPLE_UNITS = 150_000
 counts the chosen patterns on all of them (see the module docstring). 150k units (about
 20k runs) keeps top-50 precision and recall ≥ 0.9 on 20 % noise; 100k did not on 1M runs."""
 
+Positions = CodePositions | PairPositions
+
 MiningProgress = Callable[[str, float], None]
 """Called with a phase name (``"units"``, ``"mine"``, ``"rank"``) and the fraction done."""
 
 
-def _column_units(cols: Any, options: RankingOptions | None) -> UnitLedger:
-    """Units of the store's columns, in numpy throughout (no per-run Python objects)."""
+def _column_units(
+    cols: Any, options: RankingOptions | None, sample: BoolArray | None = None
+) -> UnitLedger:
+    """Units of the store's columns, in numpy throughout (no per-run Python objects). With
+    ``sample`` (a flag per kept run), of the flagged runs only: the ledger
+    ``_column_units(cols, options).restricted_to(sample)`` is, without building the whole."""
     opt = options or RankingOptions()
-    offsets = np.asarray(cols.offsets, dtype=np.int64)
+    offsets: IntArray = np.asarray(cols.offsets, dtype=np.int64)
     lengths = np.diff(offsets)
-    success = np.asarray(cols.success)
-    keep = np.ones(len(lengths), dtype=bool) if opt.include_failed_runs else success != 0
+    keep = _kept_runs(cols, opt)
+    dropped = len(lengths) - int(keep.sum())
+    if sample is not None:
+        keep[np.flatnonzero(keep)[~sample]] = False
     kept = np.flatnonzero(keep)
-    calls = np.repeat(keep, lengths)
-    every = bool(keep.all())
-    codes = np.asarray(cols.codes) if every else np.asarray(cols.codes)[calls]
-    errors = np.asarray(cols.errors, dtype=bool)
-    errors = errors if every else errors[calls]
+    codes, errors = _kept_calls(cols, keep, lengths)
     lens = lengths[kept]
     # A run's token total spread over its turns: one per call plus the final answer.
     tokens = np.asarray(cols.tokens, dtype=np.float64)[kept]
     known = np.isfinite(tokens) & (tokens != 0) & (lens > 0)
     per_turn = np.where(known, tokens / (lens + 1), np.nan)
     ledger = unit_ledger_from_calls(  # the columns carry no arguments: no data flow known
-        cols.names, codes, errors, None, None, None, None, lens, kept,
-        len(lengths) - len(kept), opt,
+        cols.names, codes, errors, None, None, None, None, lens, kept, dropped, opt,
     )  # fmt: skip
     return _with_run_totals(ledger, known, per_turn)
+
+
+def _kept_runs(cols: Any, opt: RankingOptions) -> BoolArray:
+    """Which runs of the columns count (failed ones only with ``include_failed_runs``)."""
+    if opt.include_failed_runs:
+        return np.ones(len(cols.offsets) - 1, dtype=bool)
+    return np.asarray(cols.success) != 0
+
+
+def _kept_calls(cols: Any, keep: BoolArray, lengths: IntArray) -> tuple[IntArray, BoolArray]:
+    """The codes and error flags of the kept runs' calls."""
+    codes, errors = np.asarray(cols.codes), np.asarray(cols.errors, dtype=bool)
+    if keep.all():
+        return codes, errors
+    calls = np.repeat(keep, lengths)
+    return codes[calls], errors[calls]
+
+
+def _column_unit_count(cols: Any, options: RankingOptions | None) -> tuple[int, int]:
+    """Kept runs and units of the columns' ledger, without building it (what deciding on a
+    sample needs). A run's first call always starts a unit, so the units of the kept runs
+    are counted among all the calls: no copy of the kept ones."""
+    opt = options or RankingOptions()
+    offsets: IntArray = np.asarray(cols.offsets, dtype=np.int64)
+    lengths = np.diff(offsets)
+    keep = _kept_runs(cols, opt)
+    codes, errors = np.asarray(cols.codes), np.asarray(cols.errors, dtype=bool)
+    starts = ~continues_unit(codes, errors, lengths, offsets, opt)
+    if not keep.all():
+        starts &= np.repeat(keep, lengths)
+    return int(keep.sum()), int(np.count_nonzero(starts))
 
 
 def _name_units(runs: list[Any], options: RankingOptions | None) -> UnitLedger | None:
@@ -204,46 +248,98 @@ def mine_ranked(
     """
     report = on_progress or (lambda _phase, _done: None)
     report("units", 0.0)
+    if sample_units is not None and top_k >= 1 and _is_columns(runs):
+        kept, units = _column_unit_count(runs, options)
+        if units > sample_units:  # the sample is mined while the whole ledger is built
+            sample = _sample(kept, units, sample_units)
+            ledger = _column_units(runs, options, sample)
+            report("units", 1.0)
+            with ThreadPoolExecutor(max_workers=1) as background:
+                index = background.submit(_ChainIndex, ledger.code, ledger.err)
+                whole = background.submit(_indexed, lambda: _column_units(runs, options))
+                return _mine_sampled(
+                    ledger, index, whole, kept, min_length, min_support, top_k, report
+                )
     ledger = prepare_units(runs, options)
     report("units", 1.0)
     if ledger.unit_count == 0 or top_k < 1:
         return []
-    whole = ledger
-    sampled = sample_units is not None and ledger.unit_count > sample_units
-    if sampled:
-        ledger = ledger.restricted_to(_sample(ledger, sample_units or 1))
+    if sample_units is not None and ledger.unit_count > sample_units:
+        part = ledger.restricted_to(_sample(len(ledger.kept), ledger.unit_count, sample_units))
+        with ThreadPoolExecutor(max_workers=1) as background:
+            index = background.submit(_ChainIndex, part.code, part.err)
+            whole = background.submit(_indexed, lambda: ledger)
+            return _mine_sampled(
+                part, index, whole, len(ledger.kept), min_length, min_support, top_k, report
+            )
     report("mine", 0.0)
-    coded = ledger.coded()
-    # A pattern in min_support runs of the whole may be in fewer of the sample: mine it
-    # with the support scaled down (never below 2), rank it on what it explains.
-    share = len(ledger.kept) / max(len(whole.kept), 1)
-    floor = max(2, min(min_support, math.floor(min_support * share))) if sampled else min_support
-    levels = mine_levels(coded, min_length=min_length, min_support=floor)
+    levels = mine_levels(ledger.coded(), min_length=min_length, min_support=min_support)
     report("mine", 1.0)
     report("rank", 0.0)
     cands = _Candidates(levels, ledger.names)
-    if not sampled:
-        ranked = rank_coded(
-            ledger, cands.rows, cands.support, cands.mined, top_k=top_k, min_support=min_support
-        )
-    else:
-        # The sample's cover is read lazily: as far as the whole's needs (counted whole, a
-        # choice may turn out a fragment or too rare, and the next one is read instead).
-        order: list[IntArray] = []
-
-        def choices() -> Iterator[IntArray]:
-            for i, _gain, occ in greedy_cover(ledger, cands.rows, cands.support):
-                if _run_support(ledger, occ.pos) >= 2:
-                    order.append(cands.rows[i])
-                    yield cands.rows[i]
-
-        where = CodePositions(whole.code)
-        ranked = replay_cover(
-            whole, choices(), lambda i, _runs: _whole_pattern(whole, order[i], where),
-            top_k=top_k, min_support=min_support, where=where,
-        )  # fmt: skip
+    ranked = rank_coded(
+        ledger, cands.rows, cands.support, cands.mined, top_k=top_k, min_support=min_support
+    )
     if len(ranked) < top_k and cands.rows:
-        ranked += _below_significance(whole, ranked, cands, top_k - len(ranked), min_support)
+        ranked += _below_significance(ledger, ranked, cands, top_k - len(ranked), min_support)
+    report("rank", 1.0)
+    return ranked
+
+
+def _is_columns(runs: Any) -> bool:
+    return hasattr(runs, "codes") and hasattr(runs, "offsets")
+
+
+def _indexed(build: Callable[[], UnitLedger]) -> tuple[UnitLedger, Positions]:
+    """The ledger ``build`` gives, and where its patterns can start."""
+    ledger = build()
+    return ledger, positions(ledger.code)
+
+
+def _mine_sampled(
+    ledger: UnitLedger,
+    index: Future[_ChainIndex],
+    whole: Future[tuple[UnitLedger, Positions]],
+    kept: int,
+    min_length: int,
+    min_support: int,
+    top_k: int,
+    report: MiningProgress,
+) -> list[RankedPattern]:
+    """Mine and cover the sample ``ledger``, and replay its choices on the whole one (of
+    ``kept`` runs). Another thread builds the sample's chain ``index`` and the ``whole``
+    ledger meanwhile: the first is waited for when the cover starts, the second when the
+    replay does."""
+    report("mine", 0.0)
+    # A pattern in min_support runs of the whole may be in fewer of the sample: mine it
+    # with the support scaled down (never below 2), rank it on what it explains.
+    share = len(ledger.kept) / max(kept, 1)
+    floor = max(2, min(min_support, math.floor(min_support * share)))
+    levels = mine_levels(ledger.coded(), min_length=min_length, min_support=floor)
+    report("mine", 1.0)
+    report("rank", 0.0)
+    cands = _Candidates(levels, ledger.names)
+    # The sample's cover is read lazily: as far as the whole's needs (counted whole, a
+    # choice may turn out a fragment or too rare, and the next one is read instead).
+    order: list[IntArray] = []
+
+    def choices() -> Iterator[IntArray]:
+        for i, _gain, occ in greedy_cover(ledger, cands.rows, cands.support, index.result()):
+            if _run_support(ledger, occ.pos) >= 2:
+                order.append(cands.rows[i])
+                yield cands.rows[i]
+
+    chosen = choices()
+    # Chosen before waiting for the whole ledger: the replay reads at least ``top_k``
+    # choices (each result is one), unless the cover runs out first.
+    first = list(islice(chosen, top_k))
+    full, where = whole.result()
+    ranked = replay_cover(
+        full, chain(first, chosen), lambda i, _runs: _whole_pattern(full, order[i], where),
+        top_k=top_k, min_support=min_support, where=where,
+    )  # fmt: skip
+    if len(ranked) < top_k and cands.rows:
+        ranked += _below_significance(full, ranked, cands, top_k - len(ranked), min_support)
     report("rank", 1.0)
     return ranked
 
@@ -273,7 +369,7 @@ def _below_significance(
     )[:FILL_POOL]
     first = [np.asarray(r.pattern.codes, dtype=np.int64) for r in ranked if r.pattern is not None]
     pats = first + [cands.rows[i] for i in order]
-    where = CodePositions(ledger.code)
+    where = positions(ledger.code)
     replayed = replay_cover(
         ledger, pats, lambda i, _runs: _whole_pattern(ledger, pats[i], where),
         top_k=len(first) + slots, min_support=min_support, where=where,
@@ -329,25 +425,22 @@ def _run_support(ledger: UnitLedger, pos: IntArray) -> int:
     return len(_distinct(ledger.unit_run[units]))
 
 
-def _sample(ledger: UnitLedger, units: int) -> BoolArray:
-    """A uniform sample of the kept runs, about ``units`` units in all; seeded, so the same
-    ledger always gives the same sample."""
-    share = units / ledger.unit_count
-    return np.random.default_rng(0).random(len(ledger.kept)) < share
+def _sample(kept: int, units: int, budget: int) -> BoolArray:
+    """A uniform sample of ``kept`` runs of ``units`` units in all, about ``budget`` units;
+    seeded, so the same ledger always gives the same sample."""
+    share = budget / units
+    return np.random.default_rng(0).random(kept) < share
 
 
-def _whole_pattern(ledger: UnitLedger, pat: IntArray, where: CodePositions) -> MinedPattern:
+def _whole_pattern(
+    ledger: UnitLedger, pat: IntArray, where: CodePositions | PairPositions
+) -> MinedPattern:
     """``pat`` as mined on the whole ledger: runs containing it exactly, and runs that are it."""
     k, code = len(pat), ledger.code
-    # From the places of its rarest step: the fewest to check.
-    lo = np.searchsorted(where.code, where.keys(pat))
-    hi = np.searchsorted(where.code, where.keys(pat + 1))
-    o = int(np.argmin(hi - lo))
-    at = where.pos[lo[o] : hi[o]] - o
+    at = where.candidates(pat)
     at = at[(at >= 0) & (at + k < len(code))]
     for j in range(k):
-        if j != o:
-            at = at[code[at + j] == pat[j]]
+        at = at[code[at + j] == pat[j]]
     runs = ledger.unit_run[ledger.flat_unit[at]]
     whole = (code[at - 1] < 0) & (code[at + k] < 0)  # flat position 0: code[-1] is a pad
     codes = tuple(pat.tolist())

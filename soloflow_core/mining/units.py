@@ -33,7 +33,14 @@ from soloflow_core.mining.options import (
     RankingOptions,
 )
 
-__all__ = ["UnitLedger", "collapse_retries", "prepare_ledger", "unit_ledger_from_calls"]
+__all__ = [
+    "UnitLedger",
+    "collapse_retries",
+    "prepare_ledger",
+    "continues_unit",
+    "unit_ledger_from_calls",
+    "unit_starts",
+]
 
 
 # ---------------------------------------------------------------------- reading runs
@@ -275,6 +282,27 @@ def index_dtype(size: int) -> type[np.signedinteger[Any]]:
     return np.int32 if size < 2**31 else np.int64
 
 
+def unit_starts(
+    code: IntArray, err: BoolArray, lens: IntArray, run_start: IntArray, opt: RankingOptions
+) -> IntArray:
+    """Each unit's first call, counting calls across the runs (``run_start``: each run's
+    first call, then the total): see :func:`continues_unit`."""
+    return np.flatnonzero(~continues_unit(code, err, lens, run_start, opt))
+
+
+def continues_unit(
+    code: IntArray, err: BoolArray, lens: IntArray, run_start: IntArray, opt: RankingOptions
+) -> BoolArray:
+    """Whether each call is part of the unit of the call before it: it repeats that call in
+    the same run (a loop; without ``collapse_loops``, only a retry after an error)."""
+    same = np.zeros(len(code), dtype=bool)
+    np.equal(code[1:], code[:-1], out=same[1:])
+    if not opt.collapse_loops:
+        same[1:] &= err[:-1]  # only a retry after an error merges
+    same[run_start[:-1][lens > 0]] = False  # a run's first call starts a unit
+    return same
+
+
 def _per_unit(values: Sequence[float] | FloatArray | None, first: IntArray) -> FloatArray:
     """Per unit (starting at call ``first``), the sum of its calls' ``values``."""
     if values is None or len(first) == 0:  # unknown for all: a read-only view, no memory
@@ -308,13 +336,7 @@ def unit_ledger_from_calls(
     lens = np.asarray(lengths, dtype=np.int64)
     run_start = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=run_start[1:])
-    same = np.zeros(len(code_c), dtype=bool)
-    np.equal(code_c[1:], code_c[:-1], out=same[1:])
-    if not opt.collapse_loops:
-        same[1:] &= err_c[:-1]  # only a retry after an error merges
-    same[run_start[:-1][lens > 0]] = False  # a run's first call starts a unit
-    first = np.flatnonzero(~same)
-    del same
+    first = unit_starts(code_c, err_c, lens, run_start, opt)
     last = np.append(first[1:] - 1, len(code_c) - 1) if len(first) else first
     n_units = len(first)
     flat_size = n_units + len(lens) + 2
