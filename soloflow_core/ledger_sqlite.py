@@ -12,7 +12,6 @@ read (:class:`WalCheckpoints`).
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from soloflow_core.errors import LedgerError
 from soloflow_core.ledger import IngestReport, ProgressCallback, _claim, _parse_line
 from soloflow_core.ledger_rows import read_chunks
+from soloflow_core.store.wal import WalCheckpointer
 from soloflow_core.store.writer import (
     BULK_REFUSED,
     bulk_rows,
@@ -217,91 +217,50 @@ class WalCheckpoints:
     The last batch is checkpointed before :func:`ingest` returns, as SQLite's automatic
     checkpoint would have done at its commit. How a commit reaches the disk does not change.
 
-    The flow journal's checkpointer (``soloflow_core.store.journal_io``) does not wait: its
-    commits must not, and it keeps the WAL short by holding the journal's lock for the tail.
-    Ingest can wait, and waiting keeps the WAL to one batch with no lock at all.
+    The checkpoints are a :class:`~soloflow_core.store.wal.WalCheckpointer`'s, as the flow
+    journal's are; the journal never waits for them (it keeps the WAL short by holding its lock
+    for the tail), ingest can, and waiting keeps the WAL to one batch with no lock at all.
 
     Nothing of this on a database without a WAL (``:memory:``).
     """
 
-    __slots__ = ("_driver", "_raw", "_autocheckpoint", "_thread", "_start", "_done", "_closing")
+    __slots__ = ("_driver", "_autocheckpoint", "_checkpoints")
 
     def __init__(self, store: Store, driver: Any) -> None:
         self._driver = driver
-        self._raw: Any = None
-        self._thread: threading.Thread | None = None
-        self._start, self._done = threading.Event(), threading.Event()
-        self._done.set()
-        self._closing = False
+        self._checkpoints: WalCheckpointer | None = None
         self._autocheckpoint = 0
         if driver.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
             return
         self._autocheckpoint = int(driver.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
-        self._raw = store.engine.raw_connection()
-        try:
-            driver.execute("PRAGMA wal_autocheckpoint = 0")
-            self._thread = threading.Thread(
-                target=self._run, name="soloflow-ingest-checkpoint", daemon=True
-            )
-            self._thread.start()
-        except BaseException:
-            self.close()
-            raise
+        driver.execute("PRAGMA wal_autocheckpoint = 0")
+        self._checkpoints = WalCheckpointer(store.engine, name="soloflow-ingest-checkpoint")
 
     def around(self, write: Callable[..., Any]) -> Callable[..., Any]:
-        """``write``, waiting for the checkpoint of the batch before it and starting its own."""
-        if self._thread is None:
+        """``write``, waiting for the checkpoint of the batch before it and asking for its own."""
+        checkpoints = self._checkpoints
+        if checkpoints is None:
             return write
 
         def write_then_checkpoint(*args: Any) -> Any:
-            self._wait()
+            checkpoints.wait()
             result = write(*args)
-            self._done.clear()
-            self._start.set()
+            checkpoints.request()
             return result
 
         return write_then_checkpoint
 
-    def _wait(self) -> None:
-        assert self._thread is not None
-        # The thread sets ``_done`` after each checkpoint and when it ends; the loop only
-        # guards against a thread gone without it (it never is, short of a bug).
-        while not self._done.wait(1.0):
-            if not self._thread.is_alive():
-                return
-
-    def _run(self) -> None:
-        conn: Any = self._raw.driver_connection
-        try:
-            while True:
-                self._start.wait()
-                self._start.clear()
-                if self._closing:
-                    return
-                try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except sqlite3.Error:  # the next checkpoint, or the last one, catches up
-                    pass
-                self._done.set()
-        finally:
-            self._done.set()
-
     def close(self) -> None:
-        """Stop the thread, give the connection back its automatic checkpoints, and
-        checkpoint what is left."""
-        if self._raw is None:
+        """Wait for the last batch's checkpoint, stop the thread, and give the connection back
+        its automatic checkpoints."""
+        if self._checkpoints is None:
             return
         try:
-            if self._thread is not None and self._thread.is_alive():
-                self._wait()
-                self._closing = True
-                self._start.set()
-                self._thread.join()
-            self._raw.close()
-            self._raw = None
+            self._checkpoints.wait()
+            self._checkpoints.close()
         finally:
             self._driver.execute(f"PRAGMA wal_autocheckpoint = {self._autocheckpoint}")
-        try:
+        try:  # what a checkpoint could not copy (busy) goes now, as SQLite's own would
             self._driver.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except sqlite3.Error:  # committed already: SQLite's next checkpoint copies it
             pass

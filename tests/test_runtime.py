@@ -647,14 +647,14 @@ def test_journal_commits_leave_wal_checkpoints_to_a_thread_of_their_own(tmp_path
                 biggest = max(biggest, db.with_name("wal.db-wal").stat().st_size)
         writer = sj._SQLITE_WRITERS[store.engine]
         assert writer.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
-        assert writer.thread is not None and writer.thread.is_alive()
+        assert writer.checkpoints.thread is not None and writer.checkpoints.thread.is_alive()
         # Without checkpoints the WAL holds every frame written: ~44 MB here; with them it
         # restarts after each background checkpoint and stays near 200 commits' worth.
         assert biggest < 16_000_000, biggest
         raw = writer.raw
     finally:
         store.close()
-    assert writer.thread is not None and not writer.thread.is_alive()
+    assert writer.checkpoints.thread is not None and not writer.checkpoints.thread.is_alive()
     assert raw.driver_connection is None  # given back and closed with the pool
 
 

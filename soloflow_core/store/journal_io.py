@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from soloflow_core.errors import StoreError
 from soloflow_core.store import schema as t
+from soloflow_core.store.wal import WalCheckpointer
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -140,7 +141,7 @@ def _sqlite_lock(engine: Engine) -> threading.Lock:
 class _SqliteWriter:
     """The journal's SQLite write connection. Its commits do not checkpoint the WAL (SQLite
     would copy ~1,000 pages into the database file and fsync it inside some step's commit);
-    after every :data:`CHECKPOINT_EVERY` commits a thread of its own, on its own connection,
+    after every :data:`CHECKPOINT_EVERY` commits a :class:`~soloflow_core.store.wal.WalCheckpointer`
     checkpoints instead: the bulk while steps go on committing, the tail holding the journal's
     lock briefly so the checkpoint completes and the WAL restarts. Other connections, in this
     process or others, keep SQLite's automatic checkpoints."""
@@ -159,52 +160,17 @@ class _SqliteWriter:
                 self.raw.close()
                 raise StoreError(f"flow-run store: cannot set up the journal's connection: {exc}") from exc
         self.commits = 0
-        self.wake = threading.Event()
-        self.closing = False
-        self.thread: threading.Thread | None = None
+        self.checkpoints = WalCheckpointer(engine, tail_lock=_sqlite_lock(engine))
 
     def committed(self) -> None:
         self.commits += 1
-        if not self.background or self.commits % CHECKPOINT_EVERY:
-            return
-        if self.thread is None:
-            self.thread = threading.Thread(target=self._checkpoints, name="soloflow-wal-checkpoint",
-                                           daemon=True)
-            self.thread.start()
-        self.wake.set()
-
-    def _checkpoints(self) -> None:
-        try:
-            raw = self.engine.raw_connection()
-        except Exception:  # no connection now: the next wake-up starts a new thread
-            self.thread = None
-            return
-        conn: Any = raw.driver_connection
-        try:
-            while True:
-                self.wake.wait()
-                self.wake.clear()
-                if self.closing:
-                    return
-                try:
-                    # The bulk while the journal goes on writing; then the few frames written
-                    # meanwhile with the journal held, so the checkpoint completes and the next
-                    # commit starts the WAL from its beginning (else it would grow for good).
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                    with _sqlite_lock(self.engine):
-                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                except sqlite3.Error:  # busy or closing: the next one, or SQLite's own, catches up
-                    pass
-        finally:
-            raw.close()
+        if self.background and not self.commits % CHECKPOINT_EVERY:
+            self.checkpoints.request()
 
     def close(self) -> None:
         """Stop the checkpoint thread (it may need the journal's lock: call this without it),
         then give the connection back to the pool as it came."""
-        self.closing = True
-        self.wake.set()
-        if self.thread is not None:
-            self.thread.join(timeout=30)
+        self.checkpoints.close()
         with _sqlite_lock(self.engine):
             if self.background:
                 self.conn.execute("PRAGMA wal_autocheckpoint = 1000")
