@@ -15,7 +15,6 @@ from soloflow_core.mining.pipeline import (
     _column_unit_count,
     _column_units,
     _sample,
-    _whole_pattern,
     mine_ranked,
     prepare_units,
 )
@@ -115,23 +114,6 @@ def test_pair_positions_find_the_starts_a_scan_of_code_positions_finds(options):
     paired = PairPositions(ledger.code).starts_many(work, pats, options)
     assert np.array_equal(paired[0], scanned[0]) and np.array_equal(paired[1], scanned[1])
     assert len(paired[0]) > 0
-
-
-@pytest.mark.parametrize("index", [CodePositions, PairPositions])
-def test_a_pattern_on_the_whole_ledger_is_counted_the_same_from_either_index(index):
-    ledger = prepare_units(_ledger_runs(1500, seed=5))
-    code = ledger.code
-    pats = [row for lv in mine_levels(ledger.coded(), min_support=2) for row in lv.codes][:60]
-    pats.append(np.asarray([0, 0, 0], dtype=np.int64))  # loops collapsed: never contiguous
-    where = index(code)
-    for pat in pats:
-        k = len(pat)
-        at = np.flatnonzero(code[: len(code) - k] == pat[0])
-        for j in range(1, k):
-            at = at[code[at + j] == pat[j]]
-        mined = _whole_pattern(ledger, pat, where)
-        assert mined.support == len(np.unique(ledger.unit_run[ledger.flat_unit[at]]))
-        assert mined.exact_support == int(((code[at - 1] < 0) & (code[at + k] < 0)).sum())
 
 
 def test_a_ledger_too_big_for_the_pair_index_is_indexed_by_code(monkeypatch):

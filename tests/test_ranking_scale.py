@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from soloflow_core.mining.cover import _Chosen
 from soloflow_core.mining.fast import CodedLedger, mine_coded, mine_levels
-from soloflow_core.mining.matching import _Instances
+from soloflow_core.mining.matching import PairPositions, _Instances
 from soloflow_core.mining.pipeline import _whole_pattern, mine_ranked, prepare_units
 from soloflow_core.mining.ranking import (
     CodePositions,
@@ -299,9 +299,11 @@ def test_chosen_parts_tell_fragments_as_a_scan_does(chosen, pat, usage, slack):
     assert parts.is_fragment(np.asarray(pat, dtype=np.int64), usage) == expected
 
 
-def test_a_pattern_on_the_whole_ledger_is_found_from_its_rarest_step():
+@pytest.mark.parametrize("index", [CodePositions, PairPositions])
+def test_a_pattern_on_the_whole_ledger_is_counted_exactly_from_either_index(index):
+    """From its rarest step (CodePositions) or its first pair (PairPositions): the same runs."""
     ledger = _noisy_ledger(5)
-    where = CodePositions(ledger.code)
+    where = index(ledger.code)
     code = ledger.code
     levels = mine_levels(ledger.coded(), min_length=3, min_support=2)
     rng = np.random.default_rng(3)
