@@ -43,7 +43,7 @@ from soloflow_core.mining.matching import (
     positions,
 )
 from soloflow_core.mining.options import _COVERED, BoolArray, FloatArray, IntArray
-from soloflow_core.mining.results import _ranked
+from soloflow_core.mining.results import _one_source, _ranked
 from soloflow_core.mining.units import UnitLedger, prepare_ledger
 
 if TYPE_CHECKING:
@@ -95,8 +95,9 @@ def rank_coded(
     out: list[RankedPattern] = []
     if top_k < 1:
         return out
+    source = _one_source(ledger)
     for i, gain, occ in greedy_cover(ledger, pats, supports):
-        ranked = _ranked(ledger, pattern_of(i), pats[i], gain, occ, len(out) + 1)
+        ranked = _ranked(ledger, pattern_of(i), pats[i], gain, occ, len(out) + 1, source)
         if ranked.support >= min_support:
             out.append(ranked)
             if len(out) == top_k:
@@ -234,9 +235,10 @@ class _MatchCache:
 
 def _disturbed(occ: _Occurrences, work: IntArray) -> bool:
     """Whether a unit these occurrences matched or passed over as a stray is covered now
-    (else matching again finds exactly them)."""
+    (else matching again finds exactly them). A step not reached (position -1) reads the
+    ledger's last slot, a pad, which is never covered: no mask needed."""
     return bool(
-        (work[occ.pos[occ.pos >= 0]] == _COVERED).any()
+        (work[occ.pos] == _COVERED).any()
         or (occ.stray.any() and (work[occ.pos[occ.stray] - 1] == _COVERED).any())
     )
 
@@ -269,6 +271,7 @@ def replay_cover(
     chosen = _Chosen(opt.fragment_slack)
     out: list[RankedPattern] = []
     source = iter(pats)
+    tokens_known = _one_source(ledger)
     i = -1
     while len(out) < top_k:
         batch = list(islice(source, min(top_k - len(out), REPLAY_BATCH)))
@@ -286,7 +289,7 @@ def replay_cover(
             if gain <= threshold or chosen.is_fragment(pat, len(occ)):
                 continue
             chosen.add(pat, len(occ))
-            ranked = _ranked(ledger, None, pat, gain, occ, len(out) + 1)
+            ranked = _ranked(ledger, None, pat, gain, occ, len(out) + 1, tokens_known)
             if ranked.support >= min_support:
                 out.append(replace(ranked, pattern=pattern_of(i, ranked.runs)))
     return out
@@ -312,8 +315,8 @@ class _Bounds:
         width = int(self.sizes.max())
         mat = _pattern_matrix(pats, width, -1)
         self.ids = index.pair_ids(np.maximum(mat[:, :-1], 0), np.maximum(mat[:, 1:], 0))
-        self.ids[mat[:, 1:] < 0] = index.adj.absent  # past the end: an absent pair
-        self.ids[..., 1][mat[:, 1:] < 0] = index.skip.absent
+        absent = np.asarray([index.adj.absent, index.skip.absent, index.adj.absent])
+        np.copyto(self.ids, absent, where=(mat[:, 1:] < 0)[..., None])  # past the end: absent
         self.bits = np.where(mat >= 0, ledger.bits[np.maximum(mat, 0)], 0.0)
         m = np.maximum(mat, 0)
         self.triple_ids = index.triple_ids(m[:, :-2], m[:, 1:-1], m[:, 2:])

@@ -133,11 +133,15 @@ def _sorted_groups(
     key: IntArray, pos: IntArray, key_max: int, pos_bits: int
 ) -> tuple[IntArray, IntArray]:
     """``(key, pos)`` pairs sorted by key, then position: one packed sort when both fit in
-    63 bits (several times faster than a stable argsort), else a lexsort."""
+    63 bits (several times faster than a stable argsort), else a lexsort. ``key`` (int64,
+    the caller's to drop) is packed, sorted and unpacked in place: one fresh array, not four."""
     if key_max < 2 ** (63 - pos_bits):
-        packed = (key << pos_bits) | pos
+        packed = np.left_shift(key, pos_bits, out=key)
+        packed |= pos
         packed.sort()
-        return packed >> pos_bits, packed & ((1 << pos_bits) - 1)
+        pos = packed & ((1 << pos_bits) - 1)
+        packed >>= pos_bits
+        return packed, pos
     order = np.lexsort((pos, key))
     return key[order], pos[order]
 
@@ -154,7 +158,8 @@ def _group_support(
     new_run = start.copy()
     new_run[1:] |= r[1:] != r[:-1]
     n = int(gid[-1]) + 1 if len(gid) else 0
-    return gid, np.bincount(gid[new_run], minlength=n), ps[start]
+    # np.compress, not a boolean index: several times faster on arrays this long.
+    return gid, np.bincount(np.compress(new_run, gid), minlength=n), np.compress(start, ps)
 
 
 def mine_levels(
@@ -181,7 +186,7 @@ def mine_levels(
     k = 1
     while True:
         frequent = sup >= min_support
-        keep = frequent[gid]
+        keep = np.flatnonzero(frequent[gid])
         remap = np.cumsum(frequent) - 1
         pos, gid = ps[keep], remap[gid[keep]]
         sup, rep = sup[frequent], rep[frequent]
@@ -193,7 +198,7 @@ def mine_levels(
             tool_at = gid_at.copy()  # each position's frequent tool, dense
             n_tools = len(sup)
         # Extend a gram when the gram one to the right is frequent too (its suffix).
-        grow = pos[gid_at[pos + 1] >= 0] if k < max_length else pos[:0]
+        grow = np.compress(gid_at[pos + 1] >= 0, pos) if k < max_length else pos[:0]
         nks, nps = _sorted_groups(
             gid_at[grow].astype(np.int64) * n_tools + tool_at[grow + k],
             grow,
@@ -231,7 +236,7 @@ def _closed_level(
 ) -> CodedPatterns:
     wanted = np.flatnonzero(closed)
     whole = (code[pos - 1] < 0) & (code[pos + k] < 0)  # pos 0: code[-1] is the end pad
-    exact = np.bincount(gid[whole], minlength=len(sup))
+    exact = np.bincount(np.compress(whole, gid), minlength=len(sup))
     window = code[rep[wanted][:, None] + np.arange(k)]
     return CodedPatterns(window, sup[wanted], exact[wanted], truncated)
 

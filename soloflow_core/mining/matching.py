@@ -27,6 +27,15 @@ import numpy as np
 import numpy.typing as npt
 
 from soloflow_core.mining.options import BoolArray, FloatArray, IntArray
+from soloflow_core.mining.packing import (
+    _between,
+    _count,
+    _distinct,
+    _packed_starts,
+    _pair_keys,
+    _pattern_matrix,
+    _sorted_pairs,
+)
 
 if TYPE_CHECKING:
     from soloflow_core.mining.options import RankingOptions
@@ -77,12 +86,17 @@ class _Instances:
 
     def retire(self, starts: Mapping[int, IntArray]) -> None:
         """Instances spanning a taken unit are no longer free: ``starts[span]`` are the
-        places from which ``span`` more units reach one."""
-        for id_at, span in self.forms:
-            key = id_at[starts[span]]
-            free = key >= 0
-            id_at[starts[span][free]] = -1
-            np.subtract.at(self.live, key[free], 1)
+        places from which ``span`` more units reach one. All forms in one pass (each form
+        has its own row of ``id_at``, so none sees another's changes): a few array calls
+        per choice of the cover, not a few per form."""
+        size = self.id_at.shape[1]
+        places = [starts[span] + f * size for f, (_, span) in enumerate(self.forms)]
+        at = np.concatenate(places) if len(places) > 1 else places[0]
+        id_at = self.id_at.reshape(-1)  # a view: flat places index every form's row
+        key = id_at[at]
+        free = np.flatnonzero(key >= 0)
+        id_at[at[free]] = -1
+        np.subtract.at(self.live, key[free], 1)
 
 
 class _ChainIndex:
@@ -103,7 +117,7 @@ class _ChainIndex:
         a, b, c = code[:-2], code[1:-1], code[2:]
         adj_at = np.flatnonzero((a >= 0) & (b >= 0))
         skip_at = np.flatnonzero((a >= 0) & (b >= 0) & (c >= 0))
-        adj_keys, skip_keys = a[adj_at] * w + b[adj_at], a[skip_at] * w + c[skip_at]
+        adj_keys, skip_keys = _pair_keys(a, b, adj_at, w), _pair_keys(a, c, skip_at, w)
         self.adj = _Instances(size, [(adj_at, adj_keys, 1)], w * w)
         self.skip = _Instances(size, [(skip_at, skip_keys, 2)], w * w)
         # Sorted (key, start) of pairs, to find where a pattern can start.
@@ -115,8 +129,8 @@ class _ChainIndex:
         e1, e2 = err[1:-1], err[2:]
         self.err_keys = np.sort(
             np.concatenate(
-                (adj_keys[e1[adj_at]], skip_keys[e2[skip_at]],
-                 (b[adj_at] * w + a[adj_at])[err[:-2][adj_at]])  # swapped: the pair's first
+                (np.compress(e1[adj_at], adj_keys), np.compress(e2[skip_at], skip_keys),
+                 np.compress(err[:-2][adj_at], b[adj_at] * w + a[adj_at]))  # swapped: its first
             )
         )  # fmt: skip
         forms = []
@@ -127,18 +141,24 @@ class _ChainIndex:
             for o in range(max(f) + 1):
                 inside &= code[o : o + n] >= 0  # within one run, strays included
             at = np.flatnonzero(inside)
-            forms.append((at, self._triple_key(x[at], y[at], z[at]), max(f)))
+            forms.append((at, self._triple_key(x[at], y[at], z[at], reuse=True), max(f)))
         self.triples = _Instances(size, forms, w**3 if w < 2**20 else 2**62)
         # Sorted (triple id, form, start) of every instance, packed: where a pattern can start.
-        packed = [(id_at[at].astype(np.int64) << (shift + 3)) | (f << shift) | at
+        packed = [_packed_starts(id_at, at, f, shift)
                   for f, ((id_at, _), (at, _, _)) in enumerate(zip(self.triples.forms, forms,
                                                                    strict=True))]  # fmt: skip
-        self.triple_starts = np.sort(np.concatenate(packed)) if packed else np.zeros(0, np.int64)
+        self.triple_starts = np.concatenate(packed) if packed else np.zeros(0, np.int64)
+        self.triple_starts.sort()
 
-    def _triple_key(self, x: IntArray, y: IntArray, z: IntArray) -> IntArray:
+    def _triple_key(self, x: IntArray, y: IntArray, z: IntArray, reuse: bool = False) -> IntArray:
+        """Each triple's key (``reuse``: built in ``x``, an int64 array the caller drops)."""
         w = self.width
         if w < 2**20:  # w**3 fits in int64
-            return (x * w + y) * w + z
+            key = np.multiply(x, w, out=x if reuse else None)
+            key += y
+            key *= w
+            key += z
+            return key
         # Huge vocabularies: folding keys merges some triples, which only loosens bounds.
         return ((x * w + y) % (2**42)) * 2**20 + z % 2**20
 
@@ -179,7 +199,8 @@ class _ChainIndex:
             at = np.repeat(lo - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
             packed = self.triple_starts[at]
             pos = packed & ((1 << shift) - 1)
-            free = self.triples.id_at[(packed >> shift) & 7, pos] >= 0
+            form = (packed >> shift) & 7  # the id of each form's row, read flat: one take
+            free = np.flatnonzero(self.triples.id_at.reshape(-1)[form * self.size + pos] >= 0)
             who = np.repeat(np.asarray(three, dtype=np.int64), count)
             parts.append((who[free] << shift) | pos[free])
         if len(three) < len(pats):
@@ -225,53 +246,30 @@ class _ChainIndex:
     def cover(self, flat: IntArray) -> None:
         """Units at ``flat`` are taken: instances touching them are no longer free."""
         size = self.size
-        taken = np.zeros(size + 4, dtype=bool)
-        taken[flat] = True
-        near = taken[:size].copy()  # near[p]: a taken unit within p .. p + span
         starts = {}
-        for span in range(1, 5):
-            near |= taken[span : size + span]
-            starts[span] = np.flatnonzero(near)
+        if not len(flat):
+            return
+        if len(flat) * 16 < size:
+            # Few taken (a choice's occurrences are a small share of the ledger): the places
+            # within ``span`` before one, from the sorted taken ones, each span adding one
+            # shifted copy (a stable sort merges the two sorted runs), not a pass per span
+            # over a mask of the whole ledger.
+            taken = np.sort(flat)
+            near = taken
+            for span in range(1, 5):
+                near = np.concatenate((near, taken - span))
+                near.sort(kind="stable")
+                near = np.compress(np.concatenate(([True], near[1:] != near[:-1])), near)
+                starts[span] = near[near >= 0] if near[0] < 0 else near
+        else:
+            mask = np.zeros(size + 4, dtype=bool)
+            mask[flat] = True
+            hit = mask[:size].copy()  # hit[p]: a taken unit within p .. p + span
+            for span in range(1, 5):
+                hit |= mask[span : size + span]
+                starts[span] = np.flatnonzero(hit)
         for inst in (self.adj, self.skip, self.triples):
             inst.retire(starts)
-
-
-def _pattern_matrix(pats: Sequence[IntArray], width: int, fill: int) -> IntArray:
-    """The patterns as rows of a ``(len(pats), width)`` matrix, padded with ``fill``."""
-    sizes = np.fromiter(map(len, pats), np.int64, len(pats))
-    mat = np.full((len(pats), width), fill, dtype=np.int64)
-    if len(pats):
-        starts = np.cumsum(sizes) - sizes
-        step = np.arange(int(sizes.sum())) - np.repeat(starts, sizes)
-        mat[np.repeat(np.arange(len(pats)), sizes), step] = np.concatenate(pats)
-    return mat
-
-
-def _sorted_pairs(keys: IntArray, at: IntArray, packable: bool) -> tuple[IntArray, IntArray]:
-    """(key, start) sorted by both: one packed sort when both fit in an int64."""
-    if not packable:
-        order = np.argsort(keys, kind="stable")
-        return keys[order], at[order]
-    shift = max(int(at.max(initial=0)).bit_length(), 1)
-    packed = np.sort((keys << shift) | at)
-    return packed >> shift, packed & ((1 << shift) - 1)
-
-
-def _distinct(values: IntArray) -> IntArray:
-    """The distinct values, ascending (np.unique without its first call's import of
-    numpy.ma, ~80 ms in a fresh process)."""
-    out = np.sort(values)
-    return out[np.concatenate(([True], out[1:] != out[:-1]))] if len(out) else out
-
-
-def _between(keys: IntArray, pos: IntArray, key: int) -> IntArray:
-    return pos[np.searchsorted(keys, key, side="left") : np.searchsorted(keys, key, side="right")]
-
-
-def _count(sorted_keys: IntArray, k: IntArray) -> IntArray:
-    return np.searchsorted(sorted_keys, k, side="right") - np.searchsorted(
-        sorted_keys, k, side="left"
-    )
 
 
 @dataclass(slots=True)
@@ -302,7 +300,7 @@ def _match_many(
     sizes = np.fromiter(map(len, pats), np.int64, len(pats))
     width = int(sizes.max())
     mat = _pattern_matrix(pats, width + 1, -9)  # -9: matches no unit
-    free = work[first] >= 0  # a covered unit starts nothing
+    free = np.flatnonzero(work[first] >= 0)  # a covered unit starts nothing
     first, cand = first[free], cand[free]
     n = len(first)
     size = sizes[cand]
@@ -313,25 +311,23 @@ def _match_many(
     stray = np.zeros((width, n), dtype=bool)
     swap_at = np.full(n, -1, dtype=np.int64)
     length = size.copy()
-    # The rows still advancing, in arrays aligned with ``rows`` (compacted as rows stop):
-    # next unit, pattern, swaps used, step of the first swap, step already matched.
-    rows, cur, who, swaps, swapped = (
-        np.arange(n),
-        first.copy(),
-        cand,
-        np.zeros(n, np.int64),
-        swap_at.copy(),
-    )
+    # The rows still advancing, one column each of ``state`` (compacted as rows stop): row,
+    # next unit, pattern, swaps used, step of the first swap; and whether a swap matched the
+    # step already. Masks become indices once and index every array they select from (one
+    # take of the stacked state, not five boolean selections: several times faster).
+    state = np.stack((np.arange(n), first, cand, np.zeros(n, np.int64), swap_at))
+    rows, cur, who, swaps, swapped = state
     pend = np.zeros(n, dtype=bool)
     pending = False
     ending = set(sizes.tolist())
     for j in range(width):
         if j in ending:  # rows of patterns this long are complete
             more = size[rows] > j
-            end[rows[~more]] = cur[~more] - 1
-            rows, cur, who, swaps, swapped, pend = (
-                a[more] for a in (rows, cur, who, swaps, swapped, pend)
-            )
+            done = np.flatnonzero(~more)
+            end[rows[done]] = cur[done] - 1
+            live = np.flatnonzero(more)
+            state, pend = state.take(live, axis=1), pend[live]
+            rows, cur, who, swaps, swapped = state
         if not len(rows):
             break
         if pending:  # a row whose step j a swap matched skips it
@@ -351,42 +347,47 @@ def _match_many(
                 cur[act] += 1
             continue
         act = np.arange(len(rows)) if act is None else act
-        hit = act[ok]
-        pos[j, rows[hit]] = c[ok]
+        yes, no = np.flatnonzero(ok), np.flatnonzero(~ok)
+        hit = act[yes]
+        pos[j, rows[hit]] = c[yes]
         cur[hit] += 1
-        act, c, want = act[~ok], c[~ok], want[~ok]
+        act, c, want = act[no], c[no], want[no]
         if opt.max_swaps:
             after = mat[:, j + 1][who[act]]  # -9 past the end: no swap at the last step
             sw = (work[c] == after) & (work[c + 1] == want)
             sw &= (swaps[act] < opt.max_swaps) & ~ledger.flow[c]
             if sw.any():
-                hit = act[sw]
-                pos[j, rows[hit]], pos[j + 1, rows[hit]] = c[sw] + 1, c[sw]
+                yes, no = np.flatnonzero(sw), np.flatnonzero(~sw)
+                hit = act[yes]
+                at = rows[hit]
+                pos[j, at], pos[j + 1, at] = c[yes] + 1, c[yes]
                 cur[hit] += 2
                 swaps[hit] += 1
+                pend[hit] = pending = True
                 hit = hit[swapped[hit] < 0]
                 swapped[hit] = j
                 swap_at[rows[hit]] = j
-                pend[act[sw]] = pending = True
-                act, c, want = act[~sw], c[~sw], want[~sw]
+                act, c, want = act[no], c[no], want[no]
         if opt.max_gap and j > 0 and len(act):
             # Not right after a swap: every pair of steps stays within one unit of each
             # other, which the gain bounds rely on.
             gap = (work[c] >= 0) & (work[c + 1] == want) & (swapped[act] != j - 2)
-            hit = act[gap]
-            pos[j, rows[hit]] = c[gap] + 1
-            stray[j, rows[hit]] = True
-            strays[rows[hit]] += 1
+            yes = np.flatnonzero(gap)
+            hit = act[yes]
+            at = rows[hit]
+            pos[j, at] = c[yes] + 1
+            stray[j, at] = True
+            strays[at] += 1
             cur[hit] += 2
-            act = act[~gap]
+            act = act[np.flatnonzero(~gap)]
         if len(act):  # no way on: these rows stop short of step j
             length[rows[act]] = j
             end[rows[act]] = cur[act] - 1
             more = np.ones(len(rows), dtype=bool)
             more[act] = False
-            rows, cur, who, swaps, swapped, pend = (
-                a[more] for a in (rows, cur, who, swaps, swapped, pend)
-            )
+            live = np.flatnonzero(more)
+            state, pend = state.take(live, axis=1), pend[live]
+            rows, cur, who, swaps, swapped = state
     end[rows] = cur - 1
     keep = length == size
     if opt.allow_truncated:
@@ -400,13 +401,17 @@ def _match_many(
     ends = end[idx] + shift
     begins = first[idx] + shift
     idx = idx[_leftmost(begins, ends)]
-    bounds = np.searchsorted(cand[idx], np.arange(len(pats) + 1))
+    bounds = np.searchsorted(cand[idx], np.arange(len(pats) + 1)).tolist()
+    # The kept rows of all patterns gathered row-major at once (they are sorted by pattern),
+    # then each pattern's rows copied out of them: a few array calls per pattern, not seven.
+    kept_pos = pos[:width, idx].T.astype(np.int64, order="C")
+    kept_stray = stray[:, idx].T.copy()
+    kept_swap, kept_length = swap_at[idx], length[idx]
     out = []
     for k, p in enumerate(pats):
-        rows = idx[bounds[k] : bounds[k + 1]]
-        w = len(p)
-        at = pos[:w, rows].T.astype(np.int64, order="C")
-        out.append(_Occurrences(at, stray[:w, rows].T.copy(), swap_at[rows], length[rows]))
+        lo, hi, w = bounds[k], bounds[k + 1], len(p)
+        out.append(_Occurrences(kept_pos[lo:hi, :w].copy(), kept_stray[lo:hi, :w].copy(),
+                                kept_swap[lo:hi].copy(), kept_length[lo:hi].copy()))  # fmt: skip
     # The gains, as _gain works them out, for all patterns at once.
     cum = np.cumsum(np.where(mat[:, :width] >= 0, ledger.bits[np.maximum(mat[:, :width], 0)],
                              0.0), axis=1)  # fmt: skip
@@ -498,14 +503,13 @@ class PairPositions:
     slots."""
 
     def __init__(self, code: IntArray) -> None:
-        code = code.astype(np.int64)  # keys are products of codes
         self.width = w = int(code.max()) + 1 if len(code) and code.max() >= 0 else 1
         a, b, c = code[:-2], code[1:-1], code[2:]
         packable = (w * w).bit_length() + max(len(code).bit_length(), 1) < 63
         at = np.flatnonzero((a >= 0) & (b >= 0))
-        self.adj = _sorted_pairs(a[at] * w + b[at], at, packable)
+        self.adj = _sorted_pairs(_pair_keys(a, b, at, w), at, packable, reuse=True, small=True)
         at = np.flatnonzero((a >= 0) & (c >= 0))
-        self.skip = _sorted_pairs(a[at] * w + c[at], at, packable)
+        self.skip = _sorted_pairs(_pair_keys(a, c, at, w), at, packable, reuse=True, small=True)
 
     def starts_many(
         self, work: IntArray, pats: Sequence[IntArray], opt: RankingOptions
@@ -524,8 +528,8 @@ class PairPositions:
             count = np.searchsorted(keys, x * w + y, side="right") - lo
             start = at[np.repeat(lo - np.cumsum(count) + count, count) + np.arange(count.sum())]
             who = np.repeat(np.arange(len(pats)), count)
-            ok = (work[start] == x[who]) & (work[start + gap] == y[who])  # none covered
-            found.append((who[ok] << _SHIFT) | start[ok])
+            hit = np.flatnonzero((work[start] == x[who]) & (work[start + gap] == y[who]))
+            found.append((who[hit] << _SHIFT) | start[hit])  # none of their units covered
         packed = np.sort(np.concatenate(found))
         packed = (
             packed[np.concatenate(([True], packed[1:] != packed[:-1]))] if len(packed) else packed

@@ -54,6 +54,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.random import default_rng  # at import: numpy loads it lazily, ~5 ms
 
 from soloflow_core.mining.fast import CodedPatterns, MinedPattern, mine_levels
 from soloflow_core.mining.matching import PairPositions, _ChainIndex, positions
@@ -127,8 +128,8 @@ def _kept_calls(cols: Any, keep: BoolArray, lengths: IntArray) -> tuple[IntArray
     codes, errors = np.asarray(cols.codes), np.asarray(cols.errors, dtype=bool)
     if keep.all():
         return codes, errors
-    calls = np.repeat(keep, lengths)
-    return codes[calls], errors[calls]
+    calls = np.repeat(keep, lengths)  # np.compress: several times faster than a boolean index
+    return np.compress(calls, codes), np.compress(calls, errors)
 
 
 def _column_unit_count(cols: Any, options: RankingOptions | None) -> tuple[int, int]:
@@ -204,10 +205,15 @@ def _with_run_totals(ledger: UnitLedger, known: BoolArray, per_turn: FloatArray)
     if not known.any():
         return ledger
     run = ledger.unit_run
-    calls = (ledger.unit_last - ledger.unit_first + 1).astype(np.float64)
-    ledger.unit_tokens = per_turn[run] * calls
-    ledger.unit_turns = np.where(known[run], calls, np.nan)
-    ledger.unit_source = np.where(known[run], np.int8(_RUN_TOTALS), np.int8(_UNKNOWN))
+    # In place where it can be: each fresh array of a whole ledger's size costs page faults.
+    calls = np.subtract(ledger.unit_last, ledger.unit_first, dtype=np.float64)
+    calls += 1
+    ledger.unit_tokens = per_turn[run]
+    ledger.unit_tokens *= calls
+    of_known = known[run]
+    ledger.unit_source = np.where(of_known, np.int8(_RUN_TOTALS), np.int8(_UNKNOWN))
+    np.copyto(calls, np.nan, where=~of_known)
+    ledger.unit_turns = calls
     return ledger
 
 
@@ -429,7 +435,7 @@ def _sample(kept: int, units: int, budget: int) -> BoolArray:
     """A uniform sample of ``kept`` runs of ``units`` units in all, about ``budget`` units;
     seeded, so the same ledger always gives the same sample."""
     share = budget / units
-    return np.random.default_rng(0).random(kept) < share
+    return default_rng(0).random(kept) < share
 
 
 def _whole_pattern(

@@ -48,16 +48,27 @@ class PatternOccurrence:
 class OccurrenceList(Sequence[PatternOccurrence]):
     """A pattern's occurrences, kept as arrays and built one by one when read."""
 
-    __slots__ = ("_first", "_last", "_length", "_runs", "_stray", "_swap_at")
+    __slots__ = ("_bounds", "_length", "_runs", "_spans", "_stray", "_swap_at", "_units")
 
     def __init__(
         self, ledger: UnitLedger, runs: IntArray, units: IntArray, occ: _Occurrences
     ) -> None:
-        self._runs = runs
-        # A step not reached has unit -1: it reads the last unit, then is masked.
-        self._first = np.where(units >= 0, ledger.unit_first[units], -1)
-        self._last = np.where(units >= 0, ledger.unit_last[units], -1)
+        self._runs, self._units = runs, units
+        # Each step's calls are looked up when an occurrence is first read, not here: most
+        # results are never read occurrence by occurrence (a whole ledger's replay ranks
+        # tens of thousands of them, and its caller may want only the names and support).
+        self._bounds = (ledger.unit_first, ledger.unit_last)
+        self._spans: tuple[IntArray, IntArray] | None = None
         self._stray, self._swap_at, self._length = occ.stray, occ.swap_at, occ.length
+
+    def _calls(self) -> tuple[IntArray, IntArray]:
+        """Each step's first and last call (-1 for a step not reached), all rows at once."""
+        if self._spans is None:
+            units, (first, last) = self._units, self._bounds
+            # A step not reached has unit -1: it reads the last unit, then is masked.
+            self._spans = (np.where(units >= 0, first[units], -1),
+                           np.where(units >= 0, last[units], -1))  # fmt: skip
+        return self._spans
 
     def __len__(self) -> int:
         return len(self._runs)
@@ -72,9 +83,10 @@ class OccurrenceList(Sequence[PatternOccurrence]):
         if not -len(self) <= k < len(self):
             raise IndexError(k)
         k %= len(self)
+        first, last = self._calls()
         spans = tuple(
             (a, b) if a >= 0 else None
-            for a, b in zip(self._first[k].tolist(), self._last[k].tolist(), strict=True)
+            for a, b in zip(first[k].tolist(), last[k].tolist(), strict=True)
         )
         noise = [f"stray@{j}" for j in np.flatnonzero(self._stray[k]).tolist()]
         if self._swap_at[k] >= 0:
@@ -129,8 +141,15 @@ class RankedPattern:
 
 
 def _ranked(
-    ledger: UnitLedger, pattern: Any, pat: IntArray, gain: float, occ: _Occurrences, rank: int
+    ledger: UnitLedger,
+    pattern: Any,
+    pat: IntArray,
+    gain: float,
+    occ: _Occurrences,
+    rank: int,
+    source: int | None = None,
 ) -> RankedPattern:
+    """``pat`` as a result; ``source``: :func:`_one_source` of the ledger, if worked out."""
     names = tuple(ledger.names[c] for c in pat.tolist())
     reached = occ.pos >= 0
     # A step not reached has position -1: the ledger's last slot, a pad whose unit is -1.
@@ -145,7 +164,7 @@ def _ranked(
     n = ledger.unit_count
     expected = n * float(np.exp2(-ledger.bits[pat].sum()))
     lift = len(occ) / expected if expected > 0 else math.inf
-    per_tok, per_turn, method = _savings(ledger, units, reached)
+    per_tok, per_turn, method = _savings(ledger, units, reached, source)
     total = per_tok * len(occ)
     noisy = {
         "with a stray call": int(occ.stray.any(axis=1).sum()),
@@ -184,12 +203,28 @@ def _ranked(
     )
 
 
-def _savings(ledger: UnitLedger, units: IntArray, reached: BoolArray) -> tuple[float, float, str]:
-    """Tokens and model turns saved per occurrence, and how that was worked out."""
+def _one_source(ledger: UnitLedger) -> int | None:
+    """How every unit's tokens were known, when it is the same for all (None otherwise):
+    worked out once for the many results of one ledger, each of which would otherwise read
+    its occurrences' sources."""
+    src = ledger.unit_source
+    if not len(src) or not (src == src[0]).all():
+        return None
+    return int(src[0])
+
+
+def _savings(
+    ledger: UnitLedger, units: IntArray, reached: BoolArray, one: int | None = None
+) -> tuple[float, float, str]:
+    """Tokens and model turns saved per occurrence, and how that was worked out (``one``:
+    :func:`_one_source` of the ledger, if worked out)."""
     if len(units) == 0:
         return 0.0, 0.0, "no occurrences"
     safe = units  # -1 where not reached: reads the last unit, masked by ``reached``
-    source = np.where(reached, ledger.unit_source[safe], _MEASURED).min(axis=1)
+    if one is not None and reached[:, 0].all():  # each row's least source: the one
+        source = np.full(len(units), one, dtype=np.int8)
+    else:
+        source = np.where(reached, ledger.unit_source[safe], _MEASURED).min(axis=1)
     for level, how in (
         (_MEASURED, "measured: tokens of the model turns that requested the pattern's calls "
          "(usage_metadata)"),
@@ -199,8 +234,13 @@ def _savings(ledger: UnitLedger, units: IntArray, reached: BoolArray) -> tuple[f
         use = source == level
         if use.any():  # the occurrences whose tokens are known that way
             some, on = (safe, reached) if use.all() else (safe[use], reached[use])
-            t = np.where(on, ledger.unit_tokens[some], 0.0).sum(axis=1)
-            k = np.where(on, ledger.unit_turns[some], 0.0).sum(axis=1)
+            off = ~on
+            # Gathered fresh, so zeroed in place where not reached (as np.where would copy).
+            t = ledger.unit_tokens[some]
+            t[off] = 0.0
+            k = ledger.unit_turns[some]
+            k[off] = 0.0
+            t, k = t.sum(axis=1), k.sum(axis=1)
             saved = np.where(k > 0, t * (k - 1) / np.maximum(k, 1e-9), 0.0)
             return (
                 float(saved.mean()),

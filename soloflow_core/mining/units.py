@@ -337,7 +337,10 @@ def unit_ledger_from_calls(
     run_start = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=run_start[1:])
     first = unit_starts(code_c, err_c, lens, run_start, opt)
-    last = np.append(first[1:] - 1, len(code_c) - 1) if len(first) else first
+    last = np.empty_like(first)  # in one array: each fresh one costs page faults too
+    if len(first):
+        np.subtract(first[1:], 1, out=last[:-1])
+        last[-1] = len(code_c) - 1
     n_units = len(first)
     flat_size = n_units + len(lens) + 2
     ix = index_dtype(max(flat_size, len(code_c) + 1, len(names)))
@@ -346,7 +349,7 @@ def unit_ledger_from_calls(
     del units_before
     ok_before: npt.NDArray[Any] = np.zeros(len(err_c) + 1, dtype=ix)
     np.cumsum(~err_c, out=ok_before[1:])
-    unit_repeated = (ok_before[last + 1] - ok_before[first]) >= 2
+    unit_repeated = (ok_before[1:][last] - ok_before[first]) >= 2
     del ok_before
     flat_pos = np.arange(n_units, dtype=ix)
     flat_pos += unit_run
