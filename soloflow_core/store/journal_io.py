@@ -96,7 +96,10 @@ def _journal_sql(dialect: str) -> JournalSql:
 
 def insert_transitions(cur: Any, sql: JournalSql, rows: list[tuple[Any, ...]]) -> None:
     """The rows in one statement (one round trip on PostgreSQL)."""
-    if len(rows) == 1 or sql.begin:  # SQLite: executemany costs no round trip
+    if len(rows) == 1:  # the usual case: executemany costs more for one row
+        cur.execute(sql.transition, rows[0])
+        return
+    if sql.begin:  # SQLite: executemany costs no round trip
         cur.executemany(sql.transition, rows)
         return
     head, _, values = sql.transition.partition(" VALUES ")
