@@ -1,26 +1,11 @@
 """Calling one step's executor: time limit, idempotency key, LangChain config.
 
-A sync executor's time limit (``timeout_seconds``) is kept in one of two ways:
-
-* **interrupted** (on the main thread, where a graph run by ``invoke`` runs its steps one at
-  a time): the call runs in line under a ``SIGALRM`` timer whose handler raises in the
-  call when the limit passes, so the call stops there — as an async call is cancelled. A
-  call blocked in a system call (``sleep``, a socket, a lock) is interrupted at once; one
-  busy inside C code that does not return to Python is interrupted when it does. The
-  exception is a ``BaseException`` (like ``KeyboardInterrupt``), so a tool's ``except
-  Exception`` does not swallow it.
-* **on a daemon thread** (everywhere else: parallel steps, a graph run from another thread,
-  a process whose ``SIGALRM`` or real-time timer is in use, a platform without ``setitimer``,
-  and executors that opt out — see :data:`THREAD_TIMEOUT`): the step waits for the thread
-  at most ``timeout_seconds``. Python cannot stop a thread: when the limit passes the
-  attempt fails and the call runs on in the background, its result thrown away (daemon
-  threads don't keep the process alive).
-
-Either way the attempt fails with :class:`StepTimeoutError`. The in-line path costs a few
-microseconds; handing a call to a thread and back costs ~75 µs on a 2-core VM (two
-cross-CPU wake-ups), measured in ``benchmarks/bench_runtime.py``. An async executor (a
-coroutine function, or a LangChain tool with only a coroutine) runs in its own event loop
-on a thread under ``asyncio.wait_for``, so it is cancelled at the limit.
+A sync executor runs on a daemon thread that the step waits for at most
+``timeout_seconds``. Python cannot stop a thread: when the limit passes the attempt fails
+with :class:`StepTimeoutError` and the call runs on in the background, its result thrown
+away (daemon threads don't keep the process alive). An async executor (a coroutine
+function, or a LangChain tool with only a coroutine) runs in its own event loop on that
+thread under ``asyncio.wait_for``, so it is cancelled at the limit.
 """
 
 from __future__ import annotations
@@ -29,7 +14,6 @@ import asyncio
 import contextvars
 import inspect
 import queue
-import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,12 +23,6 @@ from soloflow_core.errors import StepTimeoutError
 
 IDEMPOTENCY_ARG = "idempotency_key"
 """An executor that takes a parameter of this name receives the step's idempotency key."""
-
-THREAD_TIMEOUT = "soloflow_timeout_in_thread"
-"""An executor that must never be interrupted in line (it may block inside C code that does
-not return to Python, or must not see an exception raised mid-call) says so with this key
-set true in a LangChain tool's ``metadata``, or this attribute set true on a callable: its
-time limit is then always kept by waiting for it on a daemon thread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +34,6 @@ class ExecutorInfo:
     takes_key: bool
     read_only: bool | None
     """From a tool's ``metadata`` (``read_only`` / ``side_effects``); None when unknown."""
-    in_thread: bool = False
-    """The executor opted out of the in-line interrupt (:data:`THREAD_TIMEOUT`)."""
 
 
 def inspect_executor(executor: Any) -> ExecutorInfo:
@@ -74,16 +50,14 @@ def inspect_executor(executor: Any) -> ExecutorInfo:
                 read_only = bool(meta["read_only"])
             elif meta.get("side_effects") is not None:
                 read_only = not bool(meta["side_effects"])
-        in_thread = bool(isinstance(meta, dict) and meta.get(THREAD_TIMEOUT))
-        return ExecutorInfo(True, is_async, takes_key, read_only, in_thread)
+        return ExecutorInfo(True, is_async, takes_key, read_only)
     target = executor if inspect.isroutine(executor) else type(executor).__call__
     try:
         params = inspect.signature(executor).parameters
     except (TypeError, ValueError):
         params = {}  # type: ignore[assignment]
     # Only a parameter of that name: a generic ``**kwargs`` forwarder must not get it.
-    return ExecutorInfo(False, inspect.iscoroutinefunction(target), IDEMPOTENCY_ARG in params, None,
-                        bool(getattr(executor, THREAD_TIMEOUT, False)))
+    return ExecutorInfo(False, inspect.iscoroutinefunction(target), IDEMPOTENCY_ARG in params, None)
 
 
 def _tool_params(tool: Any) -> set[str]:
@@ -135,8 +109,6 @@ def call_with_limit(
     """
     if key is not None and info.takes_key:
         kwargs = {**kwargs, IDEMPOTENCY_ARG: key}
-    if not info.is_async and not info.in_thread and _can_interrupt():
-        return _call_interrupted(executor, info, kwargs, timeout, where)
     box: dict[str, Any] = {}
     done = threading.Event()
     ctx = contextvars.copy_context()
@@ -167,58 +139,6 @@ def call_with_limit(
                                    "the call was cancelled") from exc
         raise exc
     return _unwrap(box.get("out"))
-
-
-class _Overrun(BaseException):
-    """Raised in a call by the ``SIGALRM`` handler at its limit. A ``BaseException``, so a
-    tool's ``except Exception`` lets it through."""
-
-
-_ALARM: list[bool] = [False]
-"""Whether a call is under the timer now (the handler raises only then: an alarm that
-arrives after the call returned, before the timer is cleared, is ignored)."""
-
-
-def _on_alarm(signum: int, frame: Any) -> None:
-    if _ALARM[0]:
-        _ALARM[0] = False
-        raise _Overrun()
-
-
-_HAS_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
-
-
-def _can_interrupt() -> bool:
-    """On the main thread, with ``SIGALRM`` and the real-time timer free (nobody else's
-    handler installed, no timer pending: ours is not nested in another flow's step)."""
-    return (
-        _HAS_TIMER
-        and threading.current_thread() is threading.main_thread()
-        and signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
-        and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
-    )
-
-
-def _call_interrupted(executor: Any, info: ExecutorInfo, kwargs: dict[str, Any], timeout: float,
-                      where: str) -> Any:
-    """The call in line, interrupted at ``timeout`` seconds by ``SIGALRM``."""
-    previous = signal.signal(signal.SIGALRM, _on_alarm)
-    try:
-        try:
-            _ALARM[0] = True
-            signal.setitimer(signal.ITIMER_REAL, timeout)
-            try:
-                out = _call(executor, info, kwargs)
-            finally:
-                _ALARM[0] = False
-                signal.setitimer(signal.ITIMER_REAL, 0.0)
-        finally:
-            signal.signal(signal.SIGALRM, previous)
-    except _Overrun:
-        raise StepTimeoutError(
-            f"{where}: no result after {timeout:g} s (timeout_seconds); the call was interrupted"
-        ) from None
-    return _unwrap(out)
 
 
 class _Worker:

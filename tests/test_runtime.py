@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langchain_core.tools import StructuredTool, tool
+from langchain_core.tools import tool
 
 from soloflow_core.errors import FlowValidationError, InvalidTransitionError, NotFoundError
 from soloflow_core.flow.fsm import check_run_transition, check_step_transition
@@ -20,7 +19,6 @@ from soloflow_core.models import Compensation, FlowDefinition, FlowStep
 from soloflow_core.store import Store
 from soloflow_langgraph.compiler import compile_flow
 from soloflow_langgraph.runtime import FlowRuntime as _FlowRuntime
-from soloflow_langgraph.step_call import THREAD_TIMEOUT
 
 NS = {"user_id": "rt-user", "agent_id": "rt-agent"}
 
@@ -197,68 +195,6 @@ def test_a_sync_tool_that_hangs_times_out_and_the_run_goes_on_by_policy(rt_store
     assert "StepTimeoutError" in result.errors["h"] and "0.2 s" in result.errors["h"]
     assert "runs on in the background" in result.errors["h"]
     assert {s.step_key: s.attempts for s in rt.status(result.run_id).steps}["h"] == 2
-
-
-def test_a_sync_tool_that_hangs_on_the_main_thread_is_interrupted_at_its_timeout(rt_store):
-    # One step at a time runs on the calling (main) thread: the call is interrupted in line
-    # (SIGALRM), even through a tool's ``except Exception``; nothing runs on afterwards.
-    seen: list[str] = []
-
-    def stubborn(v: Any = None) -> str:
-        try:
-            time.sleep(10)
-        except Exception:  # must not swallow the interrupt
-            seen.append("swallowed")
-            return "swallowed"
-        seen.append("woke")
-        return "late"
-
-    flow = FlowDefinition(name="hang-main", steps=[
-        _step("h", skill_key="stubborn", timeout_seconds=0.2, retry_max=1, on_failure="continue")])
-    rt = FlowRuntime(rt_store, tools=[stubborn], **NS)
-    t0 = time.perf_counter()
-    result = rt.run(flow, {})
-    elapsed = time.perf_counter() - t0
-    assert result.status == "completed" and 0.4 <= elapsed < 2.0
-    assert "StepTimeoutError" in result.errors["h"] and "interrupted" in result.errors["h"]
-    time.sleep(0.3)
-    assert seen == []  # interrupted, not left running
-    assert {s.step_key: s.attempts for s in rt.status(result.run_id).steps}["h"] == 2
-    # The process's SIGALRM is as it was: default handler, no timer left armed.
-    assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
-    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
-
-
-def test_sync_timeouts_fall_back_to_a_thread_when_sigalrm_is_taken_or_the_tool_opts_out(rt_store):
-    calls: list[str] = []
-
-    def napper(v: Any = None) -> str:
-        calls.append(threading.current_thread().name)
-        time.sleep(0.6)
-        return "late"
-
-    opted = StructuredTool.from_function(
-        func=lambda v=None: (calls.append(threading.current_thread().name), time.sleep(0.6), "late")[-1],
-        name="opted", description="Sleeps.", metadata={THREAD_TIMEOUT: True})
-    flow_a = FlowDefinition(name="nap", steps=[
-        _step("n", skill_key="napper", timeout_seconds=0.2, on_failure="continue")])
-    flow_b = FlowDefinition(name="opt", steps=[
-        _step("o", skill_key="opted", timeout_seconds=0.2, on_failure="continue")])
-    rt = FlowRuntime(rt_store, tools=[napper, opted], **NS)
-    # The application's own SIGALRM handler: left alone, the limit kept on a thread.
-    fired: list[int] = []
-    previous = signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(signum))
-    try:
-        result = rt.run(flow_a, {})
-        assert signal.getsignal(signal.SIGALRM) is not signal.SIG_DFL
-    finally:
-        signal.signal(signal.SIGALRM, previous)
-    assert "runs on in the background" in result.errors["n"] and fired == []
-    # A tool that opts out (metadata THREAD_TIMEOUT) is never interrupted in line.
-    result = rt.run(flow_b, {})
-    assert "runs on in the background" in result.errors["o"]
-    assert calls and all(name != "MainThread" for name in calls)
-    time.sleep(0.6)  # let the abandoned calls finish before the store closes
 
 
 def test_an_async_tool_that_hangs_is_cancelled_at_its_timeout(rt_store):
