@@ -6,6 +6,13 @@ with :class:`StepTimeoutError` and the call runs on in the background, its resul
 away (daemon threads don't keep the process alive). An async executor (a coroutine
 function, or a LangChain tool with only a coroutine) runs in its own event loop on that
 thread under ``asyncio.wait_for``, so it is cancelled at the limit.
+
+The hand-off costs ~75 µs per step on a 2-core VM (two cross-CPU wake-ups; ~25 µs with both
+threads on one CPU), measured in ``benchmarks/bench_runtime.py``. Calling in line under a
+``SIGALRM`` timer instead was tried (2026-11-25) and dropped: the interrupt could land in a
+nested flow's own bookkeeping or in LangChain's callbacks, a call blocked in C code that
+retries on ``EINTR`` (a database driver) or a tool using ``SIGALRM`` itself kept the step far
+past its limit, and a bare ``except:`` swallowed it — the thread keeps the step's time bounded.
 """
 
 from __future__ import annotations
