@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 from langgraph.types import Send, interrupt
 
-from soloflow_core.errors import FlowRunError
+from soloflow_core.errors import FlowRunError, StepTimeoutError
 from soloflow_core.flow.journal import StepBegin, StepJournal, idempotency_key
 from soloflow_core.flow.templates import TemplateError, render
 from soloflow_core.flow.validate import ITEM
 from soloflow_core.models import FlowDefinition, FlowStep, ToolCall
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import jsonable
+from soloflow_langgraph.run_watch import RunWatch, WatchedCall
 from soloflow_langgraph.step_call import ExecutorInfo, call_with_limit
 
 if TYPE_CHECKING:
@@ -132,6 +133,12 @@ class FlowContext:
     """Steps that completed during this invocation (which steps to begin ahead): one
     context per invocation, as the runtime makes them."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    watch: RunWatch | None = None
+    """Set when the runtime runs this invocation on a watched thread (``run_watch``): sync
+    steps on that thread call their executor in line."""
+    timed_out: dict[str, WatchedCall] = field(default_factory=dict)
+    """Calls of the previous invocation that ran past their limit, by step key: their
+    attempt is failed with ``StepTimeoutError`` when the step's node runs again."""
 
 
 _NULL_CONTEXT = FlowContext()
@@ -251,29 +258,52 @@ class StepNode:
                 return self._done(state, begun.output)
             ctx.journal.failed(key, str(exc), retry=False)
             return self._give_up(state, key, exc)
-        begun = ctx.journal.begin(key, step.id)
-        if begun.done:
-            return self._done(state, begun.output)
-        if begun.cancelled:
-            ctx.journal.skipped(key, step.id, "the run was cancelled")
-            return {"halt": {"kind": "cancelled", "step": step.id, "error": "cancelled"},
-                    "skipped": {step.id: "the run was cancelled"}}
+        watch = ctx.watch
+        if watch is not None and watch.fenced:  # the caller was interrupted: stop here
+            ctx.journal.flush()  # the completions held back are written first
+            watch.check()
+        timed = ctx.timed_out.pop(key, None) if ctx.timed_out else None
+        failure: Exception | None = None
+        if timed is not None:  # the previous invocation's call ran over: that attempt failed
+            attempt, idem = timed.attempt, timed.idempotency_key
+            failure = StepTimeoutError(
+                f"{timed.where}: no result after {timed.timeout:g} s (timeout_seconds); the call's thread "
+                "runs on in the background and its result will be ignored")
+            start = time.perf_counter() - (time.monotonic() - timed.started)
+        else:
+            begun = ctx.journal.begin(key, step.id)
+            if begun.done:
+                return self._done(state, begun.output)
+            if begun.cancelled:
+                ctx.journal.skipped(key, step.id, "the run was cancelled")
+                return {"halt": {"kind": "cancelled", "step": step.id, "error": "cancelled"},
+                        "skipped": {step.id: "the run was cancelled"}}
+            attempt, idem = begun.attempt, begun.idempotency_key
         delay = step.retry_backoff
-        attempt = begun.attempt
+        where = f"flow {self.spec.flow.name!r}, step {key!r}"
+        inline = watch is not None and not self.spec.info.is_async and watch.owns_thread()
         while True:
-            start = time.perf_counter()
-            try:
-                out = call_with_limit(self.spec.executor, self.spec.info, kwargs,
-                                      timeout=step.timeout_seconds, key=begun.idempotency_key,
-                                      where=f"flow {self.spec.flow.name!r}, step {key!r}")
-            except Exception as exc:
-                self._report(ctx, kwargs, _error_text(exc), True, start)
+            if failure is None:
+                start = time.perf_counter()
+                try:
+                    if inline:
+                        assert watch is not None
+                        out = watch.call(self.spec.executor, self.spec.info, kwargs, timeout=step.timeout_seconds,
+                                         key=idem, step_key=key, attempt=attempt, where=where)
+                    else:
+                        out = call_with_limit(self.spec.executor, self.spec.info, kwargs,
+                                              timeout=step.timeout_seconds, key=idem, where=where)
+                except Exception as exc:
+                    failure = exc
+            if failure is not None:
+                err, failure = failure, None
+                self._report(ctx, kwargs, _error_text(err), True, start)
                 retry = attempt <= step.retry_max
-                ctx.journal.failed(key, _error_text(exc), retry=retry)
+                ctx.journal.failed(key, _error_text(err), retry=retry)
                 if not retry:
-                    return self._give_up(state, key, exc)
+                    return self._give_up(state, key, err)
                 log.info("flow %r step %r attempt %d failed, retrying in %.2fs: %s",
-                         self.spec.flow.name, key, attempt, delay, exc)
+                         self.spec.flow.name, key, attempt, delay, err)
                 time.sleep(delay)
                 delay *= 2
                 again = ctx.journal.begin(key, step.id)
@@ -281,6 +311,7 @@ class StepNode:
                     ctx.journal.skipped(key, step.id, "the run was cancelled")
                     return {"halt": {"kind": "cancelled", "step": step.id, "error": "cancelled"}}
                 attempt = max(attempt + 1, again.attempt)
+                idem = again.idempotency_key
                 continue
             self._report(ctx, kwargs, out, False, start)
             out = state_value(out)

@@ -50,6 +50,7 @@ from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import json_text
 from soloflow_langgraph.compiler import FlowContext, begin_ahead_plan, compile_flow
+from soloflow_langgraph.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
 from soloflow_langgraph.runner import FlowRunResult, apply_input_defaults, check_inputs
 from soloflow_langgraph.runtime_support import (
     NOT_CALLED,
@@ -421,7 +422,9 @@ class FlowRuntime:
         invoke: Any = graph.invoke  # LangGraph's overloads type context as None
         start = time.perf_counter()
         try:
-            if self.checkpointer:
+            if self.checkpointer and self.durability == "sync":
+                state = self._invoke_watched(flow, invoke, payload, cfg, ctx)
+            elif self.checkpointer:
                 state = invoke(payload, cfg, context=ctx, durability=self.durability)
             else:  # LangGraph warns about durability without a checkpointer
                 state = invoke(payload, cfg, context=ctx)
@@ -472,6 +475,23 @@ class FlowRuntime:
                      outputs={"output": output, "errors": errors})
         return FlowRunResult(run_id, flow.name, "completed", output, results, errors, steps, ms,
                              state=RunState.COMPLETED.value, outcome="completed", **common)
+
+    def _invoke_watched(self, flow: FlowDefinition, invoke: Any, payload: Any, cfg: Any,
+                        ctx: FlowContext) -> Any:
+        """``invoke`` on a watched thread, sync steps in line (``run_watch``); after a call
+        that ran past its limit, the run goes on from its last checkpoint in a new
+        invocation, whose node of that step takes the attempt as timed out."""
+        poll = poll_for([s.timeout_seconds for s in flow.steps])
+        while True:
+            ctx.watch = RunWatch(poll)
+            try:
+                return run_watched(functools.partial(invoke, payload, cfg, context=ctx, durability="sync"),
+                                   ctx.watch)
+            except CallTimedOut as over:
+                log.info("flow run %r: %s; the run goes on without it", ctx.run_id, over)
+                ctx = FlowContext(journal=ctx.journal, on_step=ctx.on_step, run_id=ctx.run_id,
+                                  timed_out={over.call.step_key: over.call})
+                payload = None
 
     def _finish(self, run_id: str, state: RunState, journal: StepJournal, **kw: Any) -> None:
         """Record the run's end (with the completions its journal holds back) and let its

@@ -1,0 +1,239 @@
+"""A run on its own watched thread (``soloflow_langgraph.run_watch``): sync steps called in
+line, their time limits kept by the caller, an overrunning call abandoned without a trace —
+on real SQLite files and PostgreSQL, with real runtimes and checkpointers."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from soloflow_core.models import Compensation, FlowDefinition, FlowStep
+from soloflow_core.store import Store
+from soloflow_langgraph.run_watch import RunAbandoned, RunWatch, poll_for, run_watched
+from soloflow_langgraph.runtime import FlowRuntime
+
+NS = {"user_id": "watch-user", "agent_id": "watch-agent"}
+
+
+@pytest.fixture()
+def runtimes(store: Store) -> Iterator[list[FlowRuntime]]:
+    opened: list[FlowRuntime] = []
+    try:
+        yield opened
+    finally:
+        for rt in opened:
+            rt.close()
+
+
+def _rt(opened: list[FlowRuntime], store: Store, tools: list[Any], **kw: Any) -> FlowRuntime:
+    rt = FlowRuntime(store, tools=tools, **NS, **kw)
+    opened.append(rt)
+    return rt
+
+
+def _step(sid: str, *deps: str, **kw: Any) -> FlowStep:
+    kw.setdefault("retry_backoff", 0.01)
+    kw.setdefault("retry_max", 0)
+    kw.setdefault("input_map", {"v": sid})
+    return FlowStep(id=sid, skill_key=kw.pop("skill_key", sid), depends_on=list(deps), **kw)
+
+
+class Calls:
+    """Tools that record (name, thread) for each call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int]] = []
+        self.lock = threading.Lock()
+
+    def make(self, name: str, *, sleep: float = 0.0, then: Any = None):  # noqa: ANN201
+        def fn(v: Any = None) -> Any:
+            with self.lock:
+                self.calls.append((name, threading.get_ident()))
+            if then is not None:
+                then()
+            if sleep:
+                time.sleep(sleep)
+            return {"from": name}
+
+        fn.__name__ = name
+        return fn
+
+    def names(self) -> list[str]:
+        return [n for n, _ in self.calls]
+
+
+def test_the_steps_of_a_chain_run_in_line_on_one_thread_that_is_not_the_callers(store, runtimes):
+    calls = Calls()
+    flow = FlowDefinition(name="chain", steps=[_step("a"), _step("b", "a"), _step("c", "b"), _step("d", "c")])
+    rt = _rt(runtimes, store, [calls.make(n) for n in "abcd"])
+    result = rt.run(flow, {})
+    assert result.status == "completed" and calls.names() == ["a", "b", "c", "d"]
+    threads = {t for _, t in calls.calls}
+    assert len(threads) == 1, "one hand-off per run: every step on the run's thread"
+    assert threads != {threading.get_ident()}
+
+
+def test_an_overrunning_call_that_returns_late_leaves_no_trace(store, runtimes):
+    calls = Calls()
+    flow = FlowDefinition(name="late", steps=[
+        _step("a"),
+        _step("h", "a", timeout_seconds=0.2, on_failure="continue"),
+        _step("b", "h"),
+    ])
+    rt = _rt(runtimes, store, [calls.make("a"), calls.make("h", sleep=0.8), calls.make("b")])
+    t0 = time.perf_counter()
+    result = rt.run(flow, {})
+    elapsed = time.perf_counter() - t0
+    assert result.status == "completed" and elapsed < 0.7, elapsed
+    assert "StepTimeoutError" in result.errors["h"] and "0.2 s" in result.errors["h"]
+    before = ([(s.step_key, s.state, s.attempts) for s in rt.status(result.run_id).steps],
+              [(m.step_key, m.from_state, m.to_state) for m in rt.history(result.run_id)])
+    time.sleep(1.0)  # the abandoned call returns now, on its own thread
+    after = ([(s.step_key, s.state, s.attempts) for s in rt.status(result.run_id).steps],
+             [(m.step_key, m.from_state, m.to_state) for m in rt.history(result.run_id)])
+    assert after == before
+    assert dict((k, st) for k, st, _ in after[0]) == {"a": "completed", "h": "failed", "b": "completed"}
+    assert not any(k == "h" and to == "completed" for k, _, to in after[1])
+    assert calls.names() == ["a", "h", "b"]  # nothing called twice, and b after h's limit
+
+
+def test_a_timeout_is_retried_then_compensated_in_reverse_order(store, runtimes):
+    calls = Calls()
+    undo: list[str] = []
+
+    def undo_a(v: Any = None) -> str:
+        undo.append("a")
+        return "undone"
+
+    def undo_b(v: Any = None) -> str:
+        undo.append("b")
+        return "undone"
+
+    flow = FlowDefinition(name="comp-timeout", steps=[
+        _step("a", compensation=Compensation(skill_key="undo_a")),
+        _step("b", "a", compensation=Compensation(skill_key="undo_b")),
+        _step("h", "b", timeout_seconds=0.2, retry_max=1, on_failure="compensate"),
+        _step("z", "h"),
+    ])
+    rt = _rt(runtimes, store, [calls.make("a"), calls.make("b"), calls.make("h", sleep=1.0), calls.make("z"),
+                               undo_a, undo_b])
+    result = rt.run(flow, {})
+    assert result.status == "failed" and result.outcome == "compensated", result
+    assert result.failed_step == "h" and "StepTimeoutError" in result.error
+    assert undo == ["b", "a"]
+    assert calls.names() == ["a", "b", "h", "h"]  # one retry, then the policy; z never starts
+    assert {s.step_key: s.attempts for s in rt.status(result.run_id).steps}["h"] == 2
+
+
+def test_a_timeout_with_stop_fails_the_run_naming_the_step(store, runtimes):
+    calls = Calls()
+    flow = FlowDefinition(name="stop-timeout", steps=[
+        _step("a"), _step("h", "a", timeout_seconds=0.2), _step("z", "h")])
+    rt = _rt(runtimes, store, [calls.make("a"), calls.make("h", sleep=1.0), calls.make("z")])
+    result = rt.run(flow, {})
+    assert result.status == "failed" and result.failed_step == "h"
+    assert "StepTimeoutError" in result.error and "step 'h'" in result.error
+    assert calls.names() == ["a", "h"]
+    assert rt.status(result.run_id).state == "failed"
+
+
+def test_a_short_limit_after_a_long_one_is_kept(store, runtimes):
+    """The caller looks at the call in progress at least every quarter of the shortest limit,
+    so a step's overrun is seen on time even after a step with a long limit."""
+    calls = Calls()
+    flow = FlowDefinition(name="mixed-limits", steps=[
+        _step("slow_ok", timeout_seconds=60, skill_key="a"),
+        _step("h", "slow_ok", timeout_seconds=0.3, on_failure="continue"),
+    ])
+    rt = _rt(runtimes, store, [calls.make("a", sleep=0.25), calls.make("h", sleep=3.0)])
+    t0 = time.perf_counter()
+    result = rt.run(flow, {})
+    assert result.status == "completed" and "StepTimeoutError" in result.errors["h"]
+    assert time.perf_counter() - t0 < 1.5
+
+
+def test_a_timeout_in_a_parallel_layer_is_kept_by_the_steps_own_thread(store, runtimes):
+    calls = Calls()
+    flow = FlowDefinition(name="par-timeout", steps=[
+        _step("a"),
+        _step("p1", "a", timeout_seconds=0.2, on_failure="continue", side_effects=False),
+        _step("p2", "a", side_effects=False),
+        _step("d", "p1", "p2"),
+    ])
+    rt = _rt(runtimes, store, [calls.make("a"), calls.make("p1", sleep=1.0), calls.make("p2"), calls.make("d")])
+    t0 = time.perf_counter()
+    result = rt.run(flow, {})
+    assert time.perf_counter() - t0 < 0.9
+    assert result.status == "completed" and "StepTimeoutError" in result.errors["p1"]
+    assert sorted(calls.names()) == ["a", "d", "p1", "p2"]
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
+def test_an_interrupted_caller_stops_the_run_at_its_next_step_and_resume_finishes_it(store, runtimes):
+    calls = Calls()
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def interrupt() -> None:
+        signal.pthread_kill(main, signal.SIGINT)
+
+    flow = FlowDefinition(name="ctrl-c", steps=[_step("a"), _step("b", "a"), _step("c", "b")])
+    rt = _rt(runtimes, store, [calls.make("a"), calls.make("b", then=interrupt, sleep=0.3), calls.make("c")])
+    started: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        rt.run(flow, {}, on_started=started.append)
+    time.sleep(0.6)  # b returns; its invocation stops before c
+    assert calls.names() == ["a", "b"]
+    states = {s.step_key: s.state for s in rt.status(started[0]).steps}
+    assert states["b"] == "completed" and states.get("c") in (None, "pending", "ready", "running")
+    result = rt.resume(started[0])
+    assert result.status == "completed"
+    assert calls.names() == ["a", "b", "c"]  # a and b are not called again
+
+
+def test_run_watched_returns_raises_and_reports_an_overrun():
+    watch = RunWatch(poll_for([1.0]))
+    assert run_watched(lambda: 41 + 1, watch) == 42
+
+    def boom() -> None:
+        raise ValueError("inside")
+
+    with pytest.raises(ValueError, match="inside"):
+        run_watched(boom, RunWatch(0.25))
+
+    from soloflow_langgraph.run_watch import CallTimedOut
+    from soloflow_langgraph.step_call import inspect_executor
+
+    late: list[BaseException] = []
+    returned = threading.Event()
+
+    def slow(v: int) -> int:
+        time.sleep(0.4)
+        return v
+
+    w = RunWatch(0.05)
+
+    def target() -> int:
+        try:
+            return w.call(slow, inspect_executor(slow), {"v": 1}, timeout=0.1, key=None, step_key="s",
+                          attempt=1, where="flow 'f', step 's'")
+        except BaseException as exc:
+            late.append(exc)
+            raise
+        finally:
+            returned.set()
+
+    t0 = time.perf_counter()
+    with pytest.raises(CallTimedOut) as over:
+        run_watched(target, w)
+    assert 0.08 <= time.perf_counter() - t0 < 0.35
+    assert over.value.call.step_key == "s" and over.value.call.abandoned and w.fenced
+    assert returned.wait(2.0)
+    assert len(late) == 1 and isinstance(late[0], RunAbandoned)
+    with pytest.raises(RunAbandoned):  # a fenced invocation starts no call
+        w.call(slow, inspect_executor(slow), {"v": 1}, timeout=1, key=None, step_key="t", attempt=1, where="x")
