@@ -10,7 +10,9 @@ compiled with a checkpointer and invoked with ``durability="sync"`` and a fresh
 * ``SF graph``: ``compile_flow`` + ``graph.invoke`` with the same checkpointer and no store:
   templates, skip checks, the per-call thread and the final node, but no step journal;
 * ``SF runtime``: ``FlowRuntime.run(name, inputs)`` on a store, ``retention="keep"``: the
-  durable path (run record, step journal, the run's end). On a SQLite file store its
+  durable path (run record, step journal, the run's end). Each invocation runs on one
+  watched daemon thread and the steps of one-task supersteps call their tool in line
+  (``soloflow_langgraph.run_watch``): one thread hand-off per run instead of per step. On a SQLite file store its
   checkpointer is ``SqliteSaver`` on a file next to the store and the journal writes one
   transaction per step (a step's completion with its successor's begin); on PostgreSQL it is
   the runtime's ``PostgresSaver`` (same connection settings as the baseline's) in the same
@@ -461,6 +463,12 @@ def components(opts: argparse.Namespace, store: Store) -> None:
     out.append(("call_with_limit(work): daemon thread + Event",
                 timeit(lambda: call_with_limit(work, info, {"x": 1, "step": "s"}, timeout=120, key=None,
                                                where="bench"), n) * 1e6, "µs"))
+    from soloflow_langgraph.run_watch import RunWatch
+
+    watch = RunWatch(1.0)
+    out.append(("RunWatch.call(work): in line, deadline published",
+                timeit(lambda: watch.call(work, info, {"x": 1, "step": "s"}, timeout=120, key=None, step_key="s",
+                                          attempt=1, where="bench"), n) * 1e6, "µs"))
     tinfo = inspect_executor(work_tool)
     out.append(("work_tool.invoke directly", timeit(lambda: work_tool.invoke({"x": 1, "step": "s"}), n) * 1e6,
                 "µs"))

@@ -149,6 +149,15 @@ def _ctx(runtime: Runtime[FlowContext] | None) -> FlowContext:
     return ctx if isinstance(ctx, FlowContext) else _NULL_CONTEXT
 
 
+def stop_if_fenced(ctx: FlowContext) -> None:
+    """Raise ``RunAbandoned`` when the runtime has stopped waiting for this invocation (its
+    caller was interrupted), after writing the completions the journal holds back."""
+    watch = ctx.watch
+    if watch is not None and watch.fenced:
+        ctx.journal.flush()
+        watch.check()
+
+
 def state_value(out: Any) -> Any:
     """A step's output as it is kept in the run's state and journal: JSON data (pydantic
     models and dataclasses as their fields, anything else JSON cannot hold as its text), so
@@ -258,10 +267,8 @@ class StepNode:
                 return self._done(state, begun.output)
             ctx.journal.failed(key, str(exc), retry=False)
             return self._give_up(state, key, exc)
+        stop_if_fenced(ctx)
         watch = ctx.watch
-        if watch is not None and watch.fenced:  # the caller was interrupted: stop here
-            ctx.journal.flush()  # the completions held back are written first
-            watch.check()
         timed = ctx.timed_out.pop(key, None) if ctx.timed_out else None
         failure: Exception | None = None
         if timed is not None:  # the previous invocation's call ran over: that attempt failed
@@ -306,6 +313,7 @@ class StepNode:
                          self.spec.flow.name, key, attempt, delay, err)
                 time.sleep(delay)
                 delay *= 2
+                stop_if_fenced(ctx)
                 again = ctx.journal.begin(key, step.id)
                 if again.cancelled:
                     ctx.journal.skipped(key, step.id, "the run was cancelled")
@@ -393,6 +401,7 @@ class Collect:
 
     def __call__(self, state: FlowState, runtime: Runtime[FlowContext]) -> dict[str, Any]:
         ctx = _ctx(runtime)
+        stop_if_fenced(ctx)
         reason = skip_reason(self.step, state)
         if reason is not None:
             ctx.journal.skipped(self.step.id, self.step.id, reason)
@@ -416,6 +425,7 @@ class ApprovalGate:
 
     def __call__(self, state: FlowState, runtime: Runtime[FlowContext]) -> dict[str, Any]:
         ctx = _ctx(runtime)
+        stop_if_fenced(ctx)
         if state.get("halt"):
             ctx.journal.skipped(GATE_NODE, GATE_NODE, "the run stopped before its approval")
             return {}
@@ -451,10 +461,11 @@ class Finalize:
         self.flow, self.specs = flow, specs
 
     def __call__(self, state: FlowState, runtime: Runtime[FlowContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        stop_if_fenced(ctx)
         halt = state.get("halt") or {}
         if halt.get("kind") != "compensate":
             return {}
-        ctx = _ctx(runtime)
         results = dict(state.get("results") or {})
         # The journal knows the completion order; without one, the flow's step order.
         order = [sid for _, sid, _ in ctx.journal.completed_order()] or [

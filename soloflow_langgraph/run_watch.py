@@ -80,7 +80,7 @@ class RunWatch:
     """What the caller of one watched invocation sees of it: the call in progress and its
     deadline (see the module docstring)."""
 
-    __slots__ = ("current", "fenced", "lock", "poll", "thread_id")
+    __slots__ = ("current", "fenced", "lock", "poll", "quiet", "thread_id")
 
     def __init__(self, poll: float) -> None:
         self.lock = threading.Lock()
@@ -88,6 +88,19 @@ class RunWatch:
         self.fenced = False
         self.thread_id: int | None = None
         self.poll = min(MAX_POLL, max(MIN_POLL, poll))
+        self.quiet = threading.Event()
+        """Set once the invocation can write nothing more: its thread has ended, or it is
+        inside an abandoned call (which can only raise :class:`RunAbandoned`)."""
+
+    def stop(self) -> None:
+        """Fence the invocation and abandon the call in progress, if any: the caller has
+        stopped waiting (an interrupt). Without a call in progress the thread stops at its
+        next step (see :meth:`check`)."""
+        with self.lock:
+            self.fenced = True
+            if self.current is not None:
+                self.current.abandoned = True
+                self.quiet.set()
 
     def owns_thread(self) -> bool:
         """Whether the current thread is the invocation's own (calls may go in line)."""
@@ -143,7 +156,8 @@ def run_watched(target: Callable[[], T], watch: RunWatch) -> T:
         CallTimedOut: a call ran past its limit; the invocation is fenced and the call
             abandoned (see the module docstring).
         BaseException: whatever ``target`` raised; an interrupt of the caller (its
-            ``KeyboardInterrupt``) fences the invocation and is raised again.
+            ``KeyboardInterrupt``) abandons the call in progress and fences the invocation
+            (:meth:`RunWatch.stop`), and is raised again.
     """
     box: dict[str, Any] = {}
     done = _thread.allocate_lock()
@@ -157,6 +171,7 @@ def run_watched(target: Callable[[], T], watch: RunWatch) -> T:
         except BaseException as exc:  # handed to the caller
             box["exc"] = exc
         finally:
+            watch.quiet.set()
             done.release()
 
     _POOL.submit(main)
@@ -168,12 +183,13 @@ def run_watched(target: Callable[[], T], watch: RunWatch) -> T:
                 if call is not None and now >= call.deadline:
                     call.abandoned = True
                     watch.fenced = True
+                    watch.quiet.set()
                     raise CallTimedOut(call)
                 wait = watch.poll if call is None else max(0.0, min(watch.poll, call.deadline - now))
     except CallTimedOut:
         raise
-    except BaseException:  # the caller was interrupted: the run stops at its next call
-        watch.fenced = True
+    except BaseException:  # the caller was interrupted: the call in progress is abandoned
+        watch.stop()
         raise
     if "exc" in box:
         raise box["exc"]

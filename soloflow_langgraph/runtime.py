@@ -65,6 +65,10 @@ from soloflow_langgraph.runtime_support import (
     skip_rest,
 )
 
+STOPPING_WAIT = 30.0
+"""Seconds ``resume``/``approve`` wait for an invocation of the same run that was
+interrupted in this process to stop writing (``FlowRuntime._await_stopped``)."""
+
 if TYPE_CHECKING:
     import pluggy
     from langgraph.graph.state import CompiledStateGraph
@@ -125,6 +129,8 @@ class FlowRuntime:
         self._flush = threading.Event()
         self._retention_saver: Any = None
         self._lock = threading.Lock()
+        self._stopping: dict[str, RunWatch] = {}
+        """Runs whose invocation was interrupted in this process, until they go on here."""
 
     def close(self) -> None:
         """Close the checkpointer's connection if this runtime opened it (the store is the
@@ -374,6 +380,7 @@ class FlowRuntime:
 
     def _continue(self, rec: FlowRunRecord, command: Command | None) -> FlowRunResult:
         store = self._need_store()
+        self._await_stopped(rec.id)
         flow = (FlowDefinition.model_validate(rec.definition) if rec.definition
                 else self.flow(rec.flow_name, rec.flow_version))
         graph = self.graph(flow)
@@ -483,15 +490,39 @@ class FlowRuntime:
         invocation, whose node of that step takes the attempt as timed out."""
         poll = poll_for([s.timeout_seconds for s in flow.steps])
         while True:
-            ctx.watch = RunWatch(poll)
+            watch = ctx.watch = RunWatch(poll)
             try:
-                return run_watched(functools.partial(invoke, payload, cfg, context=ctx, durability="sync"),
-                                   ctx.watch)
+                return run_watched(functools.partial(invoke, payload, cfg, context=ctx, durability="sync"), watch)
             except CallTimedOut as over:
                 log.info("flow run %r: %s; the run goes on without it", ctx.run_id, over)
                 ctx = FlowContext(journal=ctx.journal, on_step=ctx.on_step, run_id=ctx.run_id,
                                   timed_out={over.call.step_key: over.call})
                 payload = None
+            except Exception:
+                raise  # the invocation's own failure: its thread has ended
+            except BaseException:  # the caller was interrupted: the invocation is stopping
+                with self._lock:
+                    self._stopping[str(ctx.run_id)] = watch
+                raise
+
+    def _await_stopped(self, run_id: str, wait: float = STOPPING_WAIT) -> None:
+        """Before a run goes on in this process: wait until an invocation of it that was
+        interrupted here can write nothing more (``RunWatch.quiet``).
+
+        Raises:
+            InvalidTransitionError: it has not stopped within ``wait`` seconds.
+        """
+        with self._lock:
+            watch = self._stopping.get(run_id)
+        if watch is None:
+            return
+        if not watch.quiet.wait(wait):
+            raise InvalidTransitionError(
+                f"flow run {run_id!r}: its interrupted invocation in this process has not stopped after "
+                f"{wait:g} s (a step between calls, or a compensation, is still running); try again",
+                run_id=run_id)
+        with self._lock:
+            self._stopping.pop(run_id, None)
 
     def _finish(self, run_id: str, state: RunState, journal: StepJournal, **kw: Any) -> None:
         """Record the run's end (with the completions its journal holds back) and let its

@@ -4,6 +4,7 @@ on real SQLite files and PostgreSQL, with real runtimes and checkpointers."""
 
 from __future__ import annotations
 
+import contextvars
 import signal
 import threading
 import time
@@ -174,26 +175,94 @@ def test_a_timeout_in_a_parallel_layer_is_kept_by_the_steps_own_thread(store, ru
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
-def test_an_interrupted_caller_stops_the_run_at_its_next_step_and_resume_finishes_it(store, runtimes):
+def test_an_interrupted_caller_abandons_the_call_and_resume_runs_it_again(store, runtimes):
+    """Ctrl-C while a step runs: the call's result is thrown away, as if the process had
+    died during it; resumed at once in the same process, the step runs again (same
+    idempotency key) and the interrupted invocation writes nothing more."""
     calls = Calls()
     main = threading.main_thread().ident
     assert main is not None
+    fired: list[int] = []
 
     def interrupt() -> None:
-        signal.pthread_kill(main, signal.SIGINT)
+        if not fired:
+            fired.append(1)
+            signal.pthread_kill(main, signal.SIGINT)
 
     flow = FlowDefinition(name="ctrl-c", steps=[_step("a"), _step("b", "a"), _step("c", "b")])
-    rt = _rt(runtimes, store, [calls.make("a"), calls.make("b", then=interrupt, sleep=0.3), calls.make("c")])
+    rt = _rt(runtimes, store, [calls.make("a"), calls.make("b", then=interrupt, sleep=0.4), calls.make("c")])
     started: list[str] = []
     with pytest.raises(KeyboardInterrupt):
         rt.run(flow, {}, on_started=started.append)
-    time.sleep(0.6)  # b returns; its invocation stops before c
-    assert calls.names() == ["a", "b"]
-    states = {s.step_key: s.state for s in rt.status(started[0]).steps}
-    assert states["b"] == "completed" and states.get("c") in (None, "pending", "ready", "running")
-    result = rt.resume(started[0])
+    assert {s.step_key: s.state for s in rt.status(started[0]).steps}["b"] == "running"
+    result = rt.resume(started[0])  # at once: the first b is still sleeping
     assert result.status == "completed"
-    assert calls.names() == ["a", "b", "c"]  # a and b are not called again
+    time.sleep(0.6)  # the abandoned b returns: nothing of it is written
+    assert calls.names() == ["a", "b", "b", "c"]
+    steps = {s.step_key: (s.state, s.attempts) for s in rt.status(started[0]).steps}
+    assert steps == {"a": ("completed", 1), "b": ("completed", 2), "c": ("completed", 1)}
+    assert [m.to_state for m in rt.history(started[0]) if m.step_key is None][-1] == "completed"
+
+
+def test_a_first_step_that_overruns_goes_on_from_the_first_checkpoint(store, runtimes):
+    calls = Calls()
+    flow = FlowDefinition(name="first-over", steps=[
+        _step("h", timeout_seconds=0.15, on_failure="continue"), _step("b", "h")])
+    rt = _rt(runtimes, store, [calls.make("h", sleep=0.8), calls.make("b")])
+    result = rt.run(flow, {})
+    assert result.status == "completed" and "StepTimeoutError" in result.errors["h"]
+    assert calls.names() == ["h", "b"]
+
+
+def test_a_single_map_item_that_overruns_is_retried_then_continues(store, runtimes):
+    calls = Calls()
+    flow = FlowDefinition(
+        name="map-over", input_schema={"type": "object", "properties": {"items": {"type": "array"}}},
+        steps=[
+            _step("a"),
+            FlowStep(id="m", skill_key="h", depends_on=["a"], map_over="{{_trigger.items}}",
+                     input_map={"v": "{{_item}}"}, timeout_seconds=0.15, retry_max=1, retry_backoff=0.01,
+                     on_failure="continue"),
+            _step("b", "m"),
+        ])
+    rt = _rt(runtimes, store, [calls.make("a"), calls.make("h", sleep=0.6), calls.make("b")])
+    result = rt.run(flow, {"items": [1]})
+    assert result.status == "completed" and "StepTimeoutError" in str(result.errors)
+    assert calls.names() == ["a", "h", "h", "b"]
+
+
+def test_a_step_that_overruns_after_an_approval_goes_on_by_policy(store, runtimes):
+    calls = Calls()
+    flow = FlowDefinition(name="approve-over", requires_approval=True, steps=[
+        _step("a", side_effects=False),
+        _step("h", "a", timeout_seconds=0.15, on_failure="continue"),
+        _step("b", "h"),
+    ])
+    rt = _rt(runtimes, store, [calls.make("a"), calls.make("h", sleep=0.6), calls.make("b")])
+    waiting = rt.run(flow, {})
+    assert waiting.status == "waiting"
+    result = rt.approve(waiting.run_id)
+    assert result.status == "completed" and "StepTimeoutError" in result.errors["h"]
+    assert calls.names() == ["a", "h", "b"]
+
+
+VAR: contextvars.ContextVar[str | None] = contextvars.ContextVar("VAR", default=None)
+
+
+def test_the_callers_context_variables_reach_the_tools(store, runtimes):
+    seen: list[str | None] = []
+
+    def t(v: Any = None) -> int:
+        seen.append(VAR.get())
+        return 1
+
+    rt = _rt(runtimes, store, [t])
+    token = VAR.set("from the caller")
+    try:
+        rt.run(FlowDefinition(name="ctxvar", steps=[_step("t")]), {})
+    finally:
+        VAR.reset(token)
+    assert seen == ["from the caller"]
 
 
 def test_run_watched_returns_raises_and_reports_an_overrun():
