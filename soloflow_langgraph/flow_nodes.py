@@ -247,8 +247,10 @@ class StepNode:
         callbacks = [cb for cb in (self.spec.on_step, ctx.on_step) if cb is not None]
         if not callbacks:
             return
-        call = ToolCall(name=self.spec.step.skill_key, args=kwargs, output=out, error=error,
-                        duration_ms=(time.perf_counter() - start) * 1000)
+        # Every field is already of its type (a validated flow's skill key, the rendered
+        # arguments dict, a bool, a float): no validation pass at every step.
+        call = ToolCall.model_construct(name=self.spec.step.skill_key, args=dict(kwargs), output=out, error=error,
+                                        duration_ms=(time.perf_counter() - start) * 1000)
         for cb in callbacks:
             cb(self.spec.step, call, self.spec.index)
 

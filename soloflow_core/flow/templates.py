@@ -10,6 +10,7 @@ recursively through dicts and lists. There is no ``eval``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -38,8 +39,9 @@ class Reference:
         return self.root == TRIGGER
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_reference(text: str) -> Reference:
-    """Parse the inside of ``{{...}}``."""
+    """Parse the inside of ``{{...}}`` (cached: a flow's templates are rendered at every run)."""
     inner = text.strip()
     parts = inner.split(".") if inner else []
     if not parts or not all(_SEGMENT.match(p) for p in parts):
@@ -102,6 +104,22 @@ def _to_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
+_MIXED = "mixed"
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(value: str) -> Reference | str | None:
+    """How :func:`render` treats a string: None (no template: as is), the
+    :class:`Reference` it is made of entirely (the value keeps its type), or ``_MIXED``
+    (templates inside text: substituted as text). Cached, like :func:`parse_reference`."""
+    if "{{" not in value:
+        return None
+    whole = _TEMPLATE.fullmatch(value.strip())
+    if whole and value.strip().count("{{") == 1:
+        return parse_reference(whole.group(1))
+    return _MIXED
+
+
 def render(value: Any, *, inputs: Mapping[str, Any], results: Mapping[str, Any]) -> Any:
     """Render ``value`` against flow ``inputs`` and step ``results`` (step id → output)."""
 
@@ -118,9 +136,11 @@ def render(value: Any, *, inputs: Mapping[str, Any], results: Mapping[str, Any])
         return lookup(results[ref.root], ref.path, where=ref.text)
 
     if isinstance(value, str):
-        whole = _TEMPLATE.fullmatch(value.strip())
-        if whole and value.strip().count("{{") == 1:
-            return resolve(parse_reference(whole.group(1)))
+        plan = _plan(value)
+        if plan is None:
+            return value
+        if isinstance(plan, Reference):
+            return resolve(plan)
         return _TEMPLATE.sub(lambda m: _to_text(resolve(parse_reference(m.group(1)))), value)
     if isinstance(value, Mapping):
         return {k: render(v, inputs=inputs, results=results) for k, v in value.items()}
