@@ -334,12 +334,40 @@ class DriverStepJournal(_Finishing):
     def begin_ahead(self, steps: Sequence[tuple[str, str]]) -> None:
         """See :meth:`StepJournal.begin_ahead`: with a carrier (PostgreSQL, the runtime's
         checkpointer) the completions held back and the new steps' begins ride in the run's
-        next checkpoint save; without one, nothing (each begin writes what is held, on its
-        own: on SQLite the journal is another database file, and a background writer measured
-        slower than the write in line)."""
-        if not self._defer or self._carrier is None:
+        next checkpoint save. On SQLite (where the journal is another database file than the
+        checkpoints; a background writer measured slower than the write in line) they are
+        written now, in one transaction: the steps of a parallel layer are begun together
+        instead of each in its own transaction from its own thread. Otherwise nothing (each
+        begin writes what is held, on its own)."""
+        if not self._defer or not steps:
             return
-        self._carry_ahead(self._take(), list(steps))
+        if self._carrier is not None:
+            self._carry_ahead(self._take(), list(steps))
+        elif self._sqlite:
+            self._begin_ahead_sqlite(list(steps))
+
+    def _begin_ahead_sqlite(self, steps: list[tuple[str, str]]) -> None:
+        """The held completions and ``steps``' begins in one transaction; a step that could
+        not be begun so (the run is cancelled, the step was recorded before) is left to its
+        own :meth:`begin`, which takes the checked path; so is everything when the write fails."""
+        def work(cur: Any) -> set[str]:
+            at = self._stamp(now())
+            begun: set[str] = set()
+            for step_key, step_id in steps:
+                cur.execute(_SQLITE_BEGIN, (step_key, step_id, idempotency_key(self.run_id, step_key), at,
+                                            self.run_id))
+                if cur.rowcount == 1:
+                    insert_transitions(cur, self._sql, self._rows(step_key, _NEW_STEP_MOVES, None, at))
+                    begun.add(step_key)
+            return begun
+
+        with self._ahead_lock:
+            try:
+                begun = self._write(self._flushing(work))
+            except Exception:  # each step's own begin writes, and reports, on its own
+                log.debug("flow run %r: the steps begun ahead were not written", self.run_id, exc_info=True)
+                return
+            self._ahead_begun.update(begun)
 
     def _carry_ahead(self, held: list[tuple[str, Any, datetime]], steps: list[tuple[str, str]]) -> None:
         """The begins (the first after ``held``) handed to the carrier: they ride in the
