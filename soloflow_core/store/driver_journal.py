@@ -339,11 +339,11 @@ class DriverStepJournal(_Finishing):
         written now, in one transaction: the steps of a parallel layer are begun together
         instead of each in its own transaction from its own thread. Otherwise nothing (each
         begin writes what is held, on its own)."""
-        if not self._defer or not steps:
+        if not self._defer:
             return
-        if self._carrier is not None:
+        if self._carrier is not None:  # with no step to begin, the completion rides alone
             self._carry_ahead(self._take(), list(steps))
-        elif self._sqlite:
+        elif self._sqlite and steps:
             self._begin_ahead_sqlite(list(steps))
 
     def _begin_ahead_sqlite(self, steps: list[tuple[str, str]]) -> None:
