@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 from langgraph.types import Send, interrupt
 
-from soloflow_core.errors import FlowRunError, StepTimeoutError
+from soloflow_core.errors import FlowRunError
 from soloflow_core.flow.journal import StepBegin, StepJournal, idempotency_key
 from soloflow_core.flow.templates import TemplateError, render
 from soloflow_core.flow.validate import ITEM
@@ -26,7 +26,7 @@ from soloflow_core.models import FlowDefinition, FlowStep, ToolCall
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import jsonable
 from soloflow_langgraph.run_watch import RunWatch, WatchedCall
-from soloflow_langgraph.step_call import ExecutorInfo, call_with_limit
+from soloflow_langgraph.step_call import ExecutorInfo, call_with_limit, timed_out
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -275,9 +275,7 @@ class StepNode:
         failure: Exception | None = None
         if timed is not None:  # the previous invocation's call ran over: that attempt failed
             attempt, idem = timed.attempt, timed.idempotency_key
-            failure = StepTimeoutError(
-                f"{timed.where}: no result after {timed.timeout:g} s (timeout_seconds); the call's thread "
-                "runs on in the background and its result will be ignored")
+            failure = timed_out(timed.where, timed.timeout, cancelled=False)
             start = time.perf_counter() - (time.monotonic() - timed.started)
         else:
             begun = ctx.journal.begin(key, step.id)

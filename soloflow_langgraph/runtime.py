@@ -498,12 +498,11 @@ class FlowRuntime:
                 ctx = FlowContext(journal=ctx.journal, on_step=ctx.on_step, run_id=ctx.run_id,
                                   timed_out={over.call.step_key: over.call})
                 payload = None
-            except Exception:
-                raise  # the invocation's own failure: its thread has ended
-            except BaseException:  # the caller was interrupted: the invocation is stopping
-                with self._lock:
-                    self._stopping[str(ctx.run_id)] = watch
-                raise
+            except BaseException as exc:
+                if not isinstance(exc, Exception):  # the caller was interrupted: it is stopping
+                    with self._lock:
+                        self._stopping[str(ctx.run_id)] = watch
+                raise  # else the invocation's own failure: its thread has ended
 
     def _await_stopped(self, run_id: str, wait: float = STOPPING_WAIT) -> None:
         """Before a run goes on in this process: wait until an invocation of it that was

@@ -103,6 +103,15 @@ def _call(executor: Any, info: ExecutorInfo, kwargs: dict[str, Any]) -> Any:
     return executor(**kwargs)
 
 
+def timed_out(where: str, timeout: float, *, cancelled: bool) -> StepTimeoutError:
+    """The error of a call that ran past ``timeout`` seconds: ``cancelled`` (async) or left
+    running in the background (sync)."""
+    return StepTimeoutError(
+        f"{where}: no result after {timeout:g} s (timeout_seconds); "
+        + ("the call was cancelled" if cancelled else
+           "the call's thread runs on in the background and its result will be ignored"))
+
+
 def call_with_limit(
     executor: Any,
     info: ExecutorInfo,
@@ -139,16 +148,11 @@ def call_with_limit(
     _POOL.submit(lambda: ctx.run(work))
     # An async call is cancelled by its own wait_for; the grace lets that finish first.
     if not done.wait(timeout + (1.0 if info.is_async else 0.0)):
-        raise StepTimeoutError(
-            f"{where}: no result after {timeout:g} s (timeout_seconds); "
-            + ("the call was cancelled" if info.is_async else
-               "the call's thread runs on in the background and its result will be ignored")
-        )
+        raise timed_out(where, timeout, cancelled=info.is_async)
     if "exc" in box:
         exc = box["exc"]
         if isinstance(exc, TimeoutError) and info.is_async:
-            raise StepTimeoutError(f"{where}: no result after {timeout:g} s (timeout_seconds); "
-                                   "the call was cancelled") from exc
+            raise timed_out(where, timeout, cancelled=True) from exc
         raise exc
     return _unwrap(box.get("out"))
 

@@ -174,7 +174,6 @@ def test_a_timeout_in_a_parallel_layer_is_kept_by_the_steps_own_thread(store, ru
     assert sorted(calls.names()) == ["a", "d", "p1", "p2"]
 
 
-@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
 def test_an_interrupted_caller_abandons_the_call_and_resume_runs_it_again(store, runtimes):
     """Ctrl-C while a step runs: the call's result is thrown away, as if the process had
     died during it; resumed at once in the same process, the step runs again (same

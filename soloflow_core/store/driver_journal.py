@@ -254,12 +254,9 @@ class DriverStepJournal(_Finishing):
             return StepBegin(False, None, 1, False, key)
 
         def work(cur: Any) -> StepBegin:
-            if self._sqlite:  # a new step of a live run: one insert, no read
-                at = self._stamp(now())
-                cur.execute(_SQLITE_BEGIN, (step_key, step_id, key, at, self.run_id))
-                if cur.rowcount == 1:
-                    insert_transitions(cur, sql, self._rows(step_key, _NEW_STEP_MOVES, None, at))
-                    return StepBegin(False, None, 1, False, key)
+            # SQLite, a new step of a live run: one insert, no read.
+            if self._sqlite and self._sqlite_begin_new(cur, step_key, step_id, self._stamp(now())):
+                return StepBegin(False, None, 1, False, key)
             cur.execute(sql.begin_read, (step_key, self.run_id))
             row = cur.fetchone()
             if row is None:
@@ -281,22 +278,21 @@ class DriverStepJournal(_Finishing):
 
         return self._write(self._flushing(work))
 
-    def _begin_new(self, step_key: str, step_id: str, held: list[tuple[str, Any, datetime]]) -> bool:
-        """Record a new step of a live run as running by the one-statement path (PostgreSQL) or
-        transaction (SQLite), preceded by ``held`` completions; whether it applied (False: the
-        run is cancelled or missing, or the step was recorded before — the checked path then
-        decides). ``held`` is written, or given back when it could not be."""
-        key = idempotency_key(self.run_id, step_key)
-        if self._sqlite:
-            def work(cur: Any) -> bool:
-                at = self._stamp(now())
-                cur.execute(_SQLITE_BEGIN, (step_key, step_id, key, at, self.run_id))
-                if cur.rowcount != 1:
-                    return False
-                insert_transitions(cur, self._sql, self._rows(step_key, _NEW_STEP_MOVES, None, at))
-                return True
+    def _sqlite_begin_new(self, cur: Any, step_key: str, step_id: str, at: Any) -> bool:
+        """Record a new step of a live run as running (SQLite, in the open transaction);
+        whether it applied (False: the run is cancelled or missing, or the step was recorded
+        before — the checked path then decides)."""
+        cur.execute(_SQLITE_BEGIN, (step_key, step_id, idempotency_key(self.run_id, step_key), at, self.run_id))
+        if cur.rowcount != 1:
+            return False
+        insert_transitions(cur, self._sql, self._rows(step_key, _NEW_STEP_MOVES, None, at))
+        return True
 
-            return bool(self._write(self._flushing(work, held)))
+    def _begin_new(self, step_key: str, step_id: str, held: list[tuple[str, Any, datetime]]) -> bool:
+        """Record a new step of a live run as running by the one-statement path (PostgreSQL),
+        preceded by ``held`` completions; whether it applied (False: the run is cancelled or
+        missing, or the step was recorded before — the checked path then decides). ``held``
+        is written, or given back when it could not be."""
         if len(held) > 1:  # parallel steps completed: all but the last on their own
             self._give_back(held[:-1])
             self._flush_held()
@@ -352,14 +348,7 @@ class DriverStepJournal(_Finishing):
         own :meth:`begin`, which takes the checked path; so is everything when the write fails."""
         def work(cur: Any) -> set[str]:
             at = self._stamp(now())
-            begun: set[str] = set()
-            for step_key, step_id in steps:
-                cur.execute(_SQLITE_BEGIN, (step_key, step_id, idempotency_key(self.run_id, step_key), at,
-                                            self.run_id))
-                if cur.rowcount == 1:
-                    insert_transitions(cur, self._sql, self._rows(step_key, _NEW_STEP_MOVES, None, at))
-                    begun.add(step_key)
-            return begun
+            return {step_key for step_key, step_id in steps if self._sqlite_begin_new(cur, step_key, step_id, at)}
 
         with self._ahead_lock:
             try:
