@@ -39,7 +39,12 @@ Variants are measured round-robin (one rep of each, then the next rep); medians 
 Usage::
 
     python benchmarks/bench_runtime.py [--quick] [--reps N] [--runs N] [--no-pg] [--profile]
-                                        [--only steps|components|start|profile]
+                                        [--only steps|target|components|start|profile]
+
+``--only target`` measures only the target rows and their baselines (more reps in the same
+time). Each target row shows a 95% bootstrap interval of its ratio: on a shared, noisy
+machine a ratio's median moves by ±0.1 between runs, and the interval says whether a shape
+is above the target or only drawn there by noise.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ import cProfile
 import gc
 import io
 import pstats
+import random
 import shutil
 import sqlite3
 import statistics
@@ -351,14 +357,15 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
             flow = make_flow(name, shape, key)
             store.register_flow(flow, user_id="bench", agent_id=AGENT, source="user-submitted")
             variants: list[Variant] = []
+            full = not opts.target_only  # --only target: LG and SF runtime on sqlite and postgres
             # (a) no checkpointer
-            variants += [
+            variants += [] if not full else [
                 graph_variant("none", "LG", hand_written(shape, fn, is_tool, None), None, runs),
                 graph_variant("none", "SF graph", compile_flow(flow, registry=registry), None, runs),
             ]
             # (b) InMemorySaver
             m1, m2, m3 = InMemorySaver(), InMemorySaver(), InMemorySaver()
-            variants += [
+            variants += [] if not full else [
                 graph_variant("memory", "LG", hand_written(shape, fn, is_tool, m1), m1, runs),
                 graph_variant("memory", "SF graph", compile_flow(flow, registry=registry, checkpointer=m2),
                               m2, runs),
@@ -374,10 +381,10 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
             runtimes += [rt, rt_del]
             variants += [
                 graph_variant("sqlite", "LG", hand_written(shape, fn, is_tool, s1), s1, runs),
-                graph_variant("sqlite", "SF graph", compile_flow(flow, registry=registry, checkpointer=s2),
-                              s2, runs),
+                *([graph_variant("sqlite", "SF graph", compile_flow(flow, registry=registry, checkpointer=s2),
+                                 s2, runs)] if full else []),
                 runtime_variant("sqlite", "SF runtime", rt, name),
-                runtime_variant("sqlite", RETAINING, rt_del, name),
+                *([runtime_variant("sqlite", RETAINING, rt_del, name)] if full else []),
             ]
             # (d) PostgreSQL
             if pg is not None:
@@ -389,10 +396,11 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
                 runtimes += [prt, prt_del]
                 variants += [
                     graph_variant("postgres", "LG", hand_written(shape, fn, is_tool, p1), p1, runs),
-                    graph_variant("postgres", "SF graph",
-                                  compile_flow(flow, registry=registry, checkpointer=p2), p2, runs),
+                    *([graph_variant("postgres", "SF graph",
+                                     compile_flow(flow, registry=registry, checkpointer=p2), p2, runs)]
+                      if full else []),
                     runtime_variant("postgres", "SF runtime", prt, name),
-                    runtime_variant("postgres", RETAINING, prt_del, name),
+                    *([runtime_variant("postgres", RETAINING, prt_del, name)] if full else []),
                 ]
             t0 = time.perf_counter()
             times = measure(variants, reps, runs, deletes)
@@ -400,7 +408,7 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
             for k, v in enumerate(variants):
                 rows.append({"shape": shape, "tool": tool_kind, "config": v.config, "who": v.who,
                              "steps": n_steps, "ms": statistics.median(times[k]),
-                             "min": min(times[k]), "reps": len(times[k])})
+                             "min": min(times[k]), "reps": len(times[k]), "samples": times[k]})
             print(f"  measured {shape} / {tool_kind}: {len(variants)} variants × {reps} reps × {runs} runs "
                   f"in {time.perf_counter() - t0:.0f} s", flush=True)
     for r in runtimes:
@@ -414,7 +422,7 @@ def print_per_step(rows: list[dict[str, Any]]) -> None:
     print("\nTarget 1: per-run and per-step time, medians over interleaved reps "
           "(SF ÷ LG = ratio to the hand-written graph with the same checkpointer)")
     print(f"  {'shape':<8} {'tool':<6} {'config':<9} {'variant':<22} {'ms/run':>8} {'min':>7} "
-          f"{'ms/step':>8} {'SF÷LG':>6} {'+ms/step':>9}")
+          f"{'ms/step':>8} {'SF÷LG':>6} {'+ms/step':>9}  {'95% CI of SF÷LG':<15}")
     base: dict[tuple[str, str, str], dict[str, Any]] = {
         (r["shape"], r["tool"], r["config"]): r for r in rows if r["who"] == "LG"}
     for r in rows:
@@ -422,10 +430,16 @@ def print_per_step(rows: list[dict[str, Any]]) -> None:
         per = r["ms"] / r["steps"]
         ratio = "" if r["who"] == "LG" else f"{r['ms'] / b['ms']:.2f}x"
         extra = "" if r["who"] == "LG" else f"{(r['ms'] - b['ms']) / r['steps']:+.2f}"
-        flag = " ◀ target" if r["config"] in ("sqlite", "postgres") and r["who"] == "SF runtime" else ""
+        target = r["config"] in ("sqlite", "postgres") and r["who"] == "SF runtime"
+        ci = ""
+        if target:
+            lo, hi = ratio_ci(r["samples"], b["samples"])
+            r["ci"] = (lo, hi)
+            ci = f"{lo:.2f}–{hi:.2f}x ◀ target"
         print(f"  {r['shape']:<8} {r['tool']:<6} {r['config']:<9} {r['who']:<22} {r['ms']:>8.2f} "
-              f"{r['min']:>7.2f} {per:>8.3f} {ratio:>6} {extra:>9}{flag}")
-    print("  (ms/step = ms/run ÷ flow steps)")
+              f"{r['min']:>7.2f} {per:>8.3f} {ratio:>6} {extra:>9}  {ci}")
+    print("  (ms/step = ms/run ÷ flow steps; 95% CI: bootstrap over the reps, each resample keeping a "
+          "rep's SF and LG times together)")
     print("\nSummary, like-for-like (same checkpointer, durability=sync, checkpoints deleted untimed after "
           "each rep on every row; SF runtime = run record + step journal):")
     for config in ("sqlite", "postgres"):
@@ -439,9 +453,26 @@ def print_per_step(rows: list[dict[str, Any]]) -> None:
                        (r["shape"], r["tool"], config)]
             verdict = (f"target ≤ {TARGET_RATIO}x: {'met' if max(ratios) <= TARGET_RATIO else 'NOT met'}"
                        if who == "SF runtime" else "(retention's deletions inside the timing; not the target row)")
+            vs_graph = f"; runtime − SF graph: {statistics.median(journal):+.2f} ms/step" if journal else ""
             print(f"  {config:<9} {who} ÷ LG: {min(ratios):.2f}–{max(ratios):.2f}x (median "
-                  f"{statistics.median(ratios):.2f}x); {verdict}; runtime − SF graph: "
-                  f"{statistics.median(journal):+.2f} ms/step")
+                  f"{statistics.median(ratios):.2f}x); {verdict}{vs_graph}")
+            if who == "SF runtime":
+                above = [f"{r['shape']}/{r['tool']}" for r in sel if r["ci"][0] > TARGET_RATIO]
+                unsure = [f"{r['shape']}/{r['tool']}" for r in sel if r["ci"][0] <= TARGET_RATIO < r["ci"][1]]
+                print(f"  {'':<9} by the 95% CIs: above {TARGET_RATIO}x: {', '.join(above) or 'none'}; "
+                      f"undecided (CI spans {TARGET_RATIO}x): {', '.join(unsure) or 'none'}; "
+                      f"below: {len(sel) - len(above) - len(unsure)} of {len(sel)}")
+
+
+def ratio_ci(sf: list[float], lg: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of median(sf) ÷ median(lg): reps are resampled with
+    replacement, a rep's two times together (they were measured moments apart)."""
+    rng = random.Random(seed)
+    k = len(sf)
+    stats = sorted(
+        statistics.median(sf[i] for i in pick) / statistics.median(lg[i] for i in pick)
+        for pick in ([rng.randrange(k) for _ in range(k)] for _ in range(n)))
+    return stats[int(0.025 * (n - 1))], stats[int(0.975 * (n - 1))]
 
 
 def components(opts: argparse.Namespace, store: Store) -> None:
@@ -677,9 +708,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
     parser.add_argument("--pg-url", default=PG_URL)
     parser.add_argument("--profile", action="store_true", help="also print a cProfile of SF runtime")
-    parser.add_argument("--only", choices=["steps", "start", "components", "profile"], default=None)
+    parser.add_argument("--only", choices=["steps", "target", "start", "components", "profile"], default=None,
+                        help="one section; 'target' is 'steps' with only the target rows and their baselines "
+                             "(LG and SF runtime on sqlite and postgres), 21 reps by default")
     opts = parser.parse_args(argv)
-    opts.reps = max(3, opts.reps or (5 if opts.quick else 11))
+    opts.target_only = opts.only == "target"
+    opts.reps = max(3, opts.reps or (5 if opts.quick else 21 if opts.target_only else 11))
     opts.runs = opts.runs or (4 if opts.quick else 10)
 
     tmp = Path(tempfile.mkdtemp(prefix="soloflow-bench-rt-"))
@@ -690,7 +724,7 @@ def main(argv: list[str] | None = None) -> int:
           f"medians; SQLite store {tmp / 'store.db'}; PostgreSQL {'on (user ' + pg_user + ')' if pg else 'off'}")
     started = time.perf_counter()
     try:
-        if opts.only in (None, "steps"):
+        if opts.only in (None, "steps", "target"):
             deletes: dict[str, list[float]] = {}
             rows = per_step(opts, tmp, store, pg, pg_user, deletes)
             print_per_step(rows)

@@ -64,6 +64,11 @@ def first_halt(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dic
     return left or right
 
 
+_REPORTED = frozenset({"name", "args", "output", "error", "duration_ms"})
+"""The fields a step's ``ToolCall`` sets (``meta`` stays at its default); each call gets its own
+copy, as pydantic keeps the set it is given."""
+
+
 class FlowState(TypedDict, total=False):
     """The state of a compiled flow."""
 
@@ -248,9 +253,11 @@ class StepNode:
         if not callbacks:
             return
         # Every field is already of its type (a validated flow's skill key, the rendered
-        # arguments dict, a bool, a float): no validation pass at every step.
-        call = ToolCall.model_construct(name=self.spec.step.skill_key, args=dict(kwargs), output=out, error=error,
-                                        duration_ms=(time.perf_counter() - start) * 1000)
+        # arguments dict, a bool, a float): no validation pass at every step. ``meta`` is
+        # given too: for a field left to its ``default_factory`` pydantic inspects the
+        # factory's signature on every construct (about 10 µs).
+        call = ToolCall.model_construct(set(_REPORTED), name=self.spec.step.skill_key, args=dict(kwargs), output=out,
+                                        error=error, duration_ms=(time.perf_counter() - start) * 1000, meta={})
         for cb in callbacks:
             cb(self.spec.step, call, self.spec.index)
 

@@ -136,6 +136,25 @@ def test_a_completed_run_records_every_transition_and_cannot_be_resumed(rt_store
         rt.cancel(result.run_id)
 
 
+def test_a_runs_step_records_are_whole_tool_calls_each_with_its_own_meta(rt_store):
+    """The runtime builds a step's ToolCall without validation (``model_construct``): each is
+    still a whole record — its own ``meta`` dict, only the fields it set marked set, and a
+    dump that validates back to the same call."""
+    rec = Recorder()
+    flow = FlowDefinition(name="calls", steps=[_step("a"), _step("b", "a", input_map={"v": "{{a}}"})])
+    result = FlowRuntime(rt_store, tools=[rec.make("a"), rec.make("b")], **NS).run(flow, {})
+    assert result.status == "completed"
+    a, b = result.steps
+    assert (a.name, a.args, a.output, a.error) == ("a", {"v": "a"}, {"from": "a", "v": "a"}, False)
+    assert b.args == {"v": {"from": "a", "v": "a"}} and b.duration_ms >= 0
+    assert a.meta == {} and a.meta is not b.meta
+    a.meta["note"] = 1
+    assert b.meta == {}
+    assert a.model_fields_set == b.model_fields_set == {"name", "args", "output", "error", "duration_ms"}
+    assert a.model_fields_set is not b.model_fields_set
+    assert type(b).model_validate(b.model_dump()) == b
+
+
 def test_another_namespace_cannot_see_or_touch_a_run(rt_store):
     flow = FlowDefinition(name="mine", steps=[_step("a")])
     result = FlowRuntime(rt_store, tools=[Recorder().make("a")], **NS).run(flow, {})
