@@ -15,6 +15,7 @@ from langchain_core.tools import tool
 
 from soloflow_core.errors import FlowValidationError, InvalidTransitionError, NotFoundError
 from soloflow_core.flow.fsm import check_run_transition, check_step_transition
+from soloflow_core.flow.journal import RERUN
 from soloflow_core.models import Compensation, FlowDefinition, FlowStep
 from soloflow_core.store import Store
 from soloflow_langgraph.compiler import compile_flow
@@ -527,6 +528,11 @@ def test_every_step_journal_records_the_same_states_and_transitions(rt_store, ki
             ("c", None, "pending"), ("c", "pending", "skipped"),
             ("a", "completed", "compensated"),
         ]
+    details = ([d for _, k, a, b, d in journal.transitions if (k, a, b) == ("b", "running", "failed")]
+               if kind == "memory" else
+               [m.detail for m in rt_store.flow_run_history(run_id, **NS)
+                if (m.step_key, m.from_state, m.to_state) == ("b", "running", "failed")])
+    assert details == [RERUN]
 
 
 def _checkpoint_count(rt: _FlowRuntime, run_id: str) -> int:

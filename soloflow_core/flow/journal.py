@@ -15,7 +15,13 @@ from typing import Any
 
 from soloflow_core.flow.fsm import StepState, check_step_transition
 
-__all__ = ["InMemoryStepJournal", "StepBegin", "StepJournal", "idempotency_key"]
+__all__ = ["RERUN", "InMemoryStepJournal", "StepBegin", "StepJournal", "idempotency_key"]
+
+
+RERUN = ("the process ended while the step was running (during its call, or after its begin was "
+         "recorded and before the call); running it again")
+"""The detail of a step found ``running`` when its run goes on: it is called again, with the
+same idempotency key (whether it had been called cannot be told from the journal)."""
 
 
 def idempotency_key(run_id: str, step_key: str) -> str:
@@ -147,7 +153,7 @@ class InMemoryStepJournal(StepJournal):
                 self.transitions.append((datetime.now(UTC), step_key, None, StepState.PENDING.value, None))
                 e = self._steps[step_key] = _Entry(step_id, StepState.PENDING)
             if e.state is StepState.RUNNING:
-                self._move(step_key, e, StepState.FAILED, "process ended during the call")
+                self._move(step_key, e, StepState.FAILED, RERUN)
             if e.state in (StepState.PENDING, StepState.FAILED):
                 self._move(step_key, e, StepState.READY)
             self._move(step_key, e, StepState.RUNNING)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from soloflow_core.errors import NotFoundError
 from soloflow_core.flow.fsm import StepState
-from soloflow_core.flow.journal import StepBegin, idempotency_key
+from soloflow_core.flow.journal import RERUN, StepBegin, idempotency_key
 from soloflow_core.store.journal_io import (
     JournalSql,
     driver_statement,
@@ -272,7 +272,7 @@ class DriverStepJournal(_Finishing):
             attempt = (attempts or 0) + 1
             at = self._stamp(now())
             cur.execute(sql.upsert_running, (self.run_id, step_key, step_id, attempt, key, at))
-            detail = "process ended during the call; running it again" if state == StepState.RUNNING else None
+            detail = RERUN if state == StepState.RUNNING else None
             insert_transitions(cur, sql, self._rows(step_key, moves, detail, at))
             return StepBegin(False, None, attempt, False, key)
 

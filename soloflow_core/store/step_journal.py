@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from soloflow_core.flow.fsm import StepState, check_step_transition
-from soloflow_core.flow.journal import StepBegin, StepJournal, idempotency_key
+from soloflow_core.flow.journal import RERUN, StepBegin, StepJournal, idempotency_key
 from soloflow_core.store import schema as t
 from soloflow_core.store.writer import jsonable, now, storable_text
 
@@ -96,7 +96,7 @@ class StoreStepJournal(_Finishing):
                 conn.execute(sa.update(t.flow_step_runs)
                              .where(s.run_id == self.run_id, s.step_key == step_key)
                              .values(state=StepState.RUNNING.value, attempts=attempt, started_at=at))
-            detail = "process ended during the call; running it again" if (
+            detail = RERUN if (
                 row is not None and row.state == StepState.RUNNING) else None
             self._moves(conn, step_key, moves, detail, at)
             conn.execute(sa.update(t.flow_runs).where(t.flow_runs.c.id == self.run_id).values(updated_at=at))
