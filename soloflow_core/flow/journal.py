@@ -18,8 +18,8 @@ from soloflow_core.flow.fsm import StepState, check_step_transition
 __all__ = ["RERUN", "InMemoryStepJournal", "StepBegin", "StepJournal", "idempotency_key"]
 
 
-RERUN = ("the process ended while the step was running (during its call, or after its begin was "
-         "recorded and before the call); running it again")
+RERUN = ("the run stopped (its process ended, or it was interrupted) while the step was running: during "
+         "its call, or after its begin was recorded and before the call; running it again")
 """The detail of a step found ``running`` when its run goes on: it is called again, with the
 same idempotency key (whether it had been called cannot be told from the journal)."""
 
