@@ -174,9 +174,9 @@ def run_watched(target: Callable[[], T], watch: RunWatch) -> T:
             watch.quiet.set()
             done.release()
 
-    _POOL.submit(main)
     wait = watch.poll
     try:
+        _POOL.submit(main)  # inside the try: an interrupt from here on fences the invocation
         while not done.acquire(True, wait):
             with watch.lock:
                 call, now = watch.current, time.monotonic()

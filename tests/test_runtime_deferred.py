@@ -12,6 +12,8 @@ import textwrap
 import threading
 from pathlib import Path
 
+import pytest
+
 from soloflow_core.models import FlowDefinition, FlowStep
 from soloflow_core.store import Store
 from soloflow_core.store.step_journal import RECOVERED
@@ -83,6 +85,84 @@ def test_held_parallel_completions_keep_their_order_and_flush_writes_them(store:
     assert sorted(order[:3]) == ["p0", "p1", "p2"] and order[3] == "d"
     outputs = {s.step_key: s.output for s in store.get_flow_run(run_id, **NS).steps}
     assert outputs == {"p0": "P0", "p1": "P1", "p2": "P2", "d": None}
+
+
+def _completions(store: Store, run_id: str) -> list[str]:
+    return [m.step_key for m in store.flow_run_history(run_id, **NS)
+            if (m.from_state, m.to_state) == ("running", "completed")]
+
+
+def test_held_parallel_completions_survive_a_failed_write_of_the_next_begin(store: Store, monkeypatch) -> None:
+    """Two parallel completions are held; the write that should record them with the next
+    step's begin fails (a dropped connection, say). Both stay held, in their order, and the
+    next write records each once; the step whose begin failed was not begun."""
+    import soloflow_core.store.driver_journal as dj
+    from soloflow_core.errors import StoreError
+
+    flow = FlowDefinition(name="fan-fail", steps=[
+        FlowStep(id="x", skill_key="x"), FlowStep(id="y", skill_key="y"),
+        FlowStep(id="z", skill_key="z", depends_on=["x", "y"])])
+    run_id = store.start_flow_run(flow, {}, owner="test", **NS)
+    journal = store.step_journal(run_id, defer_completions=True)
+    journal.begin("x", "x")
+    journal.begin("y", "y")
+    journal.succeeded("x", {"o": 1})
+    journal.succeeded("y", {"o": 2})
+    failures = {"left": 1}
+
+    def failing(real):  # noqa: ANN001, ANN202 - wraps the driver call the journal makes
+        def call(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            if failures["left"]:
+                failures["left"] -= 1
+                raise StoreError("flow-run store write failed: connection reset (injected)")
+            return real(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(dj, "driver_statement", failing(dj.driver_statement))
+    monkeypatch.setattr(dj, "driver_transaction", failing(dj.driver_transaction))
+    with pytest.raises(StoreError, match="injected"):
+        journal.begin("z", "z")
+    assert [k for k, _, _ in journal._held] == ["x", "y"]  # noqa: SLF001 - what is held is the point
+    assert _states(store, run_id) == {"x": "running", "y": "running"}
+    journal.flush()
+    assert _states(store, run_id) == {"x": "completed", "y": "completed"}
+    assert _completions(store, run_id) == ["x", "y"]
+    assert [k for k, _, _ in journal.completed_order()] == ["x", "y"]
+
+
+def test_a_held_completion_whose_commit_fails_is_given_back_and_written_once(store: Store, monkeypatch) -> None:
+    """The transaction that carries a held completion fails after its statements ran — at
+    the commit, as far as the journal can tell (here: the transaction committed and then the
+    call raised, the case of a commit whose outcome is unknown). The completion is given
+    back, and writing it again finds the step completed: one completion, no second row."""
+    import soloflow_core.store.driver_journal as dj
+    from soloflow_core.errors import StoreError
+
+    flow = _chain("commit-fail", "a", "b")
+    run_id = store.start_flow_run(flow, {}, owner="test", **NS)
+    journal = store.step_journal(run_id, defer_completions=True)
+    journal.begin("a", "a")
+    journal.succeeded("a", {"out": 1})
+    real = dj.driver_transaction
+    failures = {"left": 1}
+
+    def commit_then_fail(engine, sql, work):  # noqa: ANN001, ANN202
+        out = real(engine, sql, work)
+        if failures["left"]:
+            failures["left"] -= 1
+            raise StoreError("flow-run store write failed: connection lost at commit (injected)")
+        return out
+
+    monkeypatch.setattr(dj, "driver_transaction", commit_then_fail)
+    with pytest.raises(StoreError, match="injected"):
+        journal.skipped("b", "b", "not needed")  # a write that carries the held completion
+    assert [k for k, _, _ in journal._held] == ["a"]  # noqa: SLF001
+    monkeypatch.setattr(dj, "driver_transaction", real)
+    journal.flush()
+    assert _states(store, run_id) == {"a": "completed", "b": "skipped"}
+    assert _completions(store, run_id) == ["a"]
+    steps = {s.step_key: s for s in store.get_flow_run(run_id, **NS).steps}
+    assert steps["a"].output == {"out": 1}
 
 
 def test_a_held_completion_of_a_step_cancelled_meanwhile_takes_the_checked_path(store: Store) -> None:

@@ -136,7 +136,19 @@ class DriverStepJournal(_Finishing):
         self._ahead_lock = threading.Lock()
 
     def _write(self, work: Any) -> Any:
-        return driver_transaction(self._engine, self._sql, work)
+        return self.transact(self._engine, work)
+
+    def transact(self, engine: Engine, work: Callable[[Any], Any]) -> Any:
+        """``work`` in one write transaction on ``engine``; when it is a :meth:`_flushing`
+        wrapper and the transaction fails — in ``work`` or at its commit — the completions it
+        took are given back, to be written by a later write. (Written again after a commit
+        whose outcome is unknown, a completion finds its step completed and changes nothing.)"""
+        try:
+            return driver_transaction(engine, self._sql, work)
+        except BaseException:
+            if isinstance(work, _Flush):
+                work.restore()
+            raise
 
     def _take(self) -> list[tuple[str, Any, datetime]]:
         with self._held_lock:
@@ -150,24 +162,12 @@ class DriverStepJournal(_Finishing):
     def _flushing(self, work: Callable[[Any], Any],
                   held: list[tuple[str, Any, datetime]] | None = None) -> Callable[[Any], Any]:
         """``work`` preceded, in its transaction, by the held completions (or ``held``, taken
-        already: given back if the transaction fails)."""
+        already). Run it with :meth:`transact`, which gives them back if the transaction fails."""
         if held is None:
             held = self._take()
         if not held:
             return work
-
-        def both(cur: Any) -> Any:
-            self._complete_in(cur, held)
-            return work(cur)
-
-        def restore_on_error(cur: Any) -> Any:
-            try:
-                return both(cur)
-            except BaseException:
-                self._give_back(held)
-                raise
-
-        return restore_on_error
+        return _Flush(self, work, held)
 
     def _complete_in(self, cur: Any, held: list[tuple[str, Any, datetime]]) -> None:
         """Record ``held`` completions in the open transaction, each by the one-statement path
@@ -293,10 +293,10 @@ class DriverStepJournal(_Finishing):
         preceded by ``held`` completions; whether it applied (False: the run is cancelled or
         missing, or the step was recorded before — the checked path then decides). ``held``
         is written, or given back when it could not be."""
-        if len(held) > 1:  # parallel steps completed: all but the last on their own
-            self._give_back(held[:-1])
+        if len(held) > 1:  # parallel steps completed: theirs in one transaction, then the begin
+            self._give_back(held)  # (in order; the flush takes them again, or gives them back)
             self._flush_held()
-            held = held[-1:]
+            held = []
         statement, params = self._pg_begin(step_key, step_id, held)
         try:
             rows = driver_statement(self._engine, statement, params)
@@ -529,6 +529,27 @@ class DriverStepJournal(_Finishing):
     def completed_order(self) -> list[tuple[str, str, Any]]:
         self.flush()
         return self._reader.completed_order()
+
+
+class _Flush:
+    """``work`` preceded by held completions, in one transaction (see
+    :meth:`DriverStepJournal._flushing`); :meth:`restore` gives them back, once."""
+
+    __slots__ = ("held", "journal", "restored", "work")
+
+    def __init__(self, journal: DriverStepJournal, work: Callable[[Any], Any],
+                 held: list[tuple[str, Any, datetime]]) -> None:
+        self.journal, self.work, self.held = journal, work, held
+        self.restored = False
+
+    def __call__(self, cur: Any) -> Any:
+        self.journal._complete_in(cur, self.held)
+        return self.work(cur)
+
+    def restore(self) -> None:
+        if not self.restored:
+            self.restored = True
+            self.journal._give_back(self.held)
 
 
 def _json_load(text: Any) -> Any:

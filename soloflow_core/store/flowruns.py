@@ -318,7 +318,10 @@ class FlowRunStore:
         # comes later and commits synchronously, which flushes this commit first (WAL is
         # flushed in order); a server crash before either loses both, and the run, whose
         # last checkpoint is kept, is resumed to the same end.
-        driver_transaction(engine, sql, work if held is None else held.with_held(work))
+        if held is None:
+            driver_transaction(engine, sql, work)
+        else:  # the completions it held are given back if this fails
+            held.transact(engine, held.with_held(work))
 
     def claim_flow_run(self, run_id: str, *, user_id: str, agent_id: str, owner: str) -> None:
         """Record that process ``owner`` now runs ``run_id`` (a resume)."""
