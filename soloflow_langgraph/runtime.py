@@ -436,6 +436,12 @@ class FlowRuntime:
             else:  # LangGraph warns about durability without a checkpointer
                 state = invoke(payload, cfg, context=ctx)
         except Exception as exc:
+            ended = journal.ended_ahead()
+            if ended is not None and ended[0] == RunState.COMPLETED.value:
+                # The run's end was recorded with its last step's writes; a save after it (the
+                # final checkpoint) failed. Every step completed: report what the store says.
+                log.warning("flow run %r: completed, but a checkpoint save after its end failed: %s", run_id, exc)
+                return self._ended_early(flow, run_id, journal, ended[1], steps, start)
             step_id = getattr(exc, "step", None)
             err = f"{type(exc).__name__}: {exc}" if step_id is None else str(exc)
             self._finish(run_id, RunState.FAILED, journal, error=err, outcome="failed")
@@ -482,6 +488,16 @@ class FlowRuntime:
                      outputs={"output": output, "errors": errors})
         return FlowRunResult(run_id, flow.name, "completed", output, results, errors, steps, ms,
                              state=RunState.COMPLETED.value, outcome="completed", **common)
+
+    def _ended_early(self, flow: FlowDefinition, run_id: str, journal: StepJournal, outputs: Any,
+                     steps: list[ToolCall], start: float) -> FlowRunResult:
+        """The result of a run whose end was recorded (``finish_ahead``) before its graph's
+        invocation failed; its outputs as recorded, its results from the journal."""
+        self._finish(run_id, RunState.COMPLETED, journal, outcome="completed", outputs=outputs)
+        results = {sid: out for _, sid, out in journal.completed_order()}
+        return FlowRunResult(run_id, flow.name, "completed", (outputs or {}).get("output"), results,
+                             dict((outputs or {}).get("errors") or {}), steps, (time.perf_counter() - start) * 1000,
+                             state=RunState.COMPLETED.value, outcome="completed", skipped={})
 
     def _invoke_watched(self, flow: FlowDefinition, invoke: Any, payload: Any, cfg: Any,
                         ctx: FlowContext) -> Any:

@@ -156,6 +156,41 @@ def test_a_runs_step_records_are_whole_tool_calls_each_with_its_own_meta(rt_stor
     assert type(b).model_validate(b.model_dump()) == b
 
 
+def test_when_the_last_checkpoint_save_fails_the_result_says_what_the_store_recorded(rt_store, monkeypatch):
+    """The final checkpoint save (after the last step) fails. On PostgreSQL the run's end rode
+    with the last step's writes and is recorded ``completed``: the caller gets that, with the
+    output and every step's result. On SQLite nothing recorded the end yet: the run fails, in
+    the result and in the store alike."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    def failing_last(real):  # noqa: ANN001, ANN202
+        def put(self, config, checkpoint, metadata, new_versions):  # noqa: ANN001, ANN202
+            if (metadata or {}).get("step") == 2:  # after the last step (input -1, start 0, a 1, b 2)
+                raise RuntimeError("checkpoint save failed (injected)")
+            return real(self, config, checkpoint, metadata, new_versions)
+        return put
+
+    monkeypatch.setattr(PostgresSaver, "put", failing_last(PostgresSaver.put))
+    monkeypatch.setattr(SqliteSaver, "put", failing_last(SqliteSaver.put))
+    rec = Recorder()
+    flow = FlowDefinition(name="last-save", steps=[_step("a"), _step("b", "a", input_map={"v": "{{a}}"})])
+    finished: list[Any] = []
+    rt = FlowRuntime(rt_store, tools=[rec.make("a"), rec.make("b")], on_finished=finished.append, **NS)
+    result = rt.run(flow, {})
+    recorded = rt.status(result.run_id)
+    assert rec.names() == ["a", "b"]
+    assert [s.state for s in recorded.steps] == ["completed", "completed"]
+    if rt_store.engine.dialect.name == "postgresql":
+        assert (result.status, recorded.state) == ("completed", "completed")
+        assert result.output == {"from": "b", "v": {"from": "a", "v": "a"}}
+        assert result.results == {"a": {"from": "a", "v": "a"}, "b": result.output}
+    else:
+        assert (result.status, recorded.state) == ("failed", "failed")
+        assert "injected" in (result.error or "")
+    assert [r.status for r in finished] == [result.status]
+
+
 def test_another_namespace_cannot_see_or_touch_a_run(rt_store):
     flow = FlowDefinition(name="mine", steps=[_step("a")])
     result = FlowRuntime(rt_store, tools=[Recorder().make("a")], **NS).run(flow, {})
