@@ -409,17 +409,30 @@ class Collect:
     def __call__(self, state: FlowState, runtime: Runtime[FlowContext]) -> dict[str, Any]:
         ctx = _ctx(runtime)
         stop_if_fenced(ctx)
+        parts = (state.get("map_parts") or {}).get(self.step.id, {})
+        n = self._items(state, parts)
         reason = skip_reason(self.step, state)
-        if reason is not None:
+        # A run halted meanwhile (another step failed in the same superstep) still collects
+        # a map step all of whose calls completed: they happened, so a compensation covers it.
+        if reason is not None and not (n and all(k in parts for k in range(n))):
             ctx.journal.skipped(self.step.id, self.step.id, reason)
             return {"skipped": {self.step.id: reason}}
-        parts = (state.get("map_parts") or {}).get(self.step.id, {})
-        n = max(parts, default=-1) + 1
-        out = [parts.get(k) for k in range(n)]
+        out = [parts.get(k) for k in range(n)]  # an item that failed (on_failure: continue) is None
         begun = ctx.journal.begin(self.step.id, self.step.id)
         if not begun.done:
             ctx.journal.succeeded(self.step.id, out)
         return {"results": {self.step.id: out}}
+
+
+    def _items(self, state: Mapping[str, Any], parts: Mapping[int, Any]) -> int:
+        """How many items the step fanned out (its ``map_over`` rendered again, as the fan-out
+        did); the highest item seen if it cannot be."""
+        assert self.step.map_over is not None
+        try:
+            items = render(self.step.map_over, inputs=state.get("inputs") or {}, results=state.get("results") or {})
+        except TemplateError:
+            items = None
+        return len(items) if isinstance(items, list) else max(parts, default=-1) + 1
 
 
 class ApprovalGate:

@@ -324,6 +324,7 @@ class FlowRuntime:
         """End a waiting run as rejected without running its graph (no executor needed)."""
         store = self._need_store()
         reason = "rejected" + (f": {comment}" if comment else "")
+        store.claim_flow_run(rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner, seen=rec)
         journal = store.step_journal(rec.id)
         journal.failed(APPROVAL_STEP, reason, retry=False)
         skip_rest(rec, journal, "the run's approval was rejected", exclude=APPROVAL_STEP)
@@ -347,8 +348,15 @@ class FlowRuntime:
         rec = self._record(run_id)
         if rec.terminal:
             raise InvalidTransitionError(f"flow run {run_id!r} has ended ({rec.state})", run_id=run_id)
+        idle = rec.waiting_for_approval or owner_alive(rec.owner) is False
+        if idle:
+            try:  # no process drives it: end it here, unless one claimed it since (an approval)
+                store.claim_flow_run(run_id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner,
+                                     seen=rec)
+            except InvalidTransitionError:  # that process stops before its next step
+                idle = False
         store.request_cancel(run_id, user_id=self.user_id, agent_id=self.agent_id)
-        if rec.waiting_for_approval or owner_alive(rec.owner) is False:
+        if idle:
             skip_rest(rec, store.step_journal(run_id), "the run was cancelled")
             store.finish_flow_run(run_id, status=RunState.CANCELLED, outcome="cancelled",
                                   detail="cancelled while no process ran it")
@@ -384,7 +392,9 @@ class FlowRuntime:
         flow = (FlowDefinition.model_validate(rec.definition) if rec.definition
                 else self.flow(rec.flow_name, rec.flow_version))
         graph = self.graph(flow)
-        store.claim_flow_run(rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner)
+        # Only if nobody else claimed it since it was read: of two approvals (or resumes) at
+        # once, one runs it; the other raises before touching the graph.
+        store.claim_flow_run(rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner, seen=rec)
         cfg = {"configurable": {"thread_id": rec.id}}
         payload: Any = command
         journal = self._journal(rec.id)

@@ -191,6 +191,110 @@ def test_when_the_last_checkpoint_save_fails_the_result_says_what_the_store_reco
     assert [r.status for r in finished] == [result.status]
 
 
+def test_two_approvals_at_once_run_the_guarded_step_once(rt_store):
+    """Two processes (two runtimes on two store connections) approve the same waiting run at
+    the same moment: both have read it as waiting before either claims it. One runs it; the
+    other is refused before touching the graph — the side-effecting step is called once."""
+    rec = Recorder()
+    flow = FlowDefinition(name="wire", requires_approval=True,
+                          steps=[_step("send", side_effects=True), _step("log", "send")])
+    tools = [rec.make("send", sleep=0.3), rec.make("log")]
+    run_id = FlowRuntime(rt_store, tools=tools, **NS).run(flow, {}).run_id
+    other = Store.open(str(rt_store.engine.url.render_as_string(hide_password=False)))
+    try:
+        first, second = FlowRuntime(rt_store, tools=tools, **NS), FlowRuntime(other, tools=tools, **NS)
+        read, answers = threading.Event(), {}
+
+        def second_approves() -> None:
+            try:
+                answers["second"] = second.approve(run_id)
+            except InvalidTransitionError as exc:
+                answers["second"] = exc
+
+        def second_has_read(_run_id: str, *_: Any) -> None:  # after its read, before its claim
+            read.set()
+            time.sleep(0.3)
+
+        def first_waits_for_second(_run_id: str, *_: Any) -> None:
+            threading.Thread(target=second_approves).start()
+            read.wait(10)
+
+        second._await_stopped = second_has_read  # type: ignore[method-assign]
+        first._await_stopped = first_waits_for_second  # type: ignore[method-assign]
+        result = first.approve(run_id)
+        deadline = time.monotonic() + 20
+        while "second" not in answers and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        other.close()
+    assert result.status == "completed"
+    assert isinstance(answers["second"], InvalidTransitionError)
+    assert "another process" in str(answers["second"])
+    assert rec.names() == ["send", "log"]
+    assert [(s.step_key, s.attempts) for s in first.status(run_id).steps if s.step_key == "send"] == [("send", 1)]
+
+
+def test_a_claim_on_a_stale_read_is_refused(rt_store):
+    """``claim_flow_run(seen=...)``: what approve, resume, reject and cancel use — a record
+    read before another process claimed the run cannot claim it."""
+    flow = FlowDefinition(name="stale", steps=[_step("a")])
+    run_id = rt_store.start_flow_run(flow, {}, owner="host:1", **NS)
+    seen = rt_store.get_flow_run(run_id, **NS)
+    rt_store.claim_flow_run(run_id, owner="host:2", seen=seen, **NS)
+    assert rt_store.get_flow_run(run_id, **NS).owner == "host:2"
+    with pytest.raises(InvalidTransitionError, match="changed since it was read"):
+        rt_store.claim_flow_run(run_id, owner="host:3", seen=seen, **NS)
+    rt_store.claim_flow_run(run_id, owner="host:3", seen=rt_store.get_flow_run(run_id, **NS), **NS)
+    assert rt_store.get_flow_run(run_id, **NS).owner == "host:3"
+
+
+def _picky(name: str, calls: list[Any], bad: set[str]):  # noqa: ANN202 - a tool that fails on some values
+    def fn(v: Any = None) -> Any:
+        calls.append((name, v))
+        if v in bad:
+            raise RuntimeError(f"{name} broke on {v!r}")
+        return {"from": name, "v": v}
+
+    fn.__name__ = name
+    return fn
+
+
+@pytest.mark.parametrize("bad", ["c", "b"])
+def test_a_map_steps_output_keeps_item_positions_when_an_item_fails_and_goes_on(rt_store, bad):
+    """``on_failure: continue`` on a map step: a failed item is ``None`` at its own position,
+    so outputs still line up with the items (a failed last item used to vanish)."""
+    calls: list[Any] = []
+    flow = FlowDefinition(name="map-continue", steps=[
+        _step("m", input_map={"v": "{{_item}}"}, map_over="{{_trigger.xs}}", on_failure="continue")])
+    result = FlowRuntime(rt_store, tools=[_picky("m", calls, {bad})], **NS).run(flow, {"xs": ["a", "b", "c"]})
+    assert result.status == "completed"
+    assert result.output == [None if x == bad else {"from": "m", "v": x} for x in ("a", "b", "c")]
+    assert sorted(v for _, v in calls) == ["a", "b", "c"]
+
+
+def test_a_map_step_whose_calls_all_completed_is_compensated_when_another_step_fails(rt_store):
+    """A map step's items all complete in the superstep in which another step fails with
+    ``compensate``: the map step is collected (its calls happened) and undone with the rest,
+    in reverse completion order — it used to be recorded skipped and never undone."""
+    calls: list[Any] = []
+
+    def undo(sid: str) -> Compensation:
+        return Compensation(skill_key="undo", input_map={"v": sid})
+
+    flow = FlowDefinition(name="map-compensate", steps=[
+        _step("x", compensation=undo("x")),
+        _step("m", input_map={"v": "{{_item}}"}, map_over="{{_trigger.xs}}", compensation=undo("m")),
+        _step("b", "x", on_failure="compensate")])
+    tools = [_picky("x", calls, set()), _picky("m", calls, set()), _picky("b", calls, {"b"}),
+             _picky("undo", calls, set())]
+    rt = FlowRuntime(rt_store, tools=tools, **NS)
+    result = rt.run(flow, {"xs": ["a", "b"]})
+    assert (result.status, result.outcome) == ("failed", "compensated")
+    assert [c for c in calls if c[0] == "undo"] == [("undo", "m"), ("undo", "x")]
+    states = {s.step_key: s.state for s in rt.status(result.run_id).steps}
+    assert states["m"] == "compensated" and states["x"] == "compensated" and states["b"] == "failed"
+
+
 def test_another_namespace_cannot_see_or_touch_a_run(rt_store):
     flow = FlowDefinition(name="mine", steps=[_step("a")])
     result = FlowRuntime(rt_store, tools=[Recorder().make("a")], **NS).run(flow, {})

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from soloflow_core.errors import NotFoundError
+from soloflow_core.errors import InvalidTransitionError, NotFoundError
 from soloflow_core.flow.fsm import (
     RUN_TERMINAL,
     RunState,
@@ -136,6 +136,9 @@ class FlowRunRecord:
     steps: list[StepRunRecord] = field(default_factory=list)
     definition: dict[str, Any] | None = None
     """The flow definition the run started with (resumed runs use it, registered or not)."""
+    updated_at: datetime | None = None
+    """When the run's row last changed (a claim, a cancel request, its end): what
+    :meth:`FlowRunStore.claim_flow_run` compares to tell whether another process got there first."""
 
     @property
     def terminal(self) -> bool:
@@ -323,11 +326,29 @@ class FlowRunStore:
         else:  # the completions it held are given back if this fails
             held.transact(engine, held.with_held(work))
 
-    def claim_flow_run(self, run_id: str, *, user_id: str, agent_id: str, owner: str) -> None:
-        """Record that process ``owner`` now runs ``run_id`` (a resume)."""
+    def claim_flow_run(self, run_id: str, *, user_id: str, agent_id: str, owner: str,
+                       seen: FlowRunRecord | None = None) -> None:
+        """Record that process ``owner`` now runs ``run_id`` (a resume, an approval, a reject
+        or a cancel of a run no process drives). With ``seen`` — the record the caller decided
+        on — only if the run's row has not changed since (same owner, same ``updated_at``, still
+        running): of two processes answering or resuming the same run at once, one wins.
+
+        Raises:
+            InvalidTransitionError: with ``seen``, another process claimed, cancelled or ended
+                the run first.
+        """
+        c = t.flow_runs.c
+        where = list(self._run_where(run_id, user_id, agent_id))
+        if seen is not None:
+            where += [c.status == RunState.RUNNING.value, c.owner.is_not_distinct_from(seen.owner),
+                      c.updated_at.is_not_distinct_from(seen.updated_at)]
         with self._writer.begin() as conn:
-            conn.execute(sa.update(t.flow_runs).where(*self._run_where(run_id, user_id, agent_id))
-                         .values(owner=owner, updated_at=now()))
+            done = conn.execute(sa.update(t.flow_runs).where(*where).values(owner=owner, updated_at=now()))
+        if seen is not None and not done.rowcount:
+            raise InvalidTransitionError(
+                f"flow run {run_id!r} changed since it was read: another process resumed, approved, rejected "
+                f"or cancelled it at the same moment; `soloflow flows status {run_id}` shows where it is",
+                run_id=run_id)
 
     def request_cancel(self, run_id: str, *, user_id: str, agent_id: str) -> FlowRunRecord:
         """Ask the process running ``run_id`` to stop before its next step."""
@@ -375,7 +396,7 @@ class FlowRunStore:
             flow_version=row["flow_version"], state=row["status"], inputs=row["inputs"],
             outputs=row["outputs"], error=row["error"], outcome=row["outcome"], owner=row["owner"],
             cancel_requested=bool(row["cancel_requested"]), started_at=row["started_at"],
-            ended_at=row["ended_at"], steps=steps, definition=row["definition"],
+            ended_at=row["ended_at"], steps=steps, definition=row["definition"], updated_at=row["updated_at"],
         )
 
     def flow_run_history(self, run_id: str, *, user_id: str, agent_id: str) -> list[Transition]:
