@@ -455,7 +455,9 @@ class FlowRuntime:
             step_id = getattr(exc, "step", None)
             err = f"{type(exc).__name__}: {exc}" if step_id is None else str(exc)
             self._finish(run_id, RunState.FAILED, journal, error=err, outcome="failed")
-            return FlowRunResult(run_id, flow.name, "failed", None, {}, {str(step_id): str(exc)}, steps,
+            # The graph's state went with the exception: the steps that completed, from the journal.
+            done = {sid: out for key, sid, out in journal.completed_order() if key == sid}
+            return FlowRunResult(run_id, flow.name, "failed", None, done, {str(step_id): str(exc)}, steps,
                                  (time.perf_counter() - start) * 1000, state=RunState.FAILED.value,
                                  failed_step=step_id, error=err)
         ms = (time.perf_counter() - start) * 1000

@@ -331,6 +331,7 @@ def test_out_of_retries_with_stop_fails_the_run_naming_the_step(rt_store):
     assert "RuntimeError: b broke" in result.error and "step 'b'" in result.error
     assert rec.names() == ["a", "b", "b"]
     assert rt.status(result.run_id).state == "failed"
+    assert result.results == {"a": {"from": "a", "v": "a"}}  # what completed, as the store has it
 
 
 def test_a_sync_tool_that_hangs_times_out_and_the_run_goes_on_by_policy(rt_store):
