@@ -435,6 +435,11 @@ class Collect:
         return len(items) if isinstance(items, list) else max(parts, default=-1) + 1
 
 
+HALTED = "__soloflow_halted__"
+"""The runtime's answer to a gate whose run halted in the superstep in which it asked: no
+person is asked; the gate records itself skipped and the run ends by the halt."""
+
+
 class ApprovalGate:
     """Pauses the run (``interrupt``) before its first side-effecting step."""
 
@@ -458,6 +463,9 @@ class ApprovalGate:
             "question": f"Run the side-effecting steps {', '.join(self.guarded)} of flow {self.flow.name!r}?",
             "next_steps": self.guarded, "results_so_far": dict(state.get("results") or {}),
         })
+        if isinstance(decision, dict) and decision.get(HALTED):  # see FlowRuntime._invoke
+            ctx.journal.skipped(GATE_NODE, GATE_NODE, "the run stopped before its approval")
+            return {}
         approved = bool(decision.get("approved")) if isinstance(decision, dict) else bool(decision)
         note = decision.get("comment") if isinstance(decision, dict) else None
         if approved:

@@ -50,6 +50,7 @@ from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import json_text
 from soloflow_langgraph.compiler import FlowContext, begin_ahead_plan, compile_flow
+from soloflow_langgraph.flow_nodes import HALTED
 from soloflow_langgraph.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
 from soloflow_langgraph.runner import FlowRunResult, apply_input_defaults, check_inputs
 from soloflow_langgraph.runtime_support import (
@@ -439,12 +440,12 @@ class FlowRuntime:
         invoke: Any = graph.invoke  # LangGraph's overloads type context as None
         start = time.perf_counter()
         try:
-            if self.checkpointer and self.durability == "sync":
-                state = self._invoke_watched(flow, invoke, payload, cfg, ctx)
-            elif self.checkpointer:
-                state = invoke(payload, cfg, context=ctx, durability=self.durability)
-            else:  # LangGraph warns about durability without a checkpointer
-                state = invoke(payload, cfg, context=ctx)
+            state = self._invoke_once(flow, invoke, payload, cfg, ctx)
+            if "__interrupt__" in state and state.get("halt"):
+                # A step halted the run in the superstep in which the approval gate asked:
+                # nothing is left to approve. No person is asked; the gate records itself
+                # skipped and the run ends by the halt (fallback, compensation, cancel).
+                state = self._invoke_once(flow, invoke, Command(resume={HALTED: True}), cfg, ctx)
         except Exception as exc:
             ended = journal.ended_ahead()
             if ended is not None and ended[0] == RunState.COMPLETED.value:
@@ -500,6 +501,13 @@ class FlowRuntime:
                      outputs={"output": output, "errors": errors})
         return FlowRunResult(run_id, flow.name, "completed", output, results, errors, steps, ms,
                              state=RunState.COMPLETED.value, outcome="completed", **common)
+
+    def _invoke_once(self, flow: FlowDefinition, invoke: Any, payload: Any, cfg: Any, ctx: FlowContext) -> Any:
+        if self.checkpointer and self.durability == "sync":
+            return self._invoke_watched(flow, invoke, payload, cfg, ctx)
+        if self.checkpointer:
+            return invoke(payload, cfg, context=ctx, durability=self.durability)
+        return invoke(payload, cfg, context=ctx)  # LangGraph warns about durability without a checkpointer
 
     def _ended_early(self, flow: FlowDefinition, run_id: str, journal: StepJournal, outputs: Any,
                      steps: list[ToolCall], start: float) -> FlowRunResult:

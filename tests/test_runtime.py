@@ -295,6 +295,26 @@ def test_a_map_step_whose_calls_all_completed_is_compensated_when_another_step_f
     assert states["m"] == "compensated" and states["x"] == "compensated" and states["b"] == "failed"
 
 
+def test_a_run_that_halts_beside_its_approval_gate_ends_by_the_halt_without_asking(rt_store):
+    """A read-only step fails with ``fallback`` in the superstep in which the approval gate
+    asks: nothing is left to approve, so the run does not wait — it ends ``fallback`` with its
+    hand-off, the gate recorded skipped, the side-effecting step never called."""
+    calls: list[Any] = []
+    flow = FlowDefinition(name="gate-halt", requires_approval=True, steps=[
+        _step("r2", side_effects=False),
+        _step("r1", "r2", side_effects=False, on_failure="fallback"),
+        _step("send", "r2", side_effects=True)])
+    tools = [_picky("r2", calls, set()), _picky("r1", calls, {"r1"}), _picky("send", calls, set())]
+    rt = FlowRuntime(rt_store, tools=tools, **NS)
+    result = rt.run(flow, {})
+    assert (result.status, result.outcome) == ("fallback", "fallback") and result.handoff
+    assert [name for name, _ in calls] == ["r2", "r1"]
+    record = rt.status(result.run_id)
+    assert (record.state, record.outcome) == ("failed", "fallback")
+    assert {s.step_key: s.state for s in record.steps} == {
+        "r2": "completed", "r1": "failed", "send": "skipped", "__approval__": "skipped"}
+
+
 def test_another_namespace_cannot_see_or_touch_a_run(rt_store):
     flow = FlowDefinition(name="mine", steps=[_step("a")])
     result = FlowRuntime(rt_store, tools=[Recorder().make("a")], **NS).run(flow, {})
