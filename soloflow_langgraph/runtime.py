@@ -30,6 +30,7 @@ import logging
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -80,6 +81,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Retention = Literal["delete_on_finish", "keep"]
+
+
+class _StartRefused(Exception):
+    """A run's carried start found a newer version of its flow: nothing was recorded."""
 
 
 class FlowRuntime:
@@ -216,13 +221,14 @@ class FlowRuntime:
         inputs = apply_input_defaults(flow, given)
         check_inputs(flow, inputs)
         graph = self.graph(flow)
+        carried = self._carried_start(flow, inputs, run_id, on_started, if_latest=False)
+        if carried is not None:
+            return self._drive(flow, graph, *carried, {"inputs": inputs})
         if self.store is not None:
             run_id = self.store.start_flow_run(flow, inputs, definition_json=self._definition_json(flow),
                                                **self._start_kw(run_id))
             journal: StepJournal = self._new_run_journal(flow, run_id)
         else:
-            import uuid
-
             run_id = run_id or "frun_" + uuid.uuid4().hex
             journal = InMemoryStepJournal(run_id)
         if on_started is not None:
@@ -233,22 +239,53 @@ class FlowRuntime:
         """The journal of a run just recorded, its first steps already being begun (in the
         background, while LangGraph writes the run's first checkpoints)."""
         journal = self._journal(run_id)
+        journal.begin_ahead(self._first_steps_of(flow))
+        return journal
+
+    def _first_steps_of(self, flow: FlowDefinition) -> list[tuple[str, str]]:
+        """The steps a run of ``flow`` begins ahead as it starts (cached per version)."""
         key = (flow.name, flow.version)
         hit = self._first_steps.get(key)
         if hit is None or not (hit[0] is flow or hit[0] == flow):
             first = [(sid, sid) for sid, _ in begin_ahead_plan(flow).get(None, ())]
             hit = self._first_steps[key] = (flow, first)
-        journal.begin_ahead(hit[1])
-        return journal
+        return hit[1]
+
+    def _carried_start(self, flow: FlowDefinition, inputs: dict[str, Any], run_id: str | None,
+                       on_started: Callable[[str], None] | None, *, if_latest: bool
+                       ) -> tuple[str, StepJournal] | None:
+        """A new run whose record rides with its first steps' begins in LangGraph's first
+        checkpoint save (PostgreSQL, the runtime's own checkpointer): its id and journal; None
+        when it cannot — an id given by the caller (whose thread may hold checkpoints), an
+        ``on_started`` (promised the id once the run is recorded, before the graph starts),
+        a flow that begins no step ahead (an approval gate) — and the run is recorded first,
+        in a round trip of its own. ``_drive`` raises ``_StartRefused`` when the start found a
+        newer version (``if_latest``)."""
+        if run_id is not None or on_started is not None or self.store is None or not self._carries():
+            return None
+        first = self._first_steps_of(flow)
+        if not first:
+            return None
+        new_id = "frun_" + uuid.uuid4().hex
+        journal = self._journal(new_id)
+        if not self.store.carry_flow_run_start(journal, flow, inputs, definition_json=self._definition_json(flow),
+                                               if_latest=if_latest, user_id=self.user_id, agent_id=self.agent_id,
+                                               owner=self.owner):
+            return None
+        journal.begin_ahead(first)
+        return new_id, journal
 
     def _journal(self, run_id: str) -> StepJournal:
         """The run's journal as the runtime drives it: completions held for the next write,
         and — with the runtime's PostgreSQL checkpointer — begins written ahead carried in
         the checkpoint's saves."""
-        saver = self.checkpointer
-        carrier = (functools.partial(saver.ride, run_id)
-                   if getattr(saver, "carries_journal", False) and self.durability != "exit" else None)
+        carrier = functools.partial(self.checkpointer.ride, run_id) if self._carries() else None
         return self._need_store().step_journal(run_id, defer_completions=True, carrier=carrier)
+
+    def _carries(self) -> bool:
+        """Whether the checkpointer carries the journal's writes in its saves (the runtime's
+        own on PostgreSQL; not with ``durability="exit"``, which saves only at the end)."""
+        return bool(getattr(self.checkpointer, "carries_journal", False)) and self.durability != "exit"
 
     def _start_kw(self, run_id: str | None) -> dict[str, Any]:
         return {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": run_id, "owner": self.owner}
@@ -273,6 +310,13 @@ class FlowRuntime:
                 self._latest.pop(name, None)  # maybe written for a newer version: look
                 continue
             graph = self.graph(flow)
+            carried = self._carried_start(flow, inputs, run_id, on_started, if_latest=True)
+            if carried is not None:
+                try:
+                    return self._drive(flow, graph, *carried, {"inputs": inputs})
+                except _StartRefused:  # a newer version was registered
+                    self._latest.pop(name, None)
+                    continue
             started = self.store.start_latest_flow_run(flow, inputs, definition_json=self._definition_json(flow),
                                                        **self._start_kw(run_id))
             if started is None:  # a newer version was registered
@@ -447,6 +491,7 @@ class FlowRuntime:
                 # skipped and the run ends by the halt (fallback, compensation, cancel).
                 state = self._invoke_once(flow, invoke, Command(resume={HALTED: True}), cfg, ctx)
         except Exception as exc:
+            self._check_started(run_id, journal)
             ended = journal.ended_ahead()
             if ended is not None and ended[0] == RunState.COMPLETED.value:
                 # The run's end was recorded with its last step's writes; a save after it (the
@@ -461,6 +506,7 @@ class FlowRuntime:
             return FlowRunResult(run_id, flow.name, "failed", None, done, {str(step_id): str(exc)}, steps,
                                  (time.perf_counter() - start) * 1000, state=RunState.FAILED.value,
                                  failed_step=step_id, error=err)
+        self._check_started(run_id, journal)
         ms = (time.perf_counter() - start) * 1000
         results = dict(state.get("results") or {})
         errors = dict(state.get("errors") or {})
@@ -501,6 +547,19 @@ class FlowRuntime:
                      outputs={"output": output, "errors": errors})
         return FlowRunResult(run_id, flow.name, "completed", output, results, errors, steps, ms,
                              state=RunState.COMPLETED.value, outcome="completed", **common)
+
+    def _check_started(self, run_id: str, journal: StepJournal) -> None:
+        """After a run's invocation: when its start rode in the first save and did not
+        record the run, delete what LangGraph saved of it and raise (``_StartRefused``: a
+        newer version of the flow; else the start's error)."""
+        try:
+            started = journal.start_recorded()
+        except BaseException:
+            self._cleanup(run_id, force=True, now=True)
+            raise
+        if started is False:
+            self._cleanup(run_id, force=True, now=True)
+            raise _StartRefused(run_id)
 
     def _invoke_once(self, flow: FlowDefinition, invoke: Any, payload: Any, cfg: Any, ctx: FlowContext) -> Any:
         if self.checkpointer and self.durability == "sync":

@@ -113,6 +113,16 @@ class StepJournal:
         None."""
         return None
 
+    def start_recorded(self) -> bool | None:
+        """Whether the run's start, sent with the journal's first write (the store's
+        ``carry_flow_run_start``), recorded the run; None when the run was recorded before
+        the journal was made (the default).
+
+        Raises:
+            StoreError: writing the start failed.
+        """
+        return None
+
 
 @dataclass(slots=True)
 class _Entry:

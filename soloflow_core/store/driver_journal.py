@@ -23,9 +23,9 @@ from soloflow_core.store.journal_io import (
     driver_transaction,
     insert_transitions,
     stamper,
+    write_out_implied,
 )
 from soloflow_core.store.step_journal import (
-    _NEW_STEP_MOVES,
     StoreStepJournal,
     _begin_moves,
     _finish_moves,
@@ -40,57 +40,75 @@ log = logging.getLogger(__name__)
 
 
 _PG_BEGIN = (
-    "WITH r AS (SELECT id FROM sf_flow_runs WHERE id = %s AND NOT cancel_requested), "
-    "ins AS (INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
-    "started_at) SELECT id, %s, %s, 'running', 1, %s, %s FROM r "
-    "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING run_id) "
-    "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
-    "SELECT ins.run_id, %s, NULL, 'running', %s, NULL FROM ins RETURNING 1"
+    "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, started_at, "
+    "implied) SELECT id, %s, %s, 'running', 1, %s, %s, 1 FROM sf_flow_runs WHERE id = %s AND NOT cancel_requested "
+    "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING 1"
 )
-"""A new step's begin (none → pending → ready → running, one row: see ``_NEW_STEP_MOVES``)
-in one statement; no rows when the run is cancelled or missing or the step already
-recorded — then the checked path runs."""
+"""A new step's begin (none → pending → ready → running) as its row alone, the transition
+implied by it (``implied`` bit 1, see ``IMPLIED_BEGIN``); no rows when the run is cancelled
+or missing or the step already recorded — then the checked path runs."""
 
 _PG_SEQ = "nextval(pg_get_serial_sequence('sf_flow_transitions', 'id'))"
-_PG_COMPLETE = (
-    "WITH up AS (UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, "
-    f"output = CAST(%s AS jsonb), completed_seq = {_PG_SEQ} "
-    "WHERE run_id = %s AND step_key = %s AND state = 'running' RETURNING run_id, completed_seq) "
-    "INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
-    "SELECT completed_seq, run_id, %s, 'running', 'completed', %s, NULL FROM up RETURNING 1"
+_PG_COMPLETE_SET = (
+    "UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, output = CAST(%s AS jsonb), "
+    f"completed_seq = {_PG_SEQ}, implied = implied | 2 "
+    "WHERE run_id = %s AND step_key = %s AND state = 'running'"
 )
-"""running → completed in one statement (PostgreSQL). The completion number is drawn from
-the transitions' id sequence and is the id of the completion's own transition: distinct
-across parallel steps without locking the run, in the order the completions happened."""
+_PG_COMPLETE = f"{_PG_COMPLETE_SET} RETURNING 1"
+"""running → completed (PostgreSQL), the transition implied by the row (``implied`` bit 2).
+The completion number — the order compensation undoes steps in — is drawn from the
+transitions' id sequence: distinct across parallel steps without locking the run, in the
+order the completions happened. Parameters: see :func:`pg_complete_params`."""
 
 _PG_COMPLETE_THEN_BEGIN = (
-    "WITH up AS (UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, "
-    f"output = CAST(%s AS jsonb), completed_seq = {_PG_SEQ} "
-    "WHERE run_id = %s AND step_key = %s AND state = 'running' RETURNING run_id, completed_seq), "
-    "done AS (INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
-    "SELECT completed_seq, run_id, %s, 'running', 'completed', %s, NULL FROM up RETURNING id), "
-    "r AS (SELECT id FROM sf_flow_runs WHERE id = %s AND NOT cancel_requested AND EXISTS (SELECT 1 FROM done)), "
+    f"WITH up AS ({_PG_COMPLETE_SET} RETURNING run_id), "
     "ins AS (INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
-    "started_at) SELECT id, %s, %s, 'running', 1, %s, %s FROM r "
-    "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING run_id), "
-    "moves AS (INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
-    "SELECT ins.run_id, %s, NULL, 'running', %s, NULL FROM ins RETURNING 1) "
-    "SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM moves)"
+    "started_at, implied) SELECT id, %s, %s, 'running', 1, %s, %s, 1 FROM sf_flow_runs "
+    "WHERE id = %s AND NOT cancel_requested AND EXISTS (SELECT 1 FROM up) "
+    "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING 1) "
+    "SELECT (SELECT count(*) FROM up), (SELECT count(*) FROM ins)"
 )
-"""A held completion and the next step's begin in one statement (PostgreSQL): the begin
-reads ``done``, so it runs after the completion and its transitions are numbered after it;
-no begin when the completion did not apply. Returns (completions, begin transitions)."""
+"""A held completion and the next step's begin in one statement (PostgreSQL); no begin when
+the completion did not apply. Returns (completions, begins)."""
+
+
+def pg_complete_params(run_id: str, step_key: str, text: str, when: datetime) -> tuple[Any, ...]:
+    """The parameters of ``_PG_COMPLETE`` (and of the completion that opens the statements
+    built on it): the output as JSON text, completed at ``when``."""
+    return (when, text, run_id, step_key)
+
+
+_PG_COMPLETE_THEN_FINISH = (
+    f"WITH up AS ({_PG_COMPLETE_SET} RETURNING run_id), "
+    "fin AS (UPDATE sf_flow_runs SET status = %s, outputs = CAST(%s AS jsonb), error = %s, outcome = %s, "
+    "ended_at = %s, updated_at = %s WHERE id = %s AND status = 'running' AND EXISTS (SELECT 1 FROM up) "
+    "RETURNING id), "
+    "tr AS (INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
+    "SELECT id, NULL, 'running', %s, %s, %s FROM fin RETURNING 1) "
+    "SELECT (SELECT count(*) FROM up), (SELECT count(*) FROM tr)"
+)
+"""A held completion and the run's usual end (running → terminal) in one statement
+(PostgreSQL); no end when the completion did not apply. Returns (completions, ends)."""
+
+
+def pg_complete_then_finish_params(run_id: str, step_key: str, text: str, when: datetime, *, status: str,
+                                   outputs: str, error: str | None, outcome: str | None,
+                                   note: str | None) -> tuple[Any, ...]:
+    """The parameters of ``_PG_COMPLETE_THEN_FINISH``: the completion's, then the end's (at now)."""
+    at = now()
+    return (*pg_complete_params(run_id, step_key, text, when), status, outputs, error, outcome, at, at,
+            run_id, status, at, note)
 
 
 _SQLITE_BEGIN = (
-    "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, started_at) "
-    "SELECT id, ?, ?, 'running', 1, ?, ? FROM sf_flow_runs WHERE id = ? AND NOT cancel_requested "
+    "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, started_at, "
+    "implied) SELECT id, ?, ?, 'running', 1, ?, ?, 1 FROM sf_flow_runs WHERE id = ? AND NOT cancel_requested "
     "ON CONFLICT (run_id, step_key) DO NOTHING"
 )
 
 _SQLITE_COMPLETE = (
     "UPDATE sf_flow_step_runs SET state = 'completed', finished_at = ?, output = ?, completed_seq = "
-    "(SELECT COALESCE(MAX(completed_seq), 0) + 1 FROM sf_flow_step_runs WHERE run_id = ?) "
+    "(SELECT COALESCE(MAX(completed_seq), 0) + 1 FROM sf_flow_step_runs WHERE run_id = ?), implied = implied | 2 "
     "WHERE run_id = ? AND step_key = ? AND state = 'running'"
 )
 
@@ -99,6 +117,10 @@ Carrier = Callable[[Sequence[tuple[str, Sequence[Any]]]], Callable[[], "list[lis
 """Sends journal statements (PostgreSQL), in order, with the run's next checkpoint save, in
 its transaction; the callable it returns gives each statement's rows, or None when no save
 sent them (then the journal writes them itself). The runtime's PostgreSQL checkpointer is one."""
+
+
+_START = "\x00start"
+"""The run's start among the parts of a carried write (``carry_start``): no step's key."""
 
 
 class DriverStepJournal(_Finishing):
@@ -134,6 +156,10 @@ class DriverStepJournal(_Finishing):
         self._ended: tuple[str, Any, str] | None = None
         self._ahead_begun: set[str] = set()
         self._ahead_lock = threading.Lock()
+        # The run's start, when it rides too (carry_start): its statement until it is
+        # handed to the carrier, then whether it recorded the run (or what it raised).
+        self._start: tuple[str, tuple[Any, ...]] | None = None
+        self._started: bool | BaseException | None = None
 
     def _write(self, work: Any) -> Any:
         return self.transact(self._engine, work)
@@ -178,10 +204,9 @@ class DriverStepJournal(_Finishing):
                 at = self._stamp(when)
                 cur.execute(_SQLITE_COMPLETE, (at, text, self.run_id, self.run_id, step_key))
                 if cur.rowcount == 1:
-                    insert_transitions(cur, self._sql, self._rows(step_key, [("running", "completed")], None, at))
                     continue
             else:
-                cur.execute(_PG_COMPLETE, (when, text, self.run_id, step_key, step_key, when))
+                cur.execute(_PG_COMPLETE, pg_complete_params(self.run_id, step_key, text, when))
                 if cur.fetchall():
                     continue
             self._finish_in(cur, step_key, StepState.COMPLETED, output=output)
@@ -229,7 +254,7 @@ class DriverStepJournal(_Finishing):
             step_key, output, when = held[0]
             try:
                 if driver_statement(self._engine, _PG_COMPLETE,
-                                    (when, json_text(output), self.run_id, step_key, step_key, when)):
+                                    pg_complete_params(self.run_id, step_key, json_text(output), when)):
                     return
             except BaseException:
                 self._give_back(held)
@@ -247,6 +272,9 @@ class DriverStepJournal(_Finishing):
         sql = self._sql
         with self._ahead_lock:
             self._settle_locked()
+            if self._started is not None and self._started is not True:
+                raise NotFoundError(f"flow run {self.run_id!r} was not recorded: its start "
+                                    f"{'was refused' if self._started is False else 'failed'}")
             if step_key in self._ahead_begun:  # recorded running ahead (begin_ahead): claim it
                 self._ahead_begun.discard(step_key)
                 return StepBegin(False, None, 1, False, key)
@@ -261,7 +289,7 @@ class DriverStepJournal(_Finishing):
             row = cur.fetchone()
             if row is None:
                 raise NotFoundError(f"no flow run {self.run_id!r}")
-            cancel, state, attempts, output = row
+            cancel, state, attempts, output, implied = row
             if state == StepState.COMPLETED:
                 # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
                 # string output is a str that is not JSON text).
@@ -271,6 +299,8 @@ class DriverStepJournal(_Finishing):
             moves = _begin_moves(self.run_id, step_key, state)
             attempt = (attempts or 0) + 1
             at = self._stamp(now())
+            if implied:  # the begin rewrites the row's start time: its implied moves first
+                write_out_implied(cur, sql, self.run_id, step_key)
             cur.execute(sql.upsert_running, (self.run_id, step_key, step_id, attempt, key, at))
             detail = RERUN if state == StepState.RUNNING else None
             insert_transitions(cur, sql, self._rows(step_key, moves, detail, at))
@@ -283,10 +313,7 @@ class DriverStepJournal(_Finishing):
         whether it applied (False: the run is cancelled or missing, or the step was recorded
         before — the checked path then decides)."""
         cur.execute(_SQLITE_BEGIN, (step_key, step_id, idempotency_key(self.run_id, step_key), at, self.run_id))
-        if cur.rowcount != 1:
-            return False
-        insert_transitions(cur, self._sql, self._rows(step_key, _NEW_STEP_MOVES, None, at))
-        return True
+        return cur.rowcount == 1
 
     def _begin_new(self, step_key: str, step_id: str, held: list[tuple[str, Any, datetime]]) -> bool:
         """Record a new step of a live run as running by the one-statement path (PostgreSQL),
@@ -311,10 +338,10 @@ class DriverStepJournal(_Finishing):
         completion; its rows are read by :meth:`_pg_begun`."""
         key, at = idempotency_key(self.run_id, step_key), now()
         if not held:
-            return _PG_BEGIN, (self.run_id, step_key, step_id, key, at, step_key, at)
+            return _PG_BEGIN, (step_key, step_id, key, at, self.run_id)
         (done_key, output, when), = held
-        return _PG_COMPLETE_THEN_BEGIN, (when, json_text(output), self.run_id, done_key, done_key, when,
-                                         self.run_id, step_key, step_id, key, at, step_key, at)
+        return _PG_COMPLETE_THEN_BEGIN, (*pg_complete_params(self.run_id, done_key, json_text(output), when),
+                                         step_key, step_id, key, at, self.run_id)
 
     def _pg_begun(self, rows: list[tuple[Any, ...]], held: list[tuple[str, Any, datetime]]) -> bool:
         """Whether :meth:`_pg_begin`'s statement began the step; a completion it did not
@@ -358,16 +385,45 @@ class DriverStepJournal(_Finishing):
                 return
             self._ahead_begun.update(begun)
 
+    def carries_start(self) -> bool:
+        """Whether :meth:`carry_start` can send the run's start with its first save."""
+        return self._carrier is not None and self._defer
+
+    def carry_start(self, statement: str, params: tuple[Any, ...]) -> None:
+        """The run's start (the statement that records it, PostgreSQL) rides first in the
+        next carried write — with the first steps' begins, in LangGraph's first checkpoint
+        save of the run — instead of a round trip of its own. Until it is known to have
+        recorded the run (:meth:`start_recorded`), no step begins: a begin that finds it
+        did not raises :class:`NotFoundError`."""
+        assert self.carries_start()
+        self._start = (statement, params)
+
+    def start_recorded(self) -> bool | None:
+        """Whether the carried start recorded the run (False: its statement inserted
+        nothing — a newer version of the flow, say); None when no start was carried.
+
+        Raises:
+            StoreError: the start failed when it was written.
+        """
+        self._settle()
+        started = self._started
+        if isinstance(started, BaseException):
+            raise started
+        return started
+
     def _carry_ahead(self, held: list[tuple[str, Any, datetime]], steps: list[tuple[str, str]]) -> None:
         """The begins (the first after ``held``) handed to the carrier: they ride in the
         checkpoint's next save (see ``Carrier``). Each completion held but the last rides on
-        its own (the last too, with no step to begin)."""
+        its own (the last too, with no step to begin). A start not yet sent goes first."""
         assert self._carrier is not None
         parts: list[tuple[str, tuple[Any, ...], list[tuple[str, Any, datetime]], str | None]] = []
+        if self._start is not None:
+            parts.append((*self._start, [], _START))
+            self._start = None
         alone, held = (held[:-1], held[-1:]) if steps else (held, [])
         for one in alone:
             step_key, output, when = one
-            params = (when, json_text(output), self.run_id, step_key, step_key, when)
+            params = pg_complete_params(self.run_id, step_key, json_text(output), when)
             parts.append((_PG_COMPLETE, params, [one], None))
         for n, (step_key, step_id) in enumerate(steps):
             first = held if n == 0 else []
@@ -392,11 +448,15 @@ class DriverStepJournal(_Finishing):
         for n, (statement, params, held, step_key) in enumerate(parts):
             try:
                 rows = carried[n] if carried is not None else driver_statement(self._engine, statement, params)
-            except BaseException:  # the step's own begin takes the checked path and reports it
+            except BaseException as exc:  # the step's own begin takes the checked path and reports it
                 self._give_back(held)
                 log.debug("flow run %r: a write begun ahead failed", self.run_id, exc_info=True)
+                if step_key is _START:
+                    self._started = exc
                 continue
-            if step_key is None:
+            if step_key is _START:
+                self._started = bool(rows)
+            elif step_key is None:
                 if not rows:
                     self._give_back(held)
             elif self._pg_begun(rows, held):
@@ -412,12 +472,10 @@ class DriverStepJournal(_Finishing):
         if len(held) != 1:
             self._give_back(held)
             return
-        from soloflow_core.store.flowruns import _PG_COMPLETE_THEN_FINISH
-
         (step_key, output, when), = held
-        at = now()
-        params = (when, json_text(output), self.run_id, step_key, step_key, when, status, json_text(outputs),
-                  None, outcome, at, at, self.run_id, status, at, storable_text(outcome))
+        params = pg_complete_then_finish_params(self.run_id, step_key, json_text(output), when, status=status,
+                                                outputs=json_text(outputs), error=None, outcome=outcome,
+                                                note=storable_text(outcome))
         ride = self._carrier([(_PG_COMPLETE_THEN_FINISH, params)])
         with self._ahead_lock:
             self._ahead_writes.append(functools.partial(self._carried_end, ride, held, (status, outputs, outcome)))
@@ -467,11 +525,13 @@ class DriverStepJournal(_Finishing):
         row = cur.fetchone()
         if row is None:
             raise NotFoundError(f"no flow run {self.run_id!r}")
-        current, top = row
+        current, top, implied = row
         if current == state:
             return
         moves, final = _finish_moves(self.run_id, step_key, current, state, then)
         at = self._stamp(now())
+        if implied:  # this move rewrites the row's times: its implied moves first
+            write_out_implied(cur, sql, self.run_id, step_key)
         done = state is StepState.COMPLETED
         seq: int | None = None
         if done and self._sqlite:  # BEGIN IMMEDIATE serialises the run's completions
@@ -504,20 +564,16 @@ class DriverStepJournal(_Finishing):
         if not self._sqlite:
             at = now()
             if not driver_statement(self._engine, _PG_COMPLETE,
-                                    (at, json_text(output), self.run_id, step_key, step_key, at)):
+                                    pg_complete_params(self.run_id, step_key, json_text(output), at)):
                 self._finish(step_key, StepState.COMPLETED, output=output)
             return
-        sql = self._sql
 
         def work(cur: Any) -> bool:
-            # The usual case (running → completed) in two statements; anything else takes
+            # The usual case (running → completed) in one statement; anything else takes
             # the checked path. BEGIN IMMEDIATE serialises the completion sequence.
             at = self._stamp(now())
             cur.execute(_SQLITE_COMPLETE, (at, json_text(output), self.run_id, self.run_id, step_key))
-            if cur.rowcount != 1:
-                return False
-            insert_transitions(cur, sql, self._rows(step_key, [("running", "completed")], None, at))
-            return True
+            return bool(cur.rowcount == 1)
 
         if not self._write(work):
             self._finish(step_key, StepState.COMPLETED, output=output)

@@ -24,8 +24,15 @@ from soloflow_core.flow.fsm import (
 )
 from soloflow_core.flow.journal import StepJournal
 from soloflow_core.store import schema as t
-from soloflow_core.store.driver_journal import _PG_SEQ, Carrier, DriverStepJournal
+from soloflow_core.store.driver_journal import (
+    _PG_COMPLETE_THEN_FINISH,
+    Carrier,
+    DriverStepJournal,
+    pg_complete_then_finish_params,
+)
 from soloflow_core.store.journal_io import (
+    IMPLIED_BEGIN,
+    IMPLIED_COMPLETION,
     JournalSql,
     driver_statement,
     driver_transaction,
@@ -74,21 +81,41 @@ _PG_FINISH = (
 """running → a terminal state in one statement (PostgreSQL); no rows when the run was not
 running, and the checked path runs."""
 
-_PG_COMPLETE_THEN_FINISH = (
-    "WITH up AS (UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, "
-    f"output = CAST(%s AS jsonb), completed_seq = {_PG_SEQ} "
-    "WHERE run_id = %s AND step_key = %s AND state = 'running' RETURNING run_id, completed_seq), "
-    "done AS (INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
-    "SELECT completed_seq, run_id, %s, 'running', 'completed', %s, NULL FROM up RETURNING run_id), "
-    "fin AS (UPDATE sf_flow_runs SET status = %s, outputs = CAST(%s AS jsonb), error = %s, outcome = %s, "
-    "ended_at = %s, updated_at = %s WHERE id = %s AND status = 'running' AND EXISTS (SELECT 1 FROM done) "
-    "RETURNING id), "
-    "tr AS (INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
-    "SELECT id, NULL, 'running', %s, %s, %s FROM fin RETURNING 1) "
-    "SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM tr)"
-)
-"""A held step completion and the run's end in one statement (PostgreSQL); the end reads
-``done`` so it comes after the completion. Returns (completions, end transitions)."""
+def _pg_start(flow: FlowDefinition, inputs: dict[str, Any], user_id: str, agent_id: str, run_id: str,
+              owner: str | None, definition: str, if_latest: bool) -> tuple[str, tuple[Any, ...]]:
+    """The statement (PostgreSQL) that records a new run, with its parameters; it returns a
+    row when it did."""
+    at = now()
+    newest = (user_id, agent_id, flow.name, flow.version) if if_latest else ()
+    return _PG_START_LATEST if if_latest else _PG_START, (
+        run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner,
+        definition, *newest, at, owner)
+
+
+def _history_query(run_id: str) -> sa.Select[Any]:
+    """A run's transitions, oldest first: the stored rows and those its steps' rows stand for
+    (``implied``: a step's usual begin at ``started_at``, its completion at ``finished_at``).
+
+    In time order. Moves at the same instant — the steps of a parallel layer begun together,
+    say — go run start, then the steps' moves by step key (each step's in the order they
+    were made: an implied begin, an implied completion, then its stored rows as written),
+    then the run's end. Writing an implied move out as a row (before the step's next move)
+    keeps its place."""
+    c, s = t.flow_transitions.c, t.flow_step_runs.c
+    null = sa.null()
+    stored = sa.select(c.at.label("at"), c.step_key, c.from_state, c.to_state, c.detail,
+                       c.id.label("n")).where(c.run_id == run_id)
+    begins = sa.select(s.started_at, s.step_key, sa.cast(null, sa.String), sa.literal(StepState.RUNNING.value),
+                       sa.cast(null, sa.Text), sa.literal(-2)).where(
+        s.run_id == run_id, s.implied.op("&")(IMPLIED_BEGIN) != 0)
+    completions = sa.select(s.finished_at, s.step_key, sa.literal(StepState.RUNNING.value),
+                            sa.literal(StepState.COMPLETED.value), sa.cast(null, sa.Text), sa.literal(-1)).where(
+        s.run_id == run_id, s.implied.op("&")(IMPLIED_COMPLETION) != 0)
+    both = sa.union_all(stored, begins, completions).subquery()
+    b = both.c
+    rank = sa.case((b.step_key.is_not(None), 1), (b.from_state.is_(None), 0), else_=2)
+    return sa.select(b.at, b.step_key, b.from_state, b.to_state, b.detail).order_by(
+        b.at, rank, b.step_key, b.n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,10 +259,8 @@ class FlowRunStore:
         definition = definition_json or json_text(flow.model_dump(mode="json"))
         newest = (user_id, agent_id, flow.name, flow.version) if if_latest else ()
         if dialect == "postgresql":
-            at = now()
-            rows = driver_statement(self._journal_engine(), _PG_START_LATEST if if_latest else _PG_START, (
-                run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner,
-                definition, *newest, at, owner))
+            rows = driver_statement(self._journal_engine(), *_pg_start(
+                flow, inputs, user_id, agent_id, run_id, owner, definition, if_latest))
             return run_id if rows else None
 
         def work(cur: Any) -> bool:
@@ -249,6 +274,32 @@ class FlowRunStore:
             return True
 
         return run_id if driver_transaction(self._journal_engine(), sql, work) else None
+
+    def carry_flow_run_start(
+        self,
+        journal: StepJournal,
+        flow: FlowDefinition,
+        inputs: dict[str, Any],
+        *,
+        user_id: str,
+        agent_id: str,
+        owner: str | None = None,
+        definition_json: str | None = None,
+        if_latest: bool = False,
+    ) -> bool:
+        """Record a new run (as :meth:`start_flow_run`, or :meth:`start_latest_flow_run` with
+        ``if_latest``) with ``journal``'s first carried write — LangGraph's first checkpoint
+        save of the run, on PostgreSQL with the runtime's checkpointer — instead of a round
+        trip of its own; whether it will (False: the journal carries nothing; record the run
+        the usual way). The run's id is the journal's, new: the checkpointer must hold
+        nothing under it. ``journal.start_recorded()`` says, once the save is made, whether
+        the run was recorded; no step of it begins before."""
+        if not isinstance(journal, DriverStepJournal) or not journal.carries_start():
+            return False
+        definition = definition_json or json_text(flow.model_dump(mode="json"))
+        journal.carry_start(*_pg_start(flow, inputs, user_id, agent_id, journal.run_id, owner, definition,
+                                       if_latest))
+        return True
 
     def finish_flow_run(
         self,
@@ -292,9 +343,9 @@ class FlowRunStore:
             if held is not None and one is not None:
                 step_key, text, when = one
                 try:
-                    completed, ended = driver_statement(engine, _PG_COMPLETE_THEN_FINISH, (
-                        when, text, run_id, step_key, step_key, when, str(status), json_text(outputs), err,
-                        outcome, at, at, run_id, str(status), at, note_text))[0]
+                    completed, ended = driver_statement(engine, _PG_COMPLETE_THEN_FINISH, pg_complete_then_finish_params(
+                        run_id, step_key, text, when, status=str(status), outputs=json_text(outputs), error=err,
+                        outcome=outcome, note=note_text))[0]
                 except BaseException:
                     held.give_back(step_key, text, when)
                     raise
@@ -406,10 +457,8 @@ class FlowRunStore:
             NotFoundError: no such run in this namespace.
         """
         self.get_flow_run(run_id, user_id=user_id, agent_id=agent_id)
-        c = t.flow_transitions.c
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(c.at, c.step_key, c.from_state, c.to_state, c.detail)
-                                .where(c.run_id == run_id).order_by(c.id)).all()
+            rows = conn.execute(_history_query(run_id)).all()
         out: list[Transition] = []
         for at, step_key, old, new, detail in rows:
             if old is None and new == RunState.RUNNING:  # a start or a begin, stored as one row

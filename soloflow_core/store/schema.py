@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
-SCHEMA_REVISION = "0004"
+SCHEMA_REVISION = "0005"
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -182,6 +182,9 @@ flow_step_runs = sa.Table(
     sa.Column("started_at", TS),
     sa.Column("finished_at", TS),
     sa.Column("completed_seq", sa.Integer),
+    # 0005: which of the step's usual transitions this row stands for instead of a row in
+    # sf_flow_transitions (IMPLIED_BEGIN | IMPLIED_COMPLETION; see flowruns.flow_run_history)
+    sa.Column("implied", sa.SmallInteger, nullable=False, server_default="0"),
 )
 
 flow_transitions = sa.Table(
