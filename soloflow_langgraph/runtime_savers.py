@@ -6,8 +6,8 @@ as it goes; with ``durability="sync"`` the checkpoint is saved before the next s
 nodes run. A step's journal write — its completion and the begins of the steps that wait
 for it alone (``StepJournal.begin_ahead``) — is handed to this saver as a *ride* for the
 run's thread: the saver's next ``put_writes`` or ``put`` of that thread sends it in the same
-pipeline and transaction as the checkpoint rows, so it costs no round trip and no commit
-of its own. A ride that no save has taken when the journal needs its answer is taken back,
+pipeline and transaction as the checkpoint rows (after them, once the save has queued all of
+its own), so it costs no round trip and no commit of its own. A ride that no save has taken when the journal needs its answer is taken back,
 and the journal writes it itself, as it would have without this saver.
 
 The statements ride in the checkpoint's transaction, so they commit (synchronously) with it:
@@ -103,14 +103,19 @@ class JournalingPostgresSaver(PostgresSaver):
         sent: list[tuple[Ride, list[Any]]] = []
         try:
             with super()._cursor(pipeline=True) as cur:
-                for ride in rides:  # before the checkpoint's rows, in the same implicit transaction
+                yield cur
+                # After the save's own statements, in the same implicit transaction, and only
+                # when the save queued them all: a save that raises first (a value its serde
+                # refuses, say) sends none of them — its pipeline still syncs, and commits,
+                # whatever it had queued, so a ride sent before would be written while it is
+                # answered "not sent" and written again by the journal.
+                for ride in rides:
                     curs = []
                     for statement, params in ride.statements:
                         rc = cur.connection.cursor(row_factory=tuple_row)
                         curs.append(rc)
                         rc.execute(statement, params)
                     sent.append((ride, curs))
-                yield cur
             for ride, curs in sent:  # the pipeline has synced: every result is in
                 ride.rows = [rc.fetchall() for rc in curs]
         finally:

@@ -1,11 +1,11 @@
 """The journal's compact writes: a run's start riding in its first checkpoint save
-(PostgreSQL), and a step's usual begin and completion kept in the step's own row (``implied``)
-and written out as transition rows before any other move of the step — on real SQLite files
-and PostgreSQL."""
+(PostgreSQL), and a step's usual begin and completion kept in the step's own row, each with
+its place in the run's history, not as transition rows — on real SQLite files and PostgreSQL."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -189,13 +189,37 @@ def test_a_carried_start_that_fails_raises_and_leaves_nothing(store, runtimes, m
     assert calls == [] and _run_ids(store) == set() and _threads(rt) == set()
 
 
-# ---------------------------------------------------------------- implied transitions
+class _Unsaveable:
+    """An input value the store keeps as its text but LangGraph's serde refuses to save."""
 
 
-def _implied(store: Store, run_id: str) -> dict[str, int]:
+def test_a_first_save_that_fails_before_sending_anything_leaves_a_failed_run_and_no_running_step(
+        store, runtimes):
+    """LangGraph's first save of a run raises on the client side (an input it cannot
+    serialise): nothing carried was sent with it, the journal writes the start and the first
+    begin itself once, and the run ends recorded ``failed`` with its first step ``skipped``
+    (never called) — not a run or a step left ``running``."""
+    calls: list[str] = []
+    flow = FlowDefinition(name="odd", steps=[_step("a")])
+    store.register_flow(flow, source="user-submitted", **NS)
+    rt = _runtime(store, runtimes, [_tool("a", calls)], retention="keep")
+    result = rt.run("odd", {"x": _Unsaveable()})
+    assert result.status == "failed" and calls == []
+    rec = rt.status(result.run_id)
+    assert rec.state == "failed" and [(s.step_key, s.state) for s in rec.steps] in ([], [("a", "skipped")])
+    assert _run_ids(store) == {result.run_id}
+    _legal(rt.history(result.run_id))
+
+
+# ---------------------------------------------------------------- moves kept in the step's row
+
+
+def _kept(store: Store, run_id: str) -> dict[str, tuple[bool, bool]]:
+    """Per step: whether its row keeps its begin, and its completion."""
     s = t.flow_step_runs.c
     with store.engine.connect() as conn:
-        return dict(conn.execute(sa.select(s.step_key, s.implied).where(s.run_id == run_id)).all())
+        rows = conn.execute(sa.select(s.step_key, s.begun_at, s.done_at).where(s.run_id == run_id)).all()
+    return {k: (b is not None, d is not None) for k, b, d in rows}
 
 
 def _stored(store: Store, run_id: str) -> list[tuple[str | None, str | None, str]]:
@@ -205,30 +229,30 @@ def _stored(store: Store, run_id: str) -> list[tuple[str | None, str | None, str
                                                .where(c.run_id == run_id).order_by(c.id)).all()]
 
 
-def test_a_retried_step_writes_its_implied_begin_out_before_its_failure(store, runtimes):
-    """b's first attempt is begun ahead (implied in its row); when it fails, that begin is
-    written out as a row first, so its retry's new start time rewrites nothing: the history
-    keeps both attempts, in order, with their own times."""
+def test_a_retried_step_keeps_its_first_begin_and_its_completion_in_its_row(store, runtimes):
+    """b's first attempt is begun ahead (kept in its row), fails, and is retried (stored
+    rows), then completes (kept in its row): the history lists every move in order, the first
+    attempt's start with its own time although the retry rewrote the row's ``started_at``."""
     calls: list[str] = []
     flow = FlowDefinition(name="retry", steps=[_step("a"), _step("b", "a", retry_max=1)])
     rt = _runtime(store, runtimes, [_tool("a", calls), _tool("b", calls, fail={"b": 1})])
     result = rt.run(flow, {})
     assert result.status == "completed" and calls == ["a", "b", "b"]
-    assert _implied(store, result.run_id) == {"a": 3, "b": 2}  # b's completion still implied
+    assert _kept(store, result.run_id) == {"a": (True, True), "b": (True, True)}
     assert [r for r in _stored(store, result.run_id) if r[0] == "b"] == [
-        ("b", None, "running"), ("b", "running", "failed"), ("b", "failed", "ready"), ("b", "ready", "running")]
+        ("b", "running", "failed"), ("b", "failed", "ready"), ("b", "ready", "running")]
     history = rt.history(result.run_id)
     _legal(history)
     b = [m for m in history if m.step_key == "b"]
     assert [m.to_state for m in b] == ["pending", "ready", "running", "failed", "ready", "running", "completed"]
     assert b[2].at < b[5].at <= b[6].at  # the first attempt's start kept its own time
-    assert [m.at for m in b] == sorted(m.at for m in b)
+    assert rt.status(result.run_id).steps[1].started_at == b[5].at  # the row's own, rewritten
 
 
-def test_a_compensated_step_writes_its_implied_completion_out_first(store, runtimes):
-    """a completes (begin and completion implied in its row); c fails with compensate: a's
-    compensation moves it on, after writing its two implied moves out as rows, so its
-    completion time survives and the history reads begin, completion, compensation."""
+def test_a_compensated_step_keeps_its_completion_in_its_row(store, runtimes):
+    """a completes (both moves kept in its row); c fails with compensate: a's compensation is
+    stored, rewrites the row's ``finished_at``, and the history reads begin, completion (with
+    its own time), compensation."""
     calls: list[str] = []
     flow = FlowDefinition(name="undo", steps=[
         _step("a", compensation=Compensation(skill_key="undo_a", input_map={"v": "a"})),
@@ -238,21 +262,23 @@ def test_a_compensated_step_writes_its_implied_completion_out_first(store, runti
     result = rt.run(flow, {})
     assert result.status == "failed" and result.outcome == "compensated"
     assert calls == ["a", "c", "undo_a"]
-    assert _implied(store, result.run_id)["a"] == 0
-    assert [r for r in _stored(store, result.run_id) if r[0] == "a"] == [
-        ("a", None, "running"), ("a", "running", "completed"), ("a", "completed", "compensated")]
+    assert _kept(store, result.run_id)["a"] == (True, True)
+    assert [r for r in _stored(store, result.run_id) if r[0] == "a"] == [("a", "completed", "compensated")]
     history = rt.history(result.run_id)
     _legal(history)
     a = [m for m in history if m.step_key == "a"]
     assert [m.to_state for m in a] == ["pending", "ready", "running", "completed", "compensated"]
     assert a[2].at <= a[3].at < a[4].at
+    assert rt.status(result.run_id).steps[0].finished_at == a[4].at
 
 
-def test_the_history_of_a_parallel_layer_keeps_its_order_when_moves_are_written_out(store, runtimes):
-    """b, c and d are begun together (on SQLite in one write, at one instant: listed by step
-    key); writing c's implied begin out as a row, when c fails, leaves every entry listed
-    before where it was — the history only grows at its end."""
-    flow = FlowDefinition(name="layer", steps=[_step("b"), _step("c"), _step("d")])
+def test_a_history_is_in_the_order_moves_were_written_whatever_the_clocks_say(store, monkeypatch):
+    """A run's history only grows at its end, in the order its moves were written — not by
+    their times: a process whose clock is behind (another host, a clock stepped back) that
+    carries the run on lists its moves after the earlier ones."""
+    from soloflow_core.store import driver_journal, writer
+
+    flow = FlowDefinition(name="clocks", steps=[_step("b"), _step("c"), _step("d")])
     run_id = store.start_flow_run(flow, {}, owner="test", **NS)
     journal = store.step_journal(run_id, defer_completions=True)
     journal.begin_ahead([("b", "b"), ("c", "c"), ("d", "d")])  # SQLite: one write; else each begins below
@@ -262,14 +288,79 @@ def test_the_history_of_a_parallel_layer_keeps_its_order_when_moves_are_written_
     journal.flush()
     before = store.flow_run_history(run_id, **NS)
     _legal(before)
-    begins = [m for m in before if m.to_state == "running" and m.step_key]
-    assert [m.step_key for m in begins] == ["b", "c", "d"]
-    if store.engine.dialect.name == "sqlite":
-        assert len({m.at for m in begins}) == 1
-    assert _implied(store, run_id) == {"b": 3, "c": 1, "d": 1}
-    journal.failed("c", "RuntimeError: c broke", retry=True)
+    assert [m.step_key for m in before if m.to_state == "running" and m.step_key] == ["b", "c", "d"]
+
+    real = writer.now
+    monkeypatch.setattr(driver_journal, "now", lambda: real() - timedelta(seconds=30))
+    later = store.step_journal(run_id, defer_completions=True)  # "another process", 30 s behind
+    later.failed("c", "RuntimeError: c broke", retry=True)
+    assert later.begin("c", "c").attempt == 2
+    later.succeeded("c", 2)
+    later.succeeded("d", 3)
+    later.flush()
     after = store.flow_run_history(run_id, **NS)
     _legal(after)
     assert after[:len(before)] == before
-    assert [(m.step_key, m.to_state) for m in after[len(before):]] == [("c", "failed"), ("c", "ready")]
-    assert _implied(store, run_id) == {"b": 3, "c": 0, "d": 1}
+    assert [(m.step_key, m.to_state) for m in after[len(before):]] == [
+        ("c", "failed"), ("c", "ready"), ("c", "running"), ("c", "completed"), ("d", "completed")]
+    assert after[len(before)].at < before[-1].at  # written later, stamped earlier
+
+
+def _as_listed_by_0004(rows: list[Any]) -> list[tuple[Any, ...]]:
+    """Stored rows, in id order, as the reader of schema 0004 listed them: a row from nothing
+    to ``running`` stands for the three moves of a start or a begin."""
+    out: list[tuple[Any, ...]] = []
+    for at, key, old, new, detail in rows:
+        if old is None and new == "running":
+            first = ("draft", "active") if key is None else ("pending", "ready")
+            out += [(at, key, None, first[0], None),
+                    (at, key, first[0], first[1], "inputs checked" if key is None else None),
+                    (at, key, first[1], new, detail)]
+        else:
+            out.append((at, key, old, new, detail))
+    return out
+
+
+def test_downgrading_the_schema_writes_the_kept_moves_out_in_history_order(db_url):
+    """Migration 0005's downgrade writes the moves kept in step rows out as transition rows,
+    numbered so that the schema before it — which lists a history by row id — lists every
+    run's history as it was, for runs whose moves were interleaved and partly stored."""
+    from alembic import command
+    from alembic.config import Config
+
+    from soloflow_core.store.engine import _MIGRATIONS
+
+    store = Store.open(db_url)
+    try:
+        flow = FlowDefinition(name="down", steps=[_step("a"), _step("b", "a"), _step("c", "a")])
+        runs = []
+        for _ in range(2):
+            run_id = store.start_flow_run(flow, {}, owner="test", **NS)
+            runs.append((run_id, store.step_journal(run_id, defer_completions=True)))
+        for key in "abc":  # the two runs' moves interleaved; b of the first run fails once
+            for n, (_, journal) in enumerate(runs):
+                assert not journal.begin(key, key).done
+                if key == "b" and n == 0:
+                    journal.failed("b", "RuntimeError: b broke", retry=True)
+                    assert journal.begin("b", "b").attempt == 2
+                journal.succeeded(key, n)
+                journal.flush()
+        for run_id, _ in runs:
+            store.finish_flow_run(run_id, status="completed", outputs={}, outcome="completed")
+        before = {run_id: [(m.at, m.step_key, m.from_state, m.to_state, m.detail)
+                           for m in store.flow_run_history(run_id, **NS)] for run_id, _ in runs}
+        assert len(before[runs[0][0]]) == 3 + 3 * 4 + 3 + 1  # start, steps (b's retry), end
+        cfg = Config()
+        cfg.set_main_option("script_location", str(_MIGRATIONS))
+        with store.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, "0004")
+        with store.engine.connect() as conn:
+            for run_id, _ in runs:
+                c = t.flow_transitions.c  # a table 0005 did not change
+                rows = conn.execute(sa.select(c.at, c.step_key, c.from_state, c.to_state, c.detail)
+                                    .where(c.run_id == run_id).order_by(c.id)).all()
+                assert _as_listed_by_0004(rows) == before[run_id]
+            assert "begun_at" not in {col["name"] for col in sa.inspect(conn).get_columns("sf_flow_step_runs")}
+    finally:
+        store.close()

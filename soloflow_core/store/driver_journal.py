@@ -23,7 +23,6 @@ from soloflow_core.store.journal_io import (
     driver_transaction,
     insert_transitions,
     stamper,
-    write_out_implied,
 )
 from soloflow_core.store.step_journal import (
     StoreStepJournal,
@@ -39,31 +38,34 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+_PG_SEQ = "nextval(pg_get_serial_sequence('sf_flow_transitions', 'id'))"
+"""A number of the transitions' id sequence: a place in the run's history (``pos``) that no
+stored row will take."""
+
 _PG_BEGIN = (
     "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, started_at, "
-    "implied) SELECT id, %s, %s, 'running', 1, %s, %s, 1 FROM sf_flow_runs WHERE id = %s AND NOT cancel_requested "
-    "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING 1"
+    f"begun_at, begun_pos) SELECT id, %s, %s, 'running', 1, %s, %s, %s, {_PG_SEQ} FROM sf_flow_runs "
+    "WHERE id = %s AND NOT cancel_requested ON CONFLICT (run_id, step_key) DO NOTHING RETURNING 1"
 )
-"""A new step's begin (none → pending → ready → running) as its row alone, the transition
-implied by it (``implied`` bit 1, see ``IMPLIED_BEGIN``); no rows when the run is cancelled
+"""A new step's begin (none → pending → ready → running) as its row alone: the transition is
+implied by ``begun_at``/``begun_pos`` (see migration 0005); no rows when the run is cancelled
 or missing or the step already recorded — then the checked path runs."""
 
-_PG_SEQ = "nextval(pg_get_serial_sequence('sf_flow_transitions', 'id'))"
 _PG_COMPLETE_SET = (
-    "UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, output = CAST(%s AS jsonb), "
-    f"completed_seq = {_PG_SEQ}, implied = implied | 2 "
+    "UPDATE sf_flow_step_runs SET state = 'completed', finished_at = %s, done_at = %s, "
+    f"output = CAST(%s AS jsonb), completed_seq = {_PG_SEQ} "
     "WHERE run_id = %s AND step_key = %s AND state = 'running'"
 )
 _PG_COMPLETE = f"{_PG_COMPLETE_SET} RETURNING 1"
-"""running → completed (PostgreSQL), the transition implied by the row (``implied`` bit 2).
-The completion number — the order compensation undoes steps in — is drawn from the
-transitions' id sequence: distinct across parallel steps without locking the run, in the
-order the completions happened. Parameters: see :func:`pg_complete_params`."""
+"""running → completed (PostgreSQL), the transition implied by ``done_at`` and placed by
+``completed_seq``. The completion number — the order compensation undoes steps in — is drawn
+from the transitions' id sequence: distinct across parallel steps without locking the run, in
+the order the completions happened. Parameters: see :func:`pg_complete_params`."""
 
 _PG_COMPLETE_THEN_BEGIN = (
     f"WITH up AS ({_PG_COMPLETE_SET} RETURNING run_id), "
     "ins AS (INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
-    "started_at, implied) SELECT id, %s, %s, 'running', 1, %s, %s, 1 FROM sf_flow_runs "
+    f"started_at, begun_at, begun_pos) SELECT id, %s, %s, 'running', 1, %s, %s, %s, {_PG_SEQ} FROM sf_flow_runs "
     "WHERE id = %s AND NOT cancel_requested AND EXISTS (SELECT 1 FROM up) "
     "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING 1) "
     "SELECT (SELECT count(*) FROM up), (SELECT count(*) FROM ins)"
@@ -75,7 +77,7 @@ the completion did not apply. Returns (completions, begins)."""
 def pg_complete_params(run_id: str, step_key: str, text: str, when: datetime) -> tuple[Any, ...]:
     """The parameters of ``_PG_COMPLETE`` (and of the completion that opens the statements
     built on it): the output as JSON text, completed at ``when``."""
-    return (when, text, run_id, step_key)
+    return (when, when, text, run_id, step_key)
 
 
 _PG_COMPLETE_THEN_FINISH = (
@@ -100,15 +102,24 @@ def pg_complete_then_finish_params(run_id: str, step_key: str, text: str, when: 
             run_id, status, at, note)
 
 
+_SQLITE_PLACE = (
+    "(SELECT COALESCE(MAX(id), 0) FROM sf_flow_transitions WHERE run_id = {run}), "
+    "(SELECT COALESCE(MAX(MAX(COALESCE(begun_ord, 0), COALESCE(done_ord, 0))), 0) + 1 FROM sf_flow_step_runs "
+    "WHERE run_id = {run})"
+)
+"""The place in a run's history (``pos``, ``ord``) of a move written now (SQLite, where the
+run's writes are serialised): after its last stored transition, after its implied moves."""
+
 _SQLITE_BEGIN = (
     "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, started_at, "
-    "implied) SELECT id, ?, ?, 'running', 1, ?, ?, 1 FROM sf_flow_runs WHERE id = ? AND NOT cancel_requested "
-    "ON CONFLICT (run_id, step_key) DO NOTHING"
+    f"begun_at, begun_pos, begun_ord) SELECT r.id, ?, ?, 'running', 1, ?, ?, ?, {_SQLITE_PLACE.format(run='r.id')} "
+    "FROM sf_flow_runs r WHERE r.id = ? AND NOT r.cancel_requested ON CONFLICT (run_id, step_key) DO NOTHING"
 )
 
 _SQLITE_COMPLETE = (
-    "UPDATE sf_flow_step_runs SET state = 'completed', finished_at = ?, output = ?, completed_seq = "
-    "(SELECT COALESCE(MAX(completed_seq), 0) + 1 FROM sf_flow_step_runs WHERE run_id = ?), implied = implied | 2 "
+    "UPDATE sf_flow_step_runs SET state = 'completed', finished_at = ?, done_at = ?, output = ?, completed_seq = "
+    "(SELECT COALESCE(MAX(completed_seq), 0) + 1 FROM sf_flow_step_runs WHERE run_id = ?), "
+    f"(done_pos, done_ord) = ({_SQLITE_PLACE.format(run='?')}) "
     "WHERE run_id = ? AND step_key = ? AND state = 'running'"
 )
 
@@ -124,9 +135,11 @@ _START = "\x00start"
 
 
 class DriverStepJournal(_Finishing):
-    """The store's journal on SQLite and PostgreSQL, written through the driver connection:
-    the same rows as :class:`StoreStepJournal` in one transaction of 3–4 statements per
-    call (SQLAlchemy's per-statement cost would double a step's). The run's row is locked
+    """The store's journal on SQLite and PostgreSQL, written through the driver connection,
+    one short transaction (on PostgreSQL often one statement) per call; SQLAlchemy's
+    per-statement cost would double a step's. A step's usual begin and completion are kept
+    in its own row (schema 0005) where :class:`StoreStepJournal` stores transition rows; the
+    history lists both alike. The run's row is locked
     first (``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE`` on PostgreSQL), so parallel
     steps of one run record their completion order without a race.
 
@@ -202,7 +215,7 @@ class DriverStepJournal(_Finishing):
             text = json_text(output)
             if self._sqlite:
                 at = self._stamp(when)
-                cur.execute(_SQLITE_COMPLETE, (at, text, self.run_id, self.run_id, step_key))
+                cur.execute(_SQLITE_COMPLETE, (at, at, text, *(self.run_id,) * 4, step_key))
                 if cur.rowcount == 1:
                     continue
             else:
@@ -289,7 +302,7 @@ class DriverStepJournal(_Finishing):
             row = cur.fetchone()
             if row is None:
                 raise NotFoundError(f"no flow run {self.run_id!r}")
-            cancel, state, attempts, output, implied = row
+            cancel, state, attempts, output = row
             if state == StepState.COMPLETED:
                 # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
                 # string output is a str that is not JSON text).
@@ -299,8 +312,6 @@ class DriverStepJournal(_Finishing):
             moves = _begin_moves(self.run_id, step_key, state)
             attempt = (attempts or 0) + 1
             at = self._stamp(now())
-            if implied:  # the begin rewrites the row's start time: its implied moves first
-                write_out_implied(cur, sql, self.run_id, step_key)
             cur.execute(sql.upsert_running, (self.run_id, step_key, step_id, attempt, key, at))
             detail = RERUN if state == StepState.RUNNING else None
             insert_transitions(cur, sql, self._rows(step_key, moves, detail, at))
@@ -312,7 +323,7 @@ class DriverStepJournal(_Finishing):
         """Record a new step of a live run as running (SQLite, in the open transaction);
         whether it applied (False: the run is cancelled or missing, or the step was recorded
         before — the checked path then decides)."""
-        cur.execute(_SQLITE_BEGIN, (step_key, step_id, idempotency_key(self.run_id, step_key), at, self.run_id))
+        cur.execute(_SQLITE_BEGIN, (step_key, step_id, idempotency_key(self.run_id, step_key), at, at, self.run_id))
         return cur.rowcount == 1
 
     def _begin_new(self, step_key: str, step_id: str, held: list[tuple[str, Any, datetime]]) -> bool:
@@ -338,10 +349,10 @@ class DriverStepJournal(_Finishing):
         completion; its rows are read by :meth:`_pg_begun`."""
         key, at = idempotency_key(self.run_id, step_key), now()
         if not held:
-            return _PG_BEGIN, (step_key, step_id, key, at, self.run_id)
+            return _PG_BEGIN, (step_key, step_id, key, at, at, self.run_id)
         (done_key, output, when), = held
         return _PG_COMPLETE_THEN_BEGIN, (*pg_complete_params(self.run_id, done_key, json_text(output), when),
-                                         step_key, step_id, key, at, self.run_id)
+                                         step_key, step_id, key, at, at, self.run_id)
 
     def _pg_begun(self, rows: list[tuple[Any, ...]], held: list[tuple[str, Any, datetime]]) -> bool:
         """Whether :meth:`_pg_begin`'s statement began the step; a completion it did not
@@ -525,13 +536,11 @@ class DriverStepJournal(_Finishing):
         row = cur.fetchone()
         if row is None:
             raise NotFoundError(f"no flow run {self.run_id!r}")
-        current, top, implied = row
+        current, top = row
         if current == state:
             return
         moves, final = _finish_moves(self.run_id, step_key, current, state, then)
         at = self._stamp(now())
-        if implied:  # this move rewrites the row's times: its implied moves first
-            write_out_implied(cur, sql, self.run_id, step_key)
         done = state is StepState.COMPLETED
         seq: int | None = None
         if done and self._sqlite:  # BEGIN IMMEDIATE serialises the run's completions
@@ -572,7 +581,7 @@ class DriverStepJournal(_Finishing):
             # The usual case (running → completed) in one statement; anything else takes
             # the checked path. BEGIN IMMEDIATE serialises the completion sequence.
             at = self._stamp(now())
-            cur.execute(_SQLITE_COMPLETE, (at, json_text(output), self.run_id, self.run_id, step_key))
+            cur.execute(_SQLITE_COMPLETE, (at, at, json_text(output), *(self.run_id,) * 4, step_key))
             return bool(cur.rowcount == 1)
 
         if not self._write(work):

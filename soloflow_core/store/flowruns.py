@@ -31,8 +31,6 @@ from soloflow_core.store.driver_journal import (
     pg_complete_then_finish_params,
 )
 from soloflow_core.store.journal_io import (
-    IMPLIED_BEGIN,
-    IMPLIED_COMPLETION,
     JournalSql,
     driver_statement,
     driver_transaction,
@@ -93,29 +91,24 @@ def _pg_start(flow: FlowDefinition, inputs: dict[str, Any], user_id: str, agent_
 
 
 def _history_query(run_id: str) -> sa.Select[Any]:
-    """A run's transitions, oldest first: the stored rows and those its steps' rows stand for
-    (``implied``: a step's usual begin at ``started_at``, its completion at ``finished_at``).
-
-    In time order. Moves at the same instant — the steps of a parallel layer begun together,
-    say — go run start, then the steps' moves by step key (each step's in the order they
-    were made: an implied begin, an implied completion, then its stored rows as written),
-    then the run's end. Writing an implied move out as a row (before the step's next move)
-    keeps its place."""
+    """A run's transitions, oldest first: the stored rows and the moves its steps' rows stand
+    for (a step's usual begin and completion, see migration 0005), in order of their place
+    ``(pos, ord)`` — a stored row's is ``(id, 0)`` — which is given when the move is written,
+    so the order never depends on a clock and a history only grows at its end."""
     c, s = t.flow_transitions.c, t.flow_step_runs.c
-    null = sa.null()
+    null, zero = sa.null(), sa.literal(0)
     stored = sa.select(c.at.label("at"), c.step_key, c.from_state, c.to_state, c.detail,
-                       c.id.label("n")).where(c.run_id == run_id)
-    begins = sa.select(s.started_at, s.step_key, sa.cast(null, sa.String), sa.literal(StepState.RUNNING.value),
-                       sa.cast(null, sa.Text), sa.literal(-2)).where(
-        s.run_id == run_id, s.implied.op("&")(IMPLIED_BEGIN) != 0)
-    completions = sa.select(s.finished_at, s.step_key, sa.literal(StepState.RUNNING.value),
-                            sa.literal(StepState.COMPLETED.value), sa.cast(null, sa.Text), sa.literal(-1)).where(
-        s.run_id == run_id, s.implied.op("&")(IMPLIED_COMPLETION) != 0)
+                       c.id.label("pos"), zero.label("ord"), c.id.label("n")).where(c.run_id == run_id)
+    begins = sa.select(s.begun_at, s.step_key, sa.cast(null, sa.String), sa.literal(StepState.RUNNING.value),
+                       sa.cast(null, sa.Text), s.begun_pos, sa.func.coalesce(s.begun_ord, 0), zero).where(
+        s.run_id == run_id, s.begun_at.is_not(None))
+    completions = sa.select(s.done_at, s.step_key, sa.literal(StepState.RUNNING.value),
+                            sa.literal(StepState.COMPLETED.value), sa.cast(null, sa.Text),
+                            sa.func.coalesce(s.done_pos, s.completed_seq), sa.func.coalesce(s.done_ord, 0),
+                            zero).where(s.run_id == run_id, s.done_at.is_not(None))
     both = sa.union_all(stored, begins, completions).subquery()
     b = both.c
-    rank = sa.case((b.step_key.is_not(None), 1), (b.from_state.is_(None), 0), else_=2)
-    return sa.select(b.at, b.step_key, b.from_state, b.to_state, b.detail).order_by(
-        b.at, rank, b.step_key, b.n)
+    return sa.select(b.at, b.step_key, b.from_state, b.to_state, b.detail).order_by(b.pos, b.ord, b.n)
 
 
 @dataclass(frozen=True, slots=True)

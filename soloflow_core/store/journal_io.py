@@ -29,33 +29,12 @@ if TYPE_CHECKING:
 
 
 
-IMPLIED_BEGIN = 1
-"""``sf_flow_step_runs.implied`` bit: the row stands for the step's begin (none → pending →
-ready → running at ``started_at``), not written to ``sf_flow_transitions``."""
-IMPLIED_COMPLETION = 2
-"""``sf_flow_step_runs.implied`` bit: the row stands for its completion (running → completed
-at ``finished_at``)."""
-
-
-def write_out_implied(cur: Any, sql: JournalSql, run_id: str, step_key: str) -> None:
-    """Before any move of a step other than its usual begin and completion: write the
-    transitions its row stands for as rows (in the open transaction), so that the row's
-    times can change."""
-    cur.execute(sql.write_out, (run_id, step_key, run_id, step_key))
-    cur.execute(sql.clear_implied, (run_id, step_key))
-
-
 @dataclass(frozen=True, slots=True)
 class JournalSql:
     """The journal's statements in one dialect's spelling."""
 
     begin_read: str
-    """(cancel requested, state, attempts, output, implied) of a run's step."""
     finish_read: str
-    """(state, the run's highest completion number, implied) of a run's step."""
-    write_out: str
-    """The transitions a step's row stands for (``implied``) as rows: (run, step) twice."""
-    clear_implied: str
     upsert_running: str
     insert_finished: str
     update_finished: str
@@ -76,16 +55,9 @@ class JournalSql:
         join = ("FROM sf_flow_runs r LEFT JOIN sf_flow_step_runs s ON s.run_id = r.id AND s.step_key = ? "
                 "WHERE r.id = ?")
         sql = {
-            "begin_read": f"SELECT r.cancel_requested, s.state, s.attempts, s.output, s.implied {join}{lock}",
+            "begin_read": f"SELECT r.cancel_requested, s.state, s.attempts, s.output {join}{lock}",
             "finish_read": ("SELECT s.state, (SELECT MAX(completed_seq) FROM sf_flow_step_runs "
-                            f"WHERE run_id = r.id), s.implied {join}{lock}"),
-            "write_out": (
-                "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
-                "SELECT run_id, step_key, NULL, 'running', started_at, NULL FROM sf_flow_step_runs "
-                f"WHERE run_id = ? AND step_key = ? AND (implied & {IMPLIED_BEGIN}) <> 0 "
-                "UNION ALL SELECT run_id, step_key, 'running', 'completed', finished_at, NULL FROM sf_flow_step_runs "
-                f"WHERE run_id = ? AND step_key = ? AND (implied & {IMPLIED_COMPLETION}) <> 0"),
-            "clear_implied": "UPDATE sf_flow_step_runs SET implied = 0 WHERE run_id = ? AND step_key = ?",
+                            f"WHERE run_id = r.id) {join}{lock}"),
             "upsert_running": (
                 "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
                 "started_at) VALUES (?, ?, ?, 'running', ?, ?, ?) ON CONFLICT (run_id, step_key) DO UPDATE "

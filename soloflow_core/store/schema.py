@@ -182,9 +182,15 @@ flow_step_runs = sa.Table(
     sa.Column("started_at", TS),
     sa.Column("finished_at", TS),
     sa.Column("completed_seq", sa.Integer),
-    # 0005: which of the step's usual transitions this row stands for instead of a row in
-    # sf_flow_transitions (IMPLIED_BEGIN | IMPLIED_COMPLETION; see flowruns.flow_run_history)
-    sa.Column("implied", sa.SmallInteger, nullable=False, server_default="0"),
+    # 0005: the step's usual begin and completion, kept here instead of as rows of
+    # sf_flow_transitions: each one's time and place in the run's history (pos, ord), in
+    # columns no other move writes (see migration 0005 and flowruns.flow_run_history)
+    sa.Column("begun_at", TS),
+    sa.Column("begun_pos", sa.Integer),
+    sa.Column("begun_ord", sa.Integer),
+    sa.Column("done_at", TS),
+    sa.Column("done_pos", sa.Integer),
+    sa.Column("done_ord", sa.Integer),
 )
 
 flow_transitions = sa.Table(

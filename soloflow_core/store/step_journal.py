@@ -4,7 +4,8 @@
 through the driver connection, one short transaction per call; :class:`StoreStepJournal` is the
 SQLAlchemy version, used for reads and for other databases. This module holds what both share:
 the checked moves of a step and the SQLAlchemy journal. Both check every move against
-:mod:`soloflow_core.flow.fsm` and record it in ``sf_flow_transitions``.
+:mod:`soloflow_core.flow.fsm`; the SQLAlchemy journal records each in ``sf_flow_transitions``,
+the driver journal keeps a step's usual begin and completion in the step's row instead.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import sqlalchemy as sa
 from soloflow_core.flow.fsm import StepState, check_step_transition
 from soloflow_core.flow.journal import RERUN, StepBegin, StepJournal, idempotency_key
 from soloflow_core.store import schema as t
-from soloflow_core.store.journal_io import JournalSql, write_out_implied
 from soloflow_core.store.writer import jsonable, now, storable_text
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class StoreStepJournal(_Finishing):
     def _step(self, conn: Connection, step_key: str) -> Any:
         s = t.flow_step_runs.c
         return conn.execute(
-            sa.select(s.state, s.attempts, s.output, s.completed_seq, s.implied)
+            sa.select(s.state, s.attempts, s.output, s.completed_seq)
             .where(s.run_id == self.run_id, s.step_key == step_key)
         ).first()
 
@@ -94,7 +94,6 @@ class StoreStepJournal(_Finishing):
                     run_id=self.run_id, step_key=step_key, step_id=step_id, state=StepState.RUNNING.value,
                     attempts=1, idempotency_key=key, started_at=at))
             else:
-                _write_out_implied(conn, self.run_id, step_key, row.implied)
                 conn.execute(sa.update(t.flow_step_runs)
                              .where(s.run_id == self.run_id, s.step_key == step_key)
                              .values(state=StepState.RUNNING.value, attempts=attempt, started_at=at))
@@ -125,7 +124,6 @@ class StoreStepJournal(_Finishing):
                     run_id=self.run_id, step_key=step_key, step_id=step_id or step_key, attempts=0,
                     idempotency_key=idempotency_key(self.run_id, step_key), **values))
             else:
-                _write_out_implied(conn, self.run_id, step_key, row.implied)
                 conn.execute(sa.update(t.flow_step_runs)
                              .where(s.run_id == self.run_id, s.step_key == step_key).values(**values))
             self._moves(conn, step_key, moves, detail or error, at)
@@ -147,19 +145,6 @@ class StoreStepJournal(_Finishing):
                 .order_by(s.completed_seq)
             ).all()
         return [(r[0], r[1], r[2]) for r in rows]
-
-
-def _write_out_implied(conn: Connection, run_id: str, step_key: str, implied: int | None) -> None:
-    """The transitions the step's row stands for (``implied``), written as rows before a move
-    rewrites the row's times (see ``journal_io.write_out_implied``)."""
-    if not implied:
-        return
-    sql = JournalSql.build(conn.dialect.name)
-    cur = conn.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        write_out_implied(cur, sql, run_id, step_key)
-    finally:
-        cur.close()
 
 
 def _next_seq(conn: Connection, run_id: str) -> int:
