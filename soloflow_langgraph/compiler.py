@@ -41,6 +41,7 @@ from soloflow_langgraph.flow_nodes import (
     StepInputError,
     StepNode,
     StepSpec,
+    flow_state_schema,
     merge_dicts,
     merge_map_parts,
 )
@@ -134,7 +135,10 @@ def build_flow_graph(
 ) -> StateGraph[Any, Any, Any, Any]:
     """The (uncompiled) ``StateGraph`` of ``flow``; validates it against ``registry`` first."""
     plan = validate_flow(flow, executors=registry.keys())
-    graph = StateGraph(FlowState, context_schema=FlowContext)
+    # Every node reads the flow's own schema, given (not inferred from its annotation, which
+    # would bring back the channels the flow does not use).
+    schema = flow_state_schema(flow)
+    graph: StateGraph[Any, Any, Any, Any] = StateGraph(schema, context_schema=FlowContext)
     order = {sid: i for i, sid in enumerate(plan.order)}
     specs: dict[str, StepSpec] = {}
     ahead = begin_ahead_plan(flow)
@@ -149,12 +153,12 @@ def build_flow_graph(
         specs[step.id] = spec
         node = StepNode(spec)
         if step.map_over is None:
-            graph.add_node(step.id, node)
+            graph.add_node(step.id, node, input_schema=schema)
             continue
         fanout, item = step.id + FANOUT_SUFFIX, step.id + ITEM_SUFFIX
-        graph.add_node(fanout, _noop)
-        graph.add_node(item, node)
-        graph.add_node(step.id, Collect(step))
+        graph.add_node(fanout, _noop, input_schema=schema)
+        graph.add_node(item, node, input_schema=schema)
+        graph.add_node(step.id, Collect(step), input_schema=schema)
         graph.add_conditional_edges(fanout, MapFanOut(flow, step), [item, step.id])
         graph.add_edge(item, step.id)
     deps_of = {s.id: list(dict.fromkeys(s.depends_on)) for s in flow.steps}
@@ -162,7 +166,7 @@ def build_flow_graph(
         guarded = _guarded_steps(flow, {k: v.info for k, v in specs.items()})
         if guarded:
             gate_deps = sorted({d for g in guarded for d in deps_of[g]}, key=order.__getitem__)
-            graph.add_node(GATE_NODE, ApprovalGate(flow, guarded))
+            graph.add_node(GATE_NODE, ApprovalGate(flow, guarded), input_schema=schema)
             _add_edges(graph, gate_deps, GATE_NODE)
             for g in guarded:
                 deps_of[g] = [*deps_of[g], GATE_NODE]
@@ -172,7 +176,7 @@ def build_flow_graph(
     has_dependents = {d for s in flow.steps for d in s.depends_on}
     sinks = [s.id for s in flow.steps if s.id not in has_dependents]
     if any(s.compensation is not None for s in flow.steps):
-        graph.add_node(FINAL_NODE, Finalize(flow, specs))
+        graph.add_node(FINAL_NODE, Finalize(flow, specs), input_schema=schema)
         _add_edges(graph, sinks, FINAL_NODE)
         graph.add_edge(FINAL_NODE, END)
     else:  # nothing to compensate: no extra superstep (and checkpoint) per run

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict, get_type_hints
 
 from langgraph.types import Send, interrupt
 
@@ -90,6 +90,42 @@ class FlowState(TypedDict, total=False):
     """Only in a map item's ``Send`` payload: the item."""
     map_index: int
     """Only in a map item's ``Send`` payload: the item's position."""
+
+
+_OPTIONAL_CHANNELS = {
+    "compensation": ("compensation_errors",),
+    "approval": ("approval",),
+    "map": ("map_parts", "map_item", "map_index"),
+}
+"""The channels of :class:`FlowState` only some flows write, by what writes them."""
+
+_SCHEMAS: dict[frozenset[str], type] = {}
+_SCHEMAS_LOCK = threading.Lock()
+
+
+def flow_state_schema(flow: FlowDefinition) -> type:
+    """The state schema of ``flow``'s graph: :class:`FlowState` without the channels it
+    never writes (compensation errors without compensations, the approval without a gate,
+    map parts without map steps). LangGraph reads and copies every channel of the schema at
+    every superstep, so a plain flow runs on six; its state and results are the same."""
+    uses = {
+        "compensation": any(s.compensation is not None for s in flow.steps),
+        "approval": flow.requires_approval,
+        "map": any(s.map_over is not None for s in flow.steps),
+    }
+    dropped = frozenset(ch for what, chans in _OPTIONAL_CHANNELS.items() if not uses[what] for ch in chans)
+    if not dropped:
+        return FlowState
+    with _SCHEMAS_LOCK:
+        schema = _SCHEMAS.get(dropped)
+        if schema is None:
+            hints = get_type_hints(FlowState, include_extras=True)
+            fields = {k: v for k, v in hints.items() if k not in dropped}
+            name = "FlowState" + "".join("_no_" + w for w, on in sorted(uses.items()) if not on)
+            schema = _SCHEMAS[dropped] = TypedDict(name, fields, total=False)  # type: ignore[operator]
+            schema.__module__ = __name__
+            schema.__doc__ = FlowState.__doc__
+        return schema
 
 
 class StepInputError(FlowRunError):
@@ -374,7 +410,7 @@ class MapFanOut:
         self.flow, self.step = flow, step
         self.__name__ = f"{step.id}{FANOUT_SUFFIX}"
 
-    def __call__(self, state: FlowState) -> list[Send | str]:
+    def __call__(self, state: Mapping[str, Any]) -> list[Send | str]:
         assert self.step.map_over is not None
         if skip_reason(self.step, state) is not None:
             return [self.step.id]

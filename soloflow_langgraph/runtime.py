@@ -254,14 +254,15 @@ class FlowRuntime:
     def _carried_start(self, flow: FlowDefinition, inputs: dict[str, Any], run_id: str | None,
                        on_started: Callable[[str], None] | None, *, if_latest: bool
                        ) -> tuple[str, StepJournal] | None:
-        """A new run whose record rides with its first steps' begins in LangGraph's first
-        checkpoint save (PostgreSQL, the runtime's own checkpointer): its id and journal; None
-        when it cannot — an id given by the caller (whose thread may hold checkpoints), an
-        ``on_started`` (promised the id once the run is recorded, before the graph starts),
-        a flow that begins no step ahead (an approval gate) — and the run is recorded first,
-        in a round trip of its own. ``_drive`` raises ``_StartRefused`` when the start found a
-        newer version (``if_latest``)."""
-        if run_id is not None or on_started is not None or self.store is None or not self._carries():
+        """A new run recorded with its first steps' begins, in one write: on PostgreSQL one
+        statement riding in LangGraph's first checkpoint save of the run (the runtime's own
+        checkpointer), on SQLite one transaction, written here. Its id and journal; None when
+        it cannot — an id given by the caller (whose thread may hold checkpoints), an
+        ``on_started`` (promised the id once the run is recorded, before the graph starts), a
+        flow that begins no step ahead (an approval gate) — and the run is recorded first, on
+        its own. A start refused because a newer version was registered (``if_latest``)
+        raises ``_StartRefused``: here on SQLite, from ``_drive`` on PostgreSQL."""
+        if run_id is not None or on_started is not None or self.store is None:
             return None
         first = self._first_steps_of(flow)
         if not first:
@@ -273,6 +274,8 @@ class FlowRuntime:
                                                owner=self.owner):
             return None
         journal.begin_ahead(first)
+        if not self._carries() and not journal.start_recorded():  # written now (raises if it failed)
+            raise _StartRefused(new_id)
         return new_id, journal
 
     def _journal(self, run_id: str) -> StepJournal:
@@ -310,13 +313,13 @@ class FlowRuntime:
                 self._latest.pop(name, None)  # maybe written for a newer version: look
                 continue
             graph = self.graph(flow)
-            carried = self._carried_start(flow, inputs, run_id, on_started, if_latest=True)
-            if carried is not None:
-                try:
+            try:
+                carried = self._carried_start(flow, inputs, run_id, on_started, if_latest=True)
+                if carried is not None:
                     return self._drive(flow, graph, *carried, {"inputs": inputs})
-                except _StartRefused:  # a newer version was registered
-                    self._latest.pop(name, None)
-                    continue
+            except _StartRefused:  # a newer version was registered
+                self._latest.pop(name, None)
+                continue
             started = self.store.start_latest_flow_run(flow, inputs, definition_json=self._definition_json(flow),
                                                        **self._start_kw(run_id))
             if started is None:  # a newer version was registered

@@ -10,7 +10,7 @@ import pytest
 from langchain_core.tools import tool
 
 from soloflow_core.errors import ExecutorNotFoundError, FlowRunError, FlowValidationError
-from soloflow_core.models import FlowDefinition, FlowStep
+from soloflow_core.models import Compensation, FlowDefinition, FlowStep
 from soloflow_langgraph.compiler import compile_flow, flow_mermaid
 from soloflow_langgraph.runner import check_inputs, run_flow
 
@@ -62,6 +62,30 @@ def test_compiled_graph_is_a_langgraph_runnable():
     state = graph.invoke({"inputs": {"email": "bo@y.com"}})
     assert state["results"]["d"] == "item:U-bo-1"
     assert set(graph.get_graph().nodes) >= {"u", "items", "d", "s"}
+
+
+def test_a_flows_state_has_only_the_channels_it_writes():
+    """A plain flow's graph carries six channels; a map step, an approval gate and a
+    compensation each bring their own. Fewer channels, same results."""
+    plain = compile_flow(FOUR_STEPS, tools=TOOLS)
+    base = {"inputs", "results", "errors", "skipped", "failed_skip", "halt"}
+    assert set(plain.builder.channels) == set(plain.stream_channels) == base
+    mapped = FOUR_STEPS.model_copy(update={"steps": [*FOUR_STEPS.steps[:1], FlowStep(
+        id="each", skill_key="describe", depends_on=["u"], map_over="{{u.user.tags}}",
+        input_map={"item_id": "{{_item}}", "prefix": "t"})]})
+    gated = FOUR_STEPS.model_copy(update={"requires_approval": True})
+    undone = FOUR_STEPS.model_copy(update={"steps": [
+        FOUR_STEPS.steps[0].model_copy(update={"compensation": Compensation(
+            skill_key="describe", input_map={"item_id": "x", "prefix": "y"})}),
+        *FOUR_STEPS.steps[1:]]})
+    for flow, extra in ((mapped, {"map_parts", "map_item", "map_index"}), (gated, {"approval"}),
+                        (undone, {"compensation_errors"})):
+        graph = compile_flow(flow, tools=TOOLS)
+        assert set(graph.builder.channels) == base | extra, flow
+    assert plain.invoke({"inputs": {"email": "ann@x.org"}})["results"]["s"] == run_flow(
+        FOUR_STEPS, {"email": "ann@x.org"}, tools=TOOLS).output
+    assert compile_flow(mapped, tools=TOOLS).invoke({"inputs": {"email": "ann@x.org"}})["results"]["each"] == [
+        "t:a", "t:b"]
 
 
 def test_cycle_is_named():

@@ -14,8 +14,9 @@ import sqlalchemy as sa
 from soloflow_core.errors import StoreError
 from soloflow_core.flow.fsm import check_run_transition, check_step_transition
 from soloflow_core.models import Compensation, FlowDefinition, FlowStep
-from soloflow_core.store import Store, flowruns
+from soloflow_core.store import Store, flowruns, journal_io
 from soloflow_core.store import schema as t
+from soloflow_core.store.driver_journal import StartWrite
 from soloflow_langgraph.runtime import FlowRuntime
 
 NS = {"user_id": "carry-user", "agent_id": "carry-agent"}
@@ -118,9 +119,10 @@ def _run_ids(store: Store) -> set[str]:
 
 
 def test_a_new_runs_start_rides_in_its_first_checkpoint_save(store, runtimes, monkeypatch):
-    """On PostgreSQL a new run (no id or on_started from the caller) is recorded by its first
-    checkpoint save, with its first step's begin, before that step is called; elsewhere, and
-    with on_started, by a write of its own first. Either way the record is the same."""
+    """A new run (no id or on_started from the caller) is recorded with its first step's
+    begin, in one write, before that step is called: on PostgreSQL one statement riding in its
+    first checkpoint save, on SQLite one transaction. With on_started, by a write of its own
+    first. Either way the record is the same."""
     calls: list[str] = []
     flow = FlowDefinition(name="rides", steps=[_step("a"), _step("b", "a")])
     store.register_flow(flow, source="user-submitted", **NS)
@@ -129,16 +131,26 @@ def test_a_new_runs_start_rides_in_its_first_checkpoint_save(store, runtimes, mo
     assert carries == (store.engine.dialect.name == "postgresql")
     rides = _spy_rides(rt) if carries else []
     own = _spy_starts(monkeypatch)
+    transactions: list[int] = []
+    real_tx = journal_io._sqlite_transaction
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        transactions.append(1)
+        return real_tx(*a, **kw)
+
+    monkeypatch.setattr(journal_io, "_sqlite_transaction", counted)
 
     result = rt.run("rides", {"x": 1})
     assert result.status == "completed" and calls == ["a", "b"]
+    assert own == []
     if carries:
-        assert own == []
         first = rides[0]
-        assert first.statements[0][0].startswith("WITH run AS (INSERT INTO sf_flow_runs")
-        assert first.rows is not None and first.rows[0]  # it recorded the run, in the save
-    else:
-        assert own == [result.run_id]
+        assert len(first.statements) == 1  # the run, its start and a's begin: one statement
+        statement = first.statements[0][0]
+        assert statement.startswith("WITH run AS (INSERT INTO sf_flow_runs") and "sf_flow_step_runs" in statement
+        assert first.rows == [[(1, 1)]]  # it recorded the run and began a, in the save
+    else:  # start + a's begin; a's completion + b's begin; b's completion + the run's end
+        assert len(transactions) == 3
     rec = rt.status(result.run_id)
     assert (rec.state, rec.flow_version, rec.inputs) == ("completed", 1, {"x": 1})
     history = rt.history(result.run_id)
@@ -150,6 +162,47 @@ def test_a_new_runs_start_rides_in_its_first_checkpoint_save(store, runtimes, mo
     seen: list[str] = []
     again = rt.run("rides", {}, on_started=seen.append)  # promised the id once recorded: its own write
     assert seen == [again.run_id] and again.run_id in own
+
+
+def test_a_runs_start_and_its_parallel_first_steps_are_one_write(store, runtimes, monkeypatch):
+    """Steps that depend on nothing are begun with the run's start, in the same write (one
+    statement on PostgreSQL, one transaction on SQLite), listed after the start and before
+    anything later; each begins once (the history has one move to running per step)."""
+    calls: list[str] = []
+    flow = FlowDefinition(name="roots", steps=[_step("a"), _step("b"), _step("c", "a", "b")])
+    store.register_flow(flow, source="user-submitted", **NS)
+    rt = _runtime(store, runtimes, [_tool(k, calls) for k in "abc"])
+    carries = getattr(rt.checkpointer, "carries_journal", False)
+    rides = _spy_rides(rt) if carries else []
+    own = _spy_starts(monkeypatch)
+    writes: list[int] = []
+    real_tx = journal_io._sqlite_transaction
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        writes.append(1)
+        return real_tx(*a, **kw)
+
+    monkeypatch.setattr(journal_io, "_sqlite_transaction", counted)
+
+    result = rt.run("roots", {})
+    assert result.status == "completed" and sorted(calls) == ["a", "b", "c"] and calls[-1] == "c"
+    assert own == []
+    if carries:
+        assert len(rides[0].statements) == 1 and rides[0].rows == [[(1, 2)]]
+    else:  # the start with a's and b's begins; their completions with c's begin; c's end
+        assert len(writes) <= 4
+    history = rt.history(result.run_id)
+    _legal(history)
+    moves = [(m.step_key, m.to_state) for m in history if m.to_state in ("running", "completed")]
+    assert moves[0] == (None, "running")
+    assert sorted(moves[1:3]) == [("a", "running"), ("b", "running")]
+    assert moves[-2:] == [("c", "completed"), (None, "completed")]
+    assert sorted(moves, key=str) == sorted([(None, "running"), ("a", "running"), ("b", "running"),
+                                             ("a", "completed"), ("b", "completed"), ("c", "running"),
+                                             ("c", "completed"), (None, "completed")], key=str)
+    rec = rt.status(result.run_id)
+    assert {s.step_key: (s.state, s.attempts) for s in rec.steps} == {
+        k: ("completed", 1) for k in "abc"}
 
 
 def test_a_carried_start_that_finds_a_newer_version_leaves_nothing_and_runs_the_newest(store, runtimes):
@@ -181,7 +234,9 @@ def test_a_carried_start_that_fails_raises_and_leaves_nothing(store, runtimes, m
     flow = FlowDefinition(name="broken-start", steps=[_step("a")])
     store.register_flow(flow, source="user-submitted", **NS)
     rt = _runtime(store, runtimes, [_tool("a", calls)], retention="keep")
-    monkeypatch.setattr(flowruns, "_pg_start", lambda *a: ("INSERT INTO sf_no_such_table VALUES (%s)", (1,)))
+    broken = StartWrite(statement="INSERT INTO sf_no_such_table VALUES (%s)", params=(1,),
+                        run_insert="INSERT INTO sf_no_such_table VALUES (%s) RETURNING 1 AS id", run_params=(1,))
+    monkeypatch.setattr(flowruns, "_pg_start", lambda *a: broken)
     # The SQLite start's own statement takes 14 parameters.
     monkeypatch.setattr(flowruns, "_SQLITE_START_LATEST", f"INSERT INTO sf_no_such_table VALUES ({', '.join('?' * 14)})")
     with pytest.raises(StoreError, match="sf_no_such_table"):

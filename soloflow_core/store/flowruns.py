@@ -9,6 +9,7 @@ before the call is made.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from soloflow_core.store.driver_journal import (
     _PG_COMPLETE_THEN_FINISH,
     Carrier,
     DriverStepJournal,
+    StartWrite,
     pg_complete_then_finish_params,
 )
 from soloflow_core.store.journal_io import (
@@ -60,10 +62,11 @@ row; :meth:`FlowRunStore.flow_run_history` lists it as the three (no other move 
 nothing to ``running``)."""
 _STARTED = "inputs checked"
 _PG_RUN_VALUES = ("%s, %s, %s, %s, %s, 'running', CAST(%s AS jsonb), %s, %s, %s, CAST(%s AS jsonb), FALSE")
-_PG_START = f"WITH run AS ({_RUN_COLUMNS}VALUES ({_PG_RUN_VALUES}) RETURNING id) {_PG_RUN_TRANSITIONS}"
+_PG_RUN_INSERT = f"{_RUN_COLUMNS}VALUES ({_PG_RUN_VALUES}) RETURNING id"
+_PG_RUN_INSERT_LATEST = f"{_RUN_COLUMNS}SELECT {_PG_RUN_VALUES} {_NEWEST.format('%s')} RETURNING id"
+_PG_START = f"WITH run AS ({_PG_RUN_INSERT}) {_PG_RUN_TRANSITIONS}"
 """A new run and its first three transitions in one statement (PostgreSQL)."""
-_PG_START_LATEST = (f"WITH run AS ({_RUN_COLUMNS}SELECT {_PG_RUN_VALUES} {_NEWEST.format('%s')} RETURNING id) "
-                    f"{_PG_RUN_TRANSITIONS}")
+_PG_START_LATEST = f"WITH run AS ({_PG_RUN_INSERT_LATEST}) {_PG_RUN_TRANSITIONS}"
 """The same, only while no newer version of the flow is registered."""
 _SQLITE_START_LATEST = (f"{_RUN_COLUMNS}SELECT ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, FALSE "
                         f"{_NEWEST.format('?')}")
@@ -80,14 +83,38 @@ _PG_FINISH = (
 running, and the checked path runs."""
 
 def _pg_start(flow: FlowDefinition, inputs: dict[str, Any], user_id: str, agent_id: str, run_id: str,
-              owner: str | None, definition: str, if_latest: bool) -> tuple[str, tuple[Any, ...]]:
-    """The statement (PostgreSQL) that records a new run, with its parameters; it returns a
-    row when it did."""
+              owner: str | None, definition: str, if_latest: bool) -> StartWrite:
+    """How a new run is recorded (PostgreSQL): the statement that does it alone (it returns a
+    row when it did), and the pieces :func:`pg_start_and_begin` puts in one statement with
+    its first steps' begins."""
     at = now()
     newest = (user_id, agent_id, flow.name, flow.version) if if_latest else ()
-    return _PG_START_LATEST if if_latest else _PG_START, (
-        run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner,
-        definition, *newest, at, owner)
+    run_params = (run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner, definition,
+                  *newest)
+    return StartWrite(statement=_PG_START_LATEST if if_latest else _PG_START, params=(*run_params, at, owner),
+                      run_insert=_PG_RUN_INSERT_LATEST if if_latest else _PG_RUN_INSERT, run_params=run_params,
+                      at=at, note=owner)
+
+
+def _sqlite_start(flow: FlowDefinition, inputs: dict[str, Any], user_id: str, agent_id: str, run_id: str,
+                  owner: str | None, definition: str, if_latest: bool, stamp: Callable[[datetime], Any]
+                  ) -> Callable[[Any], bool]:
+    """What records a new run on SQLite, in the open transaction: its row and its start's
+    transition; whether it did (not when ``if_latest`` and a newer version is registered)."""
+    sql = JournalSql.build("sqlite")
+    newest = (user_id, agent_id, flow.name, flow.version) if if_latest else ()
+
+    def work(cur: Any) -> bool:
+        at = stamp(now())
+        cur.execute(_SQLITE_START_LATEST if if_latest else sql.insert_run, (
+            run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner, definition,
+            *newest))
+        if cur.rowcount != 1:
+            return False
+        insert_transitions(cur, sql, [(run_id, None, None, RunState.RUNNING.value, at, owner)])
+        return True
+
+    return work
 
 
 def _history_query(run_id: str) -> sa.Select[Any]:
@@ -247,26 +274,14 @@ class FlowRunStore:
                    if_latest: bool) -> str | None:
         run_id = run_id or "frun_" + uuid.uuid4().hex
         dialect = self.engine.dialect.name
-        sql = JournalSql.build(dialect)
-        stamp = stamper(self.engine)
         definition = definition_json or json_text(flow.model_dump(mode="json"))
-        newest = (user_id, agent_id, flow.name, flow.version) if if_latest else ()
         if dialect == "postgresql":
-            rows = driver_statement(self._journal_engine(), *_pg_start(
-                flow, inputs, user_id, agent_id, run_id, owner, definition, if_latest))
+            start = _pg_start(flow, inputs, user_id, agent_id, run_id, owner, definition, if_latest)
+            rows = driver_statement(self._journal_engine(), start.statement, start.params)
             return run_id if rows else None
-
-        def work(cur: Any) -> bool:
-            at = stamp(now())
-            cur.execute(_SQLITE_START_LATEST if if_latest else sql.insert_run, (
-                run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner, definition,
-                *newest))
-            if cur.rowcount != 1:
-                return False
-            insert_transitions(cur, sql, [(run_id, None, None, RunState.RUNNING.value, at, owner)])
-            return True
-
-        return run_id if driver_transaction(self._journal_engine(), sql, work) else None
+        work = _sqlite_start(flow, inputs, user_id, agent_id, run_id, owner, definition, if_latest,
+                             stamper(self.engine))
+        return run_id if driver_transaction(self._journal_engine(), JournalSql.build(dialect), work) else None
 
     def carry_flow_run_start(
         self,
@@ -281,17 +296,24 @@ class FlowRunStore:
         if_latest: bool = False,
     ) -> bool:
         """Record a new run (as :meth:`start_flow_run`, or :meth:`start_latest_flow_run` with
-        ``if_latest``) with ``journal``'s first carried write — LangGraph's first checkpoint
-        save of the run, on PostgreSQL with the runtime's checkpointer — instead of a round
-        trip of its own; whether it will (False: the journal carries nothing; record the run
-        the usual way). The run's id is the journal's, new: the checkpointer must hold
-        nothing under it. ``journal.start_recorded()`` says, once the save is made, whether
-        the run was recorded; no step of it begins before."""
+        ``if_latest``) with the begins of its first steps — ``journal.begin_ahead(...)``, to be
+        called next — instead of a write of its own; whether it will (False: the journal cannot;
+        record the run the usual way). The run's id is the journal's, new: the checkpointer
+        must hold nothing under it.
+
+        On PostgreSQL, with the runtime's checkpointer, the start and the begins are one
+        statement riding in LangGraph's first checkpoint save of the run; on SQLite, one
+        transaction written by ``begin_ahead``. ``journal.start_recorded()`` says, once that
+        save is made (SQLite: once ``begin_ahead`` returns), whether the run was recorded; no
+        step of it begins before."""
         if not isinstance(journal, DriverStepJournal) or not journal.carries_start():
             return False
         definition = definition_json or json_text(flow.model_dump(mode="json"))
-        journal.carry_start(*_pg_start(flow, inputs, user_id, agent_id, journal.run_id, owner, definition,
-                                       if_latest))
+        args = (flow, inputs, user_id, agent_id, journal.run_id, owner, definition, if_latest)
+        if self.engine.dialect.name == "postgresql":
+            journal.carry_start(_pg_start(*args))
+        else:
+            journal.carry_start(StartWrite(work=_sqlite_start(*args, stamper(self.engine))))
         return True
 
     def finish_flow_run(
