@@ -87,6 +87,19 @@ def _spy_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return own
 
 
+def _count_sqlite_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per write transaction of the journal on SQLite, as they happen."""
+    writes: list[int] = []
+    real_tx = journal_io._sqlite_transaction
+
+    def counted(*a: Any, **kw: Any) -> Any:
+        writes.append(1)
+        return real_tx(*a, **kw)
+
+    monkeypatch.setattr(journal_io, "_sqlite_transaction", counted)
+    return writes
+
+
 def _legal(history: list[Any]) -> None:
     """Every transition is one the state machines allow, in the order listed."""
     run_state: str | None = None
@@ -131,14 +144,7 @@ def test_a_new_runs_start_rides_in_its_first_checkpoint_save(store, runtimes, mo
     assert carries == (store.engine.dialect.name == "postgresql")
     rides = _spy_rides(rt) if carries else []
     own = _spy_starts(monkeypatch)
-    transactions: list[int] = []
-    real_tx = journal_io._sqlite_transaction
-
-    def counted(*a: Any, **kw: Any) -> Any:
-        transactions.append(1)
-        return real_tx(*a, **kw)
-
-    monkeypatch.setattr(journal_io, "_sqlite_transaction", counted)
+    transactions = _count_sqlite_writes(monkeypatch)
 
     result = rt.run("rides", {"x": 1})
     assert result.status == "completed" and calls == ["a", "b"]
@@ -175,14 +181,7 @@ def test_a_runs_start_and_its_parallel_first_steps_are_one_write(store, runtimes
     carries = getattr(rt.checkpointer, "carries_journal", False)
     rides = _spy_rides(rt) if carries else []
     own = _spy_starts(monkeypatch)
-    writes: list[int] = []
-    real_tx = journal_io._sqlite_transaction
-
-    def counted(*a: Any, **kw: Any) -> Any:
-        writes.append(1)
-        return real_tx(*a, **kw)
-
-    monkeypatch.setattr(journal_io, "_sqlite_transaction", counted)
+    writes = _count_sqlite_writes(monkeypatch)
 
     result = rt.run("roots", {})
     assert result.status == "completed" and sorted(calls) == ["a", "b", "c"] and calls[-1] == "c"
