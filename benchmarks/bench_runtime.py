@@ -34,12 +34,15 @@ cache (the design document asks < 200 ms): the time from the ``runtime.run("name
 call until the first step's tool body starts (``time.perf_counter()`` inside the tool),
 warm (same runtime, graph cached) and cold (a fresh ``FlowRuntime`` per run).
 
-Variants are measured round-robin (one rep of each, then the next rep); medians are quoted.
+Variants are measured round-robin (one rep of each, then the next rep); within a rep they take
+turns run by run (``--interleave run``, the default: each SF run has LG runs made within
+milliseconds of it) or run in blocks of ``--runs`` (``--interleave block``, how it measured before
+2026-11-26); medians are quoted.
 
 Usage::
 
     python benchmarks/bench_runtime.py [--quick] [--reps N] [--runs N] [--no-pg] [--profile]
-                                        [--only steps|target|components|start|profile]
+                                        [--only steps|target|components|start|profile] [--interleave run|block]
 
 ``--only target`` measures only the target rows and their baselines (more reps in the same
 time). Each target row shows a 95% bootstrap interval of its ratio: on a shared, noisy
@@ -279,26 +282,47 @@ def runtime_variant(config: str, who: str, runtime: FlowRuntime, flow: FlowDefin
 
 
 def measure(variants: list[Variant], reps: int, runs: int,
-            deletes: dict[str, list[float]]) -> dict[int, list[float]]:
-    """ms per run of each variant (index → one entry per rep), round-robin; the cleanups'
-    ``delete_thread`` ms go to ``deletes[config]``."""
+            deletes: dict[str, list[float]], interleave: str = "run") -> dict[int, list[float]]:
+    """ms per run of each variant (index → one entry per rep); the cleanups' ``delete_thread``
+    ms go to ``deletes[config]``. ``interleave="run"``: within a rep, the variants take turns
+    run by run (run 1 of each, then run 2 of each, ...), each run timed on its own; ``"block"``:
+    each variant runs its ``runs`` runs in one block, then the next variant. Either way the
+    reps go round-robin. Taking turns run by run pairs each SF run with an LG run made within
+    milliseconds of it: on a shared machine whose speed drifts over tenths of a second, the
+    ratio of the two then moves less from rep to rep."""
     times: dict[int, list[float]] = {k: [] for k in range(len(variants))}
     for v in variants:  # warm-up: imports, caches, first pages, first compilation
         for i in range(2):
             v.run(i)
         if v.cleanup:
             v.cleanup()
+
+    def clean(v: Variant) -> None:
+        if v.cleanup:
+            d = v.cleanup()
+            if d == d:
+                deletes.setdefault(v.config, []).append(d)
+
     for _ in range(reps):
-        for k, v in enumerate(variants):
-            gc.collect()
-            start = time.perf_counter()
-            for i in range(runs):
+        if interleave == "block":
+            for k, v in enumerate(variants):
+                gc.collect()
+                start = time.perf_counter()
+                for i in range(runs):
+                    v.run(i)
+                times[k].append((time.perf_counter() - start) * 1000 / runs)
+                clean(v)
+            continue
+        spent = [0.0] * len(variants)
+        gc.collect()
+        for i in range(runs):
+            for k, v in enumerate(variants):
+                start = time.perf_counter()
                 v.run(i)
-            times[k].append((time.perf_counter() - start) * 1000 / runs)
-            if v.cleanup:
-                d = v.cleanup()
-                if d == d:
-                    deletes.setdefault(v.config, []).append(d)
+                spent[k] += time.perf_counter() - start
+        for k, v in enumerate(variants):
+            times[k].append(spent[k] * 1000 / runs)
+            clean(v)
     return times
 
 
@@ -424,7 +448,7 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
                     *([runtime_variant("postgres", RETAINING, prt_del, name)] if full else []),
                 ]
             t0 = time.perf_counter()
-            times = measure(variants, reps, runs, deletes)
+            times = measure(variants, reps, runs, deletes, opts.interleave)
             n_steps = len(flow.steps)
             for k, v in enumerate(variants):
                 rows.append({"shape": shape, "tool": tool_kind, "config": v.config, "who": v.who,
@@ -729,6 +753,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
     parser.add_argument("--pg-url", default=PG_URL)
     parser.add_argument("--profile", action="store_true", help="also print a cProfile of SF runtime")
+    parser.add_argument("--interleave", choices=["run", "block"], default="run",
+                        help="within a rep, variants take turns run by run (default) or run in blocks")
     parser.add_argument("--only", choices=["steps", "target", "start", "components", "profile"], default=None,
                         help="one section; 'target' is 'steps' with only the target rows and their baselines "
                              "(LG and SF runtime on sqlite and postgres), 21 reps by default")
@@ -741,7 +767,8 @@ def main(argv: list[str] | None = None) -> int:
     store = Store.open(f"sqlite:///{tmp / 'store.db'}")
     pg = None if opts.no_pg else open_pg(opts.pg_url)
     pg_user = f"bench_rt_{uuid.uuid4().hex[:12]}"
-    print(f"bench_runtime: Python {sys.version.split()[0]}, {opts.reps} reps × {opts.runs} runs, "
+    print(f"bench_runtime: Python {sys.version.split()[0]}, {opts.reps} reps × {opts.runs} runs "
+          f"(interleaved by {opts.interleave}), "
           f"medians; SQLite store {tmp / 'store.db'}; PostgreSQL {'on (user ' + pg_user + ')' if pg else 'off'}")
     started = time.perf_counter()
     try:

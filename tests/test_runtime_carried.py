@@ -133,9 +133,9 @@ def _run_ids(store: Store) -> set[str]:
 
 def test_a_new_runs_start_rides_in_its_first_checkpoint_save(store, runtimes, monkeypatch):
     """A new run (no id or on_started from the caller) is recorded with its first step's
-    begin, in one write, before that step is called: on PostgreSQL one statement riding in its
-    first checkpoint save, on SQLite one transaction. With on_started, by a write of its own
-    first. Either way the record is the same."""
+    begin, in one write, before that step is called: on PostgreSQL in its first checkpoint
+    save (the start's statement, then the begin's), on SQLite in one transaction. With
+    on_started, by a write of its own first. Either way the record is the same."""
     calls: list[str] = []
     flow = FlowDefinition(name="rides", steps=[_step("a"), _step("b", "a")])
     store.register_flow(flow, source="user-submitted", **NS)
@@ -151,10 +151,8 @@ def test_a_new_runs_start_rides_in_its_first_checkpoint_save(store, runtimes, mo
     assert own == []
     if carries:
         first = rides[0]
-        assert len(first.statements) == 1  # the run, its start and a's begin: one statement
-        statement = first.statements[0][0]
-        assert statement.startswith("WITH run AS (INSERT INTO sf_flow_runs") and "sf_flow_step_runs" in statement
-        assert first.rows == [[(1, 1)]]  # it recorded the run and began a, in the save
+        assert [st.split(" (")[0] for st, _ in first.statements] == ["WITH run AS", "INSERT INTO sf_flow_step_runs"]
+        assert first.rows == [[(1,)], [(1,)]]  # it recorded the run, then began a, in the save
     else:  # start + a's begin; a's completion + b's begin; b's completion + the run's end
         assert len(transactions) == 3
     rec = rt.status(result.run_id)
@@ -171,9 +169,9 @@ def test_a_new_runs_start_rides_in_its_first_checkpoint_save(store, runtimes, mo
 
 
 def test_a_runs_start_and_its_parallel_first_steps_are_one_write(store, runtimes, monkeypatch):
-    """Steps that depend on nothing are begun with the run's start, in the same write (one
-    statement on PostgreSQL, one transaction on SQLite), listed after the start and before
-    anything later; each begins once (the history has one move to running per step)."""
+    """Steps that depend on nothing are begun with the run's start, in the same write (the
+    first checkpoint save on PostgreSQL, one transaction on SQLite), listed after the start
+    and before anything later; each begins once (the history has one move to running per step)."""
     calls: list[str] = []
     flow = FlowDefinition(name="roots", steps=[_step("a"), _step("b"), _step("c", "a", "b")])
     store.register_flow(flow, source="user-submitted", **NS)
@@ -187,7 +185,7 @@ def test_a_runs_start_and_its_parallel_first_steps_are_one_write(store, runtimes
     assert result.status == "completed" and sorted(calls) == ["a", "b", "c"] and calls[-1] == "c"
     assert own == []
     if carries:
-        assert len(rides[0].statements) == 1 and rides[0].rows == [[(1, 2)]]
+        assert len(rides[0].statements) == 3 and rides[0].rows == [[(1,)], [(1,)], [(1,)]]
     else:  # the start with a's and b's begins; their completions with c's begin; c's end
         assert len(writes) <= 4
     history = rt.history(result.run_id)
@@ -233,8 +231,7 @@ def test_a_carried_start_that_fails_raises_and_leaves_nothing(store, runtimes, m
     flow = FlowDefinition(name="broken-start", steps=[_step("a")])
     store.register_flow(flow, source="user-submitted", **NS)
     rt = _runtime(store, runtimes, [_tool("a", calls)], retention="keep")
-    broken = StartWrite(statement="INSERT INTO sf_no_such_table VALUES (%s)", params=(1,),
-                        run_insert="INSERT INTO sf_no_such_table VALUES (%s) RETURNING 1 AS id", run_params=(1,))
+    broken = StartWrite("INSERT INTO sf_no_such_table VALUES (%s)", (1,))
     monkeypatch.setattr(flowruns, "_pg_start", lambda *a: broken)
     # The SQLite start's own statement takes 14 parameters.
     monkeypatch.setattr(flowruns, "_SQLITE_START_LATEST", f"INSERT INTO sf_no_such_table VALUES ({', '.join('?' * 14)})")

@@ -139,58 +139,14 @@ _START = "\x00start"
 
 @dataclass(frozen=True, slots=True)
 class StartWrite:
-    """A new run's start, written with its first steps' begins (``carry_start``).
-
-    On PostgreSQL: ``statement``/``params`` record the run alone (a row back when they did);
-    ``run_insert``/``run_params`` are its ``INSERT INTO sf_flow_runs ... RETURNING id``, which
-    :func:`pg_start_and_begin` puts in one statement with the start's transition (at ``at``,
-    detail ``note``) and the begins. On SQLite: ``work(cursor)`` records the run in the open
-    transaction; whether it did."""
+    """A new run's start, written with its first steps' begins (``carry_start``): on
+    PostgreSQL the statement that records the run (a row back when it did) and its
+    parameters, riding before the begins; on SQLite ``work(cursor)``, which records the run in
+    the begins' transaction and says whether it did."""
 
     statement: str = ""
     params: tuple[Any, ...] = ()
-    run_insert: str = ""
-    run_params: tuple[Any, ...] = ()
-    at: datetime | None = None
-    note: str | None = None
     work: Callable[[Any], bool] | None = None
-
-
-class _StartAndBegin:
-    """The part of a carried write that records the run and begins its first steps."""
-
-    __slots__ = ("keys",)
-
-    def __init__(self, keys: list[str]) -> None:
-        self.keys = keys
-
-
-_Part = tuple[str, tuple[Any, ...], list[tuple[str, Any, datetime]], "str | _StartAndBegin | None"]
-"""A statement of a carried write: its text, parameters, the completions it writes, and what it
-begins (a step key; :data:`_START`; :class:`_StartAndBegin`; None: a completion alone)."""
-
-
-def pg_start_and_begin(start: StartWrite, begins: Sequence[tuple[str, str, str]], at: datetime
-                       ) -> _Part:
-    """One statement (PostgreSQL) that records a new run — its row and its start's transition —
-    and begins ``begins`` (``(step key, step id, idempotency key)``) at ``at``, as a part of a
-    carried write. The begins' place in the history is the start transition's id, in order
-    after it (``begun_ord`` 1, 2, ...): no later move of the run draws a smaller number. It
-    returns one row, ``(1, 1)`` when it recorded the run and its begins, ``(0, 0)`` when the
-    run's insert inserted nothing (a newer version of the flow)."""
-    values = ", ".join(f"(%s, %s, %s, {n})" for n in range(1, len(begins) + 1))
-    statement = (
-        f"WITH run AS ({start.run_insert}), "
-        "tr AS (INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
-        "SELECT run.id, NULL, NULL, 'running', %s, CAST(%s AS text) FROM run RETURNING id, run_id), "
-        "b AS (INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
-        "started_at, begun_at, begun_pos, begun_ord) SELECT tr.run_id, v.k, v.i, 'running', 1, v.key, "
-        f"CAST(%s AS timestamptz), CAST(%s AS timestamptz), tr.id, v.n FROM tr, (VALUES {values}) AS v(k, i, key, n) "
-        "RETURNING 1) "
-        "SELECT (SELECT count(*) FROM tr), (SELECT count(*) FROM b)"
-    )
-    params = (*start.run_params, start.at, start.note, at, at, *(v for b in begins for v in b))
-    return statement, params, [], _StartAndBegin([b[0] for b in begins])
 
 
 class DriverStepJournal(_Finishing):
@@ -476,7 +432,7 @@ class DriverStepJournal(_Finishing):
 
     def carry_start(self, start: StartWrite) -> None:
         """The run's start goes with the next :meth:`begin_ahead` — the first steps' begins:
-        on PostgreSQL one statement with them, riding in LangGraph's first checkpoint save of
+        on PostgreSQL first among the statements riding in LangGraph's first checkpoint save of
         the run, instead of a round trip of its own; on SQLite in their transaction, written
         before the call returns. Until it is known to have recorded the run
         (:meth:`start_recorded`), no step begins: a begin that finds it did not raises
@@ -500,17 +456,12 @@ class DriverStepJournal(_Finishing):
     def _carry_ahead(self, held: list[tuple[str, Any, datetime]], steps: list[tuple[str, str]]) -> None:
         """The begins (the first after ``held``) handed to the carrier: they ride in the
         checkpoint's next save (see ``Carrier``). Each completion held but the last rides on
-        its own (the last too, with no step to begin). A start not yet sent goes first, in one
-        statement with the begins when nothing is held (a new run's first steps)."""
+        its own (the last too, with no step to begin). A start not yet sent goes first."""
         assert self._carrier is not None
-        parts: list[_Part] = []
+        parts: list[tuple[str, tuple[Any, ...], list[tuple[str, Any, datetime]], str | None]] = []
         start, self._start = self._start, None
-        if start is not None and steps and not held:  # a new run: its start and begins, one statement
-            begins = [(step_key, step_id, idempotency_key(self.run_id, step_key)) for step_key, step_id in steps]
-            parts.append(pg_start_and_begin(start, begins, now()))
-            steps = []
-        elif start is not None:
-            parts.append((start.statement, start.params, [], _START))  # (a start with no begin: not from the runtime)
+        if start is not None:
+            parts.append((start.statement, start.params, [], _START))
         alone, held = (held[:-1], held[-1:]) if steps else (held, [])
         for one in alone:
             step_key, output, when = one
@@ -527,7 +478,7 @@ class DriverStepJournal(_Finishing):
             self._ahead_writes.append(functools.partial(self._carried, ride, parts))
 
     def _carried(self, ride: Callable[[], list[list[tuple[Any, ...]]] | None],
-                 parts: list[_Part]
+                 parts: list[tuple[str, tuple[Any, ...], list[tuple[str, Any, datetime]], str | None]]
                  ) -> set[str]:
         """The steps the carried begins recorded; statements no save carried are written
         here; a completion that did not apply is given back (the checked path records it)."""
@@ -542,16 +493,11 @@ class DriverStepJournal(_Finishing):
             except BaseException as exc:  # the step's own begin takes the checked path and reports it
                 self._give_back(held)
                 log.debug("flow run %r: a write begun ahead failed", self.run_id, exc_info=True)
-                if step_key is _START or isinstance(step_key, _StartAndBegin):
+                if step_key is _START:
                     self._started = exc
                 continue
             if step_key is _START:
                 self._started = bool(rows)
-            elif isinstance(step_key, _StartAndBegin):
-                (started, began), = rows
-                self._started = bool(started)
-                if started and began == len(step_key.keys):
-                    begun.update(step_key.keys)
             elif step_key is None:
                 if not rows:
                     self._give_back(held)

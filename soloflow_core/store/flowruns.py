@@ -62,11 +62,10 @@ row; :meth:`FlowRunStore.flow_run_history` lists it as the three (no other move 
 nothing to ``running``)."""
 _STARTED = "inputs checked"
 _PG_RUN_VALUES = ("%s, %s, %s, %s, %s, 'running', CAST(%s AS jsonb), %s, %s, %s, CAST(%s AS jsonb), FALSE")
-_PG_RUN_INSERT = f"{_RUN_COLUMNS}VALUES ({_PG_RUN_VALUES}) RETURNING id"
-_PG_RUN_INSERT_LATEST = f"{_RUN_COLUMNS}SELECT {_PG_RUN_VALUES} {_NEWEST.format('%s')} RETURNING id"
-_PG_START = f"WITH run AS ({_PG_RUN_INSERT}) {_PG_RUN_TRANSITIONS}"
+_PG_START = f"WITH run AS ({_RUN_COLUMNS}VALUES ({_PG_RUN_VALUES}) RETURNING id) {_PG_RUN_TRANSITIONS}"
 """A new run and its first three transitions in one statement (PostgreSQL)."""
-_PG_START_LATEST = f"WITH run AS ({_PG_RUN_INSERT_LATEST}) {_PG_RUN_TRANSITIONS}"
+_PG_START_LATEST = (f"WITH run AS ({_RUN_COLUMNS}SELECT {_PG_RUN_VALUES} {_NEWEST.format('%s')} RETURNING id) "
+                    f"{_PG_RUN_TRANSITIONS}")
 """The same, only while no newer version of the flow is registered."""
 _SQLITE_START_LATEST = (f"{_RUN_COLUMNS}SELECT ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, FALSE "
                         f"{_NEWEST.format('?')}")
@@ -84,16 +83,13 @@ running, and the checked path runs."""
 
 def _pg_start(flow: FlowDefinition, inputs: dict[str, Any], user_id: str, agent_id: str, run_id: str,
               owner: str | None, definition: str, if_latest: bool) -> StartWrite:
-    """How a new run is recorded (PostgreSQL): the statement that does it alone (it returns a
-    row when it did), and the pieces :func:`pg_start_and_begin` puts in one statement with
-    its first steps' begins."""
+    """The statement (PostgreSQL) that records a new run, with its parameters; it returns a
+    row when it did."""
     at = now()
     newest = (user_id, agent_id, flow.name, flow.version) if if_latest else ()
-    run_params = (run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner, definition,
-                  *newest)
-    return StartWrite(statement=_PG_START_LATEST if if_latest else _PG_START, params=(*run_params, at, owner),
-                      run_insert=_PG_RUN_INSERT_LATEST if if_latest else _PG_RUN_INSERT, run_params=run_params,
-                      at=at, note=owner)
+    return StartWrite(_PG_START_LATEST if if_latest else _PG_START, (
+        run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner,
+        definition, *newest, at, owner))
 
 
 def _sqlite_start(flow: FlowDefinition, inputs: dict[str, Any], user_id: str, agent_id: str, run_id: str,
@@ -301,9 +297,9 @@ class FlowRunStore:
         record the run the usual way). The run's id is the journal's, new: the checkpointer
         must hold nothing under it.
 
-        On PostgreSQL, with the runtime's checkpointer, the start and the begins are one
-        statement riding in LangGraph's first checkpoint save of the run; on SQLite, one
-        transaction written by ``begin_ahead``. ``journal.start_recorded()`` says, once that
+        On PostgreSQL, with the runtime's checkpointer, the start's statement rides before the
+        begins in LangGraph's first checkpoint save of the run; on SQLite they are one
+        transaction, written by ``begin_ahead``. ``journal.start_recorded()`` says, once that
         save is made (SQLite: once ``begin_ahead`` returns), whether the run was recorded; no
         step of it begins before."""
         if not isinstance(journal, DriverStepJournal) or not journal.carries_start():
