@@ -122,6 +122,8 @@ def flow_state_schema(flow: FlowDefinition) -> type:
             hints = get_type_hints(FlowState, include_extras=True)
             fields = {k: v for k, v in hints.items() if k not in dropped}
             name = "FlowState" + "".join("_no_" + w for w, on in sorted(uses.items()) if not on)
+            # The functional form: mypy wants a literal name and fields, which a schema made
+            # per kind of flow cannot give; LangGraph reads it as any TypedDict.
             schema = _SCHEMAS[dropped] = TypedDict(name, fields, total=False)  # type: ignore[operator]
             schema.__module__ = __name__
             schema.__doc__ = FlowState.__doc__

@@ -254,9 +254,9 @@ class FlowRuntime:
     def _carried_start(self, flow: FlowDefinition, inputs: dict[str, Any], run_id: str | None,
                        on_started: Callable[[str], None] | None, *, if_latest: bool
                        ) -> tuple[str, StepJournal] | None:
-        """A new run recorded with its first steps' begins, in one write: on PostgreSQL one
-        statement riding in LangGraph's first checkpoint save of the run (the runtime's own
-        checkpointer), on SQLite one transaction, written here. Its id and journal; None when
+        """A new run recorded with its first steps' begins, in one write: on PostgreSQL its
+        statement rides before theirs in LangGraph's first checkpoint save of the run (the
+        runtime's own checkpointer), on SQLite one transaction, written here. Its id and journal; None when
         it cannot — an id given by the caller (whose thread may hold checkpoints), an
         ``on_started`` (promised the id once the run is recorded, before the graph starts), a
         flow that begins no step ahead (an approval gate) — and the run is recorded first, on
@@ -274,7 +274,9 @@ class FlowRuntime:
                                                owner=self.owner):
             return None
         journal.begin_ahead(first)
-        if not self._carries() and not journal.start_recorded():  # written now (raises if it failed)
+        # Without a carrier (SQLite) begin_ahead has just written the start: its answer is in.
+        # (With one, asking now would take the ride back from the first save.)
+        if not self._carries() and not journal.start_recorded():  # raises if the start failed
             raise _StartRefused(new_id)
         return new_id, journal
 
