@@ -35,8 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from soloflow_core.ledger import ingest, parse_record
-from soloflow_core.ledger_rows import read_chunks
-from soloflow_core.ledger_sqlite import BATCH_RUNS, WalCheckpoints
+from soloflow_core.ledger._rows import read_chunks
+from soloflow_core.ledger._sqlite import BATCH_RUNS, WalCheckpoints
 from soloflow_core.store import Store
 from soloflow_core.store.writer import insert_returning, insert_sqlite_bulk, now, sqlite_stamp
 

@@ -36,7 +36,7 @@ from soloflow_core.ledger import parse_record
 from soloflow_core.mining.pipeline import mine_ranked
 from soloflow_core.mining.ranking import RankingOptions
 from soloflow_core.testing.synthetic_ledger import generate_ledger
-from soloflow_langgraph.replay import split_holdout, verify_flow
+from soloflow_langgraph.verify import split_holdout, verify_flow
 
 TAU = (
     Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ compiled with a checkpointer and invoked with ``durability="sync"`` and a fresh
 * ``SF runtime``: ``FlowRuntime.run(name, inputs)`` on a store, ``retention="keep"``: the
   durable path (run record, step journal, the run's end). Each invocation runs on one
   watched daemon thread and the steps of one-task supersteps call their tool in line
-  (``soloflow_langgraph.run_watch``): one thread hand-off per run instead of per step. On a SQLite file store its
+  (``soloflow_langgraph.compile.run_watch``): one thread hand-off per run instead of per step. On a SQLite file store its
   checkpointer is ``SqliteSaver`` on a file next to the store and the journal writes one
   transaction per step (a step's completion with its successor's begin); on PostgreSQL it is
   the runtime's ``PostgresSaver`` (same connection settings as the baseline's) in the same
@@ -78,9 +78,9 @@ from langgraph.graph import END, START, StateGraph
 from soloflow_core.flow.executors import ExecutorRegistry
 from soloflow_core.models import FlowDefinition, FlowStep
 from soloflow_core.store import Store
-from soloflow_langgraph.compiler import compile_flow
-from soloflow_langgraph.runtime import FlowRuntime
-from soloflow_langgraph.step_call import call_with_limit, inspect_executor
+from soloflow_langgraph.compile.graph import compile_flow
+from soloflow_langgraph.compile.step_call import call_with_limit, inspect_executor
+from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
 TARGET_RATIO = 1.3
 TARGET_START_MS = 10.0
@@ -539,7 +539,7 @@ def components(opts: argparse.Namespace, store: Store) -> None:
     out.append(("call_with_limit(work): daemon thread + Event",
                 timeit(lambda: call_with_limit(work, info, {"x": 1, "step": "s"}, timeout=120, key=None,
                                                where="bench"), n) * 1e6, "µs"))
-    from soloflow_langgraph.run_watch import RunWatch
+    from soloflow_langgraph.compile.run_watch import RunWatch
 
     watch = RunWatch(1.0)
     out.append(("RunWatch.call(work): in line, deadline published",
@@ -665,7 +665,7 @@ def profile(opts: argparse.Namespace, tmp: Path, store: Store) -> None:
     for i in range(3):
         rt.run("bench-profile", {"x": i})
     runs = 30 if opts.quick else 100
-    import soloflow_langgraph.runtime as runtime_module
+    import soloflow_langgraph.runtime.flow_runtime as runtime_module
 
     # The run's own thread (run_watch) is profiled too: one profiler per thread, merged.
     prof, in_run = cProfile.Profile(), cProfile.Profile()

@@ -15,7 +15,7 @@ from langchain_core.tools import tool
 
 from soloflow_core.store import Store
 from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
-from soloflow_langgraph.fake_models import ScriptedChatModel
+from soloflow_langgraph.testing import ScriptedChatModel
 
 
 @tool

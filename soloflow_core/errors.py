@@ -1,43 +1,62 @@
-"""SoloFlow's errors.
+"""SoloFlow's errors: every error SoloFlow raises on purpose is one of these.
 
 Every error names the thing at fault and says how to fix it::
 
     SoloFlowError
-    ├── ConfigError            bad configuration value (names the setting)
-    ├── PluginError            a plugin failed to load or misbehaved (names the plugin)
-    ├── StoreError             the database could not be opened or used
-    │   └── SchemaVersionError the database schema is from another SoloFlow version
-    ├── LedgerError            a ledger line could not be read (file and line)
-    ├── FlowValidationError    a flow definition is invalid (flow, step, field path)
-    │   └── FlowFileError      a flow file is invalid (file, line, column, field path)
-    ├── ExecutorNotFoundError  a step's skill_key has no registered executor (flow, step)
-    ├── NotFoundError          a run, candidate or flow id does not exist in this namespace
-    ├── FlowRunError           a flow run failed (flow, step, cause)
-    │   ├── StepTimeoutError   a step's attempt ran over its timeout_seconds
-    │   └── FlowCancelledError the run was cancelled (soloflow flows cancel)
-    └── InvalidTransitionError a flow run or step state change the state machine forbids
+    ├── ConfigError                  bad configuration value (names the setting)
+    ├── PluginError                  a plugin failed to load or misbehaved (names the plugin)
+    ├── StoreError                   the database could not be opened or used
+    │   └── SchemaVersionError       the database schema is from another SoloFlow version
+    ├── LedgerError                  a ledger line could not be read (file and line)
+    ├── FlowValidationError          a flow definition is invalid (flow, step, field path)
+    │   ├── FlowFileError            a flow file is invalid (file, line, column, field path)
+    │   └── ExecutorNotFoundError    a step's skill_key has no registered executor (flow, step)
+    ├── NotFoundError                a run, candidate or flow id does not exist in this namespace
+    ├── ReplayMiss                   a replayed flow made a call that is not in the recording
+    ├── FlowRunError                 a flow run failed (flow, step, cause)
+    │   ├── StepTimeoutError         a step's attempt ran over its timeout_seconds
+    │   ├── StepInputError           a step's inputs could not be rendered (never retried)
+    │   ├── StepFailedError          a step failed after its retries (on_failure: stop)
+    │   └── FlowCancelledError       the run was cancelled (soloflow flows cancel)
+    ├── InvalidTransitionError       a flow run or step state change the state machine forbids
+    └── SequentialWorkflowError      the sequential workflow cannot start or go on (phase)
+        ├── MissingAgentsError       roles with no agent (names every missing role)
+        └── AgentError               an agent raised (names the role; the cause is chained)
+            └── AgentOutputError     an agent returned something unusable (role, expected)
+
+A test checks this drawing against the classes. A sequential agent error leaves the
+workflow's last checkpoint in place: fix the cause and resume the same thread id to go on from
+the phase that failed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "AgentError",
+    "AgentOutputError",
     "ConfigError",
     "ExecutorNotFoundError",
+    "FlowCancelledError",
     "FlowFileError",
     "FlowFileProblem",
     "FlowRunError",
     "FlowValidationError",
-    "FlowCancelledError",
     "InvalidTransitionError",
-    "StepTimeoutError",
     "LedgerError",
+    "MissingAgentsError",
     "NotFoundError",
     "PluginError",
+    "ReplayMiss",
     "SchemaVersionError",
+    "SequentialWorkflowError",
     "SoloFlowError",
+    "StepFailedError",
+    "StepInputError",
+    "StepTimeoutError",
     "StoreError",
 ]
 
@@ -152,6 +171,10 @@ class NotFoundError(SoloFlowError):
     """An id or name does not exist in the caller's (user, agent) namespace."""
 
 
+class ReplayMiss(SoloFlowError):
+    """A replayed flow made a call that is not in the recording it is checked against."""
+
+
 class FlowRunError(SoloFlowError):
     """A flow run failed at a step."""
 
@@ -168,6 +191,14 @@ class StepTimeoutError(FlowRunError):
     """A step's attempt ran over the step's ``timeout_seconds``."""
 
 
+class StepInputError(FlowRunError):
+    """A step's inputs could not be rendered (never retried)."""
+
+
+class StepFailedError(FlowRunError):
+    """A step failed after its retries and its ``on_failure`` is ``stop``."""
+
+
 class FlowCancelledError(FlowRunError):
     """The run was cancelled while it ran."""
 
@@ -179,3 +210,56 @@ class InvalidTransitionError(SoloFlowError):
         super().__init__(message)
         self.run_id = run_id
         self.step = step
+
+class SequentialWorkflowError(SoloFlowError):
+    """The sequential workflow cannot start or go on.
+
+    Attributes:
+        phase: the phase (node) at fault, when there is one.
+    """
+
+    def __init__(self, message: str, *, phase: str | None = None) -> None:
+        super().__init__(message)
+        self.phase = phase
+
+
+class MissingAgentsError(SequentialWorkflowError):
+    """Some roles have no agent.
+
+    Attributes:
+        roles: the roles with no agent, in workflow order.
+    """
+
+    def __init__(self, roles: Sequence[str]) -> None:
+        self.roles = list(roles)
+        super().__init__(
+            f"no agent for the role(s) {', '.join(self.roles)} of the sequential workflow. "
+            "Pass them as SequentialWorkflow(agents={role: agent}), register them from a plugin "
+            "with the soloflow_register_sequential_agents hook (register(role, agent)), "
+            "or use the scripted dev agents (`soloflow sequential run --dev`)."
+        )
+
+
+class AgentError(SequentialWorkflowError):
+    """An agent raised an exception while it ran.
+
+    Attributes:
+        role: the role whose agent failed.
+    """
+
+    def __init__(self, message: str, *, role: str) -> None:
+        super().__init__(message, phase=role)
+        self.role = role
+
+
+class AgentOutputError(AgentError):
+    """An agent returned something that is not its role's result.
+
+    Attributes:
+        role: the role whose agent misbehaved.
+        expected: a description of what the role must return.
+    """
+
+    def __init__(self, message: str, *, role: str, expected: str) -> None:
+        super().__init__(message, role=role)
+        self.expected = expected

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from soloflow_core.markers import hookspec
+from soloflow_core._markers import hookspec
 
 if TYPE_CHECKING:
     from soloflow_core.models import FlowDefinition, SoloFlowConfig, StepRecord, TaskRun

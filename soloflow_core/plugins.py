@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 from soloflow_core import hookspecs
+from soloflow_core._markers import PROJECT_NAME
 from soloflow_core.errors import PluginError
-from soloflow_core.markers import PROJECT_NAME
 
 if TYPE_CHECKING:
     from soloflow_core.models import SoloFlowConfig

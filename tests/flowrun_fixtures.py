@@ -178,7 +178,7 @@ def _child(cmd: dict[str, Any]) -> int:
     os.dup2(out, 2)
     os.environ.update(cmd.get("env") or {})
     from soloflow_core.store import Store
-    from soloflow_langgraph.runtime import FlowRuntime
+    from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
     store = Store.open(cmd["db"])
     runtime = FlowRuntime(store, tools=TOOLS)
@@ -200,7 +200,7 @@ def _child(cmd: dict[str, Any]) -> int:
 
 def serve() -> None:
     import soloflow_core.store  # noqa: F401  (the imports every child needs, paid once)
-    import soloflow_langgraph.runtime  # noqa: F401
+    import soloflow_langgraph.runtime.flow_runtime  # noqa: F401
 
     def reply(value: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(value) + "\n")

@@ -13,11 +13,7 @@ from typing import Any
 import pytest
 from conftest import AGENTDOJO
 
-from soloflow_core.errors import ExecutorNotFoundError, FlowFileError, FlowValidationError
-from soloflow_core.flow.loader import load_flow_file, validate_flow_file
-from soloflow_core.flow.templates import iter_references, lookup
-from soloflow_core.models import FlowDefinition, FlowStep
-from soloflow_langgraph.agentdojo import (
+from benchmarks.agentdojo import (
     INSTALL_HINT,
     ground_truth_flow,
     load_task,
@@ -25,8 +21,12 @@ from soloflow_langgraph.agentdojo import (
     run_task_flow,
     task_inputs,
 )
-from soloflow_langgraph.agentdojo.flows import flow_file_path, flow_to_yaml
-from soloflow_langgraph.compiler import compile_flow
+from benchmarks.agentdojo.flows import flow_file_path, flow_to_yaml
+from soloflow_core.errors import ExecutorNotFoundError, FlowFileError, FlowValidationError
+from soloflow_core.flow.loader import load_flow_file, validate_flow_file
+from soloflow_core.flow.templates import iter_references, lookup
+from soloflow_core.models import FlowDefinition, FlowStep
+from soloflow_langgraph.compile.graph import compile_flow
 
 FLOWS = Path(__file__).parent.parent / "examples" / "agentdojo" / "flows"
 
@@ -183,7 +183,7 @@ def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch
 
 
 def test_suite_tools_for_the_command_line() -> None:
-    from soloflow_langgraph import agentdojo
+    from benchmarks import agentdojo
 
     assert "send_money" in {t.name for t in agentdojo.BANKING_TOOLS}
     with pytest.raises(AttributeError):

@@ -25,7 +25,7 @@ from langchain_core.tools import ToolException, tool
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
 from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
-from soloflow_langgraph.fake_models import ScriptedChatModel
+from soloflow_langgraph.testing import ScriptedChatModel
 
 TASK = "Research the delivery status for alice@example.com"
 RAISED: list[BaseException] = []
@@ -415,7 +415,7 @@ def test_run_is_durable_when_the_process_exits_right_after_invoke(tmp_path: Path
         from langchain_core.messages import AIMessage
         from langchain_core.tools import tool
         from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
-        from soloflow_langgraph.fake_models import ScriptedChatModel
+        from soloflow_langgraph.testing import ScriptedChatModel
 
         @tool
         def step(n: int) -> int:

@@ -58,8 +58,8 @@ def test_ingest_detect_approve_show_run(sqlite_url):
 
 
 def test_flows_run_with_tools_and_task(sqlite_url):
+    from soloflow_core.learning.promotion import submit_flow
     from soloflow_core.models import FlowDefinition, FlowStep
-    from soloflow_core.promotion import submit_flow
     from soloflow_core.store import Store
 
     flow = FlowDefinition(
@@ -73,7 +73,7 @@ def test_flows_run_with_tools_and_task(sqlite_url):
     )
     with Store.open(sqlite_url) as store:
         submit_flow(store, flow, user_id="u1", agent_id="default")
-    tools = "soloflow_langgraph.demo_agent:TOOLS"
+    tools = "soloflow_langgraph.demo.agent:TOOLS"
     res = sf(sqlite_url, "flows", "run", "track", "--task", "where is bob@example.org's order", "--tools", tools)
     assert res.exit_code == 0, res.output
     first, *rest = res.stdout.splitlines()

@@ -11,8 +11,9 @@ from langchain_core.tools import tool
 
 from soloflow_core.errors import ExecutorNotFoundError, FlowRunError, FlowValidationError
 from soloflow_core.models import Compensation, FlowDefinition, FlowStep
-from soloflow_langgraph.compiler import compile_flow, flow_mermaid
-from soloflow_langgraph.runner import check_inputs, run_flow
+from soloflow_langgraph.compile.graph import compile_flow, flow_mermaid
+from soloflow_langgraph.runtime.inputs import check_inputs
+from soloflow_langgraph.runtime.runner import run_flow
 
 
 @tool
@@ -240,7 +241,7 @@ async def test_async_invoke():
 def test_map_step_fans_out_with_send_and_collects_in_order():
     from soloflow_core.flow.executors import ExecutorRegistry
     from soloflow_core.models import FlowDefinition, FlowStep
-    from soloflow_langgraph.runner import run_flow
+    from soloflow_langgraph.runtime.runner import run_flow
 
     reg = ExecutorRegistry()
     reg.register("user", lambda uid: {"reservations": [{"id": "A"}, {"id": "B"}, {"id": "C"}]} if uid else {"reservations": []})

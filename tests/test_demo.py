@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from soloflow_core.store import Store
-from soloflow_langgraph.demo import run_demo
+from soloflow_langgraph.demo.run import run_demo
 
 
 def test_run_demo_closes_the_loop(sqlite_url):

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from conftest import TAU_BENCH
 
+from soloflow_core.learning.promotion import approve_candidate, reject_candidate
 from soloflow_core.ledger import ingest
 from soloflow_core.mining.closed import mine_closed_patterns
 from soloflow_core.mining.detector import detect_candidates
 from soloflow_core.mining.ranking import DEFAULT_TOKENS_PER_STEP
 from soloflow_core.models import DetectorConfig, ModelCall, TaskRun, ToolCall
-from soloflow_core.promotion import approve_candidate, reject_candidate
 from soloflow_core.testing.synthetic_ledger import generate_ledger, score_top_k
 
 NS = {"user_id": "default", "agent_id": "default"}
@@ -246,8 +246,8 @@ def test_proposed_flow_wires_arguments(sqlite_store):
 
 
 def test_pattern_inside_a_registered_flow_is_not_proposed(sqlite_store):
+    from soloflow_core.learning.promotion import submit_flow
     from soloflow_core.models import FlowDefinition, FlowStep
-    from soloflow_core.promotion import submit_flow
 
     sqlite_store.add_runs([_run(i, ["a", "b", "c"]) for i in range(3)])
     flow = FlowDefinition(

@@ -16,7 +16,7 @@ from soloflow_core.models import FlowDefinition, FlowStep
 from soloflow_langgraph.cli import app
 
 runner = CliRunner()
-TOOLS = "soloflow_langgraph.demo_agent:TOOLS"
+TOOLS = "soloflow_langgraph.demo.agent:TOOLS"
 
 GOOD_YAML = """\
 name: track order

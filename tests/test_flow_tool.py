@@ -30,9 +30,10 @@ from soloflow_core.errors import (
     FlowValidationError,
 )
 from soloflow_core.models import FlowDefinition, FlowStep
-from soloflow_langgraph.fake_models import ScriptedChatModel
-from soloflow_langgraph.runner import FlowRunResult, run_flow
-from soloflow_langgraph.tools import flow_args_schema, flow_node, flow_tool, flow_tool_name
+from soloflow_langgraph.routing.tools import flow_args_schema, flow_node, flow_tool, flow_tool_name
+from soloflow_langgraph.runtime.results import FlowRunResult
+from soloflow_langgraph.runtime.runner import run_flow
+from soloflow_langgraph.testing import ScriptedChatModel
 
 # --------------------------------------------------------------------------- the flow's world
 

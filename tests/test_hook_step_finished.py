@@ -16,7 +16,7 @@ from soloflow_core.models import StepRecord, TaskRun
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
 from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
-from soloflow_langgraph.fake_models import ScriptedChatModel
+from soloflow_langgraph.testing import ScriptedChatModel
 
 
 @tool

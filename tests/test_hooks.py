@@ -27,10 +27,10 @@ from soloflow_core import (
     hookspecs,
 )
 from soloflow_core.flow.executors import build_executor_registry
+from soloflow_core.learning.promotion import approve_candidate, submit_flow
 from soloflow_core.memory import InMemoryProvider, MemoryRecord, build_memory_registry
 from soloflow_core.models.candidates import candidate_id_for, dedupe_key_for
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_core.promotion import approve_candidate, submit_flow
 from soloflow_core.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -313,7 +313,7 @@ def test_a_failing_flow_promoted_plugin_does_not_undo_the_registration(
 
     add_plugin(Failing())
     cand = _stored_candidate(sqlite_store, _flow())
-    with caplog.at_level(logging.ERROR, logger="soloflow_core.promotion"):
+    with caplog.at_level(logging.ERROR, logger="soloflow_core.learning.promotion"):
         flow = approve_candidate(sqlite_store, cand.id, user_id=USER, agent_id=AGENT, pm=pm)
     assert "order-status" in caplog.text and "webhook down" in caplog.text
     assert sqlite_store.get_flow(flow.name, user_id=USER, agent_id=AGENT).flow == flow

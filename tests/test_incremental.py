@@ -53,7 +53,7 @@ def test_memory_is_bounded():
 
 def test_handler_proposes_candidates_as_runs_arrive(sqlite_store):
     from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
-    from soloflow_langgraph.demo_agent import build_support_agent
+    from soloflow_langgraph.demo.agent import build_support_agent
 
     agent, _ = build_support_agent()
     handler = SoloFlowCallbackHandler(store=sqlite_store, user_id="u", agent_id="bot", detect=True)

@@ -23,9 +23,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_ledger import DEFAULTS, records, task_runs, write_lines
 
-from soloflow_core import ledger, ledger_rows, ledger_sqlite
 from soloflow_core.errors import LedgerError
-from soloflow_core.ledger import dump_run, ingest
+from soloflow_core.ledger import _rows as ledger_rows
+from soloflow_core.ledger import _sqlite as ledger_sqlite
+from soloflow_core.ledger import dump_run, ingest, reader
 from soloflow_core.models import TaskRun
 from soloflow_core.store import Store
 from soloflow_core.store.writer import bulk_rows, sqlite_stamp
@@ -65,11 +66,11 @@ def fast_rows(line: bytes, keep: bool = False) -> tuple[list[Any], list[Any], li
 def checked_rows(line: bytes, keep: bool = False) -> tuple[list[Any], list[Any], list[Any]] | str:
     """The checked path's rows: what ingest writes for a line the fast lane defers."""
     try:
-        item = ledger._parse_line(line, **DEFAULTS)
+        item = reader.parse_line(line, **DEFAULTS)
     except LedgerError as exc:
         return exc.reason
     if not keep:
-        item = ledger._claim(item, DEFAULTS["default_user"], DEFAULTS["default_agent"])
+        item = reader.claim(item, DEFAULTS["default_user"], DEFAULTS["default_agent"])
     run, calls, models = bulk_rows(1, item, STAMP)
     return [run], calls, models
 
@@ -147,7 +148,7 @@ def test_timestamps_are_written_as_the_store_writes_them(value):
 
 
 def test_the_fast_lane_knows_the_fields_of_a_run():
-    assert ledger_rows.RUN_KEYS == ledger.RUN_FIELDS
+    assert ledger_rows.RUN_KEYS == reader.RUN_FIELDS
 
 
 # ---------------------------------------------------------------------- the write
@@ -252,7 +253,9 @@ def test_an_in_memory_store_ingests_without_a_checkpoint_thread(tmp_path, monkey
 
 CRASHING_INGEST = """
 import sys, time
-from soloflow_core import ledger, ledger_rows, ledger_sqlite
+from soloflow_core import ledger
+from soloflow_core.ledger import _rows as ledger_rows
+from soloflow_core.ledger import _sqlite as ledger_sqlite
 from soloflow_core.store import Store
 ledger_rows.CHUNK_LINES = 100
 ledger_sqlite.BATCH_RUNS = 200

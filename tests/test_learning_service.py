@@ -10,10 +10,10 @@ import pytest
 from soloflow_core import hookimpl
 from soloflow_core.flow.fsm import RunState
 from soloflow_core.learning import LearningConfig
+from soloflow_core.learning.promotion import approve_candidate, reject_candidate
 from soloflow_core.learning.service import LearningService, flow_savings
 from soloflow_core.memory.procedural import ProceduralMemory
 from soloflow_core.models import FlowCandidate, FlowDefinition, ModelCall, TaskRun, ToolCall
-from soloflow_core.promotion import approve_candidate, reject_candidate
 from soloflow_core.store import Store
 
 U, A = "u1", "bot"
@@ -262,8 +262,8 @@ def test_record_result_counts_completed_failed_and_fallback_only(sqlite_store: S
 
 
 def test_a_user_submitted_flow_starts_vouched_for(sqlite_store: Store):
+    from soloflow_core.learning.promotion import submit_flow
     from soloflow_core.models import FlowStep
-    from soloflow_core.promotion import submit_flow
 
     flow = FlowDefinition(name="mine", steps=[FlowStep(id="s", skill_key="get_user")])
     submit_flow(sqlite_store, flow, user_id=U, agent_id=A)

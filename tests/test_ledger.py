@@ -16,9 +16,9 @@ from conftest import AGENTDOJO, TAU_BENCH
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from soloflow_core import ledger
 from soloflow_core.errors import LedgerError
 from soloflow_core.ledger import dump_run, ingest, parse_record, read_ledger
+from soloflow_core.ledger import reader as ledger
 from soloflow_core.models import ModelCall, TaskRun, ToolCall
 from soloflow_core.store import Store
 from soloflow_core.store import schema as store_schema
@@ -615,7 +615,7 @@ def test_the_fast_lane_reads_what_the_checked_path_reads_or_leaves_the_line_to_i
     if fast is not None:  # repr: NaN is not equal to itself
         assert repr(fast.to_task_run()) == repr(expected)
     try:
-        read = ledger._parse_line(line, **DEFAULTS)
+        read = ledger.parse_line(line, **DEFAULTS)
     except LedgerError as exc:
         assert exc.reason == expected
     else:

@@ -19,11 +19,11 @@ from pydantic import PrivateAttr
 from typer.testing import CliRunner
 
 from soloflow_core.learning import LearningConfig
+from soloflow_core.learning.promotion import approve_candidate
 from soloflow_core.memory.procedural import ProceduralMemory
-from soloflow_core.promotion import approve_candidate
 from soloflow_core.store import Store
 from soloflow_langgraph.cli import app
-from soloflow_langgraph.demo_agent import (
+from soloflow_langgraph.demo.agent import (
     find_customer,
     list_orders,
     notify_customer,
@@ -31,8 +31,9 @@ from soloflow_langgraph.demo_agent import (
     support_script,
     track_shipment,
 )
-from soloflow_langgraph.fake_models import ScriptedChatModel
-from soloflow_langgraph.middleware import FLOW_RUN_TOOL, SoloFlowMiddleware, flow_hint, flow_hints
+from soloflow_langgraph.routing.hints import FLOW_RUN_TOOL, flow_hint, flow_hints
+from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
+from soloflow_langgraph.testing import ScriptedChatModel
 
 USER, AGENT = "alice", "support"
 SEQUENCE = ["find_customer", "list_orders", "track_shipment", "notify_customer"]
@@ -102,7 +103,7 @@ def make_model() -> RecordingModel:
 @pytest.fixture(autouse=True)
 def _no_retry_wait(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """A failing step's retries back off 1 s then 2 s: not in a unit test."""
-    import soloflow_langgraph.flow_nodes as nodes
+    import soloflow_langgraph.compile.nodes as nodes
 
     monkeypatch.setattr(nodes.time, "sleep", lambda _s: None)
     OUTAGE["left"] = 0

@@ -14,6 +14,12 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from soloflow_core.errors import FlowFileError, FlowValidationError, NotFoundError
+from soloflow_core.learning.promotion import (
+    SOURCE_LEARNED,
+    SOURCE_USER,
+    approve_candidate,
+    submit_flow,
+)
 from soloflow_core.memory import ProceduralMemory
 from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
 from soloflow_core.models import (
@@ -25,7 +31,6 @@ from soloflow_core.models import (
     candidate_id_for,
     dedupe_key_for,
 )
-from soloflow_core.promotion import SOURCE_LEARNED, SOURCE_USER, approve_candidate, submit_flow
 from soloflow_core.store import Store
 from soloflow_core.store.engine import _MIGRATIONS, create_store_engine, resolve_database_url
 from soloflow_core.store.fulltext import fts5_query, search_terms, tokenize, tsquery

@@ -12,12 +12,12 @@ from soloflow_core.errors import SoloFlowError
 from soloflow_core.generalize.align import find_occurrence
 from soloflow_core.generalize.arguments import Occurrence
 from soloflow_core.generalize.propose import propose
+from soloflow_core.learning.promotion import auto_promote_candidate
 from soloflow_core.mining.detector import detect_candidates
 from soloflow_core.models import TaskRun, ToolCall
-from soloflow_core.promotion import auto_promote_candidate
 from soloflow_core.testing.synthetic_ledger import generate_ledger
 from soloflow_langgraph.cli import app
-from soloflow_langgraph.replay import replay_occurrence, verify_candidate, verify_occurrences
+from soloflow_langgraph.verify import replay_occurrence, verify_candidate, verify_occurrences
 
 
 def _user(uid: str, reservations: list[str]) -> str:

@@ -1,4 +1,4 @@
-"""A run on its own watched thread (``soloflow_langgraph.run_watch``): sync steps called in
+"""A run on its own watched thread (``soloflow_langgraph.compile.run_watch``): sync steps called in
 line, their time limits kept by the caller, an overrunning call abandoned without a trace —
 on real SQLite files and PostgreSQL, with real runtimes and checkpointers."""
 
@@ -15,8 +15,8 @@ import pytest
 
 from soloflow_core.models import Compensation, FlowDefinition, FlowStep
 from soloflow_core.store import Store
-from soloflow_langgraph.run_watch import RunAbandoned, RunWatch, poll_for, run_watched
-from soloflow_langgraph.runtime import FlowRuntime
+from soloflow_langgraph.compile.run_watch import RunAbandoned, RunWatch, poll_for, run_watched
+from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
 NS = {"user_id": "watch-user", "agent_id": "watch-agent"}
 
@@ -274,8 +274,8 @@ def test_run_watched_returns_raises_and_reports_an_overrun():
     with pytest.raises(ValueError, match="inside"):
         run_watched(boom, RunWatch(0.25))
 
-    from soloflow_langgraph.run_watch import CallTimedOut
-    from soloflow_langgraph.step_call import inspect_executor
+    from soloflow_langgraph.compile.run_watch import CallTimedOut
+    from soloflow_langgraph.compile.step_call import inspect_executor
 
     late: list[BaseException] = []
     returned = threading.Event()

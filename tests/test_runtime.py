@@ -18,8 +18,8 @@ from soloflow_core.flow.fsm import check_run_transition, check_step_transition
 from soloflow_core.flow.journal import RERUN
 from soloflow_core.models import Compensation, FlowDefinition, FlowStep
 from soloflow_core.store import Store
-from soloflow_langgraph.compiler import compile_flow
-from soloflow_langgraph.runtime import FlowRuntime as _FlowRuntime
+from soloflow_langgraph.compile.graph import compile_flow
+from soloflow_langgraph.runtime.flow_runtime import FlowRuntime as _FlowRuntime
 
 NS = {"user_id": "rt-user", "agent_id": "rt-agent"}
 
@@ -768,7 +768,7 @@ def test_parallel_completions_of_one_run_get_distinct_sequence_numbers(rt_store)
 def test_retention_deletes_in_batches_and_leaves_other_runs_alone(rt_store):
     """Runs ending close together are deleted in one batch when the runtime closes; a
     checkpointer passed in deletes at once; runs of a `keep` runtime are untouched."""
-    from soloflow_langgraph.runtime import delete_checkpoints
+    from soloflow_langgraph.runtime.support import delete_checkpoints
 
     flow = FlowDefinition(name="batch", steps=[_step("a"), _step("b", "a")])
     tools = [Recorder().make("a"), Recorder().make("b")]
@@ -907,7 +907,7 @@ def test_a_step_waiting_for_one_step_is_begun_ahead_and_its_history_is_in_order(
 def test_a_step_begun_ahead_of_a_run_that_stopped_is_recorded_skipped_not_called(rt_store):
     """a completes (its dependent b is begun ahead) while x, in the same superstep, fails with
     on_failure=stop: b's node never runs, and the run's end records b skipped, saying why."""
-    from soloflow_langgraph.runtime import NOT_CALLED
+    from soloflow_langgraph.runtime.support import NOT_CALLED
 
     rec = Recorder()
     rec.fail["x"] = -1

@@ -17,7 +17,7 @@ from soloflow_core.models import Compensation, FlowDefinition, FlowStep
 from soloflow_core.store import Store, flowruns, journal_io
 from soloflow_core.store import schema as t
 from soloflow_core.store.driver_journal import StartWrite
-from soloflow_langgraph.runtime import FlowRuntime
+from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
 NS = {"user_id": "carry-user", "agent_id": "carry-agent"}
 

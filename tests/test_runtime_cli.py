@@ -35,7 +35,7 @@ from flowrun_fixtures import (
 
 from soloflow_core.models import FlowDefinition
 from soloflow_core.store import Store
-from soloflow_langgraph.runtime import FlowRuntime
+from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
 NS = {"user_id": "default", "agent_id": "default"}
 TOOLS_ARGS = ("--tools", "flowrun_fixtures:TOOLS")

@@ -17,7 +17,7 @@ import pytest
 from soloflow_core.models import FlowDefinition, FlowStep
 from soloflow_core.store import Store
 from soloflow_core.store.step_journal import RECOVERED
-from soloflow_langgraph.runtime import FlowRuntime
+from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
 NS = {"user_id": "deferred-user", "agent_id": "deferred-agent"}
 
@@ -207,7 +207,7 @@ def test_the_runtime_writes_one_journal_transaction_per_step(store: Store) -> No
 _CHILD = textwrap.dedent("""
     import os, sys
     from soloflow_core.store import Store
-    from soloflow_langgraph.runtime import FlowRuntime
+    from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
     log = sys.argv[2]
 

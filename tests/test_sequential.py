@@ -33,27 +33,30 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 import soloflow_langgraph.sequential.tokens as tokens_module
-from soloflow_core import ConfigError, PluginError, hookimpl
+from soloflow_core import (
+    AgentError,
+    AgentOutputError,
+    ConfigError,
+    MissingAgentsError,
+    PluginError,
+    SequentialWorkflowError,
+    hookimpl,
+)
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.cli import app
 from soloflow_langgraph.cli.sequential_cmd import PhaseView
-from soloflow_langgraph.fake_models import ScriptedChatModel
 from soloflow_langgraph.sequential import (
-    AgentError,
-    AgentOutputError,
     AuditResult,
     ChatModelAgent,
     CodeResult,
     ContractResult,
     EvaluationResult,
-    MissingAgentsError,
     PhaseRecord,
     ProgressTracker,
     PullRequestResult,
     RefinementResult,
     RoleInput,
     SequentialWorkflow,
-    SequentialWorkflowError,
     TokenBudget,
     TokenPrice,
     WorkflowResult,
@@ -70,6 +73,7 @@ from soloflow_langgraph.sequential.tokens import (
     default_token_counter,
     load_tiktoken_offline,
 )
+from soloflow_langgraph.testing import ScriptedChatModel
 from soloflow_plugins.extractive_summarizer import summarize_extractive
 
 # --------------------------------------------------------------------------- fixtures

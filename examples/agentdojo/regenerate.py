@@ -1,6 +1,6 @@
 """Regenerate the AgentDojo flow files and score every one with its task's own check.
 
-    pip install "soloflow-engine[agentdojo]"
+    pip install "soloflow-engine[agentdojo]"          # from a checkout of the repository
     python examples/agentdojo/regenerate.py            # write flows/, then run them all
     python examples/agentdojo/regenerate.py --check    # only run the flow files as they are
 
@@ -18,15 +18,18 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from soloflow_core.flow.loader import validate_flow_file
-from soloflow_langgraph.agentdojo import (
+# The AgentDojo harness lives in the repository's benchmarks/, not in the installed package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.agentdojo import (  # noqa: E402
     ground_truth_flow,
     load_task,
     outputs_as_answer,
     run_task_flow,
     write_flow_file,
 )
-from soloflow_langgraph.agentdojo.flows import flow_file_path
+from benchmarks.agentdojo.flows import flow_file_path  # noqa: E402
+from soloflow_core.flow.loader import validate_flow_file  # noqa: E402
 
 FLOWS = Path(__file__).parent / "flows"
 SUITES = ("workspace", "travel", "banking", "slack")

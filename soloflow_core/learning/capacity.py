@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from soloflow_core.promotion import SOURCE_USER
+from soloflow_core.learning.promotion import SOURCE_USER
 
 if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig
@@ -32,7 +32,7 @@ class FlowUsage:
 
     flow_id: str
     source: str
-    """``"auto-learned"`` or ``"user-submitted"`` (:mod:`soloflow_core.promotion`)."""
+    """``"auto-learned"`` or ``"user-submitted"`` (:mod:`soloflow_core.learning.promotion`)."""
     stats: FlowStats
     registered_at: datetime | None = None
     """When the flow was registered: its last use until it is executed."""

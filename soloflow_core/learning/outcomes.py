@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from soloflow_core.promotion import DEFAULT_PROMOTION_THRESHOLD
+from soloflow_core.learning.promotion import DEFAULT_PROMOTION_THRESHOLD
 
 if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig, SuggestionMode
@@ -239,7 +239,7 @@ def promotion_route(
     - ``manual``: always ``"manual"``.
     - ``automatic``: ``"auto"`` when ``confidence`` ≥ ``config.confidence_threshold`` and
       the replay ``fidelity`` ≥ ``fidelity_threshold`` (the threshold of
-      :func:`soloflow_core.promotion.auto_promote_candidate`, 0.9); else ``"manual"``.
+      :func:`soloflow_core.learning.promotion.auto_promote_candidate`, 0.9); else ``"manual"``.
     - ``hybrid``: as ``automatic`` for a read-only flow, ``"manual"`` for any other.
 
     An unknown confidence or fidelity (None: not verified yet) means ``"manual"``. On

@@ -8,9 +8,9 @@ store, the detector and promotion:
    :class:`~soloflow_core.mining.watch.DetectionWatcher` (a full detection only when a new
    candidate may exist) → each new candidate stored pending → verified by replay when a
    ``verify`` callable is given (the LangChain adapter injects
-   ``soloflow_langgraph.replay.verify_candidate``) → :func:`promotion_route` by
+   ``soloflow_langgraph.verify.verify_candidate``) → :func:`promotion_route` by
    ``suggestion_mode``: ``"auto"`` promotes with
-   :func:`~soloflow_core.promotion.auto_promote_candidate` (``soloflow_flow_promoted``
+   :func:`~soloflow_core.learning.promotion.auto_promote_candidate` (``soloflow_flow_promoted``
    fires), ``"manual"`` leaves it pending for ``soloflow flows approve`` / ``reject``. A
    rejected ``dedupe_key`` is never proposed again (the detector skips decided keys);
 2. **after each flow execution** (:meth:`LearningService.record_outcome`): the flow's
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from soloflow_core._markers import hookimpl
 from soloflow_core.errors import NotFoundError, SoloFlowError
 from soloflow_core.generalize.dataflow import side_effects_from_calls
 from soloflow_core.learning.config import LearningConfig
@@ -41,6 +42,11 @@ from soloflow_core.learning.outcomes import (
     promotion_route,
     record_outcome,
 )
+from soloflow_core.learning.promotion import (
+    DEFAULT_PROMOTION_THRESHOLD,
+    SOURCE_USER,
+    auto_promote_candidate,
+)
 from soloflow_core.learning.savings import FlowSavings, measure_flow_savings
 from soloflow_core.learning.triggers import (
     LearningAttempt,
@@ -48,14 +54,8 @@ from soloflow_core.learning.triggers import (
     run_learning,
     should_learn,
 )
-from soloflow_core.markers import hookimpl
 from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, FlowCandidate, FlowDefinition, TaskRun
-from soloflow_core.promotion import (
-    DEFAULT_PROMOTION_THRESHOLD,
-    SOURCE_USER,
-    auto_promote_candidate,
-)
 
 if TYPE_CHECKING:
     import pluggy
@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 VerifyCandidate = Callable[[FlowCandidate], FlowCandidate]
 """Replays a stored candidate and returns it with ``fidelity`` and ``confidence`` set (and
-stored). The LangChain adapter passes one built on ``soloflow_langgraph.replay``."""
+stored). The LangChain adapter passes one built on ``soloflow_langgraph.verify``."""
 
 _COUNTED = {"completed": True, "failed": False, "fallback": False}
 """Flow-run statuses that are outcomes; ``cancelled`` (a person's act) and ``waiting`` are not."""
@@ -76,7 +76,7 @@ _COUNTED = {"completed": True, "failed": False, "fallback": False}
 
 class FlowOutcome(Protocol):
     """What :meth:`LearningService.record_result` reads of a flow run's result
-    (``soloflow_langgraph.runner.FlowRunResult`` has it)."""
+    (``soloflow_langgraph.runtime.runner.FlowRunResult`` has it)."""
 
     @property
     def flow(self) -> str: ...

@@ -22,8 +22,8 @@ from pydantic import ValidationError
 from soloflow_core.errors import FlowValidationError
 from soloflow_core.flow.loader import validate_flow_file
 from soloflow_core.flow.validate import validate_flow
+from soloflow_core.learning.promotion import SOURCE_LEARNED, SOURCE_USER
 from soloflow_core.models import FlowDefinition
-from soloflow_core.promotion import SOURCE_LEARNED, SOURCE_USER
 from soloflow_core.store.fulltext import identifiers, phrase_terms, scan_window, tokenize, top_terms
 from soloflow_core.store.procedural import USER_CONFIDENCE, check_trigger_keywords
 

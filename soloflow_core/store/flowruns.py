@@ -522,7 +522,7 @@ class FlowRunStore:
         write (the next step's begin, in one transaction) instead of on its own — one
         write per step instead of two. The caller must call ``flush()`` when the run stops
         and ``recovered()`` on resume for steps whose output the checkpoint holds; the
-        :class:`~soloflow_langgraph.runtime.FlowRuntime` does both. Ignored on other
+        :class:`~soloflow_langgraph.runtime.flow_runtime.FlowRuntime` does both. Ignored on other
         databases.
 
         ``carrier`` (PostgreSQL): sends the begins written ahead with the run's checkpoint

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 FlowStatus = Literal["active", "suggestion_only", "retired"]
 FLOW_STATUSES: tuple[str, ...] = get_args(FlowStatus)
 USER_SUBMITTED = "user-submitted"
-"""``soloflow_core.promotion.SOURCE_USER``: what a person wrote."""
+"""``soloflow_core.learning.promotion.SOURCE_USER``: what a person wrote."""
 DEFAULT_CONFIDENCE = 0.5
 """A learned flow's confidence when its candidate has no replay fidelity (Beta(1, 1)'s mean)."""
 USER_CONFIDENCE = 1.0

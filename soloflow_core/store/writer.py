@@ -9,7 +9,7 @@ no pydantic model.
 
 On SQLite every table's rows go through the sqlite3 driver's ``executemany`` as positional
 tuples; :func:`insert_returning` (any database) is the reference, and a test compares the
-rows the two store. Ingest into SQLite writes rows that :mod:`soloflow_core.ledger_rows`
+rows the two store. Ingest into SQLite writes rows that :mod:`soloflow_core.ledger._rows`
 built straight from the ledger's lines with :func:`insert_sqlite_bulk` (no run objects at all).
 """
 
@@ -451,7 +451,7 @@ BULK_REFUSED = (sqlite3.IntegrityError, sqlite3.DataError, UnicodeEncodeError)
 def bulk_rows(ordinal: int, r: AnyRun, stamp: Callable[[datetime], str]) -> tuple[
     tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]
 ]:
-    """The rows of one run in :mod:`soloflow_core.ledger_rows`' layout (the line's
+    """The rows of one run in :mod:`soloflow_core.ledger._rows`' layout (the line's
     ``ordinal`` first, no pk, no ``created_at``), for a run the checked path read."""
     rows = _SQLiteRows(stamp, now())
     rows.add_run(ordinal, r)
@@ -505,7 +505,7 @@ def insert_sqlite_bulk(
     created: str,
 ) -> set[int]:
     """SQLite: one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) writing the rows of
-    :mod:`soloflow_core.ledger_rows`' layout, on the driver's connection. Runs whose id is
+    :mod:`soloflow_core.ledger._rows`' layout, on the driver's connection. Runs whose id is
     stored already in their namespace (or repeats one earlier in ``runs``) are skipped with
     their calls; returns their ordinals.
 

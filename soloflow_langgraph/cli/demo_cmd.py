@@ -17,7 +17,7 @@ def demo(ctx: typer.Context) -> None:
     Uses a fresh temporary database unless --db is given.
     """
     from soloflow_core.store import Store
-    from soloflow_langgraph.demo import run_demo
+    from soloflow_langgraph.demo.run import run_demo
 
     c: Context = ctx.obj
     if c.db:

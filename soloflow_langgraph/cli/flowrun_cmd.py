@@ -9,51 +9,14 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.table import Table
 
-from soloflow_core.plugins import get_plugin_manager
+from soloflow_langgraph.cli._flow_runs import report_result, runtime_for
 from soloflow_langgraph.cli.app import Context, fail, out, print_json
-from soloflow_langgraph.cli.flows_cmd import flows_app, load_tools
+from soloflow_langgraph.cli.flows_cmd import flows_app
 
 if TYPE_CHECKING:
-    from soloflow_langgraph.runner import FlowRunResult
-    from soloflow_langgraph.runtime import FlowRuntime
+    pass
 
 _TOOLS_HELP = "module:ATTR naming tools the steps call (repeatable); plugins register the rest."
-
-
-def _runtime(ctx: typer.Context, tools: list[str]) -> FlowRuntime:
-    from soloflow_langgraph.runtime import FlowRuntime
-
-    c: Context = ctx.obj
-    runtime = FlowRuntime(c.store(), tools=[t for spec in tools for t in load_tools(spec)],
-                          plugin_manager=get_plugin_manager(), **c.ns)
-    # Closed when the command ends: the queued checkpoint deletions finish first.
-    ctx.call_on_close(runtime.close)
-    return runtime
-
-
-def _report(result: FlowRunResult, as_json: bool) -> None:
-    if as_json:
-        print_json({"run_id": result.run_id, "flow": result.flow, "status": result.status,
-                    "state": result.state, "outcome": result.outcome, "output": result.output,
-                    "results": result.results, "errors": result.errors, "skipped": result.skipped,
-                    "handoff": result.handoff, "interrupt": result.interrupt,
-                    "failed_step": result.failed_step, "error": result.error,
-                    "duration_ms": result.duration_ms})
-    elif result.status == "completed":
-        out.print(f"completed: {result.output!r}")
-    elif result.status == "waiting":
-        question = (result.interrupt or {}).get("question", "approval needed")
-        out.print(f"[yellow]waiting for approval[/]: {question}\n"
-                  f"  soloflow flows approve {result.run_id}   |   soloflow flows reject {result.run_id}")
-    elif result.status == "fallback":
-        out.print(f"[yellow]fallback[/]: {result.handoff}")
-    elif result.status == "cancelled":
-        out.print("[yellow]cancelled[/]" + (f" ({result.outcome})" if result.outcome != "cancelled" else "")
-                  + (f": {result.error}" if result.error and result.error != "cancelled" else ""))
-    else:
-        out.print(f"[red]{result.status}[/] ({result.outcome}) at step {result.failed_step!r}: {result.error}")
-    if result.status not in ("completed", "waiting"):
-        raise typer.Exit(1)
 
 
 @flows_app.command("run")
@@ -67,7 +30,7 @@ def run(
 ) -> None:
     """Run a registered flow with no model call. The first line printed is the flow run
     id (printed before any step runs: use it with `flows status`/`cancel` meanwhile)."""
-    from soloflow_langgraph.runner import inputs_from_task
+    from soloflow_langgraph.runtime.inputs import inputs_from_task
 
     try:
         inputs = json.loads(input_json)
@@ -75,12 +38,12 @@ def run(
         fail(f"--input is not JSON: {exc}")
     if not isinstance(inputs, dict):
         fail("--input must be a JSON object, e.g. '{\"email\": \"a@b.c\"}'")
-    runtime = _runtime(ctx, tools)
+    runtime = runtime_for(ctx, tools)
     flow = runtime.flow(name)
     if task:
         inputs = {**inputs_from_task(flow, task), **inputs}
     result = runtime.run(flow, inputs, on_started=lambda run_id: print(run_id, flush=True))
-    _report(result, as_json)
+    report_result(result, as_json)
 
 
 @flows_app.command("resume")
@@ -92,17 +55,7 @@ def resume(
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Carry on a run whose process ended: completed steps are not run again."""
-    _report(_runtime(ctx, tools).resume(run_id, force=force), as_json)
-
-
-def decide(ctx: typer.Context, run_id: str, *, approved: bool, comment: str | None, tools: list[str]) -> None:
-    """`flows approve|reject frun_…`: answer a run waiting for approval."""
-    runtime = _runtime(ctx, tools)
-    result = runtime.approve(run_id, approved=approved, comment=comment)
-    if not approved:
-        out.print(f"rejected {run_id}: cancelled")
-        return
-    _report(result, False)
+    report_result(runtime_for(ctx, tools).resume(run_id, force=force), as_json)
 
 
 @flows_app.command("status")
@@ -137,7 +90,7 @@ def status(
 @flows_app.command("cancel")
 def cancel(ctx: typer.Context, run_id: str = typer.Argument(..., help="The flow run id (frun_…).")) -> None:
     """Cancel a flow run, from any process: a running one stops before its next step."""
-    rec = _runtime(ctx, []).cancel(run_id)
+    rec = runtime_for(ctx, []).cancel(run_id)
     if rec.terminal:
         out.print(f"{run_id}: {rec.state}")
     else:
@@ -199,5 +152,5 @@ def prune(
 ) -> None:
     """Delete the LangGraph checkpoints of flow runs that ended (the store keeps their
     steps, outputs and transitions). Needed only with retention='keep'."""
-    n = _runtime(ctx, []).prune(older_than=datetime.now(UTC) - timedelta(days=older_than_days))
+    n = runtime_for(ctx, []).prune(older_than=datetime.now(UTC) - timedelta(days=older_than_days))
     out.print(f"deleted the checkpoints of {n} ended run(s)")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -11,9 +10,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from soloflow_core.errors import SoloFlowError
-from soloflow_core.plugins import get_plugin_manager
-from soloflow_core.promotion import (
+from soloflow_core.learning.promotion import (
     DEFAULT_PROMOTION_THRESHOLD,
     SOURCE_USER,
     approve_candidate,
@@ -22,6 +19,8 @@ from soloflow_core.promotion import (
     reject_candidate,
     submit_flow,
 )
+from soloflow_core.plugins import get_plugin_manager
+from soloflow_langgraph.cli._flow_runs import decide, load_tools
 from soloflow_langgraph.cli.app import Context, app, fail, out, print_json
 
 if TYPE_CHECKING:
@@ -46,8 +45,6 @@ def approve(
 ) -> None:
     """Register a candidate's proposed flow, or let a flow run that waits for approval go on."""
     if candidate_id.startswith(RUN_PREFIX):
-        from soloflow_langgraph.cli.flowrun_cmd import decide
-
         decide(ctx, candidate_id, approved=True, comment=comment, tools=tools)
         return
     c: Context = ctx.obj
@@ -64,8 +61,6 @@ def reject(
     """Reject a candidate (the same sequence is not proposed again), or a flow run waiting
     for approval (it is cancelled)."""
     if candidate_id.startswith(RUN_PREFIX):
-        from soloflow_langgraph.cli.flowrun_cmd import decide
-
         decide(ctx, candidate_id, approved=False, comment=comment, tools=[])
         return
     c: Context = ctx.obj
@@ -108,7 +103,7 @@ def verify(
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Replay the candidate's flow against held-out runs; store fidelity (and promote)."""
-    from soloflow_langgraph.replay import verify_candidate
+    from soloflow_langgraph.verify import verify_candidate
 
     c: Context = ctx.obj
     cand, report = verify_candidate(c.store(), candidate_id, **c.ns)
@@ -167,7 +162,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print only the definition as JSON."),
 ) -> None:
     """Show a flow's definition (or its Mermaid diagram)."""
-    from soloflow_langgraph.compiler import flow_mermaid
+    from soloflow_langgraph.compile.graph import flow_mermaid
 
     c: Context = ctx.obj
     record = c.store().get_flow(name, version=version, **c.ns)
@@ -179,18 +174,6 @@ def show(
         return
     out.print(f"[bold]{record.flow.name}[/] v{record.flow.version} ({record.source})")
     out.print(Syntax(json.dumps(record.flow.model_dump(mode="json"), indent=2, ensure_ascii=False), "json"))
-
-
-def load_tools(spec: str) -> list[Any]:
-    """``module:attr`` → the list of tools (or one tool) it names."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise SoloFlowError(f"--tools {spec!r}: write it as module.path:ATTRIBUTE")
-    try:
-        value = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise SoloFlowError(f"--tools {spec!r}: {exc}") from exc
-    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 def _check_flow_file(

@@ -15,21 +15,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
-    "AgentError",
-    "AgentOutputError",
     "AuditResult",
     "ChatModelAgent",
     "CodeResult",
     "ContractResult",
     "EvaluationResult",
-    "MissingAgentsError",
     "PhaseRecord",
     "ProgressTracker",
     "PullRequestResult",
     "RefinementResult",
     "RoleInput",
     "SequentialWorkflow",
-    "SequentialWorkflowError",
     "TokenBudget",
     "TokenPrice",
     "WorkflowResult",
@@ -40,10 +36,6 @@ __all__ = [
 ]
 
 _WHERE = {
-    "AgentError": "errors",
-    "AgentOutputError": "errors",
-    "MissingAgentsError": "errors",
-    "SequentialWorkflowError": "errors",
     "AuditResult": "models",
     "CodeResult": "models",
     "ContractResult": "models",
@@ -68,12 +60,6 @@ if TYPE_CHECKING:
     from soloflow_langgraph.sequential.agents import ChatModelAgent, as_role_agent
     from soloflow_langgraph.sequential.budget import TokenBudget
     from soloflow_langgraph.sequential.dev_agents import dev_agents
-    from soloflow_langgraph.sequential.errors import (
-        AgentError,
-        AgentOutputError,
-        MissingAgentsError,
-        SequentialWorkflowError,
-    )
     from soloflow_langgraph.sequential.graph import build_sequential_graph
     from soloflow_langgraph.sequential.models import (
         AuditResult,

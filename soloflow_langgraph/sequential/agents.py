@@ -30,9 +30,15 @@ from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel, ValidationError
 
-from soloflow_core.errors import ConfigError, PluginError, SoloFlowError
+from soloflow_core.errors import (
+    AgentError,
+    AgentOutputError,
+    ConfigError,
+    MissingAgentsError,
+    PluginError,
+    SoloFlowError,
+)
 from soloflow_langgraph.sequential.budget import UsageMeter, metered_config
-from soloflow_langgraph.sequential.errors import AgentError, AgentOutputError, MissingAgentsError
 from soloflow_langgraph.sequential.models import RESULT_TYPES, ROLES, RoleInput
 
 if TYPE_CHECKING:
@@ -108,7 +114,7 @@ class ChatModelAgent:
 
     Example:
         >>> from langchain_core.messages import AIMessage
-        >>> from soloflow_langgraph.fake_models import ScriptedChatModel
+        >>> from soloflow_langgraph.testing import ScriptedChatModel
         >>> model = ScriptedChatModel(responses=[AIMessage('{"satisfied": true}')])
         >>> agent = as_role_agent("evaluator", ChatModelAgent(model, "Be strict."))
         >>> agent.run(RoleInput(role="evaluator", task_description="t", workspace="."), UsageMeter())

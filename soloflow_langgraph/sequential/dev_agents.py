@@ -1,6 +1,6 @@
 """Scripted agents for dev mode (``soloflow sequential run --dev``) and tests: no LLM.
 
-Each role is a :class:`~soloflow_langgraph.fake_models.ScriptedChatModel` behind a
+Each role is a :class:`~soloflow_langgraph.testing.ScriptedChatModel` behind a
 :class:`~soloflow_langgraph.sequential.agents.ChatModelAgent`, so dev mode goes through the
 real chat-model path: role prompt, JSON answer parsing, ``usage_metadata`` token accounting
 (estimated from characters by the scripted model). The answers depend only on what the
@@ -23,8 +23,8 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage
 
-from soloflow_langgraph.fake_models import ScriptedChatModel
 from soloflow_langgraph.sequential.agents import ChatModelAgent
+from soloflow_langgraph.testing import ScriptedChatModel
 
 __all__ = ["DEFAULT_AUDIT_SCORES", "dev_agents"]
 

@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING
 
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
-from soloflow_core.errors import PluginError
+from soloflow_core.errors import PluginError, SequentialWorkflowError
 from soloflow_langgraph.sequential.budget import UsageMeter, metered_config
-from soloflow_langgraph.sequential.errors import SequentialWorkflowError
 
 if TYPE_CHECKING:
     import pluggy

@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from soloflow_core.errors import ConfigError
+from soloflow_core.errors import ConfigError, SequentialWorkflowError
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.sequential.agents import resolve_agents
 from soloflow_langgraph.sequential.budget import TokenBudget
-from soloflow_langgraph.sequential.errors import SequentialWorkflowError
 from soloflow_langgraph.sequential.graph import (
     SequentialSettings,
     build_sequential_graph,

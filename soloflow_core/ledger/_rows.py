@@ -8,11 +8,11 @@ stored as it is, so neither is built as Python objects nor serialised again.
 
 Anything unusual (a field of the wrong type, an unknown field in a call, a count written
 ``12.0``, an escaped NUL, a lone surrogate, non-UTF-8 bytes...) is *deferred*: the line goes
-back to :mod:`soloflow_core.ledger`'s checked path, which decides it and words the error.
+back to :mod:`soloflow_core.ledger.reader`'s checked path, which decides it and words the error.
 This lane never reports an error itself, so the messages stay those of the checked path.
 
 The module imports only the standard library and msgspec, nothing of SoloFlow:
-:mod:`soloflow_core.ledger` takes the column limits (``MAX_*``) from here.
+:mod:`soloflow_core.ledger.reader` takes the column limits (``MAX_*``) from here.
 
 Row layouts (the first element is the line's ordinal, see :data:`Chunk`)::
 
@@ -235,7 +235,7 @@ def _decode_any_shape(data: bytes) -> tuple[_Run, dict[str, Any]]:
 
 
 def _with_extras(meta: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
-    """``meta`` with the unknown fields added (see ``soloflow_core.ledger._with_extras``)."""
+    """``meta`` with the unknown fields added (see ``soloflow_core.ledger.reader._with_extras``)."""
     for key, value in extras.items():
         if key not in meta:
             meta[key] = value

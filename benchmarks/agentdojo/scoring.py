@@ -14,15 +14,15 @@ from typing import Any
 
 import yaml
 
-from soloflow_core.errors import FlowValidationError
-from soloflow_core.generalize.arguments import extract_inputs
-from soloflow_core.models import FlowDefinition
-from soloflow_langgraph.agentdojo.environment import (
+from benchmarks.agentdojo.environment import (
     BENCHMARK_VERSION,
     AgentDojoTask,
     load_task,
 )
-from soloflow_langgraph.compiler import compile_flow
+from soloflow_core.errors import FlowValidationError
+from soloflow_core.generalize.arguments import extract_inputs
+from soloflow_core.models import FlowDefinition
+from soloflow_langgraph.compile.graph import compile_flow
 
 __all__ = ["TaskFlowResult", "outputs_as_answer", "run_task_flow", "task_inputs"]
 

@@ -12,14 +12,14 @@ AgentDojo; the first function that needs it does, and names the extra when it is
 tools on a fresh default environment (made when first read), for the command line::
 
     soloflow flows validate examples/agentdojo/flows/banking/user_task_3.yaml \
-        --tools soloflow_langgraph.agentdojo:BANKING_TOOLS
+        --tools benchmarks.agentdojo:BANKING_TOOLS
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from soloflow_langgraph.agentdojo.environment import (
+from benchmarks.agentdojo.environment import (
     BENCHMARK_VERSION,
     INSTALL_HINT,
     AgentDojoTask,
@@ -29,13 +29,13 @@ from soloflow_langgraph.agentdojo.environment import (
     tool_output_data,
     tool_output_text,
 )
-from soloflow_langgraph.agentdojo.flows import (
+from benchmarks.agentdojo.flows import (
     flow_file_path,
     flow_to_yaml,
     ground_truth_flow,
     write_flow_file,
 )
-from soloflow_langgraph.agentdojo.scoring import (
+from benchmarks.agentdojo.scoring import (
     TaskFlowResult,
     outputs_as_answer,
     run_task_flow,

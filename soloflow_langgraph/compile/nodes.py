@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict, get_type_hints
 
 from langgraph.types import Send, interrupt
 
-from soloflow_core.errors import FlowRunError
+from soloflow_core.errors import StepFailedError, StepInputError
 from soloflow_core.flow.journal import StepBegin, StepJournal, idempotency_key
 from soloflow_core.flow.templates import TemplateError, render
 from soloflow_core.flow.validate import ITEM
 from soloflow_core.models import FlowDefinition, FlowStep, ToolCall
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import jsonable
-from soloflow_langgraph.run_watch import RunWatch, WatchedCall
-from soloflow_langgraph.step_call import ExecutorInfo, call_with_limit, timed_out
+from soloflow_langgraph.compile.run_watch import RunWatch, WatchedCall
+from soloflow_langgraph.compile.step_call import ExecutorInfo, call_with_limit, timed_out
 
 if TYPE_CHECKING:
     from langgraph.runtime import Runtime
@@ -128,14 +128,6 @@ def flow_state_schema(flow: FlowDefinition) -> type:
             schema.__module__ = __name__
             schema.__doc__ = FlowState.__doc__
         return schema
-
-
-class StepInputError(FlowRunError):
-    """A step's inputs could not be rendered (never retried)."""
-
-
-class StepFailedError(FlowRunError):
-    """A step failed after its retries and its ``on_failure`` is ``stop``."""
 
 
 class NullJournal(StepJournal):

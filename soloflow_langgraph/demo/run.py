@@ -16,16 +16,17 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
+from soloflow_core.learning.promotion import approve_candidate
 from soloflow_core.learning.service import flow_savings
 from soloflow_core.mining.detector import detect_candidates
 from soloflow_core.models import DetectorConfig, FlowCandidate, FlowDefinition, TaskRun
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_core.promotion import approve_candidate
 from soloflow_core.store import Store
 from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
-from soloflow_langgraph.compiler import compile_flow
-from soloflow_langgraph.demo_agent import TOOLS, build_support_agent
-from soloflow_langgraph.runner import inputs_from_task, run_flow
+from soloflow_langgraph.compile.graph import compile_flow
+from soloflow_langgraph.demo.agent import TOOLS, build_support_agent
+from soloflow_langgraph.runtime.inputs import inputs_from_task
+from soloflow_langgraph.runtime.runner import run_flow
 
 if TYPE_CHECKING:
     from soloflow_core.learning.savings import FlowSavings

@@ -3,7 +3,7 @@
 Here: a call handed to a daemon thread that the step waits for at most ``timeout_seconds``
 (the steps of a parallel layer, a bare ``invoke`` of a compiled flow, async executors). The
 runtime's one-task supersteps call sync executors in line on the run's own watched thread
-instead (:mod:`soloflow_langgraph.run_watch`), which saves this hand-off.
+instead (:mod:`soloflow_langgraph.compile.run_watch`), which saves this hand-off.
 
 A sync executor runs on a daemon thread that the step waits for at most
 ``timeout_seconds``. Python cannot stop a thread: when the limit passes the attempt fails

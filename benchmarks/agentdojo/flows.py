@@ -27,18 +27,18 @@ from typing import Any
 
 import yaml
 
-from soloflow_core.flow.templates import TRIGGER
-from soloflow_core.generalize.arguments import extract_value, learn_extraction
-from soloflow_core.generalize.dataflow import dataflow_depends_on
-from soloflow_core.generalize.propose import title_case
-from soloflow_core.models import FlowDefinition, FlowStep
-from soloflow_langgraph.agentdojo.environment import (
+from benchmarks.agentdojo.environment import (
     BENCHMARK_VERSION,
     AgentDojoTask,
     ground_truth_calls,
     load_task,
     tool_output_data,
 )
+from soloflow_core.flow.templates import TRIGGER
+from soloflow_core.generalize.arguments import extract_value, learn_extraction
+from soloflow_core.generalize.dataflow import dataflow_depends_on
+from soloflow_core.generalize.propose import title_case
+from soloflow_core.models import FlowDefinition, FlowStep
 
 __all__ = [
     "flow_file_path",

@@ -1,4 +1,4 @@
-"""What the flow runtime (:mod:`soloflow_langgraph.runtime`) needs around its runs: who owns
+"""What the flow runtime (:mod:`soloflow_langgraph.runtime.flow_runtime`) needs around its runs: who owns
 a run (``host:pid``), the default LangGraph checkpointer for a store, deleting a run's
 checkpoints, and the journal work done when a run is resumed or ends early.
 """
@@ -68,7 +68,7 @@ def default_checkpointer(store: Store | None) -> Any:
         import psycopg
         from psycopg.rows import dict_row
 
-        from soloflow_langgraph.runtime_savers import JournalingPostgresSaver
+        from soloflow_langgraph.runtime.savers import JournalingPostgresSaver
 
         dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         pg = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)

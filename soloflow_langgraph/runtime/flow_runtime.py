@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph.types import Command
 
 from soloflow_core.errors import (
-    FlowRunError,
     FlowValidationError,
     InvalidTransitionError,
     NotFoundError,
@@ -50,11 +49,12 @@ from soloflow_core.flow.journal import InMemoryStepJournal, StepJournal
 from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import json_text
-from soloflow_langgraph.compiler import FlowContext, begin_ahead_plan, compile_flow
-from soloflow_langgraph.flow_nodes import HALTED
-from soloflow_langgraph.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
-from soloflow_langgraph.runner import FlowRunResult, apply_input_defaults, check_inputs
-from soloflow_langgraph.runtime_support import (
+from soloflow_langgraph.compile.graph import FlowContext, begin_ahead_plan, compile_flow
+from soloflow_langgraph.compile.nodes import HALTED
+from soloflow_langgraph.compile.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
+from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs
+from soloflow_langgraph.runtime.results import FlowRunResult
+from soloflow_langgraph.runtime.support import (
     NOT_CALLED,
     RETENTION_BATCH,
     RETENTION_LINGER,
@@ -699,5 +699,4 @@ class FlowRuntime:
         return self._retention_saver
 
 
-__all__ = ["NOT_CALLED", "FlowRunError", "FlowRuntime", "default_checkpointer", "delete_checkpoints", "handoff_text",
-           "owner_alive", "process_owner"]
+__all__ = ["FlowRuntime", "Retention"]

@@ -1,7 +1,7 @@
 """A run on its own thread, watched: sync steps called in line, their time limits kept by the
 caller.
 
-:func:`~soloflow_langgraph.step_call.call_with_limit` hands every sync call to a daemon
+:func:`~soloflow_langgraph.compile.step_call.call_with_limit` hands every sync call to a daemon
 thread so that the step stops waiting at ``timeout_seconds``; on a 2-core VM each hand-off
 costs two cross-CPU wake-ups (~75–150 µs per step, most of a trivial step's overhead). The
 runtime instead runs the whole invocation of a run (``graph.invoke``) on one daemon thread —
@@ -38,7 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from soloflow_langgraph.step_call import _POOL, IDEMPOTENCY_ARG, ExecutorInfo, _call, _unwrap
+from soloflow_langgraph.compile.step_call import (
+    _POOL,
+    IDEMPOTENCY_ARG,
+    ExecutorInfo,
+    _call,
+    _unwrap,
+)
 
 T = TypeVar("T")
 

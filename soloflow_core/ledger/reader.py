@@ -5,32 +5,29 @@ read: it becomes a :class:`~soloflow_core.errors.LedgerError` naming the file, t
 the field at fault, and the good lines around it are kept.
 
 Example:
-    >>> report = ingest(store, ["runs.jsonl.gz"], default_user="alice", default_agent="bot")
-    >>> report.runs_written, [str(e) for e in report.errors]
+    >>> for line, item in read_ledger("runs.jsonl.gz", default_user="alice", default_agent="bot"):
+    ...     print(line, item)
 """
 
 from __future__ import annotations
 
 import codecs
-import gc
 import gzip
 import io
 import json
 import math
 import os
 import zlib
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import pydantic
-import sqlalchemy as sa
 from pydantic_core import from_json
 
 from soloflow_core.errors import LedgerError
-from soloflow_core.ledger_rows import (
+from soloflow_core.ledger._rows import (
     EXTRA_KEY,
     MAX_CLASSIFICATION,
     MAX_INT,
@@ -43,14 +40,10 @@ from soloflow_core.ledger_rows import (
 from soloflow_core.models.ledger import ModelCall, TaskRun, ToolCall
 from soloflow_core.store.writer import ModelCallRow, RunRow, ToolCallRow
 
-if TYPE_CHECKING:
-    from soloflow_core.store import Store
-
-__all__ = ["IngestReport", "dump_run", "ingest", "parse_record", "read_ledger"]
+__all__ = ["claim", "dump_run", "parse_line", "parse_record", "read_ledger", "read_records"]
 
 StrPath = str | os.PathLike[str]
 _M = TypeVar("_M", bound=pydantic.BaseModel)
-ProgressCallback = Callable[[int, int, int], None]
 
 # The store's column widths (MAX_*, in soloflow_core/store/schema.py; a test pins them) are
 # defined with the fast lane, which imports nothing of SoloFlow (see ledger_rows): a value
@@ -60,10 +53,6 @@ TOOL_CALL_FIELDS = frozenset(ToolCall.model_fields)
 MODEL_CALL_FIELDS = frozenset(ModelCall.model_fields)
 
 _GZIP_MAGIC = b"\x1f\x8b"
-_BATCH = 5000
-_PROGRESS_EVERY = 200
-# The database refused a run (bad value, constraint): that run's line is reported.
-_REJECTED_BY_DATABASE = (sa.exc.DataError, sa.exc.IntegrityError, UnicodeEncodeError)
 
 
 class _Missing:
@@ -386,7 +375,7 @@ def read_ledger(
     Raises:
         LedgerError: the file cannot be opened (a bad *line* is yielded, not raised).
     """
-    for line, item, _ in _read_records(path, default_user, default_agent):
+    for line, item, _ in read_records(path, default_user, default_agent):
         yield line, item.to_task_run() if isinstance(item, RunRow) else item
 
 
@@ -397,7 +386,7 @@ def _lines(raw: io.BufferedReader, stack: ExitStack) -> Iterator[bytes]:
     return iter(raw)
 
 
-def _read_records(
+def read_records(
     path: StrPath, default_user: str, default_agent: str
 ) -> Iterator[tuple[int, TaskRun | RunRow | LedgerError, int]]:
     """Like :func:`read_ledger`, with how many bytes of the file are read after each line."""
@@ -426,7 +415,7 @@ def _read_records(
             if not data.strip():
                 continue
             try:
-                item: TaskRun | RunRow | LedgerError = _parse_line(
+                item: TaskRun | RunRow | LedgerError = parse_line(
                     data, default_user, default_agent
                 )
             except LedgerError as exc:
@@ -434,7 +423,7 @@ def _read_records(
             yield number, item, raw.tell()
 
 
-def _parse_line(data: bytes, default_user: str, default_agent: str) -> TaskRun | RunRow:
+def parse_line(data: bytes, default_user: str, default_agent: str) -> TaskRun | RunRow:
     run = _parse_plain(data, default_user, default_agent)
     if run is not None:
         return run
@@ -601,133 +590,10 @@ def _plain_model_call(m: Any) -> ModelCallRow:
     return ModelCallRow(model, counts[0], counts[1], total, duration, counts[2])
 
 
-# ---------------------------------------------------------------------- ingest
+# ---------------------------------------------------------------------- namespace
 
 
-@dataclass(slots=True)
-class IngestReport:
-    """What :func:`ingest` did. ``lines`` counts the non-blank lines read, so
-    ``lines == runs_written + runs_skipped_existing + len(errors)``."""
-
-    files: int = 0
-    lines: int = 0
-    runs_written: int = 0
-    runs_skipped_existing: int = 0
-    """Runs whose id was already stored in their namespace (or earlier in the same files)."""
-    errors: list[LedgerError] = field(default_factory=list)
-    """One per bad line, in reading order, each with its file and line number."""
-    namespaces: dict[tuple[str, str], int] = field(default_factory=dict)
-    """Good runs read per ``(user_id, agent_id)``: where they went. A record's own
-    ``agent_id`` (e.g. ``"gpt-4o"``) puts it outside the caller's default namespace."""
-
-
-def ingest(
-    store: Store,
-    paths: Iterable[StrPath],
-    *,
-    default_user: str,
-    default_agent: str,
-    on_progress: ProgressCallback | None = None,
-    keep_namespaces: bool = False,
-) -> IngestReport:
-    """Stream ledger files into ``store``: good lines are written, bad ones reported.
-
-    Every run lands in the caller's namespace (``default_user``, ``default_agent``): a file
-    cannot write into someone else's. A record's own ``user_id``/``agent_id``, when it
-    differs, is kept in ``meta["ledger_user_id"]``/``meta["ledger_agent_id"]``. With
-    ``keep_namespaces=True`` (an operator ingesting a fleet's ledger) the record's own
-    namespace is used instead, a null one taking the defaults.
-
-    Runs are written in batches, each run whole with all its calls. A run id already stored
-    in its namespace is skipped, so ingesting the same file twice writes nothing new.
-
-    Args:
-        on_progress: called now and then with ``(lines_done, bytes_done, total_bytes)``,
-            bytes being those of the files on disk (compressed for gzip).
-
-    Raises:
-        LedgerError: a file does not exist or cannot be read; nothing was written.
-    """
-    files = [os.fspath(p) for p in paths]
-    sizes: list[int] = []
-    for name in files:
-        try:
-            sizes.append(os.stat(name).st_size)
-        except OSError as exc:
-            raise LedgerError(f"cannot read the file: {exc.strerror}", path=name) from exc
-    if store.engine.dialect.name == "sqlite":
-        from soloflow_core.ledger_sqlite import ingest_sqlite as ingest_files
-    else:
-        ingest_files = _ingest_files
-    with _cyclic_gc_paused():
-        return ingest_files(
-            store, files, sizes, default_user, default_agent, on_progress, keep_namespaces
-        )
-
-
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cycle collector (reference counting still frees everything).
-
-    A batch of parsed runs waiting for its write is some 10^5 live containers, which every
-    full collection walks again: on a large ledger the collector took more time than the
-    parsing. Nothing ingest creates forms a reference cycle; whatever does is collected
-    once the collector is back on.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-def _ingest_files(
-    store: Store,
-    files: list[str],
-    sizes: list[int],
-    default_user: str,
-    default_agent: str,
-    on_progress: ProgressCallback | None,
-    keep_namespaces: bool,
-) -> IngestReport:
-    total = sum(sizes)
-    report = IngestReport()
-    # Errors are keyed by the ordinal of their line, so that lines the database refuses
-    # (found when their batch is written) still come out in reading order.
-    errors: list[tuple[int, LedgerError]] = []
-    pending: list[tuple[int, int, TaskRun | RunRow]] = []
-    done_before = 0
-    for name, size in zip(files, sizes, strict=True):
-        for line, item, position in _read_records(name, default_user, default_agent):
-            report.lines += 1
-            if isinstance(item, LedgerError):
-                errors.append((report.lines, item))
-            else:
-                if not keep_namespaces:
-                    item = _claim(item, default_user, default_agent)
-                pending.append((report.lines, line, item))
-                key = (item.user_id, item.agent_id)
-                report.namespaces[key] = report.namespaces.get(key, 0) + 1
-                if len(pending) >= _BATCH:
-                    errors += _write(store, pending, report, name)
-                    pending = []
-            if on_progress is not None and report.lines % _PROGRESS_EVERY == 0:
-                on_progress(report.lines, done_before + min(position, size), total)
-        if pending:  # a batch never spans files: a refused run's line belongs to `name`
-            errors += _write(store, pending, report, name)
-            pending = []
-        report.files += 1
-        done_before += size
-    report.errors = [e for _, e in sorted(errors, key=lambda pair: pair[0])]
-    if on_progress is not None:
-        on_progress(report.lines, total, total)
-    return report
-
-
-def _claim(run: TaskRun | RunRow, user_id: str, agent_id: str) -> TaskRun | RunRow:
+def claim(run: TaskRun | RunRow, user_id: str, agent_id: str) -> TaskRun | RunRow:
     """``run`` moved into the caller's namespace, its own recorded in ``meta``."""
     if run.user_id == user_id and run.agent_id == agent_id:
         return run
@@ -740,25 +606,3 @@ def _claim(run: TaskRun | RunRow, user_id: str, agent_id: str) -> TaskRun | RunR
         run.user_id, run.agent_id, run.meta = user_id, agent_id, meta
         return run
     return run.model_copy(update={"user_id": user_id, "agent_id": agent_id, "meta": meta})
-
-
-def _write(
-    store: Store, pending: list[tuple[int, int, TaskRun | RunRow]], report: IngestReport, path: str
-) -> list[tuple[int, LedgerError]]:
-    """Write one batch; if the database refuses it, write its runs one by one so that only
-    the refused runs are lost. Returns their errors."""
-    try:
-        written = store.add_runs([run for _, _, run in pending])
-        refused: list[tuple[int, LedgerError]] = []
-    except _REJECTED_BY_DATABASE:
-        written, refused = 0, []
-        for ordinal, line, run in pending:
-            try:
-                written += store.add_run(run)
-            except _REJECTED_BY_DATABASE as exc:
-                cause = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-                message = f"the database refused run {run.run_id!r}: {cause}"
-                refused.append((ordinal, LedgerError(message, path=path, line=line)))
-    report.runs_written += written
-    report.runs_skipped_existing += len(pending) - written - len(refused)
-    return refused

@@ -49,8 +49,10 @@ from soloflow_core.flow.executors import build_executor_registry
 from soloflow_core.flow.templates import TRIGGER, iter_references
 from soloflow_core.flow.validate import validate_flow
 from soloflow_core.models import FlowDefinition
-from soloflow_langgraph.compiler import compile_flow
-from soloflow_langgraph.runner import FlowRunResult, check_inputs, run_flow
+from soloflow_langgraph.compile.graph import compile_flow
+from soloflow_langgraph.runtime.inputs import check_inputs
+from soloflow_langgraph.runtime.results import FlowRunResult
+from soloflow_langgraph.runtime.runner import run_flow
 
 if TYPE_CHECKING:
     import pluggy
@@ -276,7 +278,7 @@ def flow_tool(
         name: the tool name; default :func:`flow_tool_name`.
         description: default: the flow's description and its steps.
         run: runs the flow once, ``run(flow, inputs) -> FlowRunResult``; default
-            :func:`~soloflow_langgraph.runner.run_flow`. It runs inside the tool's child
+            :func:`~soloflow_langgraph.runtime.runner.run_flow`. It runs inside the tool's child
             ``RunnableConfig`` (``ensure_config()`` returns it), so the flow's steps nest under
             the tool run in callbacks and tracing. The async path runs it in a thread.
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from soloflow_core.errors import SoloFlowError
+from soloflow_core.errors import ReplayMiss, SoloFlowError
 from soloflow_core.flow.executors import ExecutorRegistry
 from soloflow_core.flow.templates import Reference, iter_references
 from soloflow_core.generalize.align import find_occurrences
@@ -32,7 +32,7 @@ from soloflow_core.generalize.arguments import Occurrence, extract_value
 from soloflow_core.generalize.loops import step_calls_of
 from soloflow_core.generalize.propose import propose
 from soloflow_core.models import FlowCandidate, FlowDefinition
-from soloflow_langgraph.compiler import compile_flow
+from soloflow_langgraph.compile.graph import compile_flow
 
 if TYPE_CHECKING:
     from soloflow_core.store import Store
@@ -51,10 +51,6 @@ __all__ = [
 
 DEFAULT_PROMOTION_THRESHOLD = 0.9
 _MAX_SHOWN = 50
-
-
-class ReplayMiss(SoloFlowError):
-    """The flow made a call that is not in the recording."""
 
 
 def _canon(v: Any) -> str:
@@ -314,4 +310,4 @@ def verify_candidate(
     return updated, report
 
 
-__all__ += ["ReplayMiss", "args_match", "split_holdout"]
+__all__ += ["args_match", "split_holdout"]

@@ -1,8 +1,8 @@
 """Ingest into SQLite: what :func:`soloflow_core.ledger.ingest` runs on a SQLite store.
 
-Lines become the tables' rows in :mod:`soloflow_core.ledger_rows`, read in this process (a
+Lines become the tables' rows in :mod:`soloflow_core.ledger._rows`, read in this process (a
 separate reading process did not pay: handing the rows over a pipe cost about what the reading
-saved); the lines that module defers take the checked path of :mod:`soloflow_core.ledger`
+saved); the lines that module defers take the checked path of :mod:`soloflow_core.ledger.reader`
 here; each batch of runs is one transaction of ``executemany`` on the driver's connection
 (:func:`~soloflow_core.store.writer.insert_sqlite_bulk`). The WAL checkpoints, which copy each
 batch into the database file and fsync it, run on a thread of their own while the next batch is
@@ -18,8 +18,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from soloflow_core.errors import LedgerError
-from soloflow_core.ledger import IngestReport, ProgressCallback, _claim, _parse_line
-from soloflow_core.ledger_rows import read_chunks
+from soloflow_core.ledger._rows import read_chunks
+from soloflow_core.ledger.reader import claim, parse_line
+from soloflow_core.ledger.report import IngestReport, ProgressCallback
 from soloflow_core.store.wal import WalCheckpointer
 from soloflow_core.store.writer import (
     BULK_REFUSED,
@@ -40,7 +41,7 @@ both benchmark ledgers of ``benchmarks/bench_ingest.py``, 1000 not faster."""
 
 @dataclass(slots=True)
 class _Batch:
-    """Rows waiting for their transaction (the layout of :mod:`soloflow_core.ledger_rows`)."""
+    """Rows waiting for their transaction (the layout of :mod:`soloflow_core.ledger._rows`)."""
 
     runs: list[tuple[Any, ...]] = field(default_factory=list)
     calls: list[tuple[Any, ...]] = field(default_factory=list)
@@ -58,7 +59,7 @@ def ingest_sqlite(
     on_progress: ProgressCallback | None,
     keep_namespaces: bool,
 ) -> IngestReport:
-    """:func:`ingest` on SQLite: lines become rows in :mod:`soloflow_core.ledger_rows`,
+    """:func:`ingest` on SQLite: lines become rows in :mod:`soloflow_core.ledger._rows`,
     the lines it defers take the checked path here,
     and each batch is one transaction of ``executemany`` on the driver's connection,
     checkpointed by :class:`WalCheckpoints` while the next batch is read."""
@@ -151,12 +152,12 @@ def _take_chunk(
     for ordinal, data in deferred:
         line = numbers[ordinal - first]
         try:
-            item = _parse_line(data, default_user, default_agent)
+            item = parse_line(data, default_user, default_agent)
         except LedgerError as exc:
             errors.append((ordinal, LedgerError(exc.reason, path=name, line=line)))
             continue
         if not keep_namespaces:
-            item = _claim(item, default_user, default_agent)
+            item = claim(item, default_user, default_agent)
         key = (item.user_id, item.agent_id)
         report.namespaces[key] = report.namespaces.get(key, 0) + 1
         run, run_calls, run_models = bulk_rows(ordinal, item, stamp)

@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
-from soloflow_langgraph.fake_models import ScriptedChatModel
+from soloflow_langgraph.testing import ScriptedChatModel
 
 CUSTOMERS = {
     "alice@example.com": {"customer_id": "C-1001", "name": "Alice Martin"},

@@ -16,7 +16,7 @@
 - **learning**: :attr:`SoloFlowMiddleware.callbacks` captures each run into the store, and
   the :class:`~soloflow_core.learning.service.LearningService` turns repeated ones into
   candidates and flows; every flow run (routed, or called as a tool) goes through a
-  durable :class:`~soloflow_langgraph.runtime.FlowRuntime` whose outcomes it records.
+  durable :class:`~soloflow_langgraph.runtime.flow_runtime.FlowRuntime` whose outcomes it records.
 
 Middleware tools are fixed when the agent is built (``create_agent`` adds them to its tool
 node then), so the middleware declares at construction one typed tool per flow the
@@ -36,33 +36,23 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import json
 import logging
-import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, hook_config
 from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, SystemMessage
-from langchain_core.tools import BaseTool, StructuredTool, ToolException
-from pydantic import BaseModel, Field
+from langchain_core.tools import BaseTool
 
-from soloflow_core.errors import NotFoundError, SoloFlowError
+from soloflow_core.errors import SoloFlowError
 from soloflow_core.learning import LearningConfig, may_auto_execute
 from soloflow_core.learning.service import LearningService
-from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE, ProceduralMemory, WorkflowMatch
-from soloflow_core.models import FlowDefinition
+from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE, WorkflowMatch
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph.runner import (
-    FlowRunResult,
-    apply_input_defaults,
-    check_inputs,
-    inputs_from_task,
-)
-from soloflow_langgraph.runtime import FlowRuntime
-from soloflow_langgraph.tools import flow_tool, flow_tool_name
+from soloflow_langgraph.routing.hints import FLOW_RUN_TOOL, OfferedFlows, output_text
+from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
+from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs, inputs_from_task
 
 if TYPE_CHECKING:
     import pluggy
@@ -73,39 +63,13 @@ if TYPE_CHECKING:
     from soloflow_core.store import Store
     from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
 
-__all__ = ["FLOW_RUN_TOOL", "SoloFlowMiddleware", "flow_hint", "flow_hints"]
+__all__ = ["DEFAULT_ROUTE_MIN_SCORE", "SoloFlowMiddleware"]
 
 log = logging.getLogger(__name__)
 
-FLOW_RUN_TOOL = "flow_run"
-"""The name of the tool that runs any flow of the namespace by name."""
 DEFAULT_ROUTE_MIN_SCORE = 0.4
 """A task is routed to a flow only when the match's score (``WorkflowMatch.score``) is at
 least this: a loose text match gets a hint, never a run without the model."""
-_MAX_OUTPUT = 16_000
-
-
-def flow_hint(name: str, tool: str | None = None, inputs: Sequence[str] = ()) -> str:
-    """The design document's hint for one flow (the detector writes the same sentence into
-    ``FlowCandidate.agent_prompt_hint``), with the flow's tool and inputs when known."""
-    text = (
-        f"A deterministic flow '{name}' is available for this pattern. Use "
-        f"flow_run('{name}') instead of reasoning through these steps manually."
-    )
-    if tool:
-        text += f" Its tool: {tool}."
-    if inputs:
-        text += f" Inputs: {', '.join(inputs)}."
-    return text
-
-
-def _inputs_of(flow: FlowDefinition) -> list[str]:
-    return list(((flow.input_schema or {}).get("properties") or {}).keys())
-
-
-def _as_text(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= _MAX_OUTPUT else text[:_MAX_OUTPUT] + "…"
 
 
 def _task_of(messages: Sequence[Any]) -> tuple[str, int]:
@@ -127,202 +91,6 @@ class SoloFlowState(AgentState[Any]):
     """The agent state with this middleware's per-invocation notes (private)."""
 
     soloflow: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
-
-
-class _FlowRunArgs(BaseModel):
-    name: str = Field(description="The flow's name, as the hint gives it.")
-    inputs: dict[str, Any] | None = Field(default=None, description="The flow's inputs by name.")
-
-
-# --------------------------------------------------------------------------- running flows
-
-
-class _Flows:
-    """The namespace's flows for one agent: lookup, tools and durable runs."""
-
-    def __init__(
-        self,
-        store: Store,
-        user_id: str,
-        agent_id: str,
-        tools: Sequence[Any],
-        runtime: FlowRuntime | None,
-        learning: LearningService | None,
-        min_confidence: float,
-        limit: int,
-    ) -> None:
-        self.store, self.user_id, self.agent_id = store, user_id, agent_id
-        self.agent_tools = [t for t in tools if not isinstance(t, str)]
-        self.tool_names = {
-            t if isinstance(t, str) else getattr(t, "name", getattr(t, "__name__", ""))
-            for t in tools
-        }
-        self.memory = ProceduralMemory(store)
-        self.min_confidence, self.limit = min_confidence, limit
-        self.learning = learning
-        on_finished = learning.outcome_recorder(user_id, agent_id) if learning is not None else None
-        if runtime is None:
-            runtime = FlowRuntime(
-                store,
-                tools=self.agent_tools,
-                user_id=user_id,
-                agent_id=agent_id,
-                on_finished=on_finished,
-            )
-        elif on_finished is not None:
-            previous = runtime.on_finished
-
-            def chained(result: FlowRunResult) -> None:
-                on_finished(result)
-                if previous is not None:
-                    previous(result)
-
-            runtime.on_finished = chained
-        self.runtime = runtime
-        self._lock = threading.Lock()
-
-    def find(self, task: str) -> list[WorkflowMatch]:
-        """Matching flows the agent can run (every tool available), best first."""
-        if not task.strip():
-            return []
-        try:
-            return self.memory.find_workflow(
-                self.user_id,
-                self.agent_id,
-                task,
-                available_tools=self.tool_names,
-                min_confidence=self.min_confidence,
-                limit=self.limit,
-            )
-        except SoloFlowError:
-            log.exception("SoloFlow: looking up flows failed; the agent goes on without hints")
-            return []
-
-    def definition(self, name: str) -> FlowDefinition:
-        return self.store.get_flow(name, user_id=self.user_id, agent_id=self.agent_id).flow
-
-    def run(self, flow: FlowDefinition, inputs: dict[str, Any]) -> FlowRunResult:
-        """A durable run, outside any agent graph's context: the flow is its own LangGraph
-        thread with the runtime's checkpointer, not a subgraph of the agent."""
-        return contextvars.Context().run(self.runtime.run, flow, inputs)
-
-    def typed_tools(self) -> list[BaseTool]:
-        """One tool per flow the namespace holds now (that the agent can run)."""
-        out: list[BaseTool] = []
-        taken = set(self.tool_names) | {FLOW_RUN_TOOL}
-        for meta in self.store.list_flow_meta(
-            user_id=self.user_id, agent_id=self.agent_id, include_retired=False
-        ):
-            if not set(meta.skill_keys) <= self.tool_names:
-                continue
-            flow = self.definition(meta.name)
-            name = flow_tool_name(flow)
-            if name in taken:
-                continue
-            try:
-                out.append(flow_tool(flow, name=name, run=self.run))
-            except SoloFlowError:
-                log.exception("SoloFlow: flow %r cannot be offered as a tool", meta.name)
-                continue
-            taken.add(name)
-        return out
-
-    def flow_run_tool(self) -> StructuredTool:
-        """``flow_run(name, inputs)``: any flow of the namespace, registered before or after
-        the agent was built."""
-
-        def call(name: str, inputs: dict[str, Any] | None = None) -> str:
-            try:
-                flow = self.definition(name)
-                meta = self.store.get_flow_meta(name, user_id=self.user_id, agent_id=self.agent_id)
-            except NotFoundError as exc:
-                raise ToolException(str(exc)) from None
-            missing = [k for k in meta.skill_keys if k not in self.tool_names]
-            if meta.status == "retired" or missing:
-                why = (
-                    "it is retired"
-                    if meta.status == "retired"
-                    else f"this agent lacks {', '.join(missing)}"
-                )
-                raise ToolException(f"flow {name!r} cannot run here: {why}")
-            try:
-                result = self.run(flow, apply_input_defaults(flow, dict(inputs or {})))
-            except SoloFlowError as exc:
-                raise ToolException(f"flow {name!r}: {exc}") from None
-            if result.status == "completed":
-                return _as_text(result.output)
-            if result.status == "fallback" and result.handoff:
-                return result.handoff
-            raise ToolException(
-                f"flow {name!r} {result.status} at step {result.failed_step!r}: {result.error}"
-            )
-
-        async def acall(name: str, inputs: dict[str, Any] | None = None) -> str:
-            return await asyncio.to_thread(call, name, inputs)
-
-        return StructuredTool.from_function(
-            func=call, coroutine=acall, name=FLOW_RUN_TOOL, args_schema=_FlowRunArgs,
-            description="Run a deterministic SoloFlow flow by name with its inputs: the same "
-            "tool calls every time, no reasoning needed. Use it when a hint names a flow.",
-            handle_tool_error=True,
-        )  # fmt: skip
-
-    def hint(self, names: Sequence[str], typed: dict[str, str]) -> str:
-        """The hint text for the flows ``names`` (``typed``: flow name → its tool's name)."""
-        lines = []
-        for name in names:
-            try:
-                inputs = _inputs_of(self.definition(name))
-            except NotFoundError:
-                continue
-            lines.append(flow_hint(name, typed.get(name), inputs))
-        return "\n".join(lines)
-
-
-def flow_hints(
-    store: Store,
-    user_id: str,
-    agent_id: str,
-    task: str,
-    available_tools: Sequence[Any],
-    *,
-    runtime: FlowRuntime | None = None,
-    learning: LearningService | None = None,
-    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
-    limit: int = 3,
-) -> tuple[list[BaseTool], str]:
-    """For an agent SoloFlow did not build: the tools of the flows that fit ``task`` and the
-    hint text to put in its prompt. Pass the tools to your agent and the text to its system
-    prompt; both are empty when nothing fits.
-
-    Args:
-        available_tools: the agent's tools (objects: the flows' steps call them; names only
-            when ``runtime`` already knows the executors). Flows needing another tool are
-            not offered.
-        runtime: runs the flows (durable, recorded); default a ``FlowRuntime`` on ``store``.
-        learning: records each run's outcome (confidence) when given.
-
-    Returns:
-        ``(tools, hint_text)``: one typed tool per matching flow, then ``flow_run``.
-    """
-    flows = _Flows(
-        store, user_id, agent_id, available_tools, runtime, learning, min_confidence, limit
-    )
-    matches = flows.find(task)
-    if not matches:
-        return [], ""
-    tools: list[BaseTool] = []
-    typed: dict[str, str] = {}
-    taken = set(flows.tool_names) | {FLOW_RUN_TOOL}
-    for m in matches:
-        flow = flows.definition(m.name)
-        name = flow_tool_name(flow)
-        if name not in taken:
-            tools.append(flow_tool(flow, name=name, run=flows.run))
-            typed[m.name] = name
-            taken.add(name)
-    tools.append(flows.flow_run_tool())
-    return tools, flows.hint([m.name for m in matches], typed)
 
 
 # --------------------------------------------------------------------------- the middleware
@@ -383,7 +151,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         if not self.pm.is_registered(learning):
             self.pm.register(learning)
         self.route_min_score = route_min_score
-        self.flows = _Flows(
+        self.flows = OfferedFlows(
             store, user_id, agent_id, tools, runtime, learning, min_confidence, max_flows
         )
         typed = self.flows.typed_tools()
@@ -449,7 +217,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         note["routed"] = {"flow": flow.name, "run_id": result.run_id, "status": result.status}
         if result.status == "completed":
             message = AIMessage(
-                content=_as_text(result.output),
+                content=output_text(result.output),
                 response_metadata={
                     "soloflow_flow": flow.name,
                     "soloflow_flow_version": flow.version,
@@ -490,7 +258,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         if not extra:
             return request.override(tools=tools)
         base = request.system_message.content if request.system_message is not None else ""
-        base_text = base if isinstance(base, str) else _as_text(base)
+        base_text = base if isinstance(base, str) else output_text(base)
         system = SystemMessage(content="\n\n".join([base_text, *extra]).strip())
         return request.override(system_message=system, tools=tools)
 
@@ -526,7 +294,7 @@ def _replay_verifier(
     store: Store, side_effects: dict[str, bool]
 ) -> Callable[[FlowCandidate], FlowCandidate]:
     def verify(cand: FlowCandidate) -> FlowCandidate:
-        from soloflow_langgraph.replay import verify_candidate
+        from soloflow_langgraph.verify import verify_candidate
 
         updated, _ = verify_candidate(
             store,

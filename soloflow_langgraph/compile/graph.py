@@ -26,7 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from soloflow_core.flow.executors import ExecutorRegistry, build_executor_registry
 from soloflow_core.flow.validate import validate_flow
 from soloflow_core.models import FlowDefinition, FlowStep, ToolCall
-from soloflow_langgraph.flow_nodes import (
+from soloflow_langgraph.compile.nodes import (
     FANOUT_SUFFIX,
     FINAL_NODE,
     GATE_NODE,
@@ -37,15 +37,13 @@ from soloflow_langgraph.flow_nodes import (
     FlowContext,
     FlowState,
     MapFanOut,
-    StepFailedError,
-    StepInputError,
     StepNode,
     StepSpec,
     flow_state_schema,
     merge_dicts,
     merge_map_parts,
 )
-from soloflow_langgraph.step_call import ExecutorInfo, inspect_executor
+from soloflow_langgraph.compile.step_call import ExecutorInfo, inspect_executor
 
 if TYPE_CHECKING:
     import pluggy
@@ -58,8 +56,6 @@ __all__ = [
     "ITEM_SUFFIX",
     "FlowContext",
     "FlowState",
-    "StepFailedError",
-    "StepInputError",
     "begin_ahead_plan",
     "build_flow_graph",
     "compile_flow",
@@ -221,7 +217,7 @@ def compile_flow(
 
     Invoke it with ``{"inputs": {...}}``; the outputs are in ``["results"][step_id]``. For
     a durable run pass ``context=FlowContext(journal=...)`` (what
-    :class:`~soloflow_langgraph.runtime.FlowRuntime` does) and a checkpointer.
+    :class:`~soloflow_langgraph.runtime.flow_runtime.FlowRuntime` does) and a checkpointer.
 
     Raises:
         FlowValidationError: the flow is invalid (names the step and field).

@@ -1,0 +1,80 @@
+"""A flow run from the command line: its runtime, its report, the answer to its approval.
+
+Shared by ``soloflow flows run|resume|...`` (:mod:`.flowrun_cmd`) and ``soloflow flows
+approve|reject frun_…`` (:mod:`.flows_cmd`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from soloflow_core.errors import SoloFlowError
+from soloflow_core.plugins import get_plugin_manager
+from soloflow_langgraph.cli.app import Context, out, print_json
+
+if TYPE_CHECKING:
+    from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
+    from soloflow_langgraph.runtime.results import FlowRunResult
+
+__all__ = ["decide", "load_tools", "report_result", "runtime_for"]
+
+
+def load_tools(spec: str) -> list[Any]:
+    """``module:attr`` → the list of tools (or one tool) it names."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise SoloFlowError(f"--tools {spec!r}: write it as module.path:ATTRIBUTE")
+    try:
+        value = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise SoloFlowError(f"--tools {spec!r}: {exc}") from exc
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def runtime_for(ctx: typer.Context, tools: list[str]) -> FlowRuntime:
+    from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
+
+    c: Context = ctx.obj
+    runtime = FlowRuntime(c.store(), tools=[t for spec in tools for t in load_tools(spec)],
+                          plugin_manager=get_plugin_manager(), **c.ns)
+    # Closed when the command ends: the queued checkpoint deletions finish first.
+    ctx.call_on_close(runtime.close)
+    return runtime
+
+
+def report_result(result: FlowRunResult, as_json: bool) -> None:
+    if as_json:
+        print_json({"run_id": result.run_id, "flow": result.flow, "status": result.status,
+                    "state": result.state, "outcome": result.outcome, "output": result.output,
+                    "results": result.results, "errors": result.errors, "skipped": result.skipped,
+                    "handoff": result.handoff, "interrupt": result.interrupt,
+                    "failed_step": result.failed_step, "error": result.error,
+                    "duration_ms": result.duration_ms})
+    elif result.status == "completed":
+        out.print(f"completed: {result.output!r}")
+    elif result.status == "waiting":
+        question = (result.interrupt or {}).get("question", "approval needed")
+        out.print(f"[yellow]waiting for approval[/]: {question}\n"
+                  f"  soloflow flows approve {result.run_id}   |   soloflow flows reject {result.run_id}")
+    elif result.status == "fallback":
+        out.print(f"[yellow]fallback[/]: {result.handoff}")
+    elif result.status == "cancelled":
+        out.print("[yellow]cancelled[/]" + (f" ({result.outcome})" if result.outcome != "cancelled" else "")
+                  + (f": {result.error}" if result.error and result.error != "cancelled" else ""))
+    else:
+        out.print(f"[red]{result.status}[/] ({result.outcome}) at step {result.failed_step!r}: {result.error}")
+    if result.status not in ("completed", "waiting"):
+        raise typer.Exit(1)
+
+
+def decide(ctx: typer.Context, run_id: str, *, approved: bool, comment: str | None, tools: list[str]) -> None:
+    """`flows approve|reject frun_…`: answer a run waiting for approval."""
+    runtime = runtime_for(ctx, tools)
+    result = runtime.approve(run_id, approved=approved, comment=comment)
+    if not approved:
+        out.print(f"rejected {run_id}: cancelled")
+        return
+    report_result(result, False)
