@@ -455,7 +455,7 @@ def _tau_runs() -> list[Any]:
 
 
 def bench_tau(repeats: int) -> None:
-    from soloflow_core.mining.ranking import RankingOptions
+    from soloflow_core.mining.options import RankingOptions
 
     runs = _tau_runs()
     good = [r for r in runs if r.success is not False]

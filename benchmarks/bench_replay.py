@@ -33,8 +33,8 @@ from soloflow_core.generalize.align import find_occurrence, find_occurrences
 from soloflow_core.generalize.arguments import generalize
 from soloflow_core.generalize.propose import propose
 from soloflow_core.ledger import parse_record
+from soloflow_core.mining.options import RankingOptions
 from soloflow_core.mining.pipeline import mine_ranked
-from soloflow_core.mining.ranking import RankingOptions
 from soloflow_core.testing.synthetic_ledger import generate_ledger
 from soloflow_langgraph.verify import split_holdout, verify_flow
 

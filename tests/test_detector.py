@@ -10,7 +10,7 @@ from soloflow_core.learning.promotion import approve_candidate, reject_candidate
 from soloflow_core.ledger import ingest
 from soloflow_core.mining.closed import mine_closed_patterns
 from soloflow_core.mining.detector import detect_candidates
-from soloflow_core.mining.ranking import DEFAULT_TOKENS_PER_STEP
+from soloflow_core.mining.options import DEFAULT_TOKENS_PER_STEP
 from soloflow_core.models import DetectorConfig, ModelCall, TaskRun, ToolCall
 from soloflow_core.testing.synthetic_ledger import generate_ledger, score_top_k
 

@@ -109,7 +109,7 @@ def test_canonical_text_is_json_dumps_for_every_kind_of_value():
     """Scalars take a short cut past the JSON encoder; the text must stay the encoder's."""
     import json
 
-    from soloflow_core.generalize.arguments import _canon
+    from soloflow_core.generalize.arguments import canonical_json
 
     values = ["", "a", "é", "\u2028\x1f\"\\", 0, -5, 10**30, True, False, None, 1.5, 2.0,
               float("nan"), float("inf"), -0.0, [1, "a"], {"b": 1, "a": [2, None]}, (1, 2)]  # fmt: skip
@@ -119,4 +119,4 @@ def test_canonical_text_is_json_dumps_for_every_kind_of_value():
 
     values.append(Label("x"))
     for v in values:
-        assert _canon(v) == json.dumps(v, sort_keys=True, default=str), v
+        assert canonical_json(v) == json.dumps(v, sort_keys=True, default=str), v

@@ -10,7 +10,8 @@ import pytest
 
 from soloflow_core.mining import pipeline
 from soloflow_core.mining.fast import mine_levels
-from soloflow_core.mining.matching import CodePositions, PairPositions, positions
+from soloflow_core.mining.matching import CodePositions, PairPositions, positions, scan_starts_many
+from soloflow_core.mining.options import RankingOptions
 from soloflow_core.mining.pipeline import (
     _column_unit_count,
     _column_units,
@@ -18,7 +19,6 @@ from soloflow_core.mining.pipeline import (
     mine_ranked,
     prepare_units,
 )
-from soloflow_core.mining.ranking import RankingOptions, _scan_starts_many
 from soloflow_core.store.repository import RunSequence, ToolNameColumns
 from soloflow_core.testing.synthetic_ledger import generate_ledger
 
@@ -110,7 +110,7 @@ def test_pair_positions_find_the_starts_a_scan_of_code_positions_finds(options):
     work[rng.choice(np.flatnonzero(work >= 0), 400, replace=False)] = -2  # some covered
     pats = [rng.integers(0, len(ledger.names), rng.integers(2, 6)) for _ in range(200)]
     pats += [row for lv in mine_levels(ledger.coded(), min_support=2) for row in lv.codes][:100]
-    scanned = _scan_starts_many(work, pats, options, CodePositions(ledger.code))
+    scanned = scan_starts_many(work, pats, options, CodePositions(ledger.code))
     paired = PairPositions(ledger.code).starts_many(work, pats, options)
     assert np.array_equal(paired[0], scanned[0]) and np.array_equal(paired[1], scanned[1])
     assert len(paired[0]) > 0
@@ -126,7 +126,7 @@ def test_a_ledger_too_big_for_the_pair_index_is_indexed_by_code(monkeypatch):
 def test_sampled_mining_does_not_depend_on_when_the_background_work_ends(monkeypatch):
     cols = _columns(_ledger_runs())
     prompt = _ranking(cols, top_k=8, sample_units=3000)
-    real_index, real_indexed = pipeline._ChainIndex, pipeline._indexed
+    real_index, real_indexed = pipeline.ChainIndex, pipeline._indexed
 
     def late_index(*args: object) -> object:
         time.sleep(0.2)  # the sample is mined long before its index is there
@@ -136,6 +136,6 @@ def test_sampled_mining_does_not_depend_on_when_the_background_work_ends(monkeyp
         time.sleep(0.2)  # the cover makes its first choices long before the whole is there
         return real_indexed(build)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(pipeline, "_ChainIndex", late_index)
+    monkeypatch.setattr(pipeline, "ChainIndex", late_index)
     monkeypatch.setattr(pipeline, "_indexed", late_whole)
     assert _ranking(cols, top_k=8, sample_units=3000) == prompt

@@ -9,23 +9,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from soloflow_core.mining.cover import _Chosen
+from soloflow_core.mining.cover import _Chosen, pattern_gain
 from soloflow_core.mining.fast import CodedLedger, mine_coded, mine_levels
-from soloflow_core.mining.matching import PairPositions, _Instances
-from soloflow_core.mining.pipeline import _whole_pattern, mine_ranked, prepare_units
-from soloflow_core.mining.ranking import (
+from soloflow_core.mining.matching import (
+    ChainIndex,
     CodePositions,
-    RankingOptions,
-    UnitLedger,
-    _ChainIndex,
-    _gain,
-    _leftmost,
-    _match,
-    _match_many,
-    _scan_starts,
-    _scan_starts_many,
-    prepare_ledger,
+    PairPositions,
+    _Instances,
+    leftmost_spans,
+    match_pattern,
+    match_patterns,
+    scan_starts,
+    scan_starts_many,
 )
+from soloflow_core.mining.options import RankingOptions
+from soloflow_core.mining.pipeline import _whole_pattern, mine_ranked, prepare_units
+from soloflow_core.mining.units import UnitLedger, prepare_ledger
 from soloflow_core.store.repository import RunSequence, ToolNameColumns
 from soloflow_core.testing.synthetic_ledger import generate_ledger, score_top_k
 
@@ -185,15 +184,15 @@ def test_matching_many_patterns_at_once_matches_each_alone(options):
     work[rng.choice(np.flatnonzero(work >= 0), 500, replace=False)] = -2  # some covered
     levels = mine_levels(ledger.coded(), min_length=2, min_support=2)
     pats = [row for lv in levels for row in lv.codes][:150]
-    index = _ChainIndex(ledger.code, ledger.err)
-    found, gains = _match_many(work, ledger, *index.starts_many(pats, ledger.options), pats)
+    index = ChainIndex(ledger.code, ledger.err)
+    found, gains = match_patterns(work, ledger, *index.starts_many(pats, ledger.options), pats)
     for pat, occ, gain in zip(pats, found, gains, strict=True):
         # Alone, from every place its first pair occurs (no triple index).
-        alone = _match(work, ledger, index.starts(pat, ledger.options), pat)
+        alone = match_pattern(work, ledger, index.starts(pat, ledger.options), pat)
         assert np.array_equal(occ.pos, alone.pos) and np.array_equal(occ.stray, alone.stray)
         assert np.array_equal(occ.swap_at, alone.swap_at)
         assert np.array_equal(occ.length, alone.length)
-        assert gain == pytest.approx(_gain(alone, ledger.bits[pat], ledger.unit_count))
+        assert gain == pytest.approx(pattern_gain(alone, ledger.bits[pat], ledger.unit_count))
 
 
 def test_scanning_starts_for_many_patterns_finds_each_ones():
@@ -203,9 +202,9 @@ def test_scanning_starts_for_many_patterns_finds_each_ones():
     work[rng.choice(np.flatnonzero(work >= 0), 500, replace=False)] = -2
     where = CodePositions(ledger.code)
     pats = [rng.integers(0, len(ledger.names), rng.integers(2, 6)) for _ in range(200)]
-    starts, which = _scan_starts_many(work, pats, ledger.options, where)
+    starts, which = scan_starts_many(work, pats, ledger.options, where)
     for k, pat in enumerate(pats):
-        assert np.array_equal(starts[which == k], _scan_starts(work, pat, ledger.options, where))
+        assert np.array_equal(starts[which == k], scan_starts(work, pat, ledger.options, where))
 
 
 @given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=80))
@@ -218,7 +217,7 @@ def test_leftmost_spans_are_those_a_scan_keeps(spans):
         if b > edge:
             kept.append(i)
             edge = e
-    assert np.flatnonzero(_leftmost(begins, ends)).tolist() == kept
+    assert np.flatnonzero(leftmost_spans(begins, ends)).tolist() == kept
 
 
 @pytest.mark.parametrize("options", [None, RankingOptions(include_failed_runs=True)])
@@ -243,20 +242,20 @@ def test_starts_skip_covered_instances_and_lose_no_match(options):
     work = ledger.code.copy()
     taken = rng.choice(np.flatnonzero(work >= 0), 3000, replace=False)
     work[taken] = -2
-    index = _ChainIndex(ledger.code, ledger.err)
+    index = ChainIndex(ledger.code, ledger.err)
     index.cover(taken)  # as the cover does after a choice
     levels = mine_levels(ledger.coded(), min_length=3, min_support=2)
     pats = [row for lv in levels for row in lv.codes][:150]
     starts, which = index.starts_many(pats, ledger.options)
-    untold = _ChainIndex(ledger.code, ledger.err).starts_many(pats, ledger.options)[0]
+    untold = ChainIndex(ledger.code, ledger.err).starts_many(pats, ledger.options)[0]
     assert len(starts) < len(untold)  # instances with a covered unit start nothing
-    found, gains = _match_many(work, ledger, starts, which, pats)
+    found, gains = match_patterns(work, ledger, starts, which, pats)
     for pat, occ, gain in zip(pats, found, gains, strict=True):
-        alone = _match(work, ledger, index.starts(pat, ledger.options), pat)
+        alone = match_pattern(work, ledger, index.starts(pat, ledger.options), pat)
         assert np.array_equal(occ.pos, alone.pos) and np.array_equal(occ.stray, alone.stray)
         assert np.array_equal(occ.swap_at, alone.swap_at)
         assert np.array_equal(occ.length, alone.length)
-        assert gain == pytest.approx(_gain(alone, ledger.bits[pat], ledger.unit_count))
+        assert gain == pytest.approx(pattern_gain(alone, ledger.bits[pat], ledger.unit_count))
 
 
 def test_stop_counts_by_table_and_by_search_agree(monkeypatch):
@@ -264,9 +263,9 @@ def test_stop_counts_by_table_and_by_search_agree(monkeypatch):
     code, err = ledger.code, ledger.err
     w = len(ledger.names)
     before, step = np.divmod(np.arange(w * w), w)
-    table = _ChainIndex(code, err).stop_counts(before, step)
+    table = ChainIndex(code, err).stop_counts(before, step)
     monkeypatch.setattr(_Instances, "DENSE", 0)  # as for a vocabulary of thousands of tools
-    searched = _ChainIndex(code, err).stop_counts(before, step)
+    searched = ChainIndex(code, err).stop_counts(before, step)
     assert np.array_equal(table, searched) and table.sum() > 0
     # And what they count: `step` errored right after `before`, one apart, or swapped.
     a, b, c = code[:-2], code[1:-1], code[2:]

@@ -78,7 +78,7 @@ _SCALARS: dict[type, Callable[[Any], str]] = {
 }
 
 
-def _canon(v: Any) -> str:
+def canonical_json(v: Any) -> str:
     """``json.dumps(v, sort_keys=True, default=str)``, the same text; scalars (most argument
     values) without the encoder, a tenth of the cost."""
     write = _SCALARS.get(type(v))
@@ -119,7 +119,7 @@ def _at(value: Any, path: tuple[str, ...]) -> Any:
 
 def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict | list) or isinstance(b, dict | list):
-        return type(a) is type(b) and _canon(a) == _canon(b)
+        return type(a) is type(b) and canonical_json(a) == canonical_json(b)
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     return a == b or str(a) == str(b)
@@ -283,7 +283,7 @@ def generalize(
             if loops.get(i) == key:
                 continue
             values = [o.args[i][key] for o in occurrences]
-            canon = [_canon(v) for v in values]
+            canon = [canonical_json(v) for v in values]
             if len(set(canon)) == 1:
                 imap[key] = values[0]
                 srcs[key] = ArgumentSource("constant", values[0], 1.0 if len(values) > 1 else 0.5)
@@ -294,7 +294,7 @@ def generalize(
                 if path is not None:
                     found = (j, path)
                     break
-            strs = [v if isinstance(v, str) else _canon(v) for v in values]
+            strs = [v if isinstance(v, str) else canonical_json(v) for v in values]
             in_task = all(s and s in t for s, t in zip(strs, tasks, strict=True))
             if found is not None:
                 j, path = found

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from soloflow_core.flow.templates import maybe_json
-from soloflow_core.generalize.arguments import _canon
+from soloflow_core.generalize.arguments import canonical_json
 
 __all__ = ["ListWalk", "find_list_walk", "step_calls_of"]
 
@@ -103,7 +103,7 @@ def _walks(values: list[Any], items: list[Any], item_path: tuple[str, ...]) -> b
     picked = [_pick(x, item_path) for x in items]
     if any(p is _Missing for p in picked) or len(picked) != len(values):
         return False
-    return sorted(map(_canon, picked)) == sorted(map(_canon, values))
+    return sorted(map(canonical_json, picked)) == sorted(map(canonical_json, values))
 
 
 def _output_of(occ: Any, j: int, loops: set[int]) -> Any:
@@ -126,7 +126,7 @@ def find_list_walk(i: int, occurrences: Sequence[Any], *, loops: set[int] | None
     options: list[tuple[str, int, tuple[str, ...], tuple[str, ...]]] = []
     for key in keys:
         values = [a[key] for a, _ in calls]
-        if len(values) > 1 and len(set(map(_canon, values))) == 1:
+        if len(values) > 1 and len(set(map(canonical_json, values))) == 1:
             continue  # the same value every time is not a walk
         for j in range(i - 1, -1, -1):
             for lpath, items in _lists(_output_of(occurrences[probe], j, loops)):

@@ -15,7 +15,7 @@
 Cost: the cover refreshes stale bounds in batches (:class:`_Bounds`), keeps matches that no
 choice has touched (covering units only ever makes a match fail, so they stay exact:
 :class:`_MatchCache`), and matches many candidates together
-(:func:`~soloflow_core.mining.matching._match_many`); a fragment is told by one look-up among
+(:func:`~soloflow_core.mining.matching.match_patterns`); a fragment is told by one look-up among
 the parts of the chosen patterns (:class:`_Chosen`); choices are made as they are read
 (:func:`greedy_cover`), so a caller pays only for the ones it uses. A ledger too big to cover
 whole is covered on a sample of its runs and the chosen patterns replayed on all of them
@@ -33,21 +33,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from soloflow_core.mining._packing import pattern_matrix
 from soloflow_core.mining.matching import (
+    ChainIndex,
     CodePositions,
     PairPositions,
-    _ChainIndex,
-    _match,
-    _match_many,
-    _pattern_matrix,
+    match_pattern,
+    match_patterns,
     positions,
 )
-from soloflow_core.mining.options import _COVERED, BoolArray, FloatArray, IntArray
-from soloflow_core.mining.results import _one_source, _ranked
+from soloflow_core.mining.options import COVERED, BoolArray, FloatArray, IntArray
+from soloflow_core.mining.results import one_source, ranked_pattern
 from soloflow_core.mining.units import UnitLedger, prepare_ledger
 
 if TYPE_CHECKING:
-    from soloflow_core.mining.matching import _Occurrences
+    from soloflow_core.mining.matching import TolerantOccurrences
     from soloflow_core.mining.options import HasNames, RankingOptions
     from soloflow_core.mining.results import RankedPattern
 
@@ -95,9 +95,9 @@ def rank_coded(
     out: list[RankedPattern] = []
     if top_k < 1:
         return out
-    source = _one_source(ledger)
+    source = one_source(ledger)
     for i, gain, occ in greedy_cover(ledger, pats, supports):
-        ranked = _ranked(ledger, pattern_of(i), pats[i], gain, occ, len(out) + 1, source)
+        ranked = ranked_pattern(ledger, pattern_of(i), pats[i], gain, occ, len(out) + 1, source)
         if ranked.support >= min_support:
             out.append(ranked)
             if len(out) == top_k:
@@ -109,8 +109,8 @@ def greedy_cover(
     ledger: UnitLedger,
     pats: Sequence[IntArray],
     supports: IntArray,
-    index: _ChainIndex | None = None,
-) -> Iterator[tuple[int, float, _Occurrences]]:
+    index: ChainIndex | None = None,
+) -> Iterator[tuple[int, float, TolerantOccurrences]]:
     """The greedy MDL cover's choices, best first, as they are made: each candidate's
     index, gain and occurrences (fragments of earlier choices left out). Stop reading
     when enough are chosen: each next choice costs matches. ``index``: the ledger's
@@ -118,7 +118,7 @@ def greedy_cover(
     if ledger.unit_count == 0 or not pats:
         return
     opt = ledger.options
-    index = index or _ChainIndex(ledger.code, ledger.err)
+    index = index or ChainIndex(ledger.code, ledger.err)
     bounds = _Bounds(ledger, index, list(pats))
     first = np.where(bounds.worthless(supports), 0.0, bounds.of(slice(None)))
     # Entries: (-value, candidate, cover version, exact?). A bound is refreshed when stale,
@@ -167,7 +167,7 @@ def greedy_cover(
             ):  # fmt: skip
                 batch.append(heapq.heappop(heap)[1])
             some = [pats[j] for j in batch]
-            found, gains = _match_many(work, ledger, *index.starts_many(some, opt), some)
+            found, gains = match_patterns(work, ledger, *index.starts_many(some, opt), some)
             for j, occ, gain in zip(batch, found, gains.tolist(), strict=True):
                 cache.put(j, occ, gain)
                 heapq.heappush(heap, (-gain, j, version, True))
@@ -176,9 +176,9 @@ def greedy_cover(
         else:
             kept = cache.take(i)
             # Evicted: nothing was covered since, so matching again finds the same.
-            occ = kept or _match(work, ledger, index.starts(pats[i], opt), pats[i])
+            occ = kept or match_pattern(work, ledger, index.starts(pats[i], opt), pats[i])
             taken = occ.pos[occ.pos >= 0]
-            work[taken] = _COVERED
+            work[taken] = COVERED
             index.cover(taken)
             version += 1
             if chosen.is_fragment(pats[i], len(occ)):
@@ -203,10 +203,10 @@ class _MatchCache:
     LIMIT = 8_000_000  # matched steps kept, ~80 MB
 
     def __init__(self) -> None:
-        self.entries: dict[int, tuple[_Occurrences, float]] = {}
+        self.entries: dict[int, tuple[TolerantOccurrences, float]] = {}
         self.size = 0
 
-    def put(self, i: int, occ: _Occurrences, gain: float) -> None:
+    def put(self, i: int, occ: TolerantOccurrences, gain: float) -> None:
         if i in self.entries:
             self.pop(i)
         self.entries[i] = (occ, gain)
@@ -214,12 +214,12 @@ class _MatchCache:
         while self.size > self.LIMIT and len(self.entries) > 1:
             self.pop(next(iter(self.entries)))
 
-    def pop(self, i: int) -> _Occurrences:
+    def pop(self, i: int) -> TolerantOccurrences:
         occ, _ = self.entries.pop(i)
         self.size -= occ.pos.size
         return occ
 
-    def take(self, i: int) -> _Occurrences | None:
+    def take(self, i: int) -> TolerantOccurrences | None:
         return self.pop(i) if i in self.entries else None
 
     def still_valid(self, i: int, work: IntArray) -> float | None:
@@ -233,13 +233,13 @@ class _MatchCache:
         return gain
 
 
-def _disturbed(occ: _Occurrences, work: IntArray) -> bool:
+def _disturbed(occ: TolerantOccurrences, work: IntArray) -> bool:
     """Whether a unit these occurrences matched or passed over as a stray is covered now
     (else matching again finds exactly them). A step not reached (position -1) reads the
     ledger's last slot, a pad, which is never covered: no mask needed."""
     return bool(
-        (work[occ.pos] == _COVERED).any()
-        or (occ.stray.any() and (work[occ.pos[occ.stray] - 1] == _COVERED).any())
+        (work[occ.pos] == COVERED).any()
+        or (occ.stray.any() and (work[occ.pos[occ.stray] - 1] == COVERED).any())
     )
 
 
@@ -271,25 +271,25 @@ def replay_cover(
     chosen = _Chosen(opt.fragment_slack)
     out: list[RankedPattern] = []
     source = iter(pats)
-    tokens_known = _one_source(ledger)
+    tokens_known = one_source(ledger)
     i = -1
     while len(out) < top_k:
         batch = list(islice(source, min(top_k - len(out), REPLAY_BATCH)))
         if not batch:
             break
-        found, gains = _match_many(work, ledger, *where.starts_many(work, batch, opt), batch)
+        found, gains = match_patterns(work, ledger, *where.starts_many(work, batch, opt), batch)
         for pat, occ, gain in zip(batch, found, gains.tolist(), strict=True):
             i += 1
             if len(out) == top_k:
                 break
             if _disturbed(occ, work):  # an earlier one of the batch took some of its units
-                occ = _match(work, ledger, where.starts(work, pat, opt), pat)
-                gain = _gain(occ, ledger.bits[pat], ledger.unit_count)
-            work[occ.pos[occ.pos >= 0]] = _COVERED
+                occ = match_pattern(work, ledger, where.starts(work, pat, opt), pat)
+                gain = pattern_gain(occ, ledger.bits[pat], ledger.unit_count)
+            work[occ.pos[occ.pos >= 0]] = COVERED
             if gain <= threshold or chosen.is_fragment(pat, len(occ)):
                 continue
             chosen.add(pat, len(occ))
-            ranked = _ranked(ledger, None, pat, gain, occ, len(out) + 1, tokens_known)
+            ranked = ranked_pattern(ledger, None, pat, gain, occ, len(out) + 1, tokens_known)
             if ranked.support >= min_support:
                 out.append(replace(ranked, pattern=pattern_of(i, ranked.runs)))
     return out
@@ -308,12 +308,12 @@ class _Bounds:
     variants of a chosen workflow sink without being matched again.
     """
 
-    def __init__(self, ledger: UnitLedger, index: _ChainIndex, pats: list[IntArray]) -> None:
+    def __init__(self, ledger: UnitLedger, index: ChainIndex, pats: list[IntArray]) -> None:
         opt = ledger.options
         self.index, self.opt, self.n_units = index, opt, ledger.unit_count
         self.sizes = np.fromiter(map(len, pats), np.int64, len(pats))
         width = int(self.sizes.max())
-        mat = _pattern_matrix(pats, width, -1)
+        mat = pattern_matrix(pats, width, -1)
         self.ids = index.pair_ids(np.maximum(mat[:, :-1], 0), np.maximum(mat[:, 1:], 0))
         absent = np.asarray([index.adj.absent, index.skip.absent, index.adj.absent])
         np.copyto(self.ids, absent, where=(mat[:, 1:] < 0)[..., None])  # past the end: absent
@@ -416,7 +416,7 @@ class _Chosen:
         return usage < self.slack * (used[0] if self.slack >= 0 else used[1])
 
 
-def _gain(occ: _Occurrences, pat_bits: FloatArray, n_units: int) -> float:
+def pattern_gain(occ: TolerantOccurrences, pat_bits: FloatArray, n_units: int) -> float:
     """Bits saved by encoding these occurrences with the pattern (see the module doc)."""
     size = len(pat_bits)
     cum = np.cumsum(pat_bits)

@@ -23,13 +23,10 @@ import numpy as np
 
 from soloflow_core.generalize.arguments import Occurrence
 from soloflow_core.generalize.propose import flow_name_for, propose_flow, title_case
+from soloflow_core.mining.options import RankingOptions
 from soloflow_core.mining.pipeline import MiningProgress, mine_ranked
-from soloflow_core.mining.ranking import (
-    PatternOccurrence,
-    RankedPattern,
-    RankingOptions,
-    with_measured_savings,
-)
+from soloflow_core.mining.ranking import with_measured_savings
+from soloflow_core.mining.results import PatternOccurrence, RankedPattern
 from soloflow_core.models import (
     DetectorConfig,
     FlowCandidate,
@@ -141,10 +138,10 @@ def _evidence(store: Store, ledger: _Ledger, runs: set[int]) -> dict[int, Eviden
 def _swap_passes_data(run: EvidenceRun, a: int, b: int) -> bool:
     """Whether data passes between calls ``a`` and ``b`` (either way): then their order
     matters and a swap of them is a different sequence, not noise."""
-    from soloflow_core.mining.ranking import _passes_data
+    from soloflow_core.mining.units import passes_data
 
     ca, cb = run.tool_calls[a], run.tool_calls[b]
-    return _passes_data(ca, cb) or _passes_data(cb, ca)
+    return passes_data(ca, cb) or passes_data(cb, ca)
 
 
 def _checked(

@@ -6,15 +6,15 @@
   last step reached errored; ``allow_truncated``). So noise does not break a workflow into
   fragments that out-support it.
 
-Matching is one array pass for many candidates at once (:func:`_match_many`: every candidate
+Matching is one array pass for many candidates at once (:func:`match_patterns`: every candidate
 whose bound tops the best gain found must be matched before a choice, so they are matched
 together), from only the places where a free instance of a candidate's first three steps
-starts (:class:`_ChainIndex`, which also counts the free pair and triple instances the cover's
+starts (:class:`ChainIndex`, which also counts the free pair and triple instances the cover's
 gain bounds are made of; an instance with a covered unit can start no occurrence, so as the
 cover grows, fewer places are read). A ledger too big for that index (the whole one a
 sample's choices are replayed on) is read through the instances of a pattern's first pair
 (:class:`PairPositions`) or, beyond :data:`PAIR_POSITIONS_LIMIT` slots, scanned from the
-places of its rarer first step (:class:`CodePositions`, :func:`_scan_starts_many`).
+places of its rarer first step (:class:`CodePositions`, :func:`scan_starts_many`).
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from soloflow_core.mining.options import BoolArray, FloatArray, IntArray
-from soloflow_core.mining.packing import (
-    _between,
-    _count,
-    _distinct,
-    _packed_starts,
-    _pair_keys,
-    _pattern_matrix,
-    _sorted_pairs,
+from soloflow_core.mining._packing import (
+    count_keys,
+    distinct_values,
+    packed_starts,
+    pair_keys,
+    pattern_matrix,
+    positions_between,
+    sorted_pairs,
 )
+from soloflow_core.mining.options import BoolArray, FloatArray, IntArray
 
 if TYPE_CHECKING:
     from soloflow_core.mining.options import RankingOptions
@@ -99,13 +99,13 @@ class _Instances:
         np.subtract.at(self.live, key[free], 1)
 
 
-class _ChainIndex:
+class ChainIndex:
     """Where pairs of units occur (adjacent, one apart) and how many free instances pairs and
     triples have in every form a tolerant occurrence can take: the material of gain bounds.
 
     Steps j, j+1, j+2 of an occurrence lie, relative to the first of them, in one of
     :data:`TRIPLE_FORMS`: each next step adjacent or one apart, or one pair swapped (a stray
-    never sits next to a swapped pair, see :func:`_match`).
+    never sits next to a swapped pair, see :func:`match_pattern`).
     """
 
     TRIPLE_FORMS = ((0, 1, 2), (0, 1, 3), (0, 2, 3), (0, 2, 4), (1, 0, 2), (0, 2, 1))
@@ -117,13 +117,13 @@ class _ChainIndex:
         a, b, c = code[:-2], code[1:-1], code[2:]
         adj_at = np.flatnonzero((a >= 0) & (b >= 0))
         skip_at = np.flatnonzero((a >= 0) & (b >= 0) & (c >= 0))
-        adj_keys, skip_keys = _pair_keys(a, b, adj_at, w), _pair_keys(a, c, skip_at, w)
+        adj_keys, skip_keys = pair_keys(a, b, adj_at, w), pair_keys(a, c, skip_at, w)
         self.adj = _Instances(size, [(adj_at, adj_keys, 1)], w * w)
         self.skip = _Instances(size, [(skip_at, skip_keys, 2)], w * w)
         # Sorted (key, start) of pairs, to find where a pattern can start.
         self._shift = shift = max(size.bit_length(), 1)
-        self.adj_sorted = _sorted_pairs(adj_keys, adj_at, (w * w).bit_length() + shift < 63)
-        self.skip_sorted = _sorted_pairs(skip_keys, skip_at, (w * w).bit_length() + shift < 63)
+        self.adj_sorted = sorted_pairs(adj_keys, adj_at, (w * w).bit_length() + shift < 63)
+        self.skip_sorted = sorted_pairs(skip_keys, skip_at, (w * w).bit_length() + shift < 63)
         # Where a cut-short occurrence can stop: a pair whose later step errored (swapped:
         # the first unit of the pair).
         e1, e2 = err[1:-1], err[2:]
@@ -144,7 +144,7 @@ class _ChainIndex:
             forms.append((at, self._triple_key(x[at], y[at], z[at], reuse=True), max(f)))
         self.triples = _Instances(size, forms, w**3 if w < 2**20 else 2**62)
         # Sorted (triple id, form, start) of every instance, packed: where a pattern can start.
-        packed = [_packed_starts(id_at, at, f, shift)
+        packed = [packed_starts(id_at, at, f, shift)
                   for f, ((id_at, _), (at, _, _)) in enumerate(zip(self.triples.forms, forms,
                                                                    strict=True))]  # fmt: skip
         self.triple_starts = np.concatenate(packed) if packed else np.zeros(0, np.int64)
@@ -165,11 +165,11 @@ class _ChainIndex:
     def starts(self, pat: IntArray, opt: RankingOptions) -> IntArray:
         """Every place a tolerant occurrence of ``pat`` can start (a superset)."""
         w = self.width
-        found = [_between(*self.adj_sorted, int(pat[0] * w + pat[1]))]
+        found = [positions_between(*self.adj_sorted, int(pat[0] * w + pat[1]))]
         if opt.max_gap or opt.max_swaps:  # a stray between, or the next two steps swapped
-            found.append(_between(*self.skip_sorted, int(pat[0] * w + pat[1])))
+            found.append(positions_between(*self.skip_sorted, int(pat[0] * w + pat[1])))
         if opt.max_swaps:
-            found.append(_between(*self.adj_sorted, int(pat[1] * w + pat[0])))
+            found.append(positions_between(*self.adj_sorted, int(pat[1] * w + pat[0])))
         out = np.sort(np.concatenate(found))
         return out[np.concatenate(([True], out[1:] != out[:-1]))] if len(out) else out
 
@@ -241,7 +241,7 @@ class _ChainIndex:
         k = before * self.width + step
         if self.width**2 <= _Instances.DENSE:  # a table of every pair: one look-up each
             return np.bincount(self.err_keys, minlength=self.width**2)[k]
-        return _count(self.err_keys, k)
+        return count_keys(self.err_keys, k)
 
     def cover(self, flat: IntArray) -> None:
         """Units at ``flat`` are taken: instances touching them are no longer free."""
@@ -273,7 +273,7 @@ class _ChainIndex:
 
 
 @dataclass(slots=True)
-class _Occurrences:
+class TolerantOccurrences:
     pos: IntArray  # (n, L) flat position of each step's unit, -1 when not reached
     stray: BoolArray  # (n, L) a stray unit before step j
     swap_at: IntArray  # (n,) j when steps j, j+1 were swapped, else -1
@@ -283,23 +283,23 @@ class _Occurrences:
         return len(self.length)
 
 
-def _match(work: IntArray, ledger: UnitLedger, starts: IntArray, pat: IntArray) -> _Occurrences:
+def match_pattern(work: IntArray, ledger: UnitLedger, starts: IntArray, pat: IntArray) -> TolerantOccurrences:
     """Tolerant occurrences of ``pat`` starting at ``starts``, all advanced step by step
     together; non-overlapping, leftmost first. Covered units (``work == -2``) never match."""
     first = np.asarray(starts, dtype=np.int64)
-    return _match_many(work, ledger, first, np.zeros(len(first), np.int64), [pat])[0][0]
+    return match_patterns(work, ledger, first, np.zeros(len(first), np.int64), [pat])[0][0]
 
 
-def _match_many(
+def match_patterns(
     work: IntArray, ledger: UnitLedger, first: IntArray, cand: IntArray, pats: Sequence[IntArray]
-) -> tuple[list[_Occurrences], FloatArray]:
-    """:func:`_match` of several patterns in one pass, and their :func:`_gain`: one array
+) -> tuple[list[TolerantOccurrences], FloatArray]:
+    """:func:`match_pattern` of several patterns in one pass, and their :func:`pattern_gain`: one array
     operation per step for all of them, not one per pattern. ``first`` are the possible
     starts of ``pats[cand]``, sorted by pattern then start."""
     opt = ledger.options
     sizes = np.fromiter(map(len, pats), np.int64, len(pats))
     width = int(sizes.max())
-    mat = _pattern_matrix(pats, width + 1, -9)  # -9: matches no unit
+    mat = pattern_matrix(pats, width + 1, -9)  # -9: matches no unit
     free = np.flatnonzero(work[first] >= 0)  # a covered unit starts nothing
     first, cand = first[free], cand[free]
     n = len(first)
@@ -400,7 +400,7 @@ def _match_many(
     shift = cand[idx] * (len(work) + 1)
     ends = end[idx] + shift
     begins = first[idx] + shift
-    idx = idx[_leftmost(begins, ends)]
+    idx = idx[leftmost_spans(begins, ends)]
     bounds = np.searchsorted(cand[idx], np.arange(len(pats) + 1)).tolist()
     # The kept rows of all patterns gathered row-major at once (they are sorted by pattern),
     # then each pattern's rows copied out of them: a few array calls per pattern, not seven.
@@ -410,9 +410,9 @@ def _match_many(
     out = []
     for k, p in enumerate(pats):
         lo, hi, w = bounds[k], bounds[k + 1], len(p)
-        out.append(_Occurrences(kept_pos[lo:hi, :w].copy(), kept_stray[lo:hi, :w].copy(),
+        out.append(TolerantOccurrences(kept_pos[lo:hi, :w].copy(), kept_stray[lo:hi, :w].copy(),
                                 kept_swap[lo:hi].copy(), kept_length[lo:hi].copy()))  # fmt: skip
-    # The gains, as _gain works them out, for all patterns at once.
+    # The gains, as pattern_gain works them out, for all patterns at once.
     cum = np.cumsum(np.where(mat[:, :width] >= 0, ledger.bits[np.maximum(mat[:, :width], 0)],
                              0.0), axis=1)  # fmt: skip
     model = cum[np.arange(len(pats)), sizes - 1] + 2 * np.log2(sizes + 1) + 1
@@ -427,7 +427,7 @@ def _match_many(
     return out, gains
 
 
-def _leftmost(begins: IntArray, ends: IntArray) -> BoolArray:
+def leftmost_spans(begins: IntArray, ends: IntArray) -> BoolArray:
     """Which of these spans (sorted by begin) a scan keeps that takes each one not
     overlapping one taken before it. In rounds: a span no undropped earlier one reaches is
     taken, a span a taken one reaches is dropped; chains of overlaps take a round a link."""
@@ -481,10 +481,10 @@ class CodePositions:
     def starts_many(
         self, work: IntArray, pats: Sequence[IntArray], opt: RankingOptions
     ) -> tuple[IntArray, IntArray]:
-        return _scan_starts_many(work, pats, opt, self)
+        return scan_starts_many(work, pats, opt, self)
 
     def starts(self, work: IntArray, pat: IntArray, opt: RankingOptions) -> IntArray:
-        return _scan_starts(work, pat, opt, self)
+        return scan_starts(work, pat, opt, self)
 
     def candidates(self, pat: IntArray) -> IntArray:
         """Where an exact occurrence of ``pat`` may start (a superset): from the places of
@@ -507,14 +507,14 @@ class PairPositions:
         a, b, c = code[:-2], code[1:-1], code[2:]
         packable = (w * w).bit_length() + max(len(code).bit_length(), 1) < 63
         at = np.flatnonzero((a >= 0) & (b >= 0))
-        self.adj = _sorted_pairs(_pair_keys(a, b, at, w), at, packable, reuse=True, small=True)
+        self.adj = sorted_pairs(pair_keys(a, b, at, w), at, packable, reuse=True, small=True)
         at = np.flatnonzero((a >= 0) & (c >= 0))
-        self.skip = _sorted_pairs(_pair_keys(a, c, at, w), at, packable, reuse=True, small=True)
+        self.skip = sorted_pairs(pair_keys(a, c, at, w), at, packable, reuse=True, small=True)
 
     def starts_many(
         self, work: IntArray, pats: Sequence[IntArray], opt: RankingOptions
     ) -> tuple[IntArray, IntArray]:
-        """What :func:`_scan_starts_many` finds: (start, pattern index), sorted by both."""
+        """What :func:`scan_starts_many` finds: (start, pattern index), sorted by both."""
         heads = np.asarray([p[:2] for p in pats], dtype=np.int64).reshape(-1, 2)
         a, b, w = heads[:, 0], heads[:, 1], self.width
         forms = [(self.adj, a, b, 1)]  # a, then b next
@@ -560,7 +560,7 @@ def positions(code: IntArray) -> CodePositions | PairPositions:
     return PairPositions(code) if len(code) < PAIR_POSITIONS_LIMIT else CodePositions(code)
 
 
-def _scan_starts(
+def scan_starts(
     work: IntArray, pat: IntArray, opt: RankingOptions, where: CodePositions
 ) -> IntArray:
     """Every free place a tolerant occurrence of ``pat`` can start (a superset)."""
@@ -572,14 +572,14 @@ def _scan_starts(
     found = at[ok & (work[at] == a)]
     if opt.max_swaps:
         at = where.of(b)
-        found = _distinct(np.concatenate((found, at[(work[at + 1] == a) & (work[at] == b)])))
+        found = distinct_values(np.concatenate((found, at[(work[at + 1] == a) & (work[at] == b)])))
     return found
 
 
-def _scan_starts_many(
+def scan_starts_many(
     work: IntArray, pats: Sequence[IntArray], opt: RankingOptions, where: CodePositions
 ) -> tuple[IntArray, IntArray]:
-    """:func:`_scan_starts` of several patterns: (start, pattern index), sorted by both.
+    """:func:`scan_starts` of several patterns: (start, pattern index), sorted by both.
 
     Each pattern's first two steps ``a, b`` are found from the positions of the rarer of
     the two: ``a`` then ``b`` one or two later, or ``b`` then ``a`` (swapped)."""

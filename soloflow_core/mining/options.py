@@ -25,8 +25,8 @@ BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
 IndexArray = npt.NDArray[np.signedinteger[Any]]
 """Positions, indices and tool codes of a unit ledger: int32 below 2**31 units, else int64."""
-_COVERED = -2  # code of a unit already covered by a chosen pattern
-_MEASURED, _RUN_TOTALS, _UNKNOWN = 2, 1, 0
+COVERED = -2  # code of a unit already covered by a chosen pattern
+SOURCE_MEASURED, SOURCE_RUN_TOTALS, SOURCE_UNKNOWN = 2, 1, 0
 
 
 class HasNames(Protocol):

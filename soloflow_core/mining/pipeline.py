@@ -56,26 +56,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.random import default_rng  # at import: numpy loads it lazily, ~5 ms
 
+from soloflow_core.mining._packing import distinct_values
+from soloflow_core.mining.cover import greedy_cover, rank_coded, replay_cover
 from soloflow_core.mining.fast import CodedPatterns, MinedPattern, mine_levels
-from soloflow_core.mining.matching import PairPositions, _ChainIndex, positions
-from soloflow_core.mining.ranking import (
-    _RUN_TOTALS,
-    _UNKNOWN,
-    CodePositions,
-    RankedPattern,
-    RankingOptions,
+from soloflow_core.mining.matching import ChainIndex, CodePositions, PairPositions, positions
+from soloflow_core.mining.options import SOURCE_RUN_TOTALS, SOURCE_UNKNOWN, RankingOptions
+from soloflow_core.mining.results import RankedPattern
+from soloflow_core.mining.units import (
     UnitLedger,
-    _distinct,
-    greedy_cover,
+    continues_unit,
     prepare_ledger,
-    rank_coded,
-    replay_cover,
     unit_ledger_from_calls,
 )
-from soloflow_core.mining.units import continues_unit
 
 if TYPE_CHECKING:
-    from soloflow_core.mining.ranking import BoolArray, FloatArray, IntArray
+    from soloflow_core.mining.options import BoolArray, FloatArray, IntArray
 
 __all__ = ["DEFAULT_SAMPLE_UNITS", "MiningProgress", "mine_ranked", "prepare_units"]
 
@@ -211,7 +206,7 @@ def _with_run_totals(ledger: UnitLedger, known: BoolArray, per_turn: FloatArray)
     ledger.unit_tokens = per_turn[run]
     ledger.unit_tokens *= calls
     of_known = known[run]
-    ledger.unit_source = np.where(of_known, np.int8(_RUN_TOTALS), np.int8(_UNKNOWN))
+    ledger.unit_source = np.where(of_known, np.int8(SOURCE_RUN_TOTALS), np.int8(SOURCE_UNKNOWN))
     np.copyto(calls, np.nan, where=~of_known)
     ledger.unit_turns = calls
     return ledger
@@ -261,7 +256,7 @@ def mine_ranked(
             ledger = _column_units(runs, options, sample)
             report("units", 1.0)
             with ThreadPoolExecutor(max_workers=1) as background:
-                index = background.submit(_ChainIndex, ledger.code, ledger.err)
+                index = background.submit(ChainIndex, ledger.code, ledger.err)
                 whole = background.submit(_indexed, lambda: _column_units(runs, options))
                 return _mine_sampled(
                     ledger, index, whole, kept, min_length, min_support, top_k, report
@@ -273,7 +268,7 @@ def mine_ranked(
     if sample_units is not None and ledger.unit_count > sample_units:
         part = ledger.restricted_to(_sample(len(ledger.kept), ledger.unit_count, sample_units))
         with ThreadPoolExecutor(max_workers=1) as background:
-            index = background.submit(_ChainIndex, part.code, part.err)
+            index = background.submit(ChainIndex, part.code, part.err)
             whole = background.submit(_indexed, lambda: ledger)
             return _mine_sampled(
                 part, index, whole, len(ledger.kept), min_length, min_support, top_k, report
@@ -304,7 +299,7 @@ def _indexed(build: Callable[[], UnitLedger]) -> tuple[UnitLedger, Positions]:
 
 def _mine_sampled(
     ledger: UnitLedger,
-    index: Future[_ChainIndex],
+    index: Future[ChainIndex],
     whole: Future[tuple[UnitLedger, Positions]],
     kept: int,
     min_length: int,
@@ -428,7 +423,7 @@ def _run_support(ledger: UnitLedger, pos: IntArray) -> int:
     if not len(pos):
         return 0
     units = ledger.flat_unit[pos.max(axis=1)]
-    return len(_distinct(ledger.unit_run[units]))
+    return len(distinct_values(ledger.unit_run[units]))
 
 
 def _sample(kept: int, units: int, budget: int) -> BoolArray:
@@ -453,6 +448,6 @@ def _whole_pattern(
     return MinedPattern(
         codes=codes,
         names=tuple(ledger.names[c] for c in codes),
-        support=len(_distinct(runs)),
+        support=len(distinct_values(runs)),
         exact_support=int(whole.sum()),
     )

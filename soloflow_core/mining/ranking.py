@@ -3,7 +3,7 @@
 Counting a pattern's support and multiplying by a run's cost ranks 3-call fragments of common
 workflows above the workflows, and chance sequences of popular tools above both. Here the
 ranking picks the set of patterns that best *compresses* the ledger (the MDL idea of SQS and
-GoKrimp), greedily. This module is its public face; the stages live in:
+GoKrimp), greedily. This module ranks runs end to end; the stages live in:
 
 * :mod:`~soloflow_core.mining.units`: runs as units (a retried call, and by default a loop,
   is one unit; failed runs are left out unless ``include_failed_runs``).
@@ -34,53 +34,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from soloflow_core.mining.closed import mine_closed_patterns
-from soloflow_core.mining.cover import _gain as _gain
-from soloflow_core.mining.cover import greedy_cover, rank_coded, rank_patterns, replay_cover
-from soloflow_core.mining.matching import CodePositions
-from soloflow_core.mining.matching import _ChainIndex as _ChainIndex
-from soloflow_core.mining.matching import _distinct as _distinct
-from soloflow_core.mining.matching import _leftmost as _leftmost
-from soloflow_core.mining.matching import _match as _match
-from soloflow_core.mining.matching import _match_many as _match_many
-from soloflow_core.mining.matching import _scan_starts as _scan_starts
-from soloflow_core.mining.matching import _scan_starts_many as _scan_starts_many
-from soloflow_core.mining.options import _RUN_TOTALS as _RUN_TOTALS
-from soloflow_core.mining.options import _UNKNOWN as _UNKNOWN
-from soloflow_core.mining.options import DEFAULT_TOKENS_PER_STEP, HasNames, RankingOptions
-from soloflow_core.mining.options import BoolArray as BoolArray
-from soloflow_core.mining.options import FloatArray as FloatArray
-from soloflow_core.mining.options import IntArray as IntArray
-from soloflow_core.mining.results import OccurrenceList, PatternOccurrence, RankedPattern
-from soloflow_core.mining.units import (
-    UnitLedger,
-    _align_turns,
-    collapse_retries,
-    prepare_ledger,
-    unit_ledger_from_calls,
-)
-from soloflow_core.mining.units import _passes_data as _passes_data
+from soloflow_core.mining.cover import rank_patterns
+from soloflow_core.mining.options import HasNames, RankingOptions
+from soloflow_core.mining.results import RankedPattern
+from soloflow_core.mining.units import align_turns, prepare_ledger
 
 if TYPE_CHECKING:
     from soloflow_core.models import TaskRun
 
-__all__ = [
-    "DEFAULT_TOKENS_PER_STEP",
-    "OccurrenceList",
-    "PatternOccurrence",
-    "RankedPattern",
-    "CodePositions",
-    "RankingOptions",
-    "UnitLedger",
-    "collapse_retries",
-    "prepare_ledger",
-    "greedy_cover",
-    "rank_coded",
-    "rank_patterns",
-    "rank_runs",
-    "replay_cover",
-    "unit_ledger_from_calls",
-    "with_measured_savings",
-]
+__all__ = ["rank_runs", "with_measured_savings"]
 
 
 def with_measured_savings(
@@ -95,7 +57,7 @@ def with_measured_savings(
             run = runs[occ.run]
         except (KeyError, IndexError):
             continue
-        aligned = _align_turns(run.model_calls, len(run.tool_calls))
+        aligned = align_turns(run.model_calls, len(run.tool_calls))
         if aligned is None:
             continue
         tok, turn = aligned

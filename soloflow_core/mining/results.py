@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
-from soloflow_core.mining.matching import _distinct
-from soloflow_core.mining.options import _MEASURED, _RUN_TOTALS, BoolArray, IntArray
+from soloflow_core.mining._packing import distinct_values
+from soloflow_core.mining.options import SOURCE_MEASURED, SOURCE_RUN_TOTALS, BoolArray, IntArray
 
 if TYPE_CHECKING:
-    from soloflow_core.mining.matching import _Occurrences
+    from soloflow_core.mining.matching import TolerantOccurrences
     from soloflow_core.mining.units import UnitLedger
 
 __all__ = ["OccurrenceList", "PatternOccurrence", "RankedPattern"]
@@ -51,7 +51,7 @@ class OccurrenceList(Sequence[PatternOccurrence]):
     __slots__ = ("_bounds", "_length", "_runs", "_spans", "_stray", "_swap_at", "_units")
 
     def __init__(
-        self, ledger: UnitLedger, runs: IntArray, units: IntArray, occ: _Occurrences
+        self, ledger: UnitLedger, runs: IntArray, units: IntArray, occ: TolerantOccurrences
     ) -> None:
         self._runs, self._units = runs, units
         # Each step's calls are looked up when an occurrence is first read, not here: most
@@ -140,16 +140,16 @@ class RankedPattern:
         return len(self.runs)
 
 
-def _ranked(
+def ranked_pattern(
     ledger: UnitLedger,
     pattern: Any,
     pat: IntArray,
     gain: float,
-    occ: _Occurrences,
+    occ: TolerantOccurrences,
     rank: int,
     source: int | None = None,
 ) -> RankedPattern:
-    """``pat`` as a result; ``source``: :func:`_one_source` of the ledger, if worked out."""
+    """``pat`` as a result; ``source``: :func:`one_source` of the ledger, if worked out."""
     names = tuple(ledger.names[c] for c in pat.tolist())
     reached = occ.pos >= 0
     # A step not reached has position -1: the ledger's last slot, a pad whose unit is -1.
@@ -172,7 +172,7 @@ def _ranked(
         "cut short by a failing call": int((occ.length < len(pat)).sum()),
     }
     parts = ", ".join(f"{v} {k}" for k, v in noisy.items() if v)
-    runs = _distinct(run_of)
+    runs = distinct_values(run_of)
     explanation = (
         f"{len(occ)} occurrences in {len(runs)} runs ({clean} exact"
         + (f"; {parts}" if parts else "")
@@ -203,7 +203,7 @@ def _ranked(
     )
 
 
-def _one_source(ledger: UnitLedger) -> int | None:
+def one_source(ledger: UnitLedger) -> int | None:
     """How every unit's tokens were known, when it is the same for all (None otherwise):
     worked out once for the many results of one ledger, each of which would otherwise read
     its occurrences' sources."""
@@ -217,18 +217,18 @@ def _savings(
     ledger: UnitLedger, units: IntArray, reached: BoolArray, one: int | None = None
 ) -> tuple[float, float, str]:
     """Tokens and model turns saved per occurrence, and how that was worked out (``one``:
-    :func:`_one_source` of the ledger, if worked out)."""
+    :func:`one_source` of the ledger, if worked out)."""
     if len(units) == 0:
         return 0.0, 0.0, "no occurrences"
     safe = units  # -1 where not reached: reads the last unit, masked by ``reached``
     if one is not None and reached[:, 0].all():  # each row's least source: the one
         source = np.full(len(units), one, dtype=np.int8)
     else:
-        source = np.where(reached, ledger.unit_source[safe], _MEASURED).min(axis=1)
+        source = np.where(reached, ledger.unit_source[safe], SOURCE_MEASURED).min(axis=1)
     for level, how in (
-        (_MEASURED, "measured: tokens of the model turns that requested the pattern's calls "
+        (SOURCE_MEASURED, "measured: tokens of the model turns that requested the pattern's calls "
          "(usage_metadata)"),
-        (_RUN_TOTALS, "run totals: each run's tokens spread evenly over its model turns "
+        (SOURCE_RUN_TOTALS, "run totals: each run's tokens spread evenly over its model turns "
          "(one per call plus the answer)"),
     ):  # fmt: skip
         use = source == level

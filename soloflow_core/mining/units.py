@@ -23,9 +23,9 @@ import numpy.typing as npt
 
 from soloflow_core.mining.fast import CodedLedger
 from soloflow_core.mining.options import (
-    _MEASURED,
-    _RUN_TOTALS,
-    _UNKNOWN,
+    SOURCE_MEASURED,
+    SOURCE_RUN_TOTALS,
+    SOURCE_UNKNOWN,
     BoolArray,
     FloatArray,
     IndexArray,
@@ -78,26 +78,26 @@ def _run_fields(run: Any) -> _RunFields:
         names = tuple(run.names)
         errors = tuple(bool(e) for e in (getattr(run, "errors", None) or ()))
         fields = _RunFields(
-            names, errors, getattr(run, "success", None), None, None, _UNKNOWN, None
+            names, errors, getattr(run, "success", None), None, None, SOURCE_UNKNOWN, None
         )
     else:
         names = tuple(c.name for c in tool_calls)
         errors = tuple(bool(c.error) for c in tool_calls)
-        flows = [_passes_data(a, b) for a, b in zip(tool_calls, tool_calls[1:], strict=False)]
-        fields = _RunFields(names, errors, run.success, None, None, _UNKNOWN, flows)
-        aligned = _align_turns(run.model_calls, len(tool_calls))
+        flows = [passes_data(a, b) for a, b in zip(tool_calls, tool_calls[1:], strict=False)]
+        fields = _RunFields(names, errors, run.success, None, None, SOURCE_UNKNOWN, flows)
+        aligned = align_turns(run.model_calls, len(tool_calls))
         if aligned is not None:
             fields.call_tokens, fields.call_turns = aligned
-            fields.source = _MEASURED
+            fields.source = SOURCE_MEASURED
     tokens = getattr(run, "tokens", None)
-    if fields.source == _UNKNOWN and tokens and names:
+    if fields.source == SOURCE_UNKNOWN and tokens and names:
         per_turn = tokens / (len(names) + 1)  # one turn per call plus the final answer
         fields.call_tokens, fields.call_turns = [per_turn] * len(names), [1.0] * len(names)
-        fields.source = _RUN_TOTALS
+        fields.source = SOURCE_RUN_TOTALS
     return fields
 
 
-def _align_turns(
+def align_turns(
     model_calls: Sequence[Any], n_calls: int
 ) -> tuple[list[float], list[float]] | None:
     """Each tool call's share of the model turn that requested it, when the counts agree."""
@@ -140,7 +140,7 @@ def _leaves(value: Any, out: set[str], depth: int = 0) -> None:
             _leaves(v, out, depth + 1)
 
 
-def _passes_data(first: Any, second: Any) -> bool:
+def passes_data(first: Any, second: Any) -> bool:
     """Whether a value of ``first``'s output appears in ``second``'s arguments."""
     if first.output is None or not second.args:
         return False
@@ -372,7 +372,7 @@ def unit_ledger_from_calls(
     source = (
         np.minimum.reduceat(np.asarray(srcs, dtype=np.int8), first)
         if n_units and srcs is not None
-        else np.broadcast_to(np.int8(_UNKNOWN), (n_units,))
+        else np.broadcast_to(np.int8(SOURCE_UNKNOWN), (n_units,))
     )
     start = run_start[unit_run]  # each unit's run's first call
     first -= start

@@ -26,10 +26,10 @@ from soloflow_core.store.journal_io import (
     stamper,
 )
 from soloflow_core.store.step_journal import (
+    FinishingJournal,
     StoreStepJournal,
-    _begin_moves,
-    _finish_moves,
-    _Finishing,
+    begin_moves,
+    finish_moves,
 )
 from soloflow_core.store.writer import json_text, now, storable_text
 
@@ -83,7 +83,7 @@ def pg_complete_params(run_id: str, step_key: str, text: str, when: datetime) ->
     return (when, when, text, run_id, step_key)
 
 
-_PG_COMPLETE_THEN_FINISH = (
+PG_COMPLETE_THEN_FINISH = (
     f"WITH up AS ({_PG_COMPLETE_SET} RETURNING run_id), "
     "fin AS (UPDATE sf_flow_runs SET status = %s, outputs = CAST(%s AS jsonb), error = %s, outcome = %s, "
     "ended_at = %s, updated_at = %s WHERE id = %s AND status = 'running' AND EXISTS (SELECT 1 FROM up) "
@@ -99,7 +99,7 @@ _PG_COMPLETE_THEN_FINISH = (
 def pg_complete_then_finish_params(run_id: str, step_key: str, text: str, when: datetime, *, status: str,
                                    outputs: str, error: str | None, outcome: str | None,
                                    note: str | None) -> tuple[Any, ...]:
-    """The parameters of ``_PG_COMPLETE_THEN_FINISH``: the completion's, then the end's (at now)."""
+    """The parameters of ``PG_COMPLETE_THEN_FINISH``: the completion's, then the end's (at now)."""
     at = now()
     return (*pg_complete_params(run_id, step_key, text, when), status, outputs, error, outcome, at, at,
             run_id, status, at, note)
@@ -149,7 +149,7 @@ class StartWrite:
     work: Callable[[Any], bool] | None = None
 
 
-class DriverStepJournal(_Finishing):
+class DriverStepJournal(FinishingJournal):
     """The store's journal on SQLite and PostgreSQL, written through the driver connection,
     one short transaction (on PostgreSQL often one statement) per call; SQLAlchemy's
     per-statement cost would double a step's. A step's usual begin and completion are kept
@@ -325,7 +325,7 @@ class DriverStepJournal(_Finishing):
                 return StepBegin(True, _json_load(output) if self._sqlite else output, attempts, False, key)
             if cancel:
                 return StepBegin(False, None, 0, True, key)
-            moves = _begin_moves(self.run_id, step_key, state)
+            moves = begin_moves(self.run_id, step_key, state)
             attempt = (attempts or 0) + 1
             at = self._stamp(now())
             cur.execute(sql.upsert_running, (self.run_id, step_key, step_id, attempt, key, at))
@@ -518,7 +518,7 @@ class DriverStepJournal(_Finishing):
         params = pg_complete_then_finish_params(self.run_id, step_key, json_text(output), when, status=status,
                                                 outputs=json_text(outputs), error=None, outcome=outcome,
                                                 note=storable_text(outcome))
-        ride = self._carrier([(_PG_COMPLETE_THEN_FINISH, params)])
+        ride = self._carrier([(PG_COMPLETE_THEN_FINISH, params)])
         with self._ahead_lock:
             self._ahead_writes.append(functools.partial(self._carried_end, ride, held, (status, outputs, outcome)))
 
@@ -570,7 +570,7 @@ class DriverStepJournal(_Finishing):
         current, top = row
         if current == state:
             return
-        moves, final = _finish_moves(self.run_id, step_key, current, state, then)
+        moves, final = finish_moves(self.run_id, step_key, current, state, then)
         at = self._stamp(now())
         done = state is StepState.COMPLETED
         seq: int | None = None

@@ -26,7 +26,7 @@ from soloflow_core.flow.fsm import (
 from soloflow_core.flow.journal import StepJournal
 from soloflow_core.store import schema as t
 from soloflow_core.store.driver_journal import (
-    _PG_COMPLETE_THEN_FINISH,
+    PG_COMPLETE_THEN_FINISH,
     Carrier,
     DriverStepJournal,
     StartWrite,
@@ -354,7 +354,7 @@ class FlowRunStore:
             if held is not None and one is not None:
                 step_key, text, when = one
                 try:
-                    completed, ended = driver_statement(engine, _PG_COMPLETE_THEN_FINISH, pg_complete_then_finish_params(
+                    completed, ended = driver_statement(engine, PG_COMPLETE_THEN_FINISH, pg_complete_then_finish_params(
                         run_id, step_key, text, when, status=str(status), outputs=json_text(outputs), error=err,
                         outcome=outcome, note=note_text))[0]
                 except BaseException:

@@ -32,7 +32,7 @@ def _transition_row(run_id: str, step_key: str | None, old: str | None, new: str
             "at": at, "detail": None if detail is None else storable_text(detail)}
 
 
-class _Finishing(StepJournal):
+class FinishingJournal(StepJournal):
     """The moves after ``begin``, in terms of one ``_finish`` each journal implements."""
 
     def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
@@ -56,7 +56,7 @@ RECOVERED = "the process ended after the call returned; output recovered from th
 """The detail of a completion recorded on resume from the checkpoint (see ``recovered``)."""
 
 
-class StoreStepJournal(_Finishing):
+class StoreStepJournal(FinishingJournal):
     """A :class:`StepJournal` in the store: each call is one short transaction."""
 
     def __init__(self, writer: Engine, reader: Engine, run_id: str) -> None:
@@ -87,7 +87,7 @@ class StoreStepJournal(_Finishing):
                                  cancelled=False, idempotency_key=key)
             if cancel:
                 return StepBegin(done=False, output=None, attempt=0, cancelled=True, idempotency_key=key)
-            moves = _begin_moves(self.run_id, step_key, None if row is None else row.state)
+            moves = begin_moves(self.run_id, step_key, None if row is None else row.state)
             attempt = (0 if row is None else row.attempts) + 1
             if row is None:
                 conn.execute(sa.insert(t.flow_step_runs).values(
@@ -112,7 +112,7 @@ class StoreStepJournal(_Finishing):
             current = None if row is None else row.state
             if current == state:
                 return
-            moves, final = _finish_moves(self.run_id, step_key, current, state, then)
+            moves, final = finish_moves(self.run_id, step_key, current, state, then)
             values: dict[str, Any] = {"state": final.value, "finished_at": at}
             if state is StepState.COMPLETED:
                 values["output"] = jsonable(output)
@@ -153,7 +153,7 @@ def _next_seq(conn: Connection, run_id: str) -> int:
     return int(top or 0) + 1
 
 
-def _finish_moves(run_id: str, step_key: str, current: str | None, state: StepState,
+def finish_moves(run_id: str, step_key: str, current: str | None, state: StepState,
                   then: StepState | None) -> tuple[list[tuple[str | None, str]], StepState]:
     """The checked transitions from ``current`` to ``state`` (then to ``then``), and the
     state the step ends in. A step skipped before it was ever recorded passes ``pending``."""
@@ -170,7 +170,7 @@ def _finish_moves(run_id: str, step_key: str, current: str | None, state: StepSt
     return moves, then
 
 
-def _begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[str | None, str]]:
+def begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[str | None, str]]:
     """The transitions that take a step from ``current`` to ``running``."""
     if current is None:
         return list(_NEW_STEP_MOVES)

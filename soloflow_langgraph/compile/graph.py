@@ -40,8 +40,6 @@ from soloflow_langgraph.compile.nodes import (
     StepNode,
     StepSpec,
     flow_state_schema,
-    merge_dicts,
-    merge_map_parts,
 )
 from soloflow_langgraph.compile.step_call import ExecutorInfo, inspect_executor
 
@@ -51,19 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "FANOUT_SUFFIX",
-    "ITEM_SUFFIX",
-    "FlowContext",
-    "FlowState",
-    "begin_ahead_plan",
-    "build_flow_graph",
-    "compile_flow",
-    "flow_mermaid",
-    "merge_dicts",
-    "merge_map_parts",
-    "side_effecting",
-]
+__all__ = ["begin_ahead_plan", "build_flow_graph", "compile_flow", "flow_mermaid", "side_effecting"]
 
 
 def side_effecting(step: FlowStep, info: ExecutorInfo | None) -> bool:

@@ -39,11 +39,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from soloflow_langgraph.compile.step_call import (
-    _POOL,
+    CALL_POOL,
     IDEMPOTENCY_ARG,
     ExecutorInfo,
-    _call,
-    _unwrap,
+    call_executor,
+    unwrap_output,
 )
 
 T = TypeVar("T")
@@ -134,12 +134,12 @@ class RunWatch:
                 raise RunAbandoned
             self.current = call
         try:
-            out = _call(executor, info, kwargs)
+            out = call_executor(executor, info, kwargs)
         except BaseException:
             self._ended(call)
             raise
         self._ended(call)
-        return _unwrap(out)
+        return unwrap_output(out)
 
     def _ended(self, call: WatchedCall) -> None:
         with self.lock:
@@ -182,7 +182,7 @@ def run_watched(target: Callable[[], T], watch: RunWatch) -> T:
 
     wait = watch.poll
     try:
-        _POOL.submit(main)  # inside the try: an interrupt from here on fences the invocation
+        CALL_POOL.submit(main)  # inside the try: an interrupt from here on fences the invocation
         while not done.acquire(True, wait):
             with watch.lock:
                 call, now = watch.current, time.monotonic()

@@ -88,14 +88,14 @@ def _tool_params(tool: Any) -> set[str]:
     return names
 
 
-def _unwrap(out: Any) -> Any:
+def unwrap_output(out: Any) -> Any:
     content = getattr(out, "content", None)
     if content is not None and type(out).__name__ == "ToolMessage":
         return content
     return out
 
 
-def _call(executor: Any, info: ExecutorInfo, kwargs: dict[str, Any]) -> Any:
+def call_executor(executor: Any, info: ExecutorInfo, kwargs: dict[str, Any]) -> Any:
     if info.is_tool:
         if info.is_async:
             return executor.ainvoke(kwargs)
@@ -139,13 +139,13 @@ def call_with_limit(
             if info.is_async:
                 box["out"] = asyncio.run(asyncio.wait_for(_awaitable(executor, info, kwargs), timeout))
             else:
-                box["out"] = _call(executor, info, kwargs)
+                box["out"] = call_executor(executor, info, kwargs)
         except BaseException as exc:  # handed to the waiting step
             box["exc"] = exc
         finally:
             done.set()
 
-    _POOL.submit(lambda: ctx.run(work))
+    CALL_POOL.submit(lambda: ctx.run(work))
     # An async call is cancelled by its own wait_for; the grace lets that finish first.
     if not done.wait(timeout + (1.0 if info.is_async else 0.0)):
         raise timed_out(where, timeout, cancelled=info.is_async)
@@ -154,7 +154,7 @@ def call_with_limit(
         if isinstance(exc, TimeoutError) and info.is_async:
             raise timed_out(where, timeout, cancelled=True) from exc
         raise exc
-    return _unwrap(box.get("out"))
+    return unwrap_output(box.get("out"))
 
 
 class _Worker:
@@ -196,11 +196,11 @@ class _DaemonPool:
             return True
 
 
-_POOL = _DaemonPool()
+CALL_POOL = _DaemonPool()
 
 
 async def _awaitable(executor: Any, info: ExecutorInfo, kwargs: dict[str, Any]) -> Any:
-    out = _call(executor, info, kwargs)
+    out = call_executor(executor, info, kwargs)
     if inspect.isawaitable(out):
         out = await out
     return out

@@ -49,8 +49,8 @@ from soloflow_core.flow.journal import InMemoryStepJournal, StepJournal
 from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import json_text
-from soloflow_langgraph.compile.graph import FlowContext, begin_ahead_plan, compile_flow
-from soloflow_langgraph.compile.nodes import HALTED
+from soloflow_langgraph.compile.graph import begin_ahead_plan, compile_flow
+from soloflow_langgraph.compile.nodes import HALTED, FlowContext
 from soloflow_langgraph.compile.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
 from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs
 from soloflow_langgraph.runtime.results import FlowRunResult

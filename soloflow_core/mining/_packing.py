@@ -15,7 +15,7 @@ import numpy.typing as npt
 from soloflow_core.mining.options import IndexArray, IntArray
 
 
-def _pattern_matrix(pats: Sequence[IntArray], width: int, fill: int) -> IntArray:
+def pattern_matrix(pats: Sequence[IntArray], width: int, fill: int) -> IntArray:
     """The patterns as rows of a ``(len(pats), width)`` matrix, padded with ``fill``."""
     sizes = np.fromiter(map(len, pats), np.int64, len(pats))
     mat = np.full((len(pats), width), fill, dtype=np.int64)
@@ -26,7 +26,7 @@ def _pattern_matrix(pats: Sequence[IntArray], width: int, fill: int) -> IntArray
     return mat
 
 
-def _sorted_pairs(
+def sorted_pairs(
     keys: IntArray, at: IntArray, packable: bool, *, reuse: bool = False, small: bool = False
 ) -> tuple[IntArray, IndexArray]:
     """(key, start) sorted by both: one packed sort when both fit in an int64.
@@ -48,7 +48,7 @@ def _sorted_pairs(
     return packed, pos
 
 
-def _distinct(values: IntArray) -> IntArray:
+def distinct_values(values: IntArray) -> IntArray:
     """The distinct values, ascending (np.unique without its first call's import of
     numpy.ma, ~80 ms in a fresh process; np.compress, several times faster than a boolean
     index on long arrays)."""
@@ -56,17 +56,17 @@ def _distinct(values: IntArray) -> IntArray:
     return np.compress(np.concatenate(([True], out[1:] != out[:-1])), out) if len(out) else out
 
 
-def _between(keys: IntArray, pos: IntArray, key: int) -> IntArray:
+def positions_between(keys: IntArray, pos: IntArray, key: int) -> IntArray:
     return pos[np.searchsorted(keys, key, side="left") : np.searchsorted(keys, key, side="right")]
 
 
-def _count(sorted_keys: IntArray, k: IntArray) -> IntArray:
+def count_keys(sorted_keys: IntArray, k: IntArray) -> IntArray:
     return np.searchsorted(sorted_keys, k, side="right") - np.searchsorted(
         sorted_keys, k, side="left"
     )
 
 
-def _pair_keys(a: IntArray, b: IntArray, at: IntArray, w: int) -> IntArray:
+def pair_keys(a: IntArray, b: IntArray, at: IntArray, w: int) -> IntArray:
     """``a[at] * w + b[at]`` in int64 (keys are products of codes), built in one array."""
     keys = a[at].astype(np.int64, copy=False)
     keys *= w
@@ -74,7 +74,7 @@ def _pair_keys(a: IntArray, b: IntArray, at: IntArray, w: int) -> IntArray:
     return keys
 
 
-def _packed_starts(id_at: npt.NDArray[np.int32], at: IntArray, form: int, shift: int) -> IntArray:
+def packed_starts(id_at: npt.NDArray[np.int32], at: IntArray, form: int, shift: int) -> IntArray:
     """(triple id, form, start) of a form's instances starting ``at``, packed in an int64."""
     packed = id_at[at].astype(np.int64)
     packed <<= shift + 3
