@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from soloflow_core.store import Store
-from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
+from soloflow_langgraph import SoloFlowCallbackHandler
 from soloflow_langgraph.testing import ScriptedChatModel
 
 

@@ -9,9 +9,10 @@ AgentDojo; the first function that needs it does, and names the extra when it is
 - :mod:`.scoring` — run a flow through ``compile_flow`` and score it with ``utility``.
 
 ``WORKSPACE_TOOLS``, ``TRAVEL_TOOLS``, ``BANKING_TOOLS`` and ``SLACK_TOOLS`` are a suite's
-tools on a fresh default environment (made when first read), for the command line::
+tools on a fresh default environment (made when first read), for the command line (from the
+repository root: this harness is not part of the installed package)::
 
-    soloflow flows validate examples/agentdojo/flows/banking/user_task_3.yaml \
+    PYTHONPATH=. soloflow flows validate examples/agentdojo/flows/banking/user_task_3.yaml \
         --tools benchmarks.agentdojo:BANKING_TOOLS
 """
 

@@ -1,4 +1,5 @@
-"""Learning policy: when a run teaches a flow, and what each flow execution teaches about it.
+"""Learning policy: when a run teaches a flow, what each flow execution teaches about it, and
+promotion (a verified candidate becomes a registered flow, :mod:`.promotion`).
 
 Framework-free: pure functions over :class:`~soloflow_core.models.TaskRun` and
 :class:`FlowStats`; storage and the agent integration call them. Reference:
@@ -29,6 +30,14 @@ from soloflow_core.learning.outcomes import (
     record_outcome,
     reinstate,
 )
+from soloflow_core.learning.promotion import (
+    DEFAULT_PROMOTION_THRESHOLD,
+    approve_candidate,
+    auto_promote_candidate,
+    describe_divergences,
+    reject_candidate,
+    submit_flow,
+)
 from soloflow_core.learning.triggers import (
     LearningAttempt,
     LearningDecision,
@@ -38,6 +47,7 @@ from soloflow_core.learning.triggers import (
 
 __all__ = [
     "DEFAULT_PRIOR_WEIGHT",
+    "DEFAULT_PROMOTION_THRESHOLD",
     "ENV_PREFIX",
     "MIN_EXECUTIONS_TO_DEMOTE",
     "MIN_EXECUTIONS_TO_RETIRE",
@@ -51,6 +61,9 @@ __all__ = [
     "LearningConfig",
     "LearningDecision",
     "SuggestionMode",
+    "approve_candidate",
+    "auto_promote_candidate",
+    "describe_divergences",
     "find_config_file",
     "format_duration",
     "initial_stats",
@@ -61,6 +74,8 @@ __all__ = [
     "promotion_route",
     "record_outcome",
     "reinstate",
+    "reject_candidate",
     "run_learning",
     "should_learn",
+    "submit_flow",
 ]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, cast, overload
 import numpy as np
 
 from soloflow_core.generalize.arguments import Occurrence
-from soloflow_core.generalize.propose import flow_name_for, propose_flow, title_case
+from soloflow_core.generalize.propose import propose_flow
 from soloflow_core.mining.options import RankingOptions
 from soloflow_core.mining.pipeline import MiningProgress, mine_ranked
 from soloflow_core.mining.ranking import with_measured_savings
@@ -412,4 +412,4 @@ def detect_candidates(
     return out
 
 
-__all__ = ["detect_candidates", "flow_name_for", "propose_flow", "title_case"]
+__all__ = ["MAX_EVIDENCE_RUNS", "detect_candidates"]

@@ -1,20 +1,27 @@
-"""SoloFlow's store: SQLite (WAL) embedded, PostgreSQL by URL; same code."""
+"""Store: SQLite (WAL) embedded, PostgreSQL by URL; the same code for both.
 
+``Store.open(url)`` opens (and migrates) the database; :class:`Store` holds every read and
+write of runs, candidates, flows, flow runs and memory. The records below are what its
+methods return.
+"""
+
+from soloflow_core.store.columns import ToolNameColumns
 from soloflow_core.store.engine import default_database_path, resolve_database_url
-from soloflow_core.store.repository import (
-    FlowRecord,
-    RunSequence,
-    RunSummary,
-    Store,
-    ToolNameColumns,
-)
+from soloflow_core.store.flowruns import FlowRunRecord, StepRunRecord, Transition
+from soloflow_core.store.procedural import FlowHit, FlowMeta
+from soloflow_core.store.repository import FlowRecord, RunSequence, RunSummary, Store
 
 __all__ = [
+    "FlowHit",
+    "FlowMeta",
     "FlowRecord",
+    "FlowRunRecord",
     "RunSequence",
-    "ToolNameColumns",
     "RunSummary",
+    "StepRunRecord",
     "Store",
+    "ToolNameColumns",
+    "Transition",
     "default_database_path",
     "resolve_database_url",
 ]
