@@ -1,6 +1,8 @@
-"""Every SoloFlow hook, in lifecycle order.
+"""The core's hooks, in lifecycle order.
 
-Hooks take keyword arguments only. A plugin marks its implementations with
+The sequential workflow's own hooks live with it, in
+:mod:`soloflow_langgraph.sequential.hookspecs`, and are added to a plugin manager when the
+workflow gets one. Hooks take keyword arguments only. A plugin marks its implementations with
 ``from soloflow_core import hookimpl`` and may accept a subset of a hook's arguments.
 The reference with examples is ``docs/hooks.md``.
 """
@@ -127,64 +129,4 @@ def soloflow_flow_promoted(flow: FlowDefinition) -> None:
         flow: the registered definition, with its version.
 
     Return value: ignored (broadcast to every implementation).
-    """
-
-
-# --------------------------------------------------------------------------- sequential workflow
-
-
-@hookspec(firstresult=True)
-def soloflow_summarize_context(context: str, token_budget: int, purpose: str) -> str | None:
-    """Reduce a context to at most ``token_budget`` tokens for an agent of the sequential workflow.
-
-    Called by the sequential workflow (``soloflow_langgraph.sequential``) whenever an agent
-    is about to receive a large context: the contracts after the contract writer and after
-    each refinement, the auditor's violations before the code generator, and the evaluator's
-    feedback before the refiner. Agents receive the summary, never the full context.
-
-    Args:
-        context: the full text (often Markdown: headings, bullets, paragraphs).
-        token_budget: the most tokens the summary may have.
-        purpose: what the text is: ``"contracts"``, ``"violations"`` or ``"feedback"``;
-            an implementation may leave this argument out.
-
-    Return value: the summary, or None to let the next plugin decide. Stops at the first
-    non-None result; the built-in ``extractive_summarizer`` (deterministic, structure
-    preserving) runs last.
-    """
-
-
-@hookspec
-def soloflow_token_budget_warning(used: int, budget: int, state: Any) -> None:
-    """Called once per workflow when its token use first reaches the warning threshold.
-
-    The sequential workflow warns when ``used`` reaches ``warn_fraction`` (default 0.8) of
-    its token budget, and stops with the reason ``"budget_exceeded"`` once ``used`` is past
-    ``budget``. Exceptions are logged and swallowed: a warning never stops the workflow.
-
-    Args:
-        used: tokens used so far (input + output, from the models' ``usage_metadata``).
-        budget: the workflow's token budget.
-        state: the workflow's state at that moment, a
-            ``soloflow_langgraph.sequential.WorkflowState`` (phases, scores, tokens, cost).
-
-    Return value: ignored (broadcast to every implementation).
-    """
-
-
-@hookspec
-def soloflow_register_sequential_agents(register: Callable[[str, Any], None]) -> None:
-    """Offer agents for the roles of the sequential workflow.
-
-    Call ``register(role, agent)`` once per role you provide. Roles: ``contract_writer``,
-    ``auditor``, ``code_generator``, ``evaluator``, ``refiner``, ``pr_orchestrator``. An agent
-    is a LangChain Runnable, a plain callable, a chat model (given the built-in role prompt),
-    or a ``ChatModelAgent(model, prompt)``. A role registered twice keeps the first
-    registration (user plugins are called before built-in ones, so theirs win). Agents passed
-    to ``SequentialWorkflow(agents=...)`` win over registered ones.
-
-    Args:
-        register: the registration callback; an unknown role raises ``PluginError``.
-
-    Return value: ignored (every implementation is called).
     """

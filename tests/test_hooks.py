@@ -32,6 +32,7 @@ from soloflow_core.memory import InMemoryProvider, MemoryRecord, build_memory_re
 from soloflow_core.models.candidates import candidate_id_for, dedupe_key_for
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
+from soloflow_langgraph.sequential import hookspecs as sequential_hookspecs
 
 ROOT = Path(__file__).resolve().parent.parent
 USER, AGENT = "u1", "a1"
@@ -327,7 +328,8 @@ def _hookspecs() -> dict[str, Callable[..., Any]]:
     marker = f"{hookspecs.hookspec.project_name}_spec"
     return {
         name: fn
-        for name, fn in vars(hookspecs).items()
+        for module in (hookspecs, sequential_hookspecs)
+        for name, fn in vars(module).items()
         if inspect.isfunction(fn) and hasattr(fn, marker)
     }
 
@@ -342,6 +344,9 @@ def test_every_hook_is_documented_and_tested() -> None:
         "soloflow_register_memory_providers",
         "soloflow_register_executors",
         "soloflow_flow_promoted",
+        "soloflow_summarize_context",
+        "soloflow_token_budget_warning",
+        "soloflow_register_sequential_agents",
     }
     headings = set(re.findall(r"^## (.+?)\s*$", (ROOT / "docs/hooks.md").read_text(), re.M))
     tests = {

@@ -66,6 +66,7 @@ from soloflow_langgraph.sequential import (
 )
 from soloflow_langgraph.sequential.agents import registered_agents
 from soloflow_langgraph.sequential.budget import UsageMeter
+from soloflow_langgraph.sequential.hookspecs import add_sequential_hookspecs
 from soloflow_langgraph.sequential.models import ROLES
 from soloflow_langgraph.sequential.tokens import (
     ESTIMATE,
@@ -706,7 +707,8 @@ class Summariser:
 def test_soloflow_summarize_context(
     run_team: Callable[..., WorkflowResult], pm: pluggy.PluginManager
 ) -> None:
-    hook = pm.hook.soloflow_summarize_context
+    # The workflow adds its hook specs to the plugin manager it gets; called directly here.
+    hook = add_sequential_hookspecs(pm).hook.soloflow_summarize_context
     # The built-in extractive summariser answers alone.
     built_in = hook(context=CONTRACTS, token_budget=50, purpose="contracts")
     assert built_in == summarize_extractive(CONTRACTS, 50)
@@ -1164,3 +1166,18 @@ def test_dev_agents_run_the_whole_story(tmp_path: Path, pm: pluggy.PluginManager
         0.62,
         0.86,
     ]
+
+
+def test_the_workflow_adds_its_hook_specs_once(tmp_path: Path) -> None:
+    pm = get_plugin_manager()
+    # The core does not carry them; the built-in summariser implements one all the same.
+    assert pm.hook.soloflow_summarize_context.spec is None
+    assert pm.hook.soloflow_summarize_context.get_hookimpls()
+    assert add_sequential_hookspecs(add_sequential_hookspecs(pm)) is pm
+    assert pm.hook.soloflow_summarize_context.spec is not None
+    # Specified now: the first result, not a list of results.
+    summary = pm.hook.soloflow_summarize_context(context=CONTRACTS, token_budget=50, purpose="x")
+    assert summary == summarize_extractive(CONTRACTS, 50)
+    # A workflow given this plugin manager adds nothing twice.
+    with SequentialWorkflow(tmp_path, Team(scores=[[0.9]]).agents(), plugin_manager=pm) as wf:
+        assert wf.run("Build a todo API").status == "success"

@@ -39,6 +39,7 @@ from soloflow_core.errors import (
     SoloFlowError,
 )
 from soloflow_langgraph.sequential.budget import UsageMeter, metered_config
+from soloflow_langgraph.sequential.hookspecs import add_sequential_hookspecs
 from soloflow_langgraph.sequential.models import RESULT_TYPES, ROLES, RoleInput
 
 if TYPE_CHECKING:
@@ -270,6 +271,7 @@ def as_role_agent(role: str, agent: Any) -> RoleAgent:
 
 def registered_agents(pm: pluggy.PluginManager) -> dict[str, Any]:
     """The agents plugins offer through ``soloflow_register_sequential_agents`` (first wins)."""
+    add_sequential_hookspecs(pm)
     found: dict[str, Any] = {}
 
     def register(role: str, agent: Any) -> None:

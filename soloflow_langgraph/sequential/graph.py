@@ -32,6 +32,7 @@ from langgraph.graph import END, START, StateGraph
 
 from soloflow_langgraph.sequential.agents import RoleAgent
 from soloflow_langgraph.sequential.budget import TokenBudget, Usage, UsageMeter
+from soloflow_langgraph.sequential.hookspecs import add_sequential_hookspecs
 from soloflow_langgraph.sequential.models import (
     COMPLIANCE_THRESHOLD,
     PhaseRecord,
@@ -392,7 +393,7 @@ def build_sequential_graph(
 
     Invoke it with a ``WorkflowState(...).model_dump(mode="json")`` and a ``thread_id``.
     """
-    phases = _Phases(agents, pm, settings or SequentialSettings())
+    phases = _Phases(agents, add_sequential_hookspecs(pm), settings or SequentialSettings())
     graph = StateGraph(GraphState)
     for name in (
         "contract_writer",

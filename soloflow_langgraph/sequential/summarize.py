@@ -13,6 +13,7 @@ from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from soloflow_core.errors import PluginError, SequentialWorkflowError
 from soloflow_langgraph.sequential.budget import UsageMeter, metered_config
+from soloflow_langgraph.sequential.hookspecs import add_sequential_hookspecs
 
 if TYPE_CHECKING:
     import pluggy
@@ -37,6 +38,7 @@ def summarize_context(
     """
     if not context.strip():
         return ""
+    add_sequential_hookspecs(pm)
 
     def call(text: str) -> object:
         return pm.hook.soloflow_summarize_context(

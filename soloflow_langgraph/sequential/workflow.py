@@ -28,6 +28,7 @@ from soloflow_langgraph.sequential.graph import (
     build_sequential_graph,
     recursion_limit,
 )
+from soloflow_langgraph.sequential.hookspecs import add_sequential_hookspecs
 from soloflow_langgraph.sequential.models import (
     PhaseRecord,
     TokenPrice,
@@ -102,7 +103,9 @@ class SequentialWorkflow:
         self.workspace = Path(workspace).resolve()
         self.max_outer, self.max_inner, self.token_budget = max_outer, max_inner, token_budget
         self.durability = durability
-        pm = plugin_manager or get_plugin_manager()
+        pm = add_sequential_hookspecs(
+            plugin_manager if plugin_manager is not None else get_plugin_manager()
+        )
         self.agents = resolve_agents(agents, pm)
         self._conn: sqlite3.Connection | None = None
         if checkpointer is None:
