@@ -1,4 +1,4 @@
-"""The plugin manager factory.
+"""The plugin manager factory, and the errors of a plugin that misbehaves.
 
 Plugins come from the ``soloflow`` entry-point group (built-in ones too) and from the
 modules named in ``SOLOFLOW_PLUGINS`` (comma-separated import paths), like pytest's ``-p``.
@@ -9,14 +9,15 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import pluggy
 
 from soloflow_core import hookspecs
 from soloflow_core._markers import PROJECT_NAME
-from soloflow_core.errors import PluginError
+from soloflow_core.errors import PluginError, SoloFlowError
 
 if TYPE_CHECKING:
     from soloflow_core.models import SoloFlowConfig
@@ -90,5 +91,59 @@ def get_plugin_manager(
         pm.register(module, name=path)
     for plugin in plugins:
         pm.register(plugin)
-    pm.hook.soloflow_configure.call_historic(kwargs={"config": config or SoloFlowConfig()})
+    with plugin_errors(pm, "soloflow_configure"):
+        pm.hook.soloflow_configure.call_historic(kwargs={"config": config or SoloFlowConfig()})
     return pm
+
+
+def _plugin_label(pm: pluggy.PluginManager, plugin: object) -> str:
+    """The plugin's registered name, or its class or module when it was registered unnamed."""
+    name = pm.get_name(plugin) or ""
+    if name and not name.isdigit():  # pluggy names an unnamed plugin by its id()
+        return name
+    return getattr(plugin, "__name__", None) or type(plugin).__name__
+
+
+def failing_plugin(pm: pluggy.PluginManager, hook_name: str, exc: BaseException) -> str | None:
+    """The plugin whose implementation of ``hook_name`` raised ``exc`` (the innermost
+    implementation on its traceback), or None when no implementation was running."""
+    hook = getattr(pm.hook, hook_name, None)
+    if hook is None:
+        return None
+    codes = {
+        code: _plugin_label(pm, impl.plugin)
+        for impl in hook.get_hookimpls()
+        if (code := getattr(impl.function, "__code__", None)) is not None
+    }
+    culprit = None
+    tb = exc.__traceback__
+    while tb is not None:
+        culprit = codes.get(tb.tb_frame.f_code, culprit)
+        tb = tb.tb_next
+    return culprit
+
+
+@contextmanager
+def plugin_errors(pm: pluggy.PluginManager, hook_name: str) -> Iterator[None]:
+    """Turn an exception raised by a plugin's implementation of ``hook_name`` into a
+    :class:`PluginError` that names the plugin. SoloFlow's own errors, and exceptions raised
+    outside any implementation, pass through unchanged.
+
+    Example:
+        >>> with plugin_errors(pm, "soloflow_register_executors"):
+        ...     pm.hook.soloflow_register_executors(register=registry.register, tools=[])
+    """
+    try:
+        yield
+    except SoloFlowError:
+        raise
+    except Exception as exc:
+        name = failing_plugin(pm, hook_name, exc)
+        if name is None:
+            raise
+        blockable = pm.get_plugin(name) is not None  # registered under that name
+        remedy = f"Fix or uninstall it, or block it with {ENV_BLOCKED}={name}." if blockable else "Fix it."
+        raise PluginError(
+            f"plugin {name!r} failed in {hook_name}: {type(exc).__name__}: {exc}. {remedy}",
+            plugin=name,
+        ) from exc

@@ -22,6 +22,7 @@ from soloflow_core import (
     FlowCandidate,
     FlowDefinition,
     FlowStep,
+    PluginError,
     SoloFlowConfig,
     hookimpl,
     hookspecs,
@@ -225,8 +226,11 @@ def test_a_bad_executor_names_its_key(
             register("broken", 42)
 
     add_plugin(Bad())
-    with pytest.raises(TypeError, match="'broken'"):
+    # A plugin that registers a non-executor misbehaves: the error names it and the key.
+    with pytest.raises(PluginError, match=r"plugin 'Bad' .*TypeError: .*'broken'") as info:
         build_executor_registry(pm)
+    assert info.value.plugin == "Bad"
+    assert isinstance(info.value.__cause__, TypeError)
 
 
 # --------------------------------------------------------------------------- promotion

@@ -7,20 +7,26 @@ back to the agent and loses confidence; a second user sees none of it.
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.tools import tool
 from pydantic import PrivateAttr
 from typer.testing import CliRunner
 
+from soloflow_core import StepRecord, hookimpl
 from soloflow_core.learning import LearningConfig
 from soloflow_core.learning.promotion import approve_candidate
 from soloflow_core.memory.procedural import ProceduralMemory
+from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
 from soloflow_langgraph.cli import app
 from soloflow_langgraph.demo.agent import (
@@ -341,3 +347,116 @@ async def test_ainvoke_routes_and_hints(sqlite_store: Store):
         {"messages": [{"role": "user", "content": FOURTH}]}, config={"callbacks": mw2.callbacks}
     )
     assert model2.calls == 5 and all(HINT in s for s in model2.systems)
+
+
+# --------------------------------------------------------------------------- one plugin manager
+
+
+class CarrierPlugin:
+    """A user's plugin: its ``track_shipment`` executor wins over the agent's tool of that
+    name, and it listens to every finished step."""
+
+    def __init__(self) -> None:
+        self.tracked: list[str] = []
+        self.flow_steps: list[str] = []
+
+    @hookimpl
+    def soloflow_register_executors(self, register: Callable[[str, Any], None]) -> None:
+        def track(order_id: str) -> str:
+            self.tracked.append(order_id)
+            return json.dumps({"order_id": order_id, "status": "with the plugin's carrier"})
+
+        register("track_shipment", track)
+
+    @hookimpl
+    def soloflow_step_finished(self, step: StepRecord) -> None:
+        if step.source == "flow":
+            self.flow_steps.append(step.call.name)
+
+
+def test_a_routed_flow_runs_on_the_middlewares_plugin_manager(sqlite_store: Store):
+    store = sqlite_store
+    _, _, learning_mw = learned(store)
+    learning_mw.close()
+    plugin = CarrierPlugin()
+    pm = get_plugin_manager(plugins=[plugin])
+    mw = SoloFlowMiddleware(
+        store, user_id=USER, agent_id=AGENT, tools=TOOLS, config=CONFIG, plugin_manager=pm
+    )
+    try:
+        assert mw.runtime.pm is pm
+        model = make_model()
+        agent = create_agent(model, tools=TOOLS, system_prompt="You are a support agent.",
+                             middleware=[mw])
+        answer, calls = ask(agent, mw, model, FOURTH)
+        assert calls == 0  # routed: the flow ran, with the plugin's executor
+        assert answer == "notified C-1004 that O-5004 is with the plugin's carrier"
+        assert plugin.tracked == ["O-5004"]
+        assert plugin.flow_steps == SEQUENCE
+    finally:
+        mw.close()
+
+
+def _open_files_under(directory: Path) -> int:
+    """This process's file descriptors open on files under ``directory`` (SQLite databases,
+    their -wal and -shm files, the checkpoint database)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed meanwhile (the listing's own descriptor, too)
+            continue
+        count += target.startswith(str(directory))
+    return count
+
+
+def _own_postgres_backends(store: Store) -> int:
+    """Rows of pg_stat_activity that are connections of this process (by client port)."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[len("socket:[") : -1]))
+    ports = set()
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if int(fields[9]) in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    with store.engine.connect() as conn:
+        clients = conn.execute(
+            sa.text("SELECT client_port FROM pg_stat_activity WHERE datname = current_database()")
+        ).scalars()
+        return sum(1 for port in clients if port in ports)
+
+
+def test_flow_hints_leaves_no_connection_open(store: Store, tmp_path: Path):
+    _, _, learning_mw = learned(store)
+    learning_mw.close()
+    postgres = store.engine.dialect.name == "postgresql"
+
+    def open_now() -> tuple[int, int]:
+        return _open_files_under(tmp_path), _own_postgres_backends(store) if postgres else 0
+
+    def hints() -> list[Any]:
+        tools, text = flow_hints(store, USER, AGENT, FOURTH, TOOLS)
+        assert HINT in text
+        return tools
+
+    hints()[0].invoke({"email": "dave@example.com"})  # the pools have what they keep
+    before = open_now()
+    gc.disable()  # an unclosed connection must not hide behind the cycle collector
+    try:
+        for i in range(100):
+            tools = hints()
+            if i % 25 == 0:  # a run opens its runtime and closes it when it returns
+                assert "O-5004" in tools[0].invoke({"email": "dave@example.com"})
+        after = open_now()
+    finally:
+        gc.enable()
+    assert after[0] <= before[0]
+    assert after[1] <= before[1]

@@ -226,6 +226,57 @@ def test_a_module_failing_at_import_is_a_plugin_error_naming_it(
     assert info.value.plugin == name
 
 
+def test_a_plugin_failing_in_configure_is_a_plugin_error_naming_it(
+    plugin_module: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name = plugin_module(
+        """
+        from soloflow_core import hookimpl
+
+        @hookimpl
+        def soloflow_configure(config):
+            raise KeyError("api_key")
+        """
+    )
+    monkeypatch.setenv("SOLOFLOW_PLUGINS", name)
+    with pytest.raises(
+        PluginError, match=rf"plugin '{name}' failed in soloflow_configure: KeyError.*api_key"
+    ) as info:
+        get_plugin_manager()
+    assert info.value.plugin == name
+    assert f"SOLOFLOW_BLOCK_PLUGINS={name}" in str(info.value)
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+class _FailingExecutors:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    @hookimpl
+    def soloflow_register_executors(self, register: Callable[[str, Any], None]) -> None:
+        register("fine", lambda: "ok")
+        raise self.error
+
+
+def test_a_plugin_failing_to_register_executors_is_a_plugin_error_naming_it() -> None:
+    pm = get_plugin_manager(plugins=[_FailingExecutors(RuntimeError("no credentials"))])
+    with pytest.raises(
+        PluginError, match=r"plugin '_FailingExecutors' failed in soloflow_register_executors"
+    ) as info:
+        build_executor_registry(pm, tools=[lookup])
+    assert info.value.plugin == "_FailingExecutors"
+    assert "RuntimeError: no credentials" in str(info.value)
+
+
+def test_a_soloflow_error_from_a_plugin_passes_through() -> None:
+    """A plugin that raises SoloFlow's own errors already says what is wrong."""
+    from soloflow_core import ConfigError
+
+    pm = get_plugin_manager(plugins=[_FailingExecutors(ConfigError("set MY_TOOL_URL"))])
+    with pytest.raises(ConfigError, match="set MY_TOOL_URL"):
+        build_executor_registry(pm)
+
+
 # --------------------------------------------------------------------------- precedence
 
 

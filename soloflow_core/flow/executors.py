@@ -6,6 +6,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from soloflow_core.plugins import plugin_errors
+
 if TYPE_CHECKING:
     import pluggy
 
@@ -46,20 +48,22 @@ class ExecutorRegistry:
 
 
 def build_executor_registry(
-    pm: pluggy.PluginManager | None = None, *, tools: Sequence[Any] = ()
+    pm: pluggy.PluginManager, *, tools: Sequence[Any] = ()
 ) -> ExecutorRegistry:
     """Ask every plugin's ``soloflow_register_executors`` for executors.
 
     Args:
-        pm: the plugin manager; a fresh one from ``get_plugin_manager()`` when None.
+        pm: the plugin manager (the caller's: one manager is passed through every component).
         tools: handed to the hook as ``tools`` (the built-in ``tool_executor`` plugin
             registers each under its name).
-    """
-    from soloflow_core.plugins import get_plugin_manager
 
-    pm = pm or get_plugin_manager()
+    Raises:
+        PluginError: a plugin's implementation raised, or registered something that is not
+            an executor (names the plugin).
+    """
     registry = ExecutorRegistry()
-    pm.hook.soloflow_register_executors(register=registry.register, tools=list(tools))
+    with plugin_errors(pm, "soloflow_register_executors"):
+        pm.hook.soloflow_register_executors(register=registry.register, tools=list(tools))
     return registry
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from soloflow_core.errors import ConfigError
+from soloflow_core.plugins import plugin_errors
 
 if TYPE_CHECKING:
     import pluggy
@@ -92,12 +93,10 @@ class MemoryProviderRegistry:
         return factory(**options)
 
 
-def build_memory_registry(pm: pluggy.PluginManager | None = None) -> MemoryProviderRegistry:
+def build_memory_registry(pm: pluggy.PluginManager) -> MemoryProviderRegistry:
     """Collect every plugin's ``soloflow_register_memory_providers``; ``in-memory`` is built in."""
-    from soloflow_core.plugins import get_plugin_manager
-
-    pm = pm or get_plugin_manager()
     registry = MemoryProviderRegistry()
-    pm.hook.soloflow_register_memory_providers(register=registry.register)
+    with plugin_errors(pm, "soloflow_register_memory_providers"):
+        pm.hook.soloflow_register_memory_providers(register=registry.register)
     registry.register("in-memory", InMemoryProvider)
     return registry

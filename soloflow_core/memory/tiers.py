@@ -40,6 +40,7 @@ from soloflow_core.memory.providers import (
     build_memory_registry,
 )
 from soloflow_core.memory.working import WorkingMemory
+from soloflow_core.plugins import get_plugin_manager
 
 if TYPE_CHECKING:
     import pluggy
@@ -171,7 +172,7 @@ class MemoryTiers:
         options = options or {}
         chosen = {"episodic": episodic, "semantic": semantic}
         if registry is None and any(isinstance(v, str) for v in chosen.values()):
-            registry = build_memory_registry(pm)
+            registry = build_memory_registry(pm if pm is not None else get_plugin_manager())
         providers: dict[str, MemoryProvider] = {}
         for tier, spec in chosen.items():
             if not isinstance(spec, str):

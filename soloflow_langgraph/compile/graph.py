@@ -26,6 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from soloflow_core.flow.executors import ExecutorRegistry, build_executor_registry
 from soloflow_core.flow.validate import validate_flow
 from soloflow_core.models import FlowDefinition, FlowStep, ToolCall
+from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.compile.nodes import (
     FANOUT_SUFFIX,
     FINAL_NODE,
@@ -210,7 +211,8 @@ def compile_flow(
         ExecutorNotFoundError: a step's ``skill_key`` has no executor.
     """
     if registry is None:
-        registry = build_executor_registry(plugin_manager, tools=tools)
+        pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
+        registry = build_executor_registry(pm, tools=tools)
     graph = build_flow_graph(flow, registry, on_step=on_step)
     compiled = graph.compile(checkpointer=checkpointer, name=_graph_name(flow))
     # LangGraph stops a run after 25 supersteps by default; a flow needs at most one per

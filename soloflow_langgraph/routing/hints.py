@@ -12,7 +12,6 @@ import asyncio
 import contextvars
 import json
 import logging
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,8 @@ from soloflow_langgraph.runtime.inputs import apply_input_defaults
 from soloflow_langgraph.runtime.results import FlowRunResult
 
 if TYPE_CHECKING:
+    import pluggy
+
     from soloflow_core.learning.service import LearningService
     from soloflow_core.store import Store
 
@@ -72,16 +73,24 @@ class _FlowRunArgs(BaseModel):
 
 
 class OfferedFlows:
-    """The namespace's flows for one agent: lookup, tools and durable runs."""
+    """The namespace's flows for one agent: lookup, tools and durable runs.
+
+    Runs go through ``runtime`` when one is given (its owner closes it; ``learning``'s
+    outcome recorder is chained to its ``on_finished``). Without one, each run opens a
+    :class:`FlowRuntime` on ``store`` with ``pm`` and closes it when the run returns, so that
+    nothing stays open between runs.
+    """
 
     def __init__(
         self,
         store: Store,
+        *,
         user_id: str,
         agent_id: str,
         tools: Sequence[Any],
         runtime: FlowRuntime | None,
         learning: LearningService | None,
+        pm: pluggy.PluginManager | None,
         min_confidence: float,
         limit: int,
     ) -> None:
@@ -93,17 +102,10 @@ class OfferedFlows:
         }
         self.memory = ProceduralMemory(store)
         self.min_confidence, self.limit = min_confidence, limit
-        self.learning = learning
+        self.learning, self.pm = learning, pm
         on_finished = learning.outcome_recorder(user_id, agent_id) if learning is not None else None
-        if runtime is None:
-            runtime = FlowRuntime(
-                store,
-                tools=self.agent_tools,
-                user_id=user_id,
-                agent_id=agent_id,
-                on_finished=on_finished,
-            )
-        elif on_finished is not None:
+        self._on_finished = on_finished
+        if runtime is not None and on_finished is not None:
             previous = runtime.on_finished
 
             def chained(result: FlowRunResult) -> None:
@@ -113,7 +115,6 @@ class OfferedFlows:
 
             runtime.on_finished = chained
         self.runtime = runtime
-        self._lock = threading.Lock()
 
     def find(self, task: str) -> list[WorkflowMatch]:
         """Matching flows the agent can run (every tool available), best first."""
@@ -138,7 +139,20 @@ class OfferedFlows:
     def run(self, flow: FlowDefinition, inputs: dict[str, Any]) -> FlowRunResult:
         """A durable run, outside any agent graph's context: the flow is its own LangGraph
         thread with the runtime's checkpointer, not a subgraph of the agent."""
-        return contextvars.Context().run(self.runtime.run, flow, inputs)
+        return contextvars.Context().run(self._run, flow, inputs)
+
+    def _run(self, flow: FlowDefinition, inputs: dict[str, Any]) -> FlowRunResult:
+        if self.runtime is not None:
+            return self.runtime.run(flow, inputs)
+        with FlowRuntime(
+            self.store,
+            tools=self.agent_tools,
+            plugin_manager=self.pm,
+            user_id=self.user_id,
+            agent_id=self.agent_id,
+            on_finished=self._on_finished,
+        ) as runtime:
+            return runtime.run(flow, inputs)
 
     def typed_tools(self) -> list[BaseTool]:
         """One tool per flow the namespace holds now (that the agent can run)."""
@@ -222,6 +236,7 @@ def flow_hints(
     *,
     runtime: FlowRuntime | None = None,
     learning: LearningService | None = None,
+    plugin_manager: pluggy.PluginManager | None = None,
     min_confidence: float = DEFAULT_MIN_CONFIDENCE,
     limit: int = 3,
 ) -> tuple[list[BaseTool], str]:
@@ -233,14 +248,26 @@ def flow_hints(
         available_tools: the agent's tools (objects: the flows' steps call them; names only
             when ``runtime`` already knows the executors). Flows needing another tool are
             not offered.
-        runtime: runs the flows (durable, recorded); default a ``FlowRuntime`` on ``store``.
+        runtime: runs the flows (durable, recorded); yours to close. Without one, each run
+            opens a ``FlowRuntime`` on ``store`` and closes it when the run ends: nothing
+            stays open between calls.
         learning: records each run's outcome (confidence) when given.
+        plugin_manager: executors and hooks of those runs (not used with ``runtime``);
+            default a fresh ``get_plugin_manager()`` per run.
 
     Returns:
         ``(tools, hint_text)``: one typed tool per matching flow, then ``flow_run``.
     """
     flows = OfferedFlows(
-        store, user_id, agent_id, available_tools, runtime, learning, min_confidence, limit
+        store,
+        user_id=user_id,
+        agent_id=agent_id,
+        tools=available_tools,
+        runtime=runtime,
+        learning=learning,
+        pm=plugin_manager,
+        min_confidence=min_confidence,
+        limit=limit,
     )
     matches = flows.find(task)
     if not matches:

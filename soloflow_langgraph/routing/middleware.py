@@ -106,12 +106,14 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
             and flows needing any other tool are not offered.
         config: learning settings (``auto_execute``, ``confidence_threshold``,
             ``suggestion_mode``, ...); default ``LearningConfig()``.
-        runtime: the ``FlowRuntime`` flows run on; default one on ``store`` with ``tools``.
-            Its ``on_finished`` is chained to record outcomes.
+        runtime: the ``FlowRuntime`` flows run on (yours to close); default one on
+            ``store`` with ``tools`` and ``plugin_manager``, closed by :meth:`close`. Its
+            ``on_finished`` is chained to record outcomes.
         learning: the learning service; default one on ``store`` with ``config``, replay
             verification and the tools' ``read_only``/``side_effects`` metadata.
-        plugin_manager: hears ``soloflow_flow_promoted`` and the capture hooks; the
-            learning service registers on it. Default: a fresh ``get_plugin_manager()``.
+        plugin_manager: hears ``soloflow_flow_promoted`` and the capture hooks, gives the
+            default runtime its executors and ``soloflow_step_finished``; the learning service
+            registers on it. Default: a fresh ``get_plugin_manager()``.
         route_min_score: the match score a task needs to be routed to a flow.
         min_confidence: flows below it are neither offered nor routed.
         max_flows: at most this many flows offered per task.
@@ -151,8 +153,26 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         if not self.pm.is_registered(learning):
             self.pm.register(learning)
         self.route_min_score = route_min_score
+        self._owns_runtime = runtime is None
+        if runtime is None:
+            runtime = FlowRuntime(
+                store,
+                tools=[t for t in tools if not isinstance(t, str)],
+                plugin_manager=self.pm,
+                user_id=user_id,
+                agent_id=agent_id,
+            )
+        self._runtime = runtime
         self.flows = OfferedFlows(
-            store, user_id, agent_id, tools, runtime, learning, min_confidence, max_flows
+            store,
+            user_id=user_id,
+            agent_id=agent_id,
+            tools=tools,
+            runtime=runtime,
+            learning=learning,
+            pm=self.pm,
+            min_confidence=min_confidence,
+            limit=max_flows,
         )
         typed = self.flows.typed_tools()
         self._typed = {str((t.metadata or {}).get("soloflow_flow")): t.name for t in typed}
@@ -162,7 +182,12 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
 
     @property
     def runtime(self) -> FlowRuntime:
-        return self.flows.runtime
+        return self._runtime
+
+    def close(self) -> None:
+        """Close the ``FlowRuntime`` this middleware opened (not one it was given)."""
+        if self._owns_runtime:
+            self._runtime.close()
 
     @property
     def callbacks(self) -> list[Any]:

@@ -49,6 +49,7 @@ from soloflow_core.flow.executors import build_executor_registry
 from soloflow_core.flow.templates import TRIGGER, iter_references
 from soloflow_core.flow.validate import validate_flow
 from soloflow_core.models import FlowDefinition
+from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.compile.graph import compile_flow
 from soloflow_langgraph.runtime.inputs import check_inputs
 from soloflow_langgraph.runtime.results import FlowRunResult
@@ -349,14 +350,17 @@ def _default_runner(
     plugin_manager: pluggy.PluginManager | None,
     registry: ExecutorRegistry | None,
 ) -> FlowRunner:
-    """``run_flow`` over one executor registry, built and checked against ``flow`` now."""
-    ready = (
-        registry if registry is not None else build_executor_registry(plugin_manager, tools=tools)
-    )
+    """``run_flow`` over one executor registry, built and checked against ``flow`` now; with
+    neither a registry nor a plugin manager, over the default plugin manager's executors."""
+    pm = plugin_manager
+    if registry is None:
+        pm = pm if pm is not None else get_plugin_manager()
+        registry = build_executor_registry(pm, tools=tools)
+    ready = registry
     validate_flow(flow, executors=ready.keys())
 
     def run(flow: FlowDefinition, inputs: dict[str, Any]) -> FlowRunResult:
-        return run_flow(flow, inputs, tools=tools, plugin_manager=plugin_manager, registry=ready)
+        return run_flow(flow, inputs, tools=tools, plugin_manager=pm, registry=ready)
 
     return run
 

@@ -47,6 +47,7 @@ from soloflow_core.flow.executors import ExecutorRegistry, build_executor_regist
 from soloflow_core.flow.fsm import RunState
 from soloflow_core.flow.journal import InMemoryStepJournal, StepJournal
 from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
+from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import json_text
 from soloflow_langgraph.compile.graph import begin_ahead_plan, compile_flow
@@ -93,8 +94,10 @@ class FlowRuntime:
     Args:
         store: where flows are found and runs recorded; None runs in memory only.
         tools: LangChain tools or callables the steps may name (see ``compile_flow``).
-        plugin_manager: executors and the ``soloflow_step_finished`` hook.
-        registry: a ready executor registry instead of ``tools``/``plugin_manager``.
+        plugin_manager: executors and the ``soloflow_step_finished`` hook. Given neither this
+            nor ``registry``, a fresh ``get_plugin_manager()``.
+        registry: a ready executor registry instead of ``tools``/``plugin_manager``; with a
+            registry and no plugin manager, no hook is called.
         checkpointer: a LangGraph checkpointer; by default one on the store's database.
         durability: LangGraph's durability; ``"sync"`` writes each checkpoint before the
             next step starts.
@@ -119,8 +122,11 @@ class FlowRuntime:
         on_finished: Callable[[FlowRunResult], None] | None = None,
     ) -> None:
         self.store, self.user_id, self.agent_id = store, user_id, agent_id
+        if registry is None:
+            plugin_manager = plugin_manager if plugin_manager is not None else get_plugin_manager()
+            registry = build_executor_registry(plugin_manager, tools=tools)
         self.pm = plugin_manager
-        self.registry = registry if registry is not None else build_executor_registry(plugin_manager, tools=tools)
+        self.registry = registry
         self._owns_checkpointer = checkpointer is None
         self.checkpointer = checkpointer if checkpointer is not None else default_checkpointer(store)
         self.durability, self.retention = durability, retention
