@@ -46,7 +46,7 @@ StrPath = str | os.PathLike[str]
 _M = TypeVar("_M", bound=pydantic.BaseModel)
 
 # The store's column widths (MAX_*, in soloflow_core/store/schema.py; a test pins them) are
-# defined with the fast lane, which imports nothing of SoloFlow (see ledger_rows): a value
+# defined with the fast lane, which imports nothing of SoloFlow (see _rows): a value
 # the database would refuse is reported on its line instead of failing a whole batch.
 RUN_FIELDS = frozenset(TaskRun.model_fields)
 TOOL_CALL_FIELDS = frozenset(ToolCall.model_fields)

@@ -9,7 +9,7 @@ time; any exception but a template error) under ``timeout_seconds``, records eve
 in the run's step journal, and applies its ``on_failure`` policy (see
 :data:`soloflow_core.models.flows.OnFailure`). A flow with ``requires_approval`` gets an
 approval gate before its first side-effecting steps; a flow with compensations ends in a
-final node that runs them when a step asked for it. The nodes are in :mod:`.flow_nodes`.
+final node that runs them when a step asked for it. The nodes are in :mod:`.nodes`.
 
 LangGraph's own ``RetryPolicy``/``timeout`` are not used: its timeouts cover async nodes
 only, and its ``error_handler`` bypasses fan-in barriers (see LANGCHAIN_NOTES).

@@ -73,7 +73,7 @@ def default_checkpointer(store: Store | None) -> Any:
         dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         pg = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
         # LangGraph's PostgresSaver, set up as PostgresSaver.from_conn_string sets it up; it
-        # also carries the step journal's writes in its own transactions (runtime_savers).
+        # also carries the step journal's writes in its own transactions (runtime.savers).
         saver_pg = JournalingPostgresSaver(pg)  # type: ignore[arg-type]
         saver_pg.setup()
         saver_pg.soloflow_close = pg.close  # type: ignore[attr-defined]
