@@ -82,6 +82,8 @@ class _Capture:
     task: str | None
     started_at: datetime
     members: list[int]
+    answer: str | None = None
+    """The text of the root's last AI message without tool calls (its final answer)."""
     """Every run id mapped to this root, removed from the map when the root ends."""
     calls: list[_Call] = field(default_factory=list)
     open_calls: dict[int, _Call] = field(default_factory=dict)
@@ -133,6 +135,20 @@ def _first_human(messages: Any) -> str | None:
         if text is not None:
             return text
     return None
+
+
+def _answer_from_outputs(outputs: Any) -> str | None:
+    """The final answer of a root's output: its last message, when it is an AI message that
+    asks for no tool (a messages state; a bare string output too)."""
+    if isinstance(outputs, str):
+        return outputs or None
+    messages = outputs.get("messages") if isinstance(outputs, dict) else None
+    if not isinstance(messages, list | tuple) or not messages:
+        return None
+    last = messages[-1]
+    if getattr(last, "type", None) != "ai" or getattr(last, "tool_calls", None):
+        return None
+    return _text(getattr(last, "content", None))
 
 
 def _task_from_inputs(inputs: Any) -> str | None:
@@ -344,7 +360,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         if parent_run_id is None:
-            self._finish_root(run_id, error=None)
+            self._finish_root(run_id, error=None, answer=_answer_from_outputs(outputs))
 
     @_never_raises
     def on_chain_error(
@@ -545,11 +561,12 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
 
     # ------------------------------------------------------------------ the end of a root
 
-    def _finish_root(self, root: UUID, *, error: str | None) -> None:
+    def _finish_root(self, root: UUID, *, error: str | None, answer: str | None = None) -> None:
         with self._lock:
             state = self._runs.pop(root.int, None)
             if state is None:
                 return
+            state.answer = answer
             for member in state.members:
                 self._root_of.pop(member, None)
         run = self._build_run(state, error)
@@ -583,6 +600,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             user_id=self.user_id,
             agent_id=self.agent_id,
             task=state.task,
+            answer=state.answer,
             success=error is None,
             tokens=tokens,
             tool_calls=[_tool_call(c) for c in sorted(state.calls, key=lambda c: c.key)],

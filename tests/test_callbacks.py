@@ -277,6 +277,18 @@ def test_task_is_the_first_human_message(sqlite_store: Store, pm, agent_input: A
     assert _task_of(handler, agent_input) == "the task"
 
 
+def test_the_agents_final_answer_is_captured_and_stored(sqlite_store: Store, pm) -> None:
+    handler = SoloFlowCallbackHandler(store=sqlite_store, plugin_manager=pm)
+    agent = _agent(handle_errors=True, responses=[AIMessage(content=[{"type": "text", "text": "All done."}])])
+    agent.invoke({"messages": [("user", "the task")]}, config={"callbacks": [handler]})
+    run = handler.last_run
+    assert run.answer == "All done."
+    assert sqlite_store.get_run(run.run_id, user_id=run.user_id, agent_id=run.agent_id).answer == "All done."
+    # A root whose output is not a conversation ending with an answer has none.
+    RunnableLambda(lambda s: {"value": s}).invoke("x", config={"callbacks": [handler]})
+    assert handler.last_run.answer is None
+
+
 def test_task_falls_back_to_the_model_conversation(sqlite_store: Store, pm) -> None:
     handler = SoloFlowCallbackHandler(store=sqlite_store, plugin_manager=pm)
     model = ScriptedChatModel(responses=[AIMessage(content="hello")])

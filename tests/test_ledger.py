@@ -635,3 +635,25 @@ def test_the_real_files_take_the_fast_lane():
         for line in gzip.open(path).read().splitlines():
             fast = ledger._parse_plain(line, **DEFAULTS)
             assert fast is not None and fast.to_task_run() == reference(line)
+
+
+def test_the_agents_final_answer_is_kept_on_every_path(store, tmp_path):
+    """``answer`` through the fast lane (a plain line), the checked path (a line the fast
+    lane leaves to it: a count written 12.0) and one run added directly: read back exactly."""
+    lines = [
+        {"run_id": "plain", "task": "t", "answer": "Your order O-1 is in transit."},
+        {"run_id": "checked", "task": "t", "answer": "Sent ✓", "tokens": 12.0},
+        {"run_id": "none", "task": "t"},
+    ]
+    path = tmp_path / "runs.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    report = ingest(store, [path], default_user="u", default_agent="a")
+    assert report.errors == []
+    store.add_run(TaskRun(run_id="direct", user_id="u", agent_id="a", answer="Done."))
+    runs = store.load_runs(["plain", "checked", "none", "direct"], user_id="u", agent_id="a")
+    assert {r.run_id: r.answer for r in runs} == {
+        "plain": "Your order O-1 is in transit.", "checked": "Sent ✓", "none": None,
+        "direct": "Done.",
+    }
+    with pytest.raises(LedgerError, match="answer"):
+        parse_record({"run_id": "x", "answer": 42}, default_user="u", default_agent="a")

@@ -12,9 +12,8 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from soloflow_core.learning.promotion import SOURCE_LEARNED, SOURCE_USER
 from soloflow_core.memory import ProceduralMemory
-from soloflow_core.models import FlowDefinition, FlowStep
+from soloflow_core.models import SOURCE_LEARNED, SOURCE_USER, FlowDefinition, FlowStep
 from soloflow_core.store import Store
 from soloflow_core.store.fulltext import IndexCache, InvertedIndex, namespace_token, search_terms
 

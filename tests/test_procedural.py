@@ -14,15 +14,12 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from soloflow_core.errors import FlowFileError, FlowValidationError, NotFoundError
-from soloflow_core.learning.promotion import (
-    SOURCE_LEARNED,
-    SOURCE_USER,
-    approve_candidate,
-    submit_flow,
-)
+from soloflow_core.learning.promotion import approve_candidate, submit_flow
 from soloflow_core.memory import ProceduralMemory
 from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
 from soloflow_core.models import (
+    SOURCE_LEARNED,
+    SOURCE_USER,
     FlowCandidate,
     FlowDefinition,
     FlowStep,
@@ -178,7 +175,7 @@ def test_non_english_tasks_find_their_flows(memory, store, context, expected):
 def test_cjk_text_is_indexed_as_bigrams_so_a_word_inside_a_sentence_matches():
     assert tokenize("查询订单") == ["查询", "询订", "订单"]
     assert tokenize("東京の天気") == ["東京", "京の", "の天", "天気"]
-    assert tokenize("Straße MÜLLER find_customer") == ["strasse", "muller", "find", "customer"]
+    assert tokenize("Straße MÜLLER find_customer") == ["strass", "muller", "find", "custom"]
 
 
 @pytest.mark.parametrize("text", [
@@ -327,7 +324,7 @@ def test_trigger_keywords_are_derived_when_not_given():
     assert derive_trigger_keywords(learned, ["invoice"]) == ["invoice", "tool"]
 
 
-def test_a_learned_flow_takes_keywords_from_its_runs_tasks_and_confidence_from_fidelity(memory, store):
+def test_a_learned_flow_takes_keywords_from_its_runs_tasks_and_the_approval_prior(memory, store):
     tasks = ["Refund invoice 1 for Dave", "please refund invoice 22", "Refund the invoice of Eve",
              "weather in Paris"]
     runs = [TaskRun(run_id=f"r{i}", task=task, **NS,
@@ -344,7 +341,8 @@ def test_a_learned_flow_takes_keywords_from_its_runs_tasks_and_confidence_from_f
     store.save_candidates([cand])
     approve_candidate(store, cand.id, **NS)
     meta = store.get_flow_meta(cand.proposed_flow.name, **NS)
-    assert meta.source == SOURCE_LEARNED and meta.confidence == 0.75
+    # A person approved it: the approval prior (5/6), not the replay's 0.75.
+    assert meta.source == SOURCE_LEARNED and meta.confidence == pytest.approx(5 / 6)
     assert meta.trigger_keywords[:2] == ("refund", "invoice")
     assert "paris" not in meta.trigger_keywords
     assert names(memory.find_workflow("alice", "bot", "refund invoice 9"))[0] == cand.proposed_flow.name
@@ -479,8 +477,9 @@ def test_the_commonest_terms_are_left_out_of_the_query_but_still_scored(memory, 
                            trigger_keywords=["customer", "zebra"])
     ns = fulltext.namespace_token("alice", "bot")
     with store.engine.connect() as conn:
-        assert FLOW_SEARCH.prune(conn, ["customer", "zebra", "absent"], namespace=ns) == ["zebra"]
-        assert FLOW_SEARCH.prune(conn, ["customer", "absent"], namespace=ns) == ["customer"]
+        # The index holds stems (``customer`` → ``custom``).
+        assert FLOW_SEARCH.prune(conn, ["custom", "zebra", "absent"], namespace=ns) == ["zebra"]
+        assert FLOW_SEARCH.prune(conn, ["custom", "absent"], namespace=ns) == ["custom"]
     best = memory.find_workflow("alice", "bot", "customer zebra")[0]
     assert best.name == "rare one" and best.matched_keywords == ("customer", "zebra")
     assert len(memory.find_workflow("alice", "bot", "customer", limit=100)) == 81

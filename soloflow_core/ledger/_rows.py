@@ -17,7 +17,8 @@ The module imports only the standard library and msgspec, nothing of SoloFlow:
 Row layouts (the first element is the line's ordinal, see :data:`Chunk`)::
 
     run:   (ordinal, run_id, user_id, agent_id, task|0, success 1/0/2, cost|NaN, tokens,
-            tool_count, model_call_count, classification|0, started|0, ended|0, meta_json)
+            tool_count, model_call_count, classification|0, started|0, ended|0, meta_json,
+            answer|0)
     call:  (ordinal, user_id, agent_id, seq, name, args_json, output_json, error 1/0/2,
             duration_ms|NaN, tool_call_id|0, meta_json|"null")
     model: (ordinal, user_id, agent_id, seq, model|0, input_tokens, output_tokens,
@@ -52,6 +53,7 @@ RUN_KEYS = frozenset(
         "user_id",
         "agent_id",
         "task",
+        "answer",
         "success",
         "cost",
         "tokens",
@@ -111,6 +113,7 @@ class _Run(Struct):
     user_id: _name(MAX_NAMESPACE) | None = None  # type: ignore[valid-type]
     agent_id: _name(MAX_NAMESPACE) | None = None  # type: ignore[valid-type]
     task: str | None = None
+    answer: str | None = None
     success: bool | None = None
     cost: float | None = None
     tokens: _Count | dict[str, Any] | None = None
@@ -282,6 +285,7 @@ def _add_run(
         _stamp(run.started_at),
         _stamp(run.ended_at),
         _ENCODE(meta).decode(),
+        0 if run.answer is None else run.answer,
     )
     rows.runs.append(run_row)
     rows.calls += call_rows

@@ -86,6 +86,7 @@ def parse_record(obj: dict[str, Any], *, default_user: str, default_agent: str) 
         "user_id": _namespace(obj.get("user_id"), "user_id", default_user),
         "agent_id": _namespace(obj.get("agent_id"), "agent_id", default_agent),
         "task": _optional_text(obj.get("task"), "task"),
+        "answer": _optional_text(obj.get("answer"), "answer"),
         "success": _optional_bool(obj.get("success"), "success"),
         "cost": _optional_number(obj.get("cost"), "cost"),
         "tokens": _tokens(obj.get("tokens")),
@@ -490,6 +491,9 @@ def _plain_run(obj: dict[str, Any], default_user: str, default_agent: str) -> Ru
     task, success, cost = get("task"), get("success"), get("cost")
     if task is not None and type(task) is not str:
         return None
+    answer = get("answer")
+    if answer is not None and type(answer) is not str:
+        return None
     if success is not None and type(success) is not bool:
         return None
     if cost is not None:
@@ -508,6 +512,7 @@ def _plain_run(obj: dict[str, Any], default_user: str, default_agent: str) -> Ru
         user_id=_namespace(get("user_id"), "user_id", default_user),
         agent_id=_namespace(get("agent_id"), "agent_id", default_agent),
         task=task,
+        answer=answer,
         success=success,
         cost=cost,
         tokens=_tokens(get("tokens")),

@@ -57,6 +57,8 @@ class TaskRun(BaseModel):
     agent_id: str = DEFAULT_AGENT
     task: str | None = None
     """The task text: the first human message."""
+    answer: str | None = None
+    """The agent's final answer: the text of its last message, when it ended with one."""
     success: bool | None = None
     cost: float | None = None
     """Cost of the run in the caller's unit (USD in captured runs), when known."""

@@ -5,7 +5,9 @@ searched; the databases only see lowercase words separated by spaces. That keeps
 dialects in agreement and makes every language searchable the same way:
 
 - case folded, accents removed (``Straße`` → ``strasse``, ``Müller`` → ``muller``);
-- words are runs of letters and digits (``find_customer`` → ``find``, ``customer``);
+- words are runs of letters and digits (``find_customer`` → ``find``, ``customer``), and
+  words in the Latin alphabet are stemmed (Snowball's English stemmer: ``orders`` →
+  ``order``, ``delivery`` → ``deliveri``), so a word is found in any of its forms;
 - scripts written without spaces (Chinese, Japanese, Thai, ...) become overlapping
   character bigrams (``查询订单`` → ``查询 询订 订单``), so a word inside a sentence matches;
   neither FTS5's ``unicode61`` tokenizer nor PostgreSQL's ``simple`` configuration splits them;
@@ -47,6 +49,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import snowballstemmer
 import sqlalchemy as sa
 
 if TYPE_CHECKING:
@@ -104,12 +107,41 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFC", stripped)
 
 
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=131_072)
+def stem(word: str) -> str:
+    """The Snowball (English) stem of a lowercased word (``orders`` → ``order``); a word
+    holding a digit or a letter outside ASCII is returned as it is."""
+    if not word.isascii() or not word.isalpha():
+        return word
+    return str(_STEMMER.stemWord(word))
+
+
+VALUE_PATTERN = re.compile(
+    r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"  # e-mail address
+    r"|(?:https?://|www\.)\S+"  # URL
+    r"|(?<![\w\-./:])#?[^\W_][\w\-./:#]*?\d[\w\-./:#]*"  # a word holding a digit: ids, dates
+    r"|\b[a-z]+(?:_[a-z0-9]+)+\b",  # snake_case identifiers
+    re.IGNORECASE,
+)
+"""Values in a text: e-mail addresses, URLs, words holding a digit, snake_case identifiers.
+They name the things a task is about, never what the task is."""
+
+
+def remove_values(text: str) -> str:
+    """``text`` with every :data:`VALUE_PATTERN` match replaced by a space."""
+    return VALUE_PATTERN.sub(" ", text)
+
+
 def _keep(word: str) -> bool:
     return word not in STOPWORDS and (len(word) > 1 or not word.isascii())
 
 
-def tokenize(text: str) -> list[str]:
-    """Every term of ``text``, in order, repeats included (see the module docstring)."""
+def words(text: str) -> list[str]:
+    """The words of ``text`` before stemming, in order, repeats included: what
+    :func:`tokenize` stems (for showing a term as a person wrote it)."""
     out: list[str] = []
     for word in _WORD.findall(normalize(text)):
         if word.isascii() or _UNSPACED.search(word) is None:
@@ -129,6 +161,11 @@ def tokenize(text: str) -> list[str]:
         if pos < len(word) and _keep(word[pos:]):
             out.append(word[pos:])
     return out
+
+
+def tokenize(text: str) -> list[str]:
+    """Every term of ``text``, in order, repeats included (see the module docstring)."""
+    return [stem(w) for w in words(text)]
 
 
 @lru_cache(maxsize=65_536)

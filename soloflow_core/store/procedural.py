@@ -37,15 +37,19 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import sqlalchemy as sa
 
 from soloflow_core.errors import FlowValidationError, NotFoundError
+from soloflow_core.models.flows import SOURCE_USER
 from soloflow_core.store import schema as t
+from soloflow_core.store.evidence import MAX_EVIDENCE, insert_evidence
 from soloflow_core.store.flow_lookup import FLOW_SEARCH, LookupCandidate, find_candidates
 from soloflow_core.store.fulltext import (
     IndexCache,
     index_text,
     namespace_token,
     phrase_terms,
+    remove_values,
     search_terms,
-    tokenize,
+    stem,
+    words,
 )
 from soloflow_core.store.writer import now, storable_text
 
@@ -56,8 +60,6 @@ if TYPE_CHECKING:
 
 FlowStatus = Literal["active", "suggestion_only", "retired"]
 FLOW_STATUSES: tuple[str, ...] = get_args(FlowStatus)
-USER_SUBMITTED = "user-submitted"
-"""``soloflow_core.learning.promotion.SOURCE_USER``: what a person wrote."""
 DEFAULT_CONFIDENCE = 0.5
 """A learned flow's confidence when its candidate has no replay fidelity (Beta(1, 1)'s mean)."""
 USER_CONFIDENCE = 1.0
@@ -68,7 +70,7 @@ MAX_TASK_KEYWORDS = 12
 _TASK_RUNS_READ = 50
 
 _BOILERPLATE = frozenset(
-    {"auto", "generated", "observed", "repetitions", "flow", "offload", "notes"}
+    stem(w) for w in ("auto", "generated", "observed", "repetitions", "flow", "offload", "notes")
 )
 """Words the generaliser writes into every learned flow's name, description and tags: they
 trigger nothing."""
@@ -115,15 +117,24 @@ class FlowHit:
 
 
 def _distinct_words(texts: Iterable[str]) -> list[str]:
-    words = (w for text in texts for w in tokenize(text))
-    return [w for w in dict.fromkeys(words) if w not in _BOILERPLATE and not w.isdigit()]
+    """The words of ``texts`` as written, one per stem, boilerplate and numbers left out."""
+    seen: dict[str, str] = {}
+    for text in texts:
+        for w in words(text):
+            s = stem(w)
+            if s not in seen and s not in _BOILERPLATE and not w.isdigit():
+                seen[s] = w
+    return list(seen.values())
 
 
-def derive_trigger_keywords(flow: FlowDefinition, task_keywords: Sequence[str] = ()) -> list[str]:
+def derive_trigger_keywords(
+    flow: FlowDefinition, task_keywords: Sequence[str] = (), *, learned: bool = False
+) -> list[str]:
     """A flow's trigger keywords when none are given: its tags, then the words of its name,
     description, step names and tools (the generaliser's boilerplate left out), after
     ``task_keywords`` (the words shared by the tasks a learned flow came from); at most
-    :data:`MAX_DERIVED_KEYWORDS`.
+    :data:`MAX_DERIVED_KEYWORDS`. A ``learned`` flow's description is the generaliser's
+    (its notes on arguments): it gives no keyword.
 
     Example:
         >>> derive_trigger_keywords(FlowDefinition(name="Refund order", tags=["billing"],
@@ -131,8 +142,9 @@ def derive_trigger_keywords(flow: FlowDefinition, task_keywords: Sequence[str] =
         ['billing', 'refund', 'order', 'find']
     """
     tags = [tag.strip() for tag in flow.tags if tag.strip() and tag.strip() not in _BOILERPLATE_TAGS]
+    described = [] if learned else [flow.description]
     words = _distinct_words(
-        [flow.name, flow.description, *(s.name for s in flow.steps), *(s.skill_key for s in flow.steps)]
+        [flow.name, *described, *(s.name for s in flow.steps), *(s.skill_key for s in flow.steps)]
     )
     return _distinct_keywords([*task_keywords, *tags, *words])[:MAX_DERIVED_KEYWORDS]
 
@@ -191,8 +203,11 @@ def flow_search_text(flow: FlowDefinition, trigger_keywords: Sequence[str]) -> s
     return index_text(parts)
 
 
-def _task_keywords(conn: Connection, candidate_id: str, user_id: str, agent_id: str) -> tuple[list[str], float | None]:
-    """(the words at least half of a candidate's runs' tasks share, its replay fidelity)."""
+def _candidate_tasks(
+    conn: Connection, candidate_id: str, user_id: str, agent_id: str
+) -> tuple[list[tuple[str, str]], float | None]:
+    """((run id, task) of a candidate's runs that have a task, newest last; its replay
+    fidelity)."""
     c = t.candidates.c
     body = conn.execute(
         sa.select(c.body).where(c.id == candidate_id, c.user_id == user_id, c.agent_id == agent_id)
@@ -200,18 +215,31 @@ def _task_keywords(conn: Connection, candidate_id: str, user_id: str, agent_id: 
     if not isinstance(body, dict):
         return [], None
     fidelity = body.get("fidelity")
-    run_ids = [r for r in body.get("run_ids") or [] if isinstance(r, str)][:_TASK_RUNS_READ]
-    tasks: list[str] = []
-    if run_ids:
-        r = t.task_runs.c
-        tasks = [x for x in conn.execute(
-            sa.select(r.task).where(r.user_id == user_id, r.agent_id == agent_id, r.run_id.in_(run_ids))
-        ).scalars() if x]
-    df = Counter(term for task in tasks for term in dict.fromkeys(search_terms(task)))
+    run_ids = [r for r in body.get("run_ids") or [] if isinstance(r, str)][-MAX_EVIDENCE:]
+    tasks: list[tuple[str, str]] = []
+    r = t.task_runs.c
+    for start in range(0, len(run_ids), 500):
+        chunk = run_ids[start : start + 500]
+        tasks += [(rid, task) for rid, task in conn.execute(
+            sa.select(r.run_id, r.task).where(r.user_id == user_id, r.agent_id == agent_id,
+                                              r.run_id.in_(chunk))) if task]  # fmt: skip
+    return tasks, fidelity if isinstance(fidelity, int | float) else None
+
+
+def _task_keywords(tasks: Sequence[str]) -> list[str]:
+    """The words (values left out: addresses, ids, numbers) at least half of ``tasks`` share,
+    each as first written."""
+    tasks = list(tasks[:_TASK_RUNS_READ])
+    written: dict[str, str] = {}
+    for task in tasks:
+        for w in words(remove_values(task)):
+            written.setdefault(stem(w), w)
+    df = Counter(term for task in tasks for term in dict.fromkeys(search_terms(remove_values(task))))
     floor = max(2, math.ceil(len(tasks) / 2))
-    shared = [w for w, n in df.most_common() if n >= floor and w not in _BOILERPLATE and not w.isdigit()]
+    shared = [written.get(w, w) for w, n in df.most_common()
+              if n >= floor and w not in _BOILERPLATE and not w.isdigit()]
     # most_common keeps first-seen order among equal counts: deterministic.
-    return shared[:MAX_TASK_KEYWORDS], fidelity if isinstance(fidelity, int | float) else None
+    return shared[:MAX_TASK_KEYWORDS]
 
 
 # ---------------------------------------------------------------------- writing
@@ -241,14 +269,17 @@ def insert_flow_version(
     versioned = flow.model_copy(update={"version": (latest or 0) + 1})
     task_words: list[str] = []
     fidelity = None
+    tasks: list[tuple[str, str]] = []
     if candidate_id is not None:
-        task_words, fidelity = _task_keywords(conn, candidate_id, user_id, agent_id)
+        tasks, fidelity = _candidate_tasks(conn, candidate_id, user_id, agent_id)
+        task_words = _task_keywords([task for _, task in tasks])
     if confidence is None:
-        confidence = USER_CONFIDENCE if source == USER_SUBMITTED else (
+        confidence = USER_CONFIDENCE if source == SOURCE_USER else (
             DEFAULT_CONFIDENCE if fidelity is None else float(fidelity))
     _check_confidence(confidence)
     keywords = (check_trigger_keywords(list(trigger_keywords)) if trigger_keywords is not None
-                else derive_trigger_keywords(versioned, task_words))
+                else derive_trigger_keywords(versioned, task_words,
+                                             learned=source != SOURCE_USER))
     text = flow_search_text(versioned, keywords)
     ns = namespace_token(user_id, agent_id)
     previous = [(pk, ns, text or "") for pk, text in
@@ -268,6 +299,9 @@ def insert_flow_version(
     ).inserted_primary_key[0]  # type: ignore[index]
     FLOW_SEARCH.remove(conn, previous)
     FLOW_SEARCH.put(conn, int(pk), text, namespace=ns)
+    if tasks:
+        insert_evidence(conn, flow.name, tasks, source="learned", user_id=user_id,
+                        agent_id=agent_id)  # fmt: skip
     return versioned
 
 
@@ -555,20 +589,42 @@ class ProceduralStore:
         """Recompute every flow version's ``search_text`` from its definition and keywords,
         and rebuild the full-text index (every namespace: an operator's repair). Returns
         how many latest versions are indexed."""
-        from soloflow_core.models import FlowDefinition
-
-        c = t.flows.c
         with self._writer.begin() as conn:
-            rows = conn.execute(sa.select(c.id, c.user_id, c.agent_id, c.definition,
-                                          c.trigger_keywords, c.is_latest)).all()
-            indexed: list[tuple[int, str, str]] = []
-            for pk, user, agent, definition, keywords, latest in rows:
-                flow = FlowDefinition.model_validate(definition)
-                keywords = keywords if keywords is not None else derive_trigger_keywords(flow)
-                text = flow_search_text(flow, keywords)
-                conn.execute(sa.update(t.flows).where(c.id == pk)
-                             .values(search_text=text, trigger_keywords=keywords))
-                if latest:
-                    indexed.append((pk, namespace_token(user, agent), text))
-            FLOW_SEARCH.rebuild(conn, indexed)
-        return len(indexed)
+            return reindex_flow_rows(conn)
+
+    def delete_flow(self, name: str, *, user_id: str, agent_id: str) -> int:
+        """Delete every version of the flow ``name`` and its evidence (the flow runs stay, as
+        history). Returns how many versions were deleted; 0 when there is none."""
+        c, e = t.flows.c, t.flow_evidence.c
+        with self._writer.begin() as conn:
+            rows = [(pk, namespace_token(user_id, agent_id), text or "") for pk, text, latest in
+                    conn.execute(sa.select(c.id, c.search_text, c.is_latest).where(
+                        c.user_id == user_id, c.agent_id == agent_id, c.name == name)) if latest]
+            FLOW_SEARCH.remove(conn, rows)
+            deleted = conn.execute(sa.delete(t.flows).where(
+                c.user_id == user_id, c.agent_id == agent_id, c.name == name)).rowcount
+            conn.execute(sa.delete(t.flow_evidence).where(
+                e.user_id == user_id, e.agent_id == agent_id, e.flow_name == name))
+        return int(deleted or 0)
+
+
+def reindex_flow_rows(conn: Connection) -> int:
+    """:meth:`ProceduralStore.reindex_flows` in ``conn``'s transaction (the migrations use it
+    when the tokenizer changes)."""
+    from soloflow_core.models import FlowDefinition
+
+    c = t.flows.c
+    rows = conn.execute(sa.select(c.id, c.user_id, c.agent_id, c.definition, c.trigger_keywords,
+                                  c.is_latest, c.source)).all()  # fmt: skip
+    indexed: list[tuple[int, str, str]] = []
+    for pk, user, agent, definition, keywords, latest, source in rows:
+        flow = FlowDefinition.model_validate(definition)
+        if keywords is None:
+            keywords = derive_trigger_keywords(flow, learned=source != SOURCE_USER)
+        text = flow_search_text(flow, keywords)
+        conn.execute(sa.update(t.flows).where(c.id == pk)
+                     .values(search_text=text, trigger_keywords=keywords))
+        if latest:
+            indexed.append((pk, namespace_token(user, agent), text))
+    FLOW_SEARCH.rebuild(conn, indexed)
+    return len(indexed)

@@ -32,6 +32,7 @@ from soloflow_core.store.engine import (
     resolve_database_url,
     safe_url,
 )
+from soloflow_core.store.evidence import FlowEvidenceStore
 from soloflow_core.store.flowruns import FlowRunStore
 from soloflow_core.store.procedural import ProceduralStore, insert_flow_version
 from soloflow_core.store.writer import (
@@ -151,7 +152,7 @@ class FlowRecord:
     created_at: datetime
 
 
-class Store(FlowRunStore, ProceduralStore):
+class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore):
     """Runs, candidates, flows and flow runs in one database (SQLite or PostgreSQL).
 
     Example:
@@ -327,7 +328,8 @@ class Store(FlowRunStore, ProceduralStore):
                 for r in rows:
                     out[r["run_id"]] = TaskRun.model_validate({
                         "run_id": r["run_id"], "user_id": r["user_id"], "agent_id": r["agent_id"],
-                        "task": r["task"], "success": r["success"], "cost": r["cost"],
+                        "task": r["task"], "answer": r["answer"], "success": r["success"],
+                        "cost": r["cost"],
                         "tokens": r["tokens"], "tool_calls": calls.get(r["id"], []),
                         "model_calls": mcalls.get(r["id"], []), "started_at": r["started_at"],
                         "ended_at": r["ended_at"], "classification": r["classification"],

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0006"
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -59,6 +59,7 @@ task_runs = sa.Table(
     sa.Column("ended_at", TS),
     sa.Column("created_at", TS, nullable=False),
     sa.Column("meta", JSONType),
+    sa.Column("answer", sa.Text),
     sa.UniqueConstraint("user_id", "agent_id", "run_id", name="uq_sf_task_runs_ns_run"),
 )
 sa.Index("ix_sf_task_runs_ns_id", task_runs.c.user_id, task_runs.c.agent_id, task_runs.c.id)
@@ -144,6 +145,23 @@ flows = sa.Table(
     sa.Column("learning", JSONType),
 )
 sa.Index("ix_sf_flows_ns_latest", flows.c.user_id, flows.c.agent_id, flows.c.is_latest)
+
+flow_evidence = sa.Table(
+    # 0006: the task texts a flow's job is known by (soloflow_core.memory.intent): those of the
+    # runs it was learned from and of later agent runs of its sequence. Keyed by the flow's
+    # name: the job outlives its versions.
+    "sf_flow_evidence",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("agent_id", sa.String(255), nullable=False),
+    sa.Column("flow_name", sa.String(512), nullable=False),
+    sa.Column("run_id", sa.String(512), nullable=False),
+    sa.Column("task", sa.Text, nullable=False),
+    sa.Column("source", sa.String(24), nullable=False),
+    sa.Column("added_at", TS, nullable=False),
+    sa.UniqueConstraint("user_id", "agent_id", "flow_name", "run_id", name="uq_sf_flow_evidence"),
+)
 
 flow_runs = sa.Table(
     "sf_flow_runs",

@@ -83,12 +83,13 @@ class RunRow:
     ended_at: datetime | None
     classification: str | None
     meta: dict[str, Any] = field(default_factory=dict)
+    answer: str | None = None
 
     def to_task_run(self) -> TaskRun:
         """The same run as a validated :class:`TaskRun`."""
         return TaskRun(
             run_id=self.run_id, user_id=self.user_id, agent_id=self.agent_id, task=self.task,
-            success=self.success, cost=self.cost, tokens=self.tokens,
+            answer=self.answer, success=self.success, cost=self.cost, tokens=self.tokens,
             tool_calls=[ToolCall(**_fields(c)) for c in self.tool_calls],
             model_calls=[ModelCall(**_fields(m)) for m in self.model_calls],
             started_at=self.started_at, ended_at=self.ended_at,
@@ -211,6 +212,7 @@ def _run_row(r: AnyRun, created: datetime) -> dict[str, Any]:
         "user_id": r.user_id,
         "agent_id": r.agent_id,
         "task": jsonable(r.task),
+        "answer": jsonable(r.answer),
         "success": r.success,
         "cost": jsonable(r.cost),
         "tokens": r.tokens,
@@ -285,6 +287,7 @@ _RUN_COLUMNS = {
     "success": _BOOL_OR_NULL, "cost": "?", "tokens": "?", "tool_count": "?",
     "model_call_count": "?", "classification": _TEXT_OR_NULL,
     "started_at": _TEXT_OR_NULL, "ended_at": _TEXT_OR_NULL, "created_at": "?", "meta": "?",
+    "answer": _TEXT_OR_NULL,
 }
 _SQLITE_INSERT_RUNS = _insert_sql(t.task_runs, _RUN_COLUMNS)
 # One run (an agent's capture): no existence check first, the unique key says it.
@@ -347,6 +350,7 @@ class _SQLiteRows:
                 0 if started is None else stamp(started), 0 if ended is None else stamp(ended),
                 self._created,
                 (parsed_json_text if type(r) is RunRow else json_text)(r.meta),
+                0 if r.answer is None else storable_text(r.answer),
             )
         )
 

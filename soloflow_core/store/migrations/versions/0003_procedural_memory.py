@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
-from soloflow_core.store.fulltext import index_text, phrase_terms, tokenize
+from soloflow_core.store.fulltext import index_text, phrase_terms, words
 from soloflow_core.store.schema import UTCDateTime
 
 revision = "0003"
@@ -99,11 +99,11 @@ def _keywords(d: dict[str, Any]) -> list[str]:
     tags = [str(x).strip() for x in d.get("tags") or [] if str(x).strip() not in _BOILERPLATE_TAGS]
     texts = [d.get("name") or "", d.get("description") or ""]
     texts += [s.get("name") or "" for s in steps] + [s.get("skill_key") or "" for s in steps]
-    words = [w for w in dict.fromkeys(w for x in texts for w in tokenize(x))
+    found = [w for w in dict.fromkeys(w for x in texts for w in words(x))
              if w not in _BOILERPLATE and not w.isdigit()]
     seen: set[tuple[str, ...]] = set()
     out = []
-    for k in [*tags, *words]:
+    for k in [*tags, *found]:
         key = tuple(sorted(phrase_terms(k)))
         if k and key and key not in seen:
             seen.add(key)

@@ -1,0 +1,123 @@
+"""The task texts each flow's job is known by (schema revision 0006, ``sf_flow_evidence``).
+
+Routing compares a request with these texts before a flow may run without the model
+(:mod:`soloflow_core.memory.intent`). A flow's evidence is, per flow *name* in a (user,
+agent) namespace:
+
+- ``learned``: the task texts of the runs its candidate was learned from (written when the
+  candidate is registered);
+- ``agent_run``: later agent runs that did the flow's sequence themselves and succeeded;
+- ``flow_tool``: requests for which the agent's model chose to call the flow as a tool.
+
+At most :data:`MAX_EVIDENCE` texts are kept per flow (the newest); one per run id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+import sqlalchemy as sa
+
+from soloflow_core.store import schema as t
+from soloflow_core.store.writer import now, storable_text
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+
+__all__ = ["MAX_EVIDENCE", "EvidenceSource", "FlowEvidenceStore", "insert_evidence", "read_evidence"]
+
+EvidenceSource = Literal["learned", "agent_run", "flow_tool"]
+MAX_EVIDENCE = 500
+"""Task texts kept per flow (the newest)."""
+MAX_EVIDENCE_CHARS = 4000
+"""A longer task text is kept by its first this-many characters."""
+
+
+def insert_evidence(
+    conn: Connection,
+    name: str,
+    texts: Iterable[tuple[str, str]],
+    *,
+    source: EvidenceSource,
+    user_id: str,
+    agent_id: str,
+) -> int:
+    """Add ``(run_id, task)`` pairs to the evidence of flow ``name``, in ``conn``'s
+    transaction; a run already there is left as it is. Returns how many were added."""
+    c = t.flow_evidence.c
+    ns = (c.user_id == user_id, c.agent_id == agent_id, c.flow_name == name)
+    wanted = {rid: task for rid, task in texts if rid and isinstance(task, str) and task.strip()}
+    if not wanted:
+        return 0
+    have = set(conn.execute(sa.select(c.run_id).where(*ns, c.run_id.in_(list(wanted)))).scalars())
+    at = now()
+    rows = [
+        {"user_id": user_id, "agent_id": agent_id, "flow_name": name, "run_id": rid,
+         "task": storable_text(task[:MAX_EVIDENCE_CHARS]), "source": source, "added_at": at}
+        for rid, task in wanted.items() if rid not in have
+    ]  # fmt: skip
+    if rows:
+        conn.execute(sa.insert(t.flow_evidence), rows)
+        keep = (sa.select(c.id).where(*ns).order_by(c.id.desc()).limit(MAX_EVIDENCE)
+                .scalar_subquery())  # fmt: skip
+        conn.execute(sa.delete(t.flow_evidence).where(*ns, c.id.not_in(keep)))
+    return len(rows)
+
+
+def read_evidence(
+    conn: Connection, names: Sequence[str], *, user_id: str, agent_id: str
+) -> dict[str, list[str]]:
+    """Flow name → its evidence's task texts, newest first (every name of ``names`` is a
+    key)."""
+    out: dict[str, list[str]] = {name: [] for name in names}
+    if not names:
+        return out
+    c = t.flow_evidence.c
+    q = (sa.select(c.flow_name, c.task)
+         .where(c.user_id == user_id, c.agent_id == agent_id, c.flow_name.in_(list(names)))
+         .order_by(c.id.desc()))  # fmt: skip
+    for name, task in conn.execute(q):
+        out[name].append(task)
+    return out
+
+
+class FlowEvidenceStore:
+    """The evidence methods of :class:`~soloflow_core.store.Store` (a mixin)."""
+
+    engine: Engine
+    _writer: Engine
+
+    def add_flow_evidence(
+        self,
+        name: str,
+        texts: Iterable[tuple[str, str]],
+        *,
+        source: EvidenceSource,
+        user_id: str,
+        agent_id: str,
+    ) -> int:
+        """Add ``(run_id, task)`` pairs to the evidence of flow ``name`` (see the module
+        docstring); returns how many were new."""
+        with self._writer.begin() as conn:
+            return insert_evidence(conn, name, texts, source=source, user_id=user_id,
+                                   agent_id=agent_id)  # fmt: skip
+
+    def task_texts(self, run_ids: Sequence[str], *, user_id: str, agent_id: str) -> dict[str, str]:
+        """Run id → its task text, for the runs of ``run_ids`` that have one."""
+        r = t.task_runs.c
+        out: dict[str, str] = {}
+        with self.engine.connect() as conn:
+            for start in range(0, len(run_ids), 500):
+                chunk = list(run_ids[start : start + 500])
+                q = sa.select(r.run_id, r.task).where(
+                    r.user_id == user_id, r.agent_id == agent_id, r.run_id.in_(chunk), r.task.is_not(None))
+                out.update({rid: task for rid, task in conn.execute(q) if task})
+        return out
+
+    def flow_evidence(
+        self, names: Sequence[str], *, user_id: str, agent_id: str
+    ) -> dict[str, list[str]]:
+        """Flow name → its evidence's task texts, newest first."""
+        with self.engine.connect() as conn:
+            return read_evidence(conn, names, user_id=user_id, agent_id=agent_id)
