@@ -8,7 +8,10 @@ the share of held-out occurrences reproduced.
 
 Flow inputs come from the task text through the learned extraction rules; *free* inputs
 (neither constant, upstream nor in the task) are given from the recording, as a caller
-would give them — the report lists them.
+would give them — the report lists them and counts the arguments they feed
+(``arguments_from_recording``) against the arguments the flow derived itself (constants,
+upstream outputs, the task text: ``arguments_derived``). Held-out occurrences whose task
+text is also a training occurrence's (the same task replayed) are not counted as held out.
 
 Example:
     >>> report = verify_occurrences(["get_user", "get_order"], occurrences)   # doctest: +SKIP
@@ -31,6 +34,7 @@ from soloflow_core.generalize.align import find_occurrences
 from soloflow_core.generalize.arguments import Occurrence, extract_value
 from soloflow_core.generalize.loops import step_calls_of
 from soloflow_core.generalize.propose import propose
+from soloflow_core.learning.outcomes import DEFAULT_PROMOTION_THRESHOLD
 from soloflow_core.models import FlowCandidate, FlowDefinition
 from soloflow_langgraph.compile.graph import compile_flow
 
@@ -38,7 +42,6 @@ if TYPE_CHECKING:
     from soloflow_core.store import Store
 
 __all__ = [
-    "DEFAULT_PROMOTION_THRESHOLD",
     "Divergence",
     "ReplayExecutor",
     "ReplayOutcome",
@@ -49,7 +52,6 @@ __all__ = [
     "verify_occurrences",
 ]
 
-DEFAULT_PROMOTION_THRESHOLD = 0.9
 _MAX_SHOWN = 50
 
 
@@ -159,6 +161,18 @@ class VerificationReport:
         return len(self.outcomes)
 
     @property
+    def arguments_from_recording(self) -> int:
+        """Arguments, over every replayed call, whose value a free input gave from the
+        recording (as a caller would give it)."""
+        return sum(_argument_sources(self.flow, o)[0] for o in self.outcomes)
+
+    @property
+    def arguments_derived(self) -> int:
+        """Arguments, over every replayed call, the flow derived itself: constants, upstream
+        outputs, inputs extracted from the task text."""
+        return sum(_argument_sources(self.flow, o)[1] for o in self.outcomes)
+
+    @property
     def divergences(self) -> list[Divergence]:
         return [d for o in self.outcomes for d in o.divergences]
 
@@ -166,11 +180,30 @@ class VerificationReport:
         if self.fidelity is None:
             return "; ".join(self.notes) or "not verified"
         head = (f"generalised from {self.trained_on} occurrence(s), replayed {self.held_out} held out: "
-                f"{sum(o.reproduced for o in self.outcomes)} reproduced")
+                f"{sum(o.reproduced for o in self.outcomes)} reproduced; arguments derived "
+                f"{self.arguments_derived}, taken from the recording {self.arguments_from_recording}")
         return "; ".join([head, *self.notes])
 
     def passes(self, threshold: float = DEFAULT_PROMOTION_THRESHOLD) -> bool:
         return self.fidelity is not None and self.fidelity >= threshold
+
+
+def _argument_sources(flow: FlowDefinition | None, outcome: ReplayOutcome) -> tuple[int, int]:
+    """(arguments given from the recording, arguments derived) of one replayed occurrence:
+    an argument reading a free input (given from the recording) is the former, every other
+    one (a constant, an upstream output, an input extracted from the task) the latter."""
+    if flow is None:
+        return 0, 0
+    free = set(outcome.inputs_from_recording)
+    given = derived = 0
+    for step in flow.steps:
+        for value in step.input_map.values():
+            refs = [r for _, r in iter_references(value) if isinstance(r, Reference)]
+            if any(r.is_trigger and r.path[0] in free for r in refs):
+                given += 1
+            else:
+                derived += 1
+    return given, derived
 
 
 def _whole_trigger(value: Any) -> str | None:
@@ -274,12 +307,17 @@ def verify_occurrences(
             f"cannot verify: {len(occurrences)} complete occurrence(s) found, at least 3 are "
             "needed (2 to generalise from, 1 to replay); ingest more runs with arguments and outputs"])
     train, held = split_holdout(len(occurrences), holdout_every)
+    trained_tasks = {occurrences[k][1].task for k in train}
+    replays = [k for k in held if occurrences[k][1].task not in trained_tasks or not occurrences[k][1].task]
     try:
         proposal = propose(tool_sequence, [occurrences[k][1] for k in train], observed=len(train),
                            repeated_steps=repeated_steps, side_effects=side_effects)
     except SoloFlowError as exc:
         return VerificationReport(None, None, notes=[f"cannot generalise: {exc}"])
-    report = verify_flow(proposal.flow, [occurrences[k] for k in held], trained_on=len(train))
+    report = verify_flow(proposal.flow, [occurrences[k] for k in replays], trained_on=len(train))
+    if len(replays) < len(held):
+        report.notes.append(f"{len(held) - len(replays)} held-out occurrence(s) replay the task of "
+                            "a training occurrence: not counted")
     report.confidence = proposal.overall_confidence
     report.free_inputs = proposal.free_inputs
     report.notes += proposal.notes
@@ -303,6 +341,9 @@ def verify_candidate(
         else (round(sum(vals) / len(vals), 3) if vals else None),
         "divergences": [d.to_dict() for d in report.divergences[:_MAX_SHOWN]],
         "verified_at": datetime.now(UTC),
+        "held_out": report.held_out if report.fidelity is not None else 0,
+        "arguments_from_recording": report.arguments_from_recording,
+        "arguments_derived": report.arguments_derived,
         "verification_note": report.note(),
     })
     if save and cand.status == "pending":

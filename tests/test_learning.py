@@ -515,6 +515,7 @@ def test_learning_state_round_trip() -> None:
         "prior_beta",
         "consecutive_successes",
         "consecutive_failures",
+        "agent_successes",
     }
     rebuilt = FlowStats(
         **state,

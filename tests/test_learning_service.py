@@ -65,12 +65,13 @@ def feed(
     return outcomes
 
 
-def verifier(store: Store, fidelity: float, confidence: float = 0.95):
+def verifier(store: Store, fidelity: float, confidence: float = 0.95, held_out: int = 3):
     def verify(cand: FlowCandidate) -> FlowCandidate:
         updated = cand.model_copy(
             update={
                 "fidelity": fidelity,
                 "confidence": confidence,
+                "held_out": held_out,
                 "verified_at": datetime.now(UTC),
             }
         )
@@ -133,8 +134,21 @@ def test_automatic_promotes_when_fidelity_and_confidence_pass(sqlite_store: Stor
     assert [f.name for f in promoted.flows] == [flow.name]  # soloflow_flow_promoted fired
     meta = sqlite_store.get_flow_meta(flow.name, user_id=U, agent_id=A)
     assert meta.source == "auto-learned" and meta.status == "active"
-    assert meta.confidence == pytest.approx(5 / 6)  # Beta(1 + 4·1.0, 1) from the replay
-    assert svc.stats(U, A, flow.name).prior_alpha == 5.0
+    # Beta(1 + 3·1.0, 1): the three held-out replays count as three executions.
+    assert meta.confidence == pytest.approx(4 / 5)
+    assert svc.stats(U, A, flow.name).prior_alpha == 4.0
+
+
+def test_automatic_promotion_needs_three_held_out_occurrences(sqlite_store: Store, pm, promoted):
+    svc = LearningService(
+        sqlite_store,
+        LearningConfig(suggestion_mode="automatic", learning_timeout=60),
+        pm,
+        verify=verifier(sqlite_store, 1.0, held_out=2),
+    )
+    last = feed(svc, sqlite_store)[-1]
+    assert last.promoted == () and len(last.pending) == 1 and promoted.flows == []
+    assert "2 held-out occurrence(s)" in last.notes[0] and "at least 3" in last.notes[0]
 
 
 @pytest.mark.parametrize(("fidelity", "confidence"), [(0.5, 0.95), (1.0, 0.5)])
@@ -258,7 +272,6 @@ def test_record_result_counts_completed_failed_and_fallback_only(sqlite_store: S
         svc.record_result(SimpleNamespace(flow=name, status=status), user_id=U, agent_id=A)
     meta = sqlite_store.get_flow_meta(name, user_id=U, agent_id=A)
     assert (meta.success_count, meta.total_executions) == (1, 3)
-    svc.outcome_recorder(U, A)(SimpleNamespace(flow="no such flow", status="completed"))  # ignored
 
 
 def test_a_user_submitted_flow_starts_vouched_for(sqlite_store: Store):

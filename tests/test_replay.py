@@ -125,7 +125,11 @@ def test_unverified_or_low_fidelity_candidate_is_not_auto_promoted(sqlite_store)
     cand = detect_candidates(sqlite_store, user_id="u", agent_id="a")[0]
     with pytest.raises(SoloFlowError, match="no replay fidelity"):
         auto_promote_candidate(sqlite_store, cand.id, user_id="u", agent_id="a")
-    low = cand.model_copy(update={"fidelity": 0.5, "divergences": [
+    few = cand.model_copy(update={"fidelity": 1.0, "held_out": 2})
+    sqlite_store.save_candidates([few])
+    with pytest.raises(SoloFlowError, match="2 held-out occurrence"):
+        auto_promote_candidate(sqlite_store, cand.id, user_id="u", agent_id="a")
+    low = cand.model_copy(update={"fidelity": 0.5, "held_out": 3, "divergences": [
         {"occurrence": "r9", "step": "step_2", "tool": cand.tool_sequence[1], "kind": "unexpected",
          "made": {"x": 1}, "expected": [{"x": 2}], "message": ""}]})
     sqlite_store.save_candidates([low])
@@ -144,7 +148,8 @@ def test_cli_verify_and_candidates_show_fidelity(sqlite_store, sqlite_url):
     assert res.exit_code == 0, res.output
     body = json.loads(res.stdout)
     assert body["fidelity"] is not None and body["held_out"] >= 1
-    assert (body["promoted"] is not None) == body["passes"]
+    assert body["promotable"] == (body["passes"] and body["held_out"] >= 3)
+    assert (body["promoted"] is not None) == body["promotable"]
     res = runner.invoke(app, ["--db", sqlite_url, "--user", "u", "--agent", "a", "flows", "candidates"],
                         catch_exceptions=False)
     assert "fidelity" in res.stdout

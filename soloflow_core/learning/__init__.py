@@ -18,8 +18,10 @@ from soloflow_core.learning.config import (
 )
 from soloflow_core.learning.outcomes import (
     DEFAULT_PRIOR_WEIGHT,
+    DEFAULT_PROMOTION_THRESHOLD,
     MIN_EXECUTIONS_TO_DEMOTE,
     MIN_EXECUTIONS_TO_RETIRE,
+    MIN_HELD_OUT,
     REACTIVATE_AFTER_SUCCESSES,
     RETIRE_AFTER_FAILURES,
     FlowStats,
@@ -27,11 +29,11 @@ from soloflow_core.learning.outcomes import (
     initial_stats,
     may_auto_execute,
     promotion_route,
+    record_agent_run,
     record_outcome,
     reinstate,
 )
 from soloflow_core.learning.promotion import (
-    DEFAULT_PROMOTION_THRESHOLD,
     approve_candidate,
     auto_promote_candidate,
     describe_divergences,
@@ -50,6 +52,7 @@ __all__ = [
     "DEFAULT_PROMOTION_THRESHOLD",
     "ENV_PREFIX",
     "MIN_EXECUTIONS_TO_DEMOTE",
+    "MIN_HELD_OUT",
     "MIN_EXECUTIONS_TO_RETIRE",
     "REACTIVATE_AFTER_SUCCESSES",
     "RETIRE_AFTER_FAILURES",
@@ -72,6 +75,7 @@ __all__ = [
     "may_auto_execute",
     "parse_duration",
     "promotion_route",
+    "record_agent_run",
     "record_outcome",
     "reinstate",
     "reject_candidate",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from soloflow_core.learning.promotion import SOURCE_USER
+from soloflow_core.models import SOURCE_USER
 
 if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig

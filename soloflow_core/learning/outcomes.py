@@ -2,10 +2,13 @@
 
 Confidence is the mean of a Beta posterior over the flow's success probability::
 
-    confidence = (alpha + successes) / (alpha + beta + executions)
+    confidence = (alpha + successes + seen) / (alpha + beta + executions + seen)
 
-with the prior Beta(1, 1) (no opinion: 0.5) unless the flow's replay fidelity seeds it, or
-a person vouches for it (Beta(4, 0): 1.0) — see :func:`initial_stats`. Status follows the observed success rate (successes / executions):
+with the prior Beta(1, 1) (no opinion: 0.5) unless the flow's replay fidelity seeds it, a
+person approved it (as a replay of perfect fidelity: 5/6), or a person wrote it (Beta(4, 0):
+1.0) — see :func:`initial_stats`. ``seen`` counts the agent's own successful runs of the
+flow's sequence (:func:`record_agent_run`): evidence that the steps work, which brings back
+a flow one bad input set back. Status follows the observed success rate (successes / executions):
 
 - ``active`` → ``suggestion_only`` once executions ≥ 5 and the rate < ``min_success_rate``;
 - ``suggestion_only`` → ``retired`` after 3 consecutive failures counted from the demotion,
@@ -25,13 +28,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from soloflow_core.learning.promotion import DEFAULT_PROMOTION_THRESHOLD
-
 if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig, SuggestionMode
 
 __all__ = [
     "DEFAULT_PRIOR_WEIGHT",
+    "DEFAULT_PROMOTION_THRESHOLD",
+    "MIN_HELD_OUT",
     "MIN_EXECUTIONS_TO_DEMOTE",
     "MIN_EXECUTIONS_TO_RETIRE",
     "REACTIVATE_AFTER_SUCCESSES",
@@ -41,6 +44,7 @@ __all__ = [
     "initial_stats",
     "may_auto_execute",
     "promotion_route",
+    "record_agent_run",
     "record_outcome",
     "reinstate",
 ]
@@ -57,6 +61,10 @@ REACTIVATE_AFTER_SUCCESSES = 2
 """Consecutive successes a recovered suggestion-only flow needs to be active again."""
 DEFAULT_PRIOR_WEIGHT = 4.0
 """Pseudo-executions a replay fidelity (or a person's word) is worth in :func:`initial_stats`."""
+DEFAULT_PROMOTION_THRESHOLD = 0.9
+"""Automatic promotion needs at least this replay fidelity (``soloflow flows verify``)."""
+MIN_HELD_OUT = 3
+"""Automatic promotion needs at least this many held-out occurrences replayed."""
 
 
 class FlowStats(BaseModel):
@@ -76,6 +84,9 @@ class FlowStats(BaseModel):
     consecutive_successes: int = Field(default=0, ge=0)
     consecutive_failures: int = Field(default=0, ge=0)
     """Failures in a row; reset to 0 when the flow is demoted, so retirement counts anew."""
+    agent_successes: int = Field(default=0, ge=0)
+    """Successful agent runs of the flow's sequence seen since it was registered: they count
+    in the confidence (as successes), not in the executions or the status rules."""
     last_executed_at: datetime | None = None
 
     @model_validator(mode="before")
@@ -85,8 +96,9 @@ class FlowStats(BaseModel):
             alpha = data.get("prior_alpha", 1.0)
             beta = data.get("prior_beta", 1.0)
             s, n = data.get("success_count", 0), data.get("total_executions", 0)
+            seen = data.get("agent_successes", 0)
             try:
-                data = {**data, "confidence": _posterior_mean(alpha, beta, s, n)}
+                data = {**data, "confidence": _posterior_mean(alpha, beta, s + seen, n + seen)}
             except (TypeError, ZeroDivisionError):
                 pass  # let field validation report the bad input
         return data
@@ -105,8 +117,9 @@ class FlowStats(BaseModel):
         ``FlowStats(**state, success_count=..., total_executions=..., status=...,
         last_executed_at=...)`` — the confidence is recomputed."""
         return self.model_dump(
-            include={"prior_alpha", "prior_beta", "consecutive_successes", "consecutive_failures"}
-        )
+            include={"prior_alpha", "prior_beta", "consecutive_successes", "consecutive_failures",
+                     "agent_successes"}
+        )  # fmt: skip
 
     @property
     def success_rate(self) -> float | None:
@@ -127,10 +140,13 @@ def initial_stats(
     fidelity: float | None = None,
     weight: float = DEFAULT_PRIOR_WEIGHT,
     user_submitted: bool = False,
+    approved: bool = False,
 ) -> FlowStats:
     """The stats of a newly registered flow.
 
     - Learned, not verified: the prior is Beta(1, 1), confidence 0.5.
+    - ``approved`` by a person: the prior of a replay at fidelity 1.0 (5/6 with the default
+      weight), whatever the replay measured: a person looked at it and said yes.
     - Learned with the replay ``fidelity`` the candidate reached (``soloflow flows
       verify``): Beta(1 + weight·fidelity, 1 + weight·(1 − fidelity)) — the held-out replay
       counts as ``weight`` executions on top of the uniform prior. Pass the number of
@@ -150,6 +166,8 @@ def initial_stats(
         if fidelity is not None or weight == 0.0:
             raise ValueError("a user-submitted flow's prior takes a weight > 0 and no fidelity")
         return FlowStats(prior_alpha=weight, prior_beta=0.0)
+    if approved:
+        fidelity = 1.0
     if fidelity is None:
         return FlowStats()
     if not (0.0 <= fidelity <= 1.0) or math.isnan(fidelity):
@@ -174,17 +192,34 @@ def record_outcome(
     wins = stats.consecutive_successes + 1 if success else 0
     losses = 0 if success else stats.consecutive_failures + 1
     status, losses = _next_status(stats.status, s / n, n, wins, losses, config.min_success_rate)
+    seen = stats.agent_successes
     return stats.model_copy(
         update={
             "success_count": s,
             "total_executions": n,
-            "confidence": _posterior_mean(stats.prior_alpha, stats.prior_beta, s, n),
+            "confidence": _posterior_mean(stats.prior_alpha, stats.prior_beta, s + seen, n + seen),
             "status": status,
             "consecutive_successes": wins,
             "consecutive_failures": losses,
             "last_executed_at": at if at is not None else datetime.now(UTC),
         }
     )
+
+
+def record_agent_run(stats: FlowStats) -> FlowStats:
+    """``stats`` after the agent itself did the flow's sequence successfully: one more
+    success in the confidence; executions, streaks and status unchanged.
+
+    >>> s = record_agent_run(initial_stats())
+    >>> (s.agent_successes, round(s.confidence, 4), s.total_executions)
+    (1, 0.6667, 0)
+    """
+    seen = stats.agent_successes + 1
+    return stats.model_copy(update={
+        "agent_successes": seen,
+        "confidence": _posterior_mean(stats.prior_alpha, stats.prior_beta,
+                                      stats.success_count + seen, stats.total_executions + seen),
+    })  # fmt: skip
 
 
 def _next_status(

@@ -4,7 +4,9 @@
 store, the detector and promotion:
 
 1. **after each captured run** (:meth:`LearningService.on_run_finished`, within
-   ``learning_timeout``): :func:`should_learn` → the incremental check of
+   ``learning_timeout``): every registered flow whose sequence the run did itself is credited
+   (:func:`~soloflow_core.learning.records.record_agent_run`: its task becomes evidence of
+   the flow's job and a success in its confidence); then :func:`should_learn` → the incremental check of
    :class:`~soloflow_core.mining.watch.DetectionWatcher` (a full detection only when a new
    candidate may exist) → each new candidate stored pending → verified by replay when a
    ``verify`` callable is given (the LangChain adapter injects
@@ -13,9 +15,11 @@ store, the detector and promotion:
    :func:`~soloflow_core.learning.promotion.auto_promote_candidate` (``soloflow_flow_promoted``
    fires), ``"manual"`` leaves it pending for ``soloflow flows approve`` / ``reject``. A
    rejected ``dedupe_key`` is never proposed again (the detector skips decided keys);
-2. **after each flow execution** (:meth:`LearningService.record_outcome`): the flow's
-   counts, Beta-posterior confidence and status in the store (demoted to
-   ``suggestion_only`` below ``min_success_rate``, retired after more failures);
+2. **after each flow execution** (the flow runtime records it itself:
+   :func:`~soloflow_core.learning.records.record_flow_outcome`; :meth:`record_outcome` is the
+   same for a caller's own runs): the flow's counts, Beta-posterior confidence and status in
+   the store (demoted to ``suggestion_only`` below ``min_success_rate``, retired after more
+   failures);
 3. **savings** (:meth:`LearningService.savings`): :mod:`soloflow_core.learning.savings`.
 
 The service is also a plugin: ``pm.register(service)`` and every run the capture handler
@@ -30,23 +34,15 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from soloflow_core._markers import hookimpl
-from soloflow_core.errors import NotFoundError, SoloFlowError
+from soloflow_core.errors import SoloFlowError
 from soloflow_core.generalize.dataflow import side_effects_from_calls
 from soloflow_core.learning.config import LearningConfig
-from soloflow_core.learning.outcomes import (
-    FlowStats,
-    initial_stats,
-    promotion_route,
-    record_outcome,
-)
-from soloflow_core.learning.promotion import (
-    DEFAULT_PROMOTION_THRESHOLD,
-    SOURCE_USER,
-    auto_promote_candidate,
-)
+from soloflow_core.learning.outcomes import DEFAULT_PROMOTION_THRESHOLD, FlowStats, promotion_route
+from soloflow_core.learning.promotion import auto_promote_candidate
+from soloflow_core.learning.records import flow_stats, record_agent_run, record_flow_outcome
 from soloflow_core.learning.savings import FlowSavings, measure_flow_savings
 from soloflow_core.learning.triggers import (
     LearningAttempt,
@@ -97,6 +93,8 @@ class LearningOutcome:
     """Flows registered without a person (``suggestion_mode`` automatic or hybrid)."""
     pending: tuple[str, ...] = ()
     """Candidate ids left for a person to approve or reject."""
+    credited: tuple[str, ...] = ()
+    """Registered flows whose sequence the run did itself (:func:`record_agent_run`)."""
     notes: tuple[str, ...] = ()
 
 
@@ -172,8 +170,14 @@ class LearningService:
     def learn(self, run: TaskRun) -> LearningOutcome:
         """The learning step itself, synchronously (what :meth:`on_run_finished` times)."""
         decision = should_learn(run, self.config)
+        credited: tuple[str, ...] = ()
+        if self.config.enabled:
+            try:
+                credited = tuple(record_agent_run(self.store, run))
+            except SoloFlowError:
+                log.exception("SoloFlow: crediting flows with run %s failed", run.run_id)
         if not decision:
-            return LearningOutcome(run.run_id, decision)
+            return LearningOutcome(run.run_id, decision, credited=credited)
         with self._lock:
             before = len(self.watcher.proposed)
             self.watcher.observe(run)
@@ -192,7 +196,8 @@ class LearningService:
                 if note:
                     notes.append(note)
         return LearningOutcome(
-            run.run_id, decision, tuple(proposed), tuple(promoted), tuple(pending), tuple(notes)
+            run.run_id, decision, proposed=tuple(proposed), promoted=tuple(promoted),
+            pending=tuple(pending), credited=credited, notes=tuple(notes),
         )
 
     def is_read_only(self, cand: FlowCandidate) -> bool:
@@ -235,71 +240,34 @@ class LearningService:
         try:
             flow = auto_promote_candidate(
                 self.store, cand.id, user_id=cand.user_id, agent_id=cand.agent_id,
-                threshold=self.fidelity_threshold, pm=self.pm,
+                threshold=self.fidelity_threshold, pm=self.pm, config=self.config,
             )  # fmt: skip
         except SoloFlowError as exc:
             return cand, None, f"{cand.id}: not promoted ({exc})"
-        stats = initial_stats(fidelity=cand.fidelity)
-        self._write_stats(flow.name, cand.user_id, cand.agent_id, stats)
         return cand, flow, f"{cand.id}: promoted to flow {flow.name!r} version {flow.version}"
 
     # ------------------------------------------------------------------ outcomes
 
     def stats(self, user_id: str, agent_id: str, name: str) -> FlowStats:
-        """The flow's outcome record (latest version), rebuilt from the store.
-
-        A flow the service has not seen yet (approved in the CLI, submitted by a person)
-        starts from :func:`initial_stats`: a person's vouching for a user-submitted flow,
-        the candidate's replay fidelity for a learned one, else the uniform prior.
+        """The flow's outcome record (latest version), rebuilt from the store
+        (:func:`~soloflow_core.learning.records.flow_stats`).
 
         Raises:
             NotFoundError: no such flow in the namespace.
         """
-        meta = self.store.get_flow_meta(name, user_id=user_id, agent_id=agent_id)
-        state = self.store.get_flow_learning(name, user_id=user_id, agent_id=agent_id)
-        if state is None:
-            state = self._initial_state(meta.source, meta.candidate_id, user_id, agent_id)
-        return FlowStats.model_validate({
-            **state, "success_count": meta.success_count, "total_executions": meta.total_executions,
-            "status": meta.status, "last_executed_at": meta.last_used,
-        })  # fmt: skip
-
-    def _initial_state(
-        self, source: str, candidate_id: str | None, user_id: str, agent_id: str
-    ) -> dict[str, Any]:
-        if source == SOURCE_USER:
-            return initial_stats(user_submitted=True).learning_state()
-        fidelity = None
-        if candidate_id is not None:
-            try:
-                fidelity = self.store.get_candidate(
-                    candidate_id, user_id=user_id, agent_id=agent_id
-                ).fidelity
-            except NotFoundError:
-                fidelity = None
-        return initial_stats(fidelity=fidelity).learning_state()
+        return flow_stats(self.store, name, user_id=user_id, agent_id=agent_id)
 
     def record_outcome(
         self, user_id: str, agent_id: str, name: str, *, success: bool, at: datetime | None = None
     ) -> FlowStats:
-        """Count one execution of the flow ``name`` and store its new confidence and status.
+        """Count one execution of the flow ``name`` and store its new confidence and status
+        (:func:`~soloflow_core.learning.records.record_flow_outcome`).
 
         Raises:
             NotFoundError: no such flow in the namespace.
         """
-        with self._lock:
-            before = self.stats(user_id, agent_id, name)
-            after = record_outcome(before, success, self.config, at=at)
-            self.store.record_flow_execution(
-                name, user_id=user_id, agent_id=agent_id, success=success, at=at
-            )
-            self._write_stats(name, user_id, agent_id, after)
-        if after.status != before.status:
-            log.warning(
-                "SoloFlow: flow %r is now %s (%d of %d executions succeeded)",
-                name, after.status, after.success_count, after.total_executions,
-            )  # fmt: skip
-        return after
+        return record_flow_outcome(self.store, name, success=success, user_id=user_id,
+                                   agent_id=agent_id, config=self.config, at=at)  # fmt: skip
 
     def record_result(
         self, result: FlowOutcome, *, user_id: str, agent_id: str
@@ -311,23 +279,6 @@ class LearningService:
         if success is None:
             return None
         return self.record_outcome(user_id, agent_id, result.flow, success=success)
-
-    def outcome_recorder(self, user_id: str, agent_id: str) -> Callable[[FlowOutcome], None]:
-        """A ``FlowRuntime(on_finished=...)`` callback recording each run's outcome."""
-
-        def on_finished(result: FlowOutcome) -> None:
-            try:
-                self.record_result(result, user_id=user_id, agent_id=agent_id)
-            except NotFoundError:  # an unregistered flow run directly: no record to update
-                log.debug("no registered flow %r to record an outcome for", result.flow)
-
-        return on_finished
-
-    def _write_stats(self, name: str, user_id: str, agent_id: str, stats: FlowStats) -> None:
-        self.store.update_flow_meta(
-            name, user_id=user_id, agent_id=agent_id, confidence=stats.confidence,
-            status=stats.status, learning=stats.learning_state(),
-        )  # fmt: skip
 
     # ------------------------------------------------------------------ savings
 

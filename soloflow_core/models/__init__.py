@@ -8,7 +8,14 @@ from soloflow_core.models.candidates import (
     dedupe_key_for,
 )
 from soloflow_core.models.config import DetectorConfig, SoloFlowConfig
-from soloflow_core.models.flows import Compensation, FlowDefinition, FlowStep
+from soloflow_core.models.flows import (
+    SOURCE_LEARNED,
+    SOURCE_USER,
+    Compensation,
+    FlowDefinition,
+    FlowSource,
+    FlowStep,
+)
 from soloflow_core.models.ledger import (
     DEFAULT_AGENT,
     DEFAULT_USER,
@@ -21,11 +28,14 @@ from soloflow_core.models.ledger import (
 __all__ = [
     "DEFAULT_AGENT",
     "DEFAULT_USER",
+    "SOURCE_LEARNED",
+    "SOURCE_USER",
     "CandidateStatus",
     "Compensation",
     "DetectorConfig",
     "FlowCandidate",
     "FlowDefinition",
+    "FlowSource",
     "FlowStep",
     "MatchType",
     "ModelCall",

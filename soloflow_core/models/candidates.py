@@ -75,5 +75,12 @@ class FlowCandidate(BaseModel):
     """Calls that diverged in replay (held-out run, step, tool, expected vs. made), for the
     person who decides when fidelity is below the promotion threshold."""
     verified_at: datetime | None = None
+    held_out: int | None = None
+    """How many held-out occurrences the replay ran (automatic promotion needs at least 3);
+    None until verified."""
+    arguments_from_recording: int | None = None
+    """Arguments the replay took from the recording (free inputs, given as a caller would)."""
+    arguments_derived: int | None = None
+    """Arguments the replay derived itself: constants, upstream outputs, the task text."""
     verification_note: str = ""
     """How the candidate was verified (occurrences used, held out) or why it could not be."""

@@ -6,6 +6,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+FlowSource = Literal["auto-learned", "user-submitted"]
+"""Where a registered flow came from: learned from the ledger, or written by a person."""
+SOURCE_LEARNED: FlowSource = "auto-learned"
+SOURCE_USER: FlowSource = "user-submitted"
+
 OnFailure = Literal["stop", "continue", "skip_dependents", "fallback", "compensate"]
 """What a step that failed (after its retries) does to the run:
 
@@ -92,6 +97,11 @@ class FlowDefinition(BaseModel):
     requires_approval: bool = False
     """Pause each run before its first side-effecting step until a person approves it
     (``soloflow flows approve RUN_ID``) or rejects it (the run is cancelled)."""
+    reply_template: str | None = None
+    """What the user is told when the flow ran in the agent's place (routed with no model
+    call): text with templates over the flow's inputs and its steps' outputs, e.g.
+    ``"Your order {{step_3.order_id}} is {{step_3.status}}."``. Learned from the agent's own
+    final answers when they agree; without one, the reply states what the flow did."""
 
     def step(self, step_id: str) -> FlowStep:
         for s in self.steps:

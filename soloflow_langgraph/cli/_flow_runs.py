@@ -39,7 +39,8 @@ def runtime_for(ctx: typer.Context, tools: list[str]) -> FlowRuntime:
 
     c: Context = ctx.obj
     runtime = FlowRuntime(c.store(), tools=[t for spec in tools for t in load_tools(spec)],
-                          plugin_manager=get_plugin_manager(), **c.ns)
+                          plugin_manager=get_plugin_manager(),
+                          learning_config=c.learning_config(), **c.ns)
     # Closed when the command ends: the queued checkpoint deletions finish first.
     ctx.call_on_close(runtime.close)
     return runtime

@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 from soloflow_core.errors import SoloFlowError
 
 if TYPE_CHECKING:
+    from soloflow_core.learning.config import LearningConfig
     from soloflow_core.store import Store
 
 err = Console(stderr=True)
@@ -64,6 +65,12 @@ class Context:
     @property
     def ns(self) -> Namespace:
         return {"user_id": self.user, "agent_id": self.agent}
+
+    def learning_config(self) -> LearningConfig:
+        """The learning settings in force (config file, ``SOLOFLOW_LEARNING_*``)."""
+        from soloflow_core.learning.config import load_learning_config
+
+        return load_learning_config()
 
 
 @app.callback()

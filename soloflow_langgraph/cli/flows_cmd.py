@@ -10,15 +10,15 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
+from soloflow_core.learning.outcomes import DEFAULT_PROMOTION_THRESHOLD, MIN_HELD_OUT
 from soloflow_core.learning.promotion import (
-    DEFAULT_PROMOTION_THRESHOLD,
-    SOURCE_USER,
     approve_candidate,
     auto_promote_candidate,
     describe_divergences,
     reject_candidate,
     submit_flow,
 )
+from soloflow_core.models import SOURCE_USER
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.cli._flow_runs import decide, load_tools
 from soloflow_langgraph.cli.app import Context, app, fail, out, print_json
@@ -48,7 +48,8 @@ def approve(
         decide(ctx, candidate_id, approved=True, comment=comment, tools=tools)
         return
     c: Context = ctx.obj
-    flow = approve_candidate(c.store(), candidate_id, pm=get_plugin_manager(), **c.ns)
+    flow = approve_candidate(c.store(), candidate_id, pm=get_plugin_manager(),
+                             config=c.learning_config(), **c.ns)
     out.print(f"registered flow [bold]{flow.name}[/] version {flow.version}")
 
 
@@ -108,18 +109,26 @@ def verify(
     c: Context = ctx.obj
     cand, report = verify_candidate(c.store(), candidate_id, **c.ns)
     promoted = None
-    if promote and report.passes(threshold):
+    promotable = report.passes(threshold) and report.held_out >= MIN_HELD_OUT
+    if promote and promotable:
         promoted = auto_promote_candidate(c.store(), candidate_id, threshold=threshold,
-                                          pm=get_plugin_manager(), **c.ns)
+                                          pm=get_plugin_manager(), config=c.learning_config(),
+                                          **c.ns)  # fmt: skip
     if as_json:
         print_json({"candidate_id": cand.id, "fidelity": cand.fidelity, "confidence": cand.confidence,
                     "threshold": threshold, "passes": report.passes(threshold),
+                    "promotable": promotable,
+                    "verified": cand.fidelity is not None,
                     "trained_on": report.trained_on, "held_out": report.held_out,
+                    "arguments_from_recording": report.arguments_from_recording,
+                    "arguments_derived": report.arguments_derived,
                     "free_inputs": report.free_inputs, "notes": report.notes,
                     "divergences": cand.divergences,
                     "promoted": None if promoted is None else {"name": promoted.name, "version": promoted.version}})
+        if cand.fidelity is None:
+            raise typer.Exit(1)
         return
-    out.print(f"{cand.id}: {cand.verification_note}", highlight=False)
+    out.print(f"{cand.id}: {escape(cand.verification_note)}", highlight=False)
     if cand.fidelity is None:
         raise typer.Exit(1)
     out.print(f"fidelity {cand.fidelity:.2f} (threshold {threshold:.2f}), confidence "
@@ -129,7 +138,10 @@ def verify(
         out.print(f"promoted: registered flow [bold]{promoted.name}[/] version {promoted.version}")
     elif not report.passes(threshold):
         out.print(f"[yellow]below the threshold: a person must approve or reject it.[/] Calls that diverged:\n"
-                  f"{describe_divergences(cand)}", highlight=False)
+                  f"{escape(describe_divergences(cand))}", highlight=False)
+    elif not promotable:
+        out.print(f"[yellow]replayed on {report.held_out} held-out occurrence(s): automatic promotion "
+                  f"needs {MIN_HELD_OUT}; a person must approve or reject it.[/]", highlight=False)
 
 
 @flows_app.command("list")

@@ -46,6 +46,8 @@ from soloflow_core.errors import (
 from soloflow_core.flow.executors import ExecutorRegistry, build_executor_registry
 from soloflow_core.flow.fsm import RunState
 from soloflow_core.flow.journal import InMemoryStepJournal, StepJournal
+from soloflow_core.learning.config import LearningConfig
+from soloflow_core.learning.records import record_flow_outcome
 from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store.flowruns import APPROVAL_STEP
@@ -103,8 +105,11 @@ class FlowRuntime:
             next step starts.
         retention: what happens to a run's checkpoints when it ends.
         on_finished: called with the result of every run that ends (not one that waits for
-            approval); the learning service records outcomes from it. Its errors are logged,
-            never raised into the run.
+            approval). Its errors are logged, never raised into the run.
+        learning_config: the outcome rules (``min_success_rate``) applied when a run of a
+            registered flow ends: the runtime records every such run's outcome in the store
+            (:func:`~soloflow_core.learning.records.record_flow_outcome`); default
+            ``LearningConfig()``.
     """
 
     def __init__(
@@ -120,6 +125,7 @@ class FlowRuntime:
         durability: Literal["sync", "async", "exit"] = "sync",
         retention: Retention = "delete_on_finish",
         on_finished: Callable[[FlowRunResult], None] | None = None,
+        learning_config: LearningConfig | None = None,
     ) -> None:
         self.store, self.user_id, self.agent_id = store, user_id, agent_id
         if registry is None:
@@ -132,6 +138,7 @@ class FlowRuntime:
         self.durability, self.retention = durability, retention
         self.owner = process_owner()
         self.on_finished = on_finished
+        self.learning_config = learning_config or LearningConfig()
         self._graphs: dict[tuple[str, int], tuple[FlowDefinition, CompiledStateGraph]] = {}
         self._definitions: dict[tuple[str, int], FlowDefinition] = {}
         self._def_json: dict[tuple[str, int], tuple[FlowDefinition, str]] = {}
@@ -480,12 +487,28 @@ class FlowRuntime:
     def _drive(self, flow: FlowDefinition, graph: CompiledStateGraph, run_id: str,
                journal: StepJournal, payload: Any) -> FlowRunResult:
         result = self._invoke(flow, graph, run_id, journal, payload)
+        self._record_outcome(flow, result)
         if self.on_finished is not None and result.status != "waiting":
             try:
                 self.on_finished(result)
             except Exception:
                 log.exception("on_finished failed for flow run %r", run_id)
         return result
+
+    def _record_outcome(self, flow: FlowDefinition, result: FlowRunResult) -> None:
+        """Count an ended run of a registered flow in its record: ``completed`` succeeded,
+        ``failed`` and ``fallback`` failed; a cancelled run (a person's act) and one that
+        waits are not outcomes."""
+        success = {"completed": True, "failed": False, "fallback": False}.get(result.status)
+        if self.store is None or success is None:
+            return
+        try:
+            record_flow_outcome(self.store, flow.name, success=success, user_id=self.user_id,
+                                agent_id=self.agent_id, config=self.learning_config)  # fmt: skip
+        except NotFoundError:
+            return  # a flow run by its definition, never registered: no record to keep
+        except SoloFlowError:
+            log.exception("recording the outcome of flow run %r failed", result.run_id)
 
     def _invoke(self, flow: FlowDefinition, graph: CompiledStateGraph, run_id: str,
                 journal: StepJournal, payload: Any) -> FlowRunResult:

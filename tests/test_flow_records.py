@@ -1,0 +1,166 @@
+"""Confidence that means something: every execution path counts, the agent's own runs of a
+flow's job are evidence, a person's approval gives the documented prior, capacity holds.
+
+Real stores (both), a real ``FlowRuntime``, the CLI in process, a flow as a LangChain tool.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+from langchain_core.tools import tool
+from typer.testing import CliRunner
+
+from soloflow_core.errors import FlowValidationError, SoloFlowError
+from soloflow_core.learning import LearningConfig
+from soloflow_core.learning.promotion import approve_candidate, submit_flow
+from soloflow_core.learning.records import flow_stats, flows_done_by, record_agent_run
+from soloflow_core.models import FlowCandidate, FlowDefinition, FlowStep, TaskRun, ToolCall
+from soloflow_core.store import Store
+from soloflow_langgraph.cli import app
+from soloflow_langgraph.routing.hints import OfferedFlows
+from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
+
+NS = {"user_id": "u", "agent_id": "a"}
+CALLS: list[str] = []
+
+
+@tool
+def get_user(email: str) -> str:
+    """Look up a user."""
+    CALLS.append("get_user")
+    if "@" not in email:
+        raise ValueError(f"no user {email!r}")
+    return json.dumps({"id": email.split("@")[0]})
+
+
+@tool
+def refund(user_id: str) -> str:
+    """Refund a user's last order."""
+    CALLS.append("refund")
+    return "ok"
+
+
+TOOLS = [get_user, refund]
+FLOW = FlowDefinition(
+    name="Refund",
+    steps=[FlowStep(id="u", skill_key="get_user", input_map={"email": "{{_trigger.email}}"}, retry_max=0),
+           FlowStep(id="r", skill_key="refund", depends_on=["u"], input_map={"user_id": "{{u.id}}"})],
+    input_schema={"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
+)
+
+
+def _counts(store: Store) -> tuple[int, int]:
+    meta = store.get_flow_meta("Refund", **NS)
+    return meta.success_count, meta.total_executions
+
+
+def test_every_way_of_running_a_registered_flow_counts(store: Store, db_url: str):
+    submit_flow(store, FLOW, **NS)
+    with FlowRuntime(store, tools=TOOLS, **NS) as runtime:  # directly
+        assert runtime.run("Refund", {"email": "a@x.io"}).status == "completed"
+        assert runtime.run("Refund", {"email": "no-at-sign"}).status == "failed"
+    assert _counts(store) == (1, 2)
+    flows = OfferedFlows(store, tools=TOOLS, runtime=None, pm=None, min_confidence=0.0, limit=3, **NS)
+    assert flows.flow_run_tool().invoke({"name": "Refund", "inputs": {"email": "b@x.io"}}) == "ok"
+    (typed,) = flows.typed_tools()
+    assert typed.invoke({"email": "c@x.io"}) == "ok"  # a flow as the agent's tool
+    assert _counts(store) == (3, 4)
+    res = CliRunner().invoke(app, ["--db", db_url, "--user", "u", "--agent", "a", "flows", "run",
+                                   "Refund", "--input", '{"email": "d@x.io"}', "--tools",
+                                   "tests.test_flow_records:TOOLS", "--json"])
+    assert res.exit_code == 0, res.output
+    assert _counts(store) == (4, 5)
+    # Inputs refused before any step ran are not the flow's failure.
+    with FlowRuntime(store, tools=TOOLS, **NS) as runtime, pytest.raises(FlowValidationError):
+        runtime.run("Refund", {"email": 42})
+    assert _counts(store) == (4, 5)
+
+
+def test_a_person_approving_gives_the_approval_prior_whatever_the_replay_measured(store: Store):
+    cand = FlowCandidate(
+        id="cand_x", user_id="u", agent_id="a", tool_sequence=["get_user", "refund"],
+        occurrence_count=3, match_type="exact", estimated_token_savings=1.0,
+        avg_cost_per_execution=1.0, dedupe_key="flow_offload:get_user→refund",
+        proposed_flow=FLOW, run_ids=[], fidelity=0.0, held_out=3,
+    )
+    store.save_candidates([cand])
+    approve_candidate(store, cand.id, **NS)
+    stats = flow_stats(store, "Refund", **NS)
+    assert stats.confidence == pytest.approx(5 / 6)
+    assert stats.prior_alpha == 5.0 and stats.prior_beta == 1.0
+
+
+def _agent_run(i: int, calls: list[ToolCall], success: bool | None = True) -> TaskRun:
+    at = datetime(2026, 11, 1, tzinfo=UTC)
+    return TaskRun(run_id=f"agent-{i}", task=f"please refund me, user{i}@x.io", success=success,
+                   tool_calls=calls, started_at=at, ended_at=at, **NS)  # fmt: skip
+
+
+def _did(i: int) -> list[ToolCall]:
+    return [ToolCall(name="get_user", args={"email": f"user{i}@x.io"}, output={"id": f"user{i}"}),
+            ToolCall(name="refund", args={"user_id": f"user{i}"}, output="ok")]
+
+
+def test_agent_runs_of_the_flows_sequence_bring_a_flow_back(store: Store):
+    config = LearningConfig()
+    submit_flow(store, FLOW, **NS)
+    with FlowRuntime(store, tools=TOOLS, learning_config=config, **NS) as runtime:
+        runtime.run("Refund", {"email": "no-at-sign"})  # one bad input set
+    before = flow_stats(store, "Refund", **NS).confidence
+    assert before == pytest.approx(4 / 5) and before < 0.85
+    run = _agent_run(1, _did(1))
+    store.add_run(run)
+    assert record_agent_run(store, run) == ["Refund"]
+    after = flow_stats(store, "Refund", **NS)
+    assert after.agent_successes == 1 and after.total_executions == 1
+    assert after.confidence == pytest.approx(5 / 6)
+    assert store.flow_evidence(["Refund"], **NS)["Refund"] == [run.task]
+    # The same run again adds no evidence twice (its id is known), runs that did not do the
+    # whole sequence, or failed, credit nothing.
+    store.add_flow_evidence("Refund", [(run.run_id, run.task or "")], source="agent_run", **NS)
+    assert len(store.flow_evidence(["Refund"], **NS)["Refund"]) == 1
+    partial = _agent_run(2, _did(2)[:1])
+    failed = _agent_run(3, _did(3), success=False)
+    broken = _agent_run(4, [_did(4)[0].model_copy(update={"error": True}), _did(4)[1]])
+    for r in (partial, failed, broken):
+        assert record_agent_run(store, r) == []
+    assert flow_stats(store, "Refund", **NS).agent_successes == 1
+
+
+def test_a_retried_call_still_does_the_sequence():
+    calls = _did(5)
+    retried = [calls[0].model_copy(update={"error": True}), *calls]
+    assert flows_done_by(_agent_run(5, retried), [FLOW]) == ["Refund"]
+    other = [calls[0], ToolCall(name="unrelated"), calls[1]]
+    assert flows_done_by(_agent_run(6, other), [FLOW]) == []
+
+
+def _candidate(store: Store, name: str, i: int) -> FlowCandidate:
+    flow = FLOW.model_copy(update={"name": name})
+    cand = FlowCandidate(
+        id=f"cand_{i}", user_id="u", agent_id="a", tool_sequence=["get_user", "refund"],
+        occurrence_count=3, match_type="exact", estimated_token_savings=1.0,
+        avg_cost_per_execution=1.0, dedupe_key=f"flow_offload:{name}", proposed_flow=flow,
+        run_ids=[],
+    )
+    store.save_candidates([cand])
+    return cand
+
+
+def test_max_workflows_per_agent_evicts_learned_flows_and_never_a_persons(store: Store):
+    config = LearningConfig(max_workflows_per_agent=2)
+    submit_flow(store, FLOW.model_copy(update={"name": "Mine"}), **NS)
+    approve_candidate(store, _candidate(store, "Learned 1", 1).id, config=config, **NS)
+    approve_candidate(store, _candidate(store, "Learned 2", 2).id, config=config, **NS)
+    names = sorted(m.name for m in store.list_flow_meta(**NS))
+    assert names == ["Learned 2", "Mine"]  # the older learned flow made room
+    assert store.flow_evidence(["Learned 1"], **NS)["Learned 1"] == []
+    submit_flow(store, FLOW.model_copy(update={"name": "Mine too"}), **NS)
+    # Only a person's flows would be left to evict: the learned flow is refused.
+    with pytest.raises(SoloFlowError, match="max_workflows_per_agent=2"):
+        approve_candidate(store, _candidate(store, "Learned 3", 3).id,
+                          config=LearningConfig(max_workflows_per_agent=2), **NS)
+    assert "Learned 3" not in {m.name for m in store.list_flow_meta(**NS)}
