@@ -167,6 +167,8 @@ def validate_flow(
             problems.extend(_check_compensation(s, known, ancestors, declared_inputs))
     if flow.output_step is not None and flow.output_step not in known:
         problems.append((None, "output_step", f"unknown step {flow.output_step!r}"))
+    if flow.reply_template is not None:
+        problems.extend(_check_reply(flow.reply_template, known, declared_inputs))
     missing_exec: list[Problem] = []
     if executors is not None:
         avail = ", ".join(sorted(executors)[:20]) or "none"
@@ -226,6 +228,23 @@ def _check_compensation(
         else:
             out.extend(_check_reference(s.id, field, ref, known, upstream, declared_inputs))
     return out
+
+
+def _check_reply(reply: str, known: set[str], declared_inputs: set[str] | None) -> list[Problem]:
+    """A reply template reads inputs and any step (every step has run when it is written)."""
+    problems: list[Problem] = []
+    for field, ref in iter_references(reply, "reply_template"):
+        if isinstance(ref, TemplateError):
+            problems.append((None, field, str(ref)))
+        elif ref.root == ITEM:
+            problems.append((None, field, f"{ref.text}: a reply has no map item; name a step"))
+        elif ref.is_trigger:
+            if declared_inputs is not None and ref.path[0] not in declared_inputs:
+                problems.append((None, field, f"{ref.text} names unknown flow input {ref.path[0]!r}"))
+        elif ref.root not in known:
+            problems.append((None, field, f"{ref.text} names unknown step {ref.root!r}; known "
+                             f"steps: {', '.join(sorted(known))}"))
+    return problems
 
 
 def _check_reference(

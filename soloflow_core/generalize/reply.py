@@ -15,13 +15,20 @@ caller states what was done instead (:func:`describe_run`).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from soloflow_core.flow.templates import TRIGGER
+from soloflow_core.flow.templates import TRIGGER, TemplateError, render
 from soloflow_core.generalize.composed import compose_template, leaf_texts
 
-__all__ = ["MIN_ANSWERS", "describe_run", "learn_reply_template"]
+if TYPE_CHECKING:
+    from soloflow_core.generalize.arguments import Occurrence
+    from soloflow_core.models import FlowDefinition
+
+__all__ = ["MIN_ANSWERS", "describe_run", "learn_flow_reply", "learn_reply_template", "render_reply"]
+
+log = logging.getLogger(__name__)
 
 MIN_ANSWERS = 2
 """Final answers needed to learn a reply template."""
@@ -61,7 +68,7 @@ def learn_reply_template(
         return None
     texts = [a for a, _, _ in rows]
     if len(set(texts)) == 1:
-        return texts[0].replace("{{", "{{'{{'}}")
+        return None if "{{" in texts[0] or "}}" in texts[0] else texts[0]
     sources = []
     for _, given, steps in rows:
         values: dict[str, str] = {}
@@ -94,3 +101,59 @@ def describe_run(
 def _short(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def render_reply(
+    flow: FlowDefinition, inputs: Mapping[str, Any], results: Mapping[str, Any], output: Any
+) -> str:
+    """The reply to a routed request: the flow's ``reply_template`` rendered over its inputs
+    and step outputs, or, without one (or when it cannot be rendered: a field the run's
+    outputs lack), :func:`describe_run`."""
+    if flow.reply_template:
+        try:
+            text = render(flow.reply_template, inputs=inputs, results=results)
+        except TemplateError as exc:
+            log.warning("flow %r: its reply template cannot be rendered (%s)", flow.name, exc)
+        else:
+            return text if isinstance(text, str) else _short(text, _MAX_REPLY_CHARS)
+    return describe_run(flow.name, [s.skill_key for s in flow.steps], inputs, output)
+
+
+def _whole_input(value: Any) -> str | None:
+    """The input name when ``value`` is exactly ``{{_trigger.<name>}}``."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{{" + TRIGGER + ".") and text.endswith("}}") and text.count("{{") == 1:
+            name = text[len(TRIGGER) + 3 : -2].strip()
+            return name if name and "." not in name else None
+    return None
+
+
+def learn_flow_reply(
+    flow: FlowDefinition, occurrences: Sequence[Occurrence], answers: Sequence[str | None]
+) -> str | None:
+    """:func:`learn_reply_template` for ``flow`` from its occurrences (aligned step by step
+    with its steps) and the agent's final answer in each. None when the occurrences do not
+    align with the flow's steps, or no template writes every answer."""
+    if len(occurrences) != len(answers) or not occurrences:
+        return None
+    if any(len(o.args) != len(flow.steps) for o in occurrences):
+        return None
+    inputs: list[dict[str, Any]] = []
+    outputs: list[dict[str, Any]] = []
+    for occ in occurrences:
+        given: dict[str, Any] = {}
+        steps: dict[str, Any] = {}
+        for i, step in enumerate(flow.steps):
+            for key, value in step.input_map.items():
+                name = _whole_input(value)
+                if name is not None and key in occ.args[i]:
+                    given.setdefault(name, occ.args[i][key])
+            calls = occ.step_calls[i] if len(occ.step_calls) > i else ()
+            if step.map_over is not None and calls:
+                steps[step.id] = [getattr(c, "output", None) for c in calls]
+            else:
+                steps[step.id] = occ.outputs[i]
+        inputs.append(given)
+        outputs.append(steps)
+    return learn_reply_template(answers, inputs, outputs)

@@ -14,12 +14,16 @@ trigger keywords. A request (:func:`read_request`) is read the same way:
 
 :func:`judge_intent` then answers ``run``, ``hint`` or ``none`` (:class:`IntentVerdict`):
 
-- ``run`` needs all of: no negation; at least one word of the request; at most a third of its
-  words (``(n - 1) // 3``) unknown to the evidence; no unknown word that names an action
-  (``cancel``, ``delete``, ``reset``…, :data:`ACTION_STEMS`) or belongs to another flow's
-  job; at least one word the job's evidence holds in a quarter of its texts (or a person's
-  keyword); and enough evidence (:data:`MIN_EXEMPLARS` texts for a learned flow);
-- ``hint`` needs one such common word of the job, whatever else the request says;
+- ``run`` needs all of: enough evidence (:data:`MIN_EXEMPLARS` texts for a learned flow; a
+  person's words for a user-submitted one); at least one word besides values; a request
+  shorter than :data:`MAX_REQUEST_CHARS`, mostly in the Latin script; no negation governing
+  a word of the job or an action (``don't send…``, ``no longer want a refund``); at most a
+  third of its words (``(n - 1) // 3``) unknown to the evidence; no action word
+  (:data:`ACTION_STEMS`: ``cancel``, ``delete``, ``reset``, ``send``…) and no other person
+  (:data:`PARTY_WORDS`: ``accountant``, ``friend``…) the job's evidence is not *familiar*
+  with (two texts and 5 % of them); no unknown word that is common in another flow's job;
+  at least one word *common* in the job's evidence (a quarter of its texts, or declared);
+- ``hint`` needs one such common word, whatever else the request says;
 - otherwise ``none``.
 
 Every required input must also be bound from the request itself (:func:`bind_inputs`): one
@@ -34,10 +38,9 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Literal
 
-import snowballstemmer
+from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
     "ACTION_STEMS",
@@ -49,23 +52,19 @@ __all__ = [
     "bind_inputs",
     "judge_intent",
     "read_request",
-    "stem",
 ]
 
 MIN_EXEMPLARS = 3
 """Task texts a learned flow's evidence needs before it may run without the model."""
 COMMON_SHARE = 0.25
 """A word of the job is *common* when at least this share of the evidence's texts hold it."""
+FAMILIAR_SHARE = 0.05
+"""A word of the job is *familiar* when at least two of the evidence's texts, and this
+share of them, hold it: an action or another person the job is done with."""
 MAX_REQUEST_CHARS = 4000
 """A longer request is never run without the model (it is a conversation, not a request)."""
 
-_VALUE = re.compile(
-    r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"  # e-mail address
-    r"|(?:https?://|www\.)\S+"  # URL
-    r"|[^\W_]*\d[\w\-./:#]*"  # any word holding a digit: ids, dates, amounts
-    r"|\b[a-z]+(?:_[a-z0-9]+)+\b",  # snake_case identifiers
-    re.IGNORECASE,
-)
+_VALUE = VALUE_PATTERN
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
 _NEGATION = re.compile(
     r"\b(?:not|no|never|none|nothing|nobody|neither|nor|without|cannot|unless|instead|"
@@ -107,18 +106,6 @@ PARTY_WORDS = frozenset(
 )
 """Words naming another person: a request for someone else is not the job learned from
 requests for oneself, unless the job's evidence says so."""
-
-
-_STEMMER = snowballstemmer.stemmer("english")
-
-
-@lru_cache(maxsize=131_072)
-def stem(word: str) -> str:
-    """The Snowball (English) stem of a lowercased word; other scripts are returned as they
-    are. ``stem("orders") == "order"``."""
-    if not word.isascii():
-        return word
-    return str(_STEMMER.stemWord(word))
 
 
 ACTION_STEMS = frozenset(stem(w) for w in ACTION_WORDS)
@@ -251,10 +238,19 @@ class JobEvidence:
         floor = self._floor()
         return frozenset(w for w, n in self.df.items() if n >= floor) | self.declared
 
-    def common_parties(self) -> frozenset[str]:
-        """Other people the job is commonly done for (:data:`PARTY_WORDS` held as often as a
-        common word)."""
-        floor = self._floor()
+    def _familiar_floor(self) -> float:
+        return max(2.0, FAMILIAR_SHARE * self.texts)
+
+    def familiar(self) -> frozenset[str]:
+        """Words two texts (and :data:`FAMILIAR_SHARE` of them) hold, or a person declared:
+        an action word among them is part of the job."""
+        floor = self._familiar_floor()
+        return frozenset(w for w, n in self.df.items() if n >= floor) | self.declared
+
+    def familiar_parties(self) -> frozenset[str]:
+        """Other people the job is done for, as often as a familiar word
+        (:data:`PARTY_WORDS`)."""
+        floor = self._familiar_floor()
         return frozenset(w for w, n in self.parties.items() if n >= floor)
 
     @property
@@ -320,8 +316,9 @@ def judge_intent(
     allowed = max(0, (len(terms) - 1) // 3)
     if len(unknown) > allowed:
         reasons.append(f"words unknown to the job: {', '.join(unknown)}")
-    actions = [t for t in terms if t in ACTION_STEMS and t not in common]
-    strangers = [p for p in request.parties if p not in evidence.common_parties()]
+    familiar = evidence.familiar()
+    actions = [t for t in terms if t in ACTION_STEMS and t not in familiar]
+    strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
     if strangers:
         reasons.append(f"asks for someone else: {', '.join(strangers)}")
     others = set(other_jobs)

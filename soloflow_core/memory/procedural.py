@@ -22,8 +22,7 @@ from pydantic import ValidationError
 from soloflow_core.errors import FlowValidationError
 from soloflow_core.flow.loader import validate_flow_file
 from soloflow_core.flow.validate import validate_flow
-from soloflow_core.learning.promotion import SOURCE_LEARNED, SOURCE_USER
-from soloflow_core.models import FlowDefinition
+from soloflow_core.models import SOURCE_LEARNED, SOURCE_USER, FlowDefinition
 from soloflow_core.store.fulltext import identifiers, phrase_terms, scan_window, tokenize, top_terms
 from soloflow_core.store.procedural import USER_CONFIDENCE, check_trigger_keywords
 
@@ -156,6 +155,29 @@ def _score(flow: LookupCandidate, best_rank: float, query: set[str], named: set[
     )  # fmt: skip
 
 
+def same_job(a: Sequence[str], b: Sequence[str]) -> bool:
+    """Whether two flows' tools (``skill_keys``) do the same job: the tools they share are at
+    least half of the smaller set.
+
+    Example:
+        >>> same_job(["find", "send"], ["find", "send", "log"]), same_job(["a", "b"], ["c"])
+        (True, False)
+    """
+    sa, sb = set(a), set(b)
+    if not sa or not sb:
+        return False
+    return len(sa & sb) * 2 >= min(len(sa), len(sb))
+
+
+def _covers(user: _Scored, learned: _Scored) -> bool:
+    """Whether a user-submitted flow is for a learned flow's job: they use the same tools
+    (:func:`same_job`), or the user flow answers every trigger of the learned one that the
+    context holds."""
+    if same_job(user.flow.skill_keys, learned.flow.skill_keys):
+        return True
+    return bool(learned.keyword_terms) and learned.keyword_terms <= user.keyword_terms
+
+
 def _rank_with_precedence(scored: list[_Scored]) -> list[_Scored]:
     """By score (ties by name), then each user-submitted flow, best first, moves just above
     the highest-placed auto-learned flow it covers (see :meth:`ProceduralMemory.find_workflow`)."""
@@ -163,8 +185,7 @@ def _rank_with_precedence(scored: list[_Scored]) -> list[_Scored]:
     for user in [s for s in order if s.flow.source == SOURCE_USER]:
         here = order.index(user)
         covered = [i for i, s in enumerate(order[:here])
-                   if s.flow.source == SOURCE_LEARNED and s.keyword_terms
-                   and s.keyword_terms <= user.keyword_terms]  # fmt: skip
+                   if s.flow.source == SOURCE_LEARNED and _covers(user, s)]  # fmt: skip
         if covered:
             user.outranks = [order[i].flow.name for i in covered]
             order.insert(covered[0], order.pop(here))
@@ -260,12 +281,13 @@ class ProceduralMemory:
         (:meth:`~soloflow_core.store.Store.find_flow_candidates`). Each is scored
         ``0.7 × text + 0.2 × tools + 0.1 × confidence`` (see :class:`WorkflowMatch`).
 
-        Precedence of user-submitted flows: let ``T(F)`` be the terms of flow F's trigger
-        keywords that the context contains in full (a keyword matches when every one of its
-        terms is in the context). A user-submitted flow U is ranked above every auto-learned
-        flow L with ``T(L)`` non-empty and ``T(L) ⊆ T(U)`` — U answers every trigger of L
-        that the context holds — whatever their scores; otherwise the order is by score,
-        ties by name. ``score`` is reported before this reordering.
+        Precedence of user-submitted flows, by rule: a user-submitted flow U that matches is
+        ranked above every auto-learned flow L for the same job, whatever their scores —
+        the same job when they use the same tools (:func:`same_job`: the tools they share
+        are at least half of the smaller set), or when ``T(L)`` is non-empty and
+        ``T(L) ⊆ T(U)``, ``T(F)`` being the terms of F's trigger keywords the context
+        contains in full (U answers every trigger of L the context holds). Otherwise the
+        order is by score, ties by name. ``score`` is reported before this reordering.
 
         Args:
             available_tools: the agent's tools. When given, a flow calling any other tool is

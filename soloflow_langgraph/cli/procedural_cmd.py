@@ -85,3 +85,44 @@ def versions(
                       f"{r.created_at:%Y-%m-%d}",
                       "-" if r.last_used is None else f"{r.last_used:%Y-%m-%d}")
     out.print(table)
+
+
+@flows_app.command("route")
+def route(
+    ctx: typer.Context,
+    text: str = typer.Argument(..., help="The request; '-' reads it from stdin."),
+    tools: str | None = typer.Option(
+        None, "--tools", help="Comma-separated tool names the agent has: flows calling any "
+        "other tool are left out."),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """Would a request run a flow with no model call? Each matching flow's verdict and why
+    (nothing runs; the learning config's auto_execute is taken as on)."""
+    from soloflow_core.learning.records import flow_stats
+    from soloflow_core.memory.procedural import ProceduralMemory
+    from soloflow_core.memory.router import decide_route
+
+    c: Context = ctx.obj
+    if text == "-":
+        text = sys.stdin.read()
+    store = _store(ctx)
+    available = None if tools is None else [x.strip() for x in tools.split(",") if x.strip()]
+    matches = ProceduralMemory(store).find_workflow(c.user, c.agent, text, available_tools=available)
+    config = c.learning_config().model_copy(update={"auto_execute": True})
+    decision = decide_route(
+        store, text, matches, user_id=c.user, agent_id=c.agent, config=config,
+        definition=lambda name: store.get_flow(name, **c.ns).flow,
+        stats=lambda name: flow_stats(store, name, **c.ns),
+    )  # fmt: skip
+    if as_json:
+        print_json({"run": decision.run, "inputs": decision.inputs, "reason": decision.reason,
+                    "flows": [{"name": k.name, "verdict": k.verdict, "score": k.score,
+                               "reasons": list(k.reasons)} for k in decision.checks]})  # fmt: skip
+        return
+    out.print(escape(("runs " + repr(decision.run) if decision.run else "no flow runs") + ": "
+                     + decision.reason), highlight=False)  # fmt: skip
+    if decision.checks:
+        table = Table("flow", "verdict", "score", "why not")
+        for k in decision.checks:
+            table.add_row(escape(k.name), k.verdict, f"{k.score:.2f}", escape("; ".join(k.reasons) or "-"))
+        out.print(table)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from soloflow_core.errors import NotFoundError, SoloFlowError
 from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE, ProceduralMemory, WorkflowMatch
 from soloflow_core.models import FlowDefinition
-from soloflow_langgraph.routing.tools import flow_tool, flow_tool_name
+from soloflow_langgraph.routing.tools import flow_tool, flow_tool_name, waiting_text
 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 from soloflow_langgraph.runtime.inputs import apply_input_defaults
 from soloflow_langgraph.runtime.results import FlowRunResult
@@ -29,7 +29,7 @@ from soloflow_langgraph.runtime.results import FlowRunResult
 if TYPE_CHECKING:
     import pluggy
 
-    from soloflow_core.learning.service import LearningService
+    from soloflow_core.learning.config import LearningConfig
     from soloflow_core.store import Store
 
 __all__ = ["FLOW_RUN_TOOL", "OfferedFlows", "flow_hint", "flow_hints", "output_text"]
@@ -72,13 +72,20 @@ class _FlowRunArgs(BaseModel):
 # --------------------------------------------------------------------------- running flows
 
 
+RUNS_SEEN: contextvars.ContextVar[list[tuple[FlowDefinition, FlowRunResult]] | None] = (
+    contextvars.ContextVar("soloflow_runs_seen", default=None)
+)
+"""When set (to a list), :meth:`OfferedFlows.run` appends each run's flow and result to it:
+how the middleware learns, around a tool call, what the flow tools it offered did."""
+
+
 class OfferedFlows:
     """The namespace's flows for one agent: lookup, tools and durable runs.
 
-    Runs go through ``runtime`` when one is given (its owner closes it; ``learning``'s
-    outcome recorder is chained to its ``on_finished``). Without one, each run opens a
-    :class:`FlowRuntime` on ``store`` with ``pm`` and closes it when the run returns, so that
-    nothing stays open between runs.
+    Runs go through ``runtime`` when one is given (its owner closes it). Without one, each
+    run opens a :class:`FlowRuntime` on ``store`` with ``pm`` and closes it when the run
+    returns, so that nothing stays open between runs. Either way the runtime records each
+    run's outcome in the flow's record.
     """
 
     def __init__(
@@ -89,10 +96,10 @@ class OfferedFlows:
         agent_id: str,
         tools: Sequence[Any],
         runtime: FlowRuntime | None,
-        learning: LearningService | None,
         pm: pluggy.PluginManager | None,
         min_confidence: float,
         limit: int,
+        learning_config: LearningConfig | None = None,
     ) -> None:
         self.store, self.user_id, self.agent_id = store, user_id, agent_id
         self.agent_tools = [t for t in tools if not isinstance(t, str)]
@@ -102,18 +109,7 @@ class OfferedFlows:
         }
         self.memory = ProceduralMemory(store)
         self.min_confidence, self.limit = min_confidence, limit
-        self.learning, self.pm = learning, pm
-        on_finished = learning.outcome_recorder(user_id, agent_id) if learning is not None else None
-        self._on_finished = on_finished
-        if runtime is not None and on_finished is not None:
-            previous = runtime.on_finished
-
-            def chained(result: FlowRunResult) -> None:
-                on_finished(result)
-                if previous is not None:
-                    previous(result)
-
-            runtime.on_finished = chained
+        self.pm, self.learning_config = pm, learning_config
         self.runtime = runtime
 
     def find(self, task: str) -> list[WorkflowMatch]:
@@ -139,7 +135,11 @@ class OfferedFlows:
     def run(self, flow: FlowDefinition, inputs: dict[str, Any]) -> FlowRunResult:
         """A durable run, outside any agent graph's context: the flow is its own LangGraph
         thread with the runtime's checkpointer, not a subgraph of the agent."""
-        return contextvars.Context().run(self._run, flow, inputs)
+        seen = RUNS_SEEN.get()
+        result = contextvars.Context().run(self._run, flow, inputs)
+        if seen is not None:
+            seen.append((flow, result))
+        return result
 
     def _run(self, flow: FlowDefinition, inputs: dict[str, Any]) -> FlowRunResult:
         if self.runtime is not None:
@@ -150,7 +150,7 @@ class OfferedFlows:
             plugin_manager=self.pm,
             user_id=self.user_id,
             agent_id=self.agent_id,
-            on_finished=self._on_finished,
+            learning_config=self.learning_config,
         ) as runtime:
             return runtime.run(flow, inputs)
 
@@ -201,6 +201,8 @@ class OfferedFlows:
                 return output_text(result.output)
             if result.status == "fallback" and result.handoff:
                 return result.handoff
+            if result.status == "waiting":
+                return waiting_text(flow.name, result.run_id)
             raise ToolException(
                 f"flow {name!r} {result.status} at step {result.failed_step!r}: {result.error}"
             )
@@ -235,7 +237,6 @@ def flow_hints(
     available_tools: Sequence[Any],
     *,
     runtime: FlowRuntime | None = None,
-    learning: LearningService | None = None,
     plugin_manager: pluggy.PluginManager | None = None,
     min_confidence: float = DEFAULT_MIN_CONFIDENCE,
     limit: int = 3,
@@ -251,7 +252,6 @@ def flow_hints(
         runtime: runs the flows (durable, recorded); yours to close. Without one, each run
             opens a ``FlowRuntime`` on ``store`` and closes it when the run ends: nothing
             stays open between calls.
-        learning: records each run's outcome (confidence) when given.
         plugin_manager: executors and hooks of those runs (not used with ``runtime``);
             default a fresh ``get_plugin_manager()`` per run.
 
@@ -264,7 +264,6 @@ def flow_hints(
         agent_id=agent_id,
         tools=available_tools,
         runtime=runtime,
-        learning=learning,
         pm=plugin_manager,
         min_confidence=min_confidence,
         limit=limit,

@@ -1,29 +1,33 @@
-"""``create_agent`` middleware: offer learned flows to the agent, and run a confident one for it.
+"""``create_agent`` middleware: offer learned flows to the agent, and run one for it when the
+request is that flow's job.
 
-:class:`SoloFlowMiddleware` does three things for a LangChain 1.x agent:
+:class:`SoloFlowMiddleware` does four things for a LangChain 1.x agent:
 
-- **hints** (every model call, ``wrap_model_call``/``awrap_model_call``): the flows of the
-  (user, agent) namespace that fit the task (:meth:`ProceduralMemory.find_workflow`, only
-  flows whose every tool the agent has) are offered: their tools stay in the request, and
-  the design document's hint joins the system prompt — ``A deterministic flow '…' is
-  available for this pattern. Use flow_run('…') instead of reasoning through these steps
-  manually.``;
-- **routing** (once per invocation, ``before_agent``): with ``auto_execute`` and a best match
-  that :func:`may_auto_execute` allows, the flow runs directly — inputs from the task text
-  by its extraction rules — and its output is the agent's final ``AIMessage``: no model
-  call. A flow that fails (``failed``/``fallback``) loses confidence and the agent runs as
-  usual, told what the flow did (the runtime's handoff text);
-- **learning**: :attr:`SoloFlowMiddleware.callbacks` captures each run into the store, and
-  the :class:`~soloflow_core.learning.service.LearningService` turns repeated ones into
-  candidates and flows; every flow run (routed, or called as a tool) goes through a
-  durable :class:`~soloflow_langgraph.runtime.flow_runtime.FlowRuntime` whose outcomes it records.
+- **hints** (every model call): the flows of the (user, agent) namespace that fit the task
+  (:meth:`~soloflow_core.memory.procedural.ProceduralMemory.find_workflow`, only flows whose
+  every tool the agent has) are offered: their tools stay in the request and the design
+  document's hint joins the system prompt;
+- **routing** (once per invocation, ``before_agent``): with ``auto_execute``, a flow runs
+  with no model call only when :func:`~soloflow_core.memory.router.decide_route` says the
+  request is its job — its words match the evidence of the job (the task texts of the runs
+  it was learned from; a user-submitted flow's own description and keywords), no negation,
+  no other action or person, every required input bound from the request itself — and the
+  flow's record allows it. The user gets a reply built without a model call (the flow's
+  ``reply_template``, learned from the agent's own answers, or a statement of what was
+  done). A run that waits for a person's approval ends the invocation with a reply saying
+  so; a run that fails hands the task to the agent, told what happened;
+- **guarding side effects** (every tool call): while a flow run of this invocation waits
+  for approval, and within a model turn that calls a flow, the agent's own calls to that
+  flow's side-effecting tools are refused — approving the run later does them, once;
+- **learning**: :attr:`SoloFlowMiddleware.callbacks` captures each run into the store; the
+  :class:`~soloflow_core.learning.service.LearningService` turns repeated runs into
+  candidates and flows, and credits flows whose job the agent did itself. Every flow run
+  (routed, or called as a tool) goes through a durable
+  :class:`~soloflow_langgraph.runtime.flow_runtime.FlowRuntime`, which records its outcome.
 
-Middleware tools are fixed when the agent is built (``create_agent`` adds them to its tool
-node then), so the middleware declares at construction one typed tool per flow the
-namespace holds, plus ``flow_run(name, inputs)``, which runs any flow of the namespace —
-flows learned later are reachable through it. Per model call, the request's tools are
-narrowed to the flows that match the task. For agents SoloFlow does not build,
-:func:`flow_hints` gives the tools and the hint text as plain objects.
+Middleware tools are fixed when the agent is built, so the middleware declares one typed
+tool per flow the namespace holds, plus ``flow_run(name, inputs)`` for flows learned later.
+Reference: ``docs/agents.md``.
 
 Example::
 
@@ -42,37 +46,41 @@ from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, hook_config
 from langchain.agents.middleware.types import PrivateStateAttr
-from langchain_core.messages import AIMessage, SystemMessage
+from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
+from langgraph.types import Command
 
 from soloflow_core.errors import SoloFlowError
-from soloflow_core.learning import LearningConfig, may_auto_execute
+from soloflow_core.generalize.reply import render_reply
+from soloflow_core.learning import LearningConfig
 from soloflow_core.learning.service import LearningService
-from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE, WorkflowMatch
+from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
+from soloflow_core.memory.router import RouteDecision, decide_route
+from soloflow_core.models import FlowDefinition
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph.routing.hints import FLOW_RUN_TOOL, OfferedFlows, output_text
+from soloflow_langgraph.routing.hints import FLOW_RUN_TOOL, RUNS_SEEN, OfferedFlows, output_text
+from soloflow_langgraph.routing.tools import waiting_text
 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
-from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs, inputs_from_task
+from soloflow_langgraph.runtime.results import FlowRunResult
 
 if TYPE_CHECKING:
     import pluggy
     from langchain.agents.middleware import ModelResponse
+    from langchain.agents.middleware.types import ToolCallRequest
     from langgraph.runtime import Runtime
 
     from soloflow_core.models import FlowCandidate
     from soloflow_core.store import Store
     from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
 
-__all__ = ["DEFAULT_ROUTE_MIN_SCORE", "SoloFlowMiddleware"]
+__all__ = ["SoloFlowMiddleware", "task_of"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ROUTE_MIN_SCORE = 0.4
-"""A task is routed to a flow only when the match's score (``WorkflowMatch.score``) is at
-least this: a loose text match gets a hint, never a run without the model."""
+ToolResult = ToolMessage | Command[Any]
 
 
-def _task_of(messages: Sequence[Any]) -> tuple[str, int]:
+def task_of(messages: Sequence[Any]) -> tuple[str, int]:
     """(the first human message's text, how many human messages there are)."""
     humans = [m for m in messages if getattr(m, "type", None) == "human"]
     if not humans:
@@ -97,24 +105,24 @@ class SoloFlowState(AgentState[Any]):
 
 
 class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
-    """Learned flows for a ``create_agent`` agent: hints, tools, routing, learning.
+    """Learned flows for a ``create_agent`` agent: hints, tools, routing, guards, learning.
 
     Args:
         store: the SoloFlow store (runs, flows, flow runs).
         user_id, agent_id: the namespace; nothing of another namespace is ever offered.
         tools: the agent's tools (the same list given to ``create_agent``): flows run them,
-            and flows needing any other tool are not offered.
+            and flows needing any other tool are not offered. Their LangChain ``metadata``
+            (``side_effects`` / ``read_only``) says which change the world; a tool that
+            says nothing is taken to.
         config: learning settings (``auto_execute``, ``confidence_threshold``,
             ``suggestion_mode``, ...); default ``LearningConfig()``.
         runtime: the ``FlowRuntime`` flows run on (yours to close); default one on
-            ``store`` with ``tools`` and ``plugin_manager``, closed by :meth:`close`. Its
-            ``on_finished`` is chained to record outcomes.
+            ``store`` with ``tools`` and ``plugin_manager``, closed by :meth:`close`.
         learning: the learning service; default one on ``store`` with ``config``, replay
-            verification and the tools' ``read_only``/``side_effects`` metadata.
+            verification and the tools' side-effect metadata.
         plugin_manager: hears ``soloflow_flow_promoted`` and the capture hooks, gives the
             default runtime its executors and ``soloflow_step_finished``; the learning service
             registers on it. Default: a fresh ``get_plugin_manager()``.
-        route_min_score: the match score a task needs to be routed to a flow.
         min_confidence: flows below it are neither offered nor routed.
         max_flows: at most this many flows offered per task.
     """
@@ -132,7 +140,6 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         runtime: FlowRuntime | None = None,
         learning: LearningService | None = None,
         plugin_manager: pluggy.PluginManager | None = None,
-        route_min_score: float = DEFAULT_ROUTE_MIN_SCORE,
         min_confidence: float = DEFAULT_MIN_CONFIDENCE,
         max_flows: int = 3,
     ) -> None:
@@ -140,19 +147,18 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         self.store, self.user_id, self.agent_id = store, user_id, agent_id
         self.config = config or LearningConfig()
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
+        self.side_effects = _tool_side_effects(tools)
         if learning is None:
-            effects = _tool_side_effects(tools)
             learning = LearningService(
                 store,
                 self.config,
                 self.pm,
-                verify=_replay_verifier(store, effects),
-                side_effects=effects,
+                verify=_replay_verifier(store, self.side_effects),
+                side_effects=self.side_effects,
             )
         self.learning = learning
         if not self.pm.is_registered(learning):
             self.pm.register(learning)
-        self.route_min_score = route_min_score
         self._owns_runtime = runtime is None
         if runtime is None:
             runtime = FlowRuntime(
@@ -161,6 +167,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
                 plugin_manager=self.pm,
                 user_id=user_id,
                 agent_id=agent_id,
+                learning_config=self.config,
             )
         self._runtime = runtime
         self.flows = OfferedFlows(
@@ -169,13 +176,14 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
             agent_id=agent_id,
             tools=tools,
             runtime=runtime,
-            learning=learning,
             pm=self.pm,
             min_confidence=min_confidence,
             limit=max_flows,
+            learning_config=self.config,
         )
         typed = self.flows.typed_tools()
         self._typed = {str((t.metadata or {}).get("soloflow_flow")): t.name for t in typed}
+        self._flow_of_tool = {tool: flow for flow, tool in self._typed.items()}
         self.tools = [*typed, self.flows.flow_run_tool()]
         self._own = {t.name for t in self.tools}
         self._handler: SoloFlowCallbackHandler | None = None
@@ -204,18 +212,39 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
             )
         return [self._handler]
 
-    # ------------------------------------------------------------------ before the agent
+    # ------------------------------------------------------------------ routing
+
+    def route(self, task: str) -> RouteDecision:
+        """The routing decision for ``task`` (what ``before_agent`` would do, without
+        running anything): every matching flow's verdict and reasons."""
+        matches = self.flows.find(task)
+        return decide_route(
+            self.store, task, matches, user_id=self.user_id, agent_id=self.agent_id,
+            config=self.config, definition=self.flows.definition,
+            stats=lambda name: self.learning.stats(self.user_id, self.agent_id, name),
+        )  # fmt: skip
 
     @hook_config(can_jump_to=["end"])
     def before_agent(self, state: SoloFlowState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Find the flows for the task; run the best one directly when it may run unasked."""
-        task, humans = _task_of(state.get("messages") or [])
+        """Find the flows for the task; run one with no model call when the task is its job."""
+        task, humans = task_of(state.get("messages") or [])
         matches = self.flows.find(task)
-        note: dict[str, Any] = {"flows": [m.name for m in matches], "handoff": None, "routed": None}
+        note: dict[str, Any] = {
+            "flows": [m.name for m in matches], "handoff": None, "routed": None, "waiting": [],
+        }  # fmt: skip
         if matches and humans == 1 and self.config.auto_execute:
-            routed = self._route(task, matches[0], note)
-            if routed is not None:
-                return routed
+            try:
+                decision = decide_route(
+                    self.store, task, matches, user_id=self.user_id, agent_id=self.agent_id,
+                    config=self.config, definition=self.flows.definition,
+                    stats=lambda name: self.learning.stats(self.user_id, self.agent_id, name),
+                )  # fmt: skip
+            except SoloFlowError:
+                log.exception("SoloFlow: routing failed; the agent does the task")
+                return {"soloflow": note}
+            log.info("SoloFlow routing: %s", decision.reason)
+            if decision.run is not None:
+                return self._run_routed(task, decision, note)
         return {"soloflow": note}
 
     @hook_config(can_jump_to=["end"])
@@ -224,38 +253,44 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
     ) -> dict[str, Any] | None:
         return await asyncio.to_thread(self.before_agent, state, runtime)
 
-    def _route(self, task: str, best: WorkflowMatch, note: dict[str, Any]) -> dict[str, Any] | None:
-        if best.score < self.route_min_score or best.status != "active":
-            return None
+    def _run_routed(
+        self, task: str, decision: RouteDecision, note: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        assert decision.run is not None
         try:
-            if not may_auto_execute(
-                self.learning.stats(self.user_id, self.agent_id, best.name), self.config
-            ):
-                return None
-            flow = self.flows.definition(best.name)
-            inputs = apply_input_defaults(flow, inputs_from_task(flow, task))
-            check_inputs(flow, inputs)
-        except SoloFlowError as exc:  # inputs not in the task, flow gone: the agent does it
-            log.info("SoloFlow: not routing to %r: %s", best.name, exc)
-            return None
-        result = self.flows.run(flow, inputs)  # the runtime records the outcome
+            flow = self.flows.definition(decision.run)
+            result = self.flows.run(flow, decision.inputs)
+        except SoloFlowError as exc:  # the flow vanished, its inputs were refused: the agent does it
+            log.info("SoloFlow: not routing to %r: %s", decision.run, exc)
+            return {"soloflow": note}
         note["routed"] = {"flow": flow.name, "run_id": result.run_id, "status": result.status}
+        meta = {"soloflow_flow": flow.name, "soloflow_flow_version": flow.version,
+                "soloflow_run_id": result.run_id, "soloflow_status": result.status}  # fmt: skip
         if result.status == "completed":
-            message = AIMessage(
-                content=output_text(result.output),
-                response_metadata={
-                    "soloflow_flow": flow.name,
-                    "soloflow_flow_version": flow.version,
-                    "soloflow_run_id": result.run_id,
-                },
-            )
+            reply = render_reply(flow, decision.inputs, result.results, result.output)
+            message = AIMessage(content=reply, response_metadata=meta)
+            return {"messages": [message], "jump_to": "end", "soloflow": note}
+        if result.status == "waiting":
+            note["waiting"] = [self._waiting_note(flow, result)]
+            message = AIMessage(content=waiting_text(flow.name, result.run_id), response_metadata=meta)
             return {"messages": [message], "jump_to": "end", "soloflow": note}
         note["handoff"] = result.handoff or (
-            f"The deterministic flow {flow.name!r} failed at step {result.failed_step!r} "
+            f"The deterministic flow {flow.name!r} {result.status} at step {result.failed_step!r} "
             f"({result.error}); do the task yourself."
         )
         note["flows"] = [n for n in note["flows"] if n != flow.name]
-        return None if result.status == "waiting" else {"soloflow": note}
+        return {"soloflow": note}
+
+    def _waiting_note(self, flow: FlowDefinition, result: FlowRunResult) -> dict[str, Any]:
+        return {"flow": flow.name, "run_id": result.run_id, "tools": sorted(self._effect_tools(flow))}
+
+    def _effect_tools(self, flow: FlowDefinition) -> set[str]:
+        """The tools of ``flow``'s steps that change the world (unknown: they do)."""
+        return {
+            s.skill_key for s in flow.steps
+            if s.side_effects is True
+            or (s.side_effects is None and self.side_effects.get(s.skill_key, True))
+        }  # fmt: skip
 
     # ------------------------------------------------------------------ each model call
 
@@ -263,22 +298,27 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         state: Any = request.state
         note: dict[str, Any] | None = state.get("soloflow") if isinstance(state, dict) else None
         if note is None:  # before_agent did not run (a resumed thread): look up now
-            task, _ = _task_of(request.messages)
+            task, _ = task_of(request.messages)
             note = {"flows": [m.name for m in self.flows.find(task)], "handoff": None}
-        names = list(note.get("flows") or [])
+        waiting = list(note.get("waiting") or [])
+        held = {w["flow"] for w in waiting}
+        names = [n for n in note.get("flows") or [] if n not in held]
         offered = {self._typed[n] for n in names if n in self._typed}
         if names:
             offered.add(FLOW_RUN_TOOL)
+        blocked = {t for w in waiting for t in w.get("tools") or ()}
         tools = [
             t
             for t in request.tools
-            if not isinstance(t, BaseTool) or t.name not in self._own or t.name in offered
+            if not isinstance(t, BaseTool)
+            or (t.name not in blocked and (t.name not in self._own or t.name in offered))
         ]
         extra = []
         if names:
             extra.append(self.flows.hint(names, self._typed))
         if note.get("handoff"):
             extra.append(str(note["handoff"]))
+        extra += [waiting_text(w["flow"], w["run_id"]) for w in waiting]
         extra = [e for e in extra if e]
         if not extra:
             return request.override(tools=tools)
@@ -298,6 +338,105 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         return await handler(await asyncio.to_thread(self._prepare, request))
+
+    # ------------------------------------------------------------------ each tool call
+
+    def _flow_called(self, call: Any) -> str | None:
+        """The flow a tool call runs (a typed flow tool, or ``flow_run``), if any."""
+        name = call.get("name") if isinstance(call, dict) else None
+        if name == FLOW_RUN_TOOL:
+            args = call.get("args") or {}
+            return args.get("name") if isinstance(args.get("name"), str) else None
+        return self._flow_of_tool.get(str(name))
+
+    def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
+        """A refusal when the call would do a side-effecting step of a flow that waits for
+        approval in this invocation, or that another call of the same model turn runs."""
+        call = request.tool_call
+        tool = call.get("name")
+        state: Any = request.state
+        note = state.get("soloflow") if isinstance(state, dict) else None
+        for w in (note or {}).get("waiting") or []:
+            if tool in (w.get("tools") or ()):
+                return _refused(call, f"Refused: {tool} is a step of the flow {w['flow']!r}, "
+                                      f"whose run {w['run_id']} waits for a person's approval; "
+                                      "it does this step once approved.")  # fmt: skip
+        messages = state.get("messages") if isinstance(state, dict) else None
+        last = messages[-1] if messages else None
+        for other in getattr(last, "tool_calls", None) or ():
+            if other.get("id") == call.get("id"):
+                continue
+            flow_name = self._flow_called(other)
+            if flow_name is None:
+                continue
+            try:
+                flow = self.flows.definition(flow_name)
+            except SoloFlowError:
+                continue
+            if tool in self._effect_tools(flow):
+                return _refused(call, f"Refused: {tool} is a step of the flow {flow_name!r}, which "
+                                      "this turn also runs; it would be done twice.")  # fmt: skip
+        return None
+
+    def _after_flow_call(self, request: ToolCallRequest, response: ToolResult,
+                         seen: list[tuple[FlowDefinition, FlowRunResult]]) -> ToolResult:
+        """Note the runs a flow tool call left waiting (and later calls are guarded), and keep
+        the request as evidence of the job of a flow the model chose that completed."""
+        state: Any = request.state
+        note = dict(state.get("soloflow") or {}) if isinstance(state, dict) else {}
+        waiting = [self._waiting_note(f, r) for f, r in seen if r.status == "waiting"]
+        task, _ = task_of(state.get("messages") or []) if isinstance(state, dict) else ("", 0)
+        for flow, result in seen:
+            if result.status == "completed" and task.strip() and result.run_id:
+                try:
+                    self.store.add_flow_evidence(flow.name, [(result.run_id, task)],
+                                                 source="flow_tool", user_id=self.user_id,
+                                                 agent_id=self.agent_id)  # fmt: skip
+                except SoloFlowError:
+                    log.exception("SoloFlow: keeping the evidence of flow %r failed", flow.name)
+        if not waiting or not isinstance(response, ToolMessage):
+            return response
+        note["waiting"] = [*(note.get("waiting") or []), *waiting]
+        return Command(update={"messages": [response], "soloflow": note})
+
+    def wrap_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
+    ) -> ToolResult:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
+        if self._flow_called(request.tool_call) is None:
+            return handler(request)
+        seen: list[tuple[FlowDefinition, FlowRunResult]] = []
+        token = RUNS_SEEN.set(seen)
+        try:
+            response = handler(request)
+        finally:
+            RUNS_SEEN.reset(token)
+        return self._after_flow_call(request, response, seen)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
+    ) -> ToolResult:
+        refusal = await asyncio.to_thread(self._refusal, request)
+        if refusal is not None:
+            return refusal
+        if self._flow_called(request.tool_call) is None:
+            return await handler(request)
+        seen: list[tuple[FlowDefinition, FlowRunResult]] = []
+        token = RUNS_SEEN.set(seen)
+        try:
+            response = await handler(request)
+        finally:
+            RUNS_SEEN.reset(token)
+        return await asyncio.to_thread(self._after_flow_call, request, response, seen)
+
+
+def _refused(call: Any, text: str) -> ToolMessage:
+    return ToolMessage(content=text, tool_call_id=str(call.get("id") or ""),
+                       name=str(call.get("name") or ""), status="error")  # fmt: skip
 
 
 def _tool_side_effects(tools: Sequence[Any]) -> dict[str, bool]:

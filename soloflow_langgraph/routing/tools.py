@@ -239,9 +239,20 @@ def _tool_content(flow: FlowDefinition, result: FlowRunResult) -> str:
             f"flow {flow.name!r} handed the task back to you; results so far: "
             f"{_as_text(result.results)}"
         )
+    if result.status == "waiting":
+        return waiting_text(flow.name, result.run_id)
     if result.status == "failed":
         raise ToolException(_failure_text(flow, result.errors))
     raise ToolException(f"flow {flow.name!r} ended with status {result.status!r}")
+
+
+def waiting_text(flow_name: str, run_id: str | None) -> str:
+    """What the model (or the user) is told about a run waiting for a person's approval."""
+    return (
+        f"The flow {flow_name!r} is waiting for a person's approval (flow run {run_id}): it "
+        f"runs once they approve it (`soloflow flows approve {run_id}`). Do not do its steps "
+        "yourself meanwhile; tell the user it awaits approval."
+    )
 
 
 def _failure_text(flow: FlowDefinition, errors: Mapping[str, str]) -> str:
@@ -286,7 +297,8 @@ def flow_tool(
     Returns:
         A ``StructuredTool`` with ``handle_tool_error=True``: a failed run reaches the model
         as an error ``ToolMessage`` naming the flow, the step and the error. A run with status
-        ``fallback`` returns its ``handoff`` text instead.
+        ``fallback`` returns its ``handoff`` text instead; one that waits for a person's
+        approval says so (:func:`waiting_text`), and the agent must not do its steps itself.
 
     Raises:
         ConfigError: ``name`` breaks the tool-name rule ``^[a-zA-Z0-9_-]{1,64}$``.

@@ -1,0 +1,133 @@
+"""The job gate (soloflow_core.memory.intent), string templates and learned replies.
+
+Pure functions: the agent-level tests are in test_routing.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from soloflow_core.generalize.composed import compose_template, leaf_texts
+from soloflow_core.generalize.reply import describe_run, learn_reply_template, render_reply
+from soloflow_core.memory.intent import (
+    MAX_REQUEST_CHARS,
+    JobEvidence,
+    bind_inputs,
+    judge_intent,
+    read_request,
+)
+from soloflow_core.models import FlowDefinition, FlowStep
+from soloflow_core.store.fulltext import tokenize
+
+EXEMPLARS = [
+    "Please email me my latest invoice. My address is alice@example.com",
+    "send latest invoice to bob@example.org",
+    "Hi, could you send me my most recent invoice? I'm carol@example.net, thanks!",
+    "dan@mail.example.com - need my last invoice emailed pls",
+]
+JOB = JobEvidence.of(EXEMPLARS)
+EMAIL = {"pattern": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", "anchor": "", "type": "string"}
+SCHEMA = {"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]}
+
+
+def verdict(text: str, evidence: JobEvidence = JOB, **kw: object) -> str:
+    return judge_intent(evidence, read_request(text), **kw).verdict  # type: ignore[arg-type]
+
+
+def test_values_are_never_words_of_the_job():
+    read = read_request("Invoice for bob@example.org, order O-5001, 2026-11-27, user raj_sanchez_7340")
+    assert read.terms == ("invoic", "order", "user")
+    assert read.values == ("bob@example.org", "O-5001", "2026-11-27", "raj_sanchez_7340")
+    assert not {"com", "example", "org"} & set(JOB.vocabulary)
+
+
+def test_words_in_any_form_are_the_same_word():
+    assert verdict("please send my latest invoices to zoe@x.io") == "run"
+    assert tokenize("orders ordering") == ["order", "order"]
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("Do NOT send me any invoice, zoe@x.io", "negates"),
+    ("I no longer want my latest invoice zoe@x.io", "negates"),
+    ("What's the weather for zoe@x.io's city?", "no word of the request is common"),
+    ("Reset the password of zoe@x.io", "another action: reset"),
+    ("Cancel my latest invoice zoe@x.io", "another action: cancel"),
+    ("Send the latest invoice to my accountant at acc@firm.io", "someone else: accountant"),
+    ("zoe@x.io", "nothing but values"),
+    ("", "nothing but values"),
+    ("请把我最新的发票发到 zoe@x.io", "script"),
+    ("Schicken Sie mir bitte meine letzte Rechnung, zoe@x.io", "unknown to the job"),
+    ("latest invoice " * 400 + "zoe@x.io", f"longer than {MAX_REQUEST_CHARS}"),
+])
+def test_near_misses_do_not_run(text: str, why: str):
+    found = judge_intent(JOB, read_request(text))
+    assert found.verdict != "run"
+    assert any(why in r for r in found.reasons), found.reasons
+
+
+def test_a_negation_elsewhere_in_the_request_does_not_block_it():
+    assert verdict("I can't log in, but please send my latest invoice, zoe@x.io") == "run"
+
+
+def test_another_jobs_words_veto_and_evidence_must_be_enough():
+    assert verdict("send my latest invoice status zoe@x.io", other_jobs={"status"}) != "run"
+    thin = JobEvidence.of(EXEMPLARS[:2])
+    assert "fewer than 3" in judge_intent(thin, read_request("send latest invoice z@x.io")).reasons[0]
+    person = JobEvidence.of([], ["Invoice by e-mail", "e-mail the latest invoice"], user_submitted=True)
+    assert verdict("email me the latest invoice z@x.io", person) == "run"
+
+
+def test_inputs_are_bound_from_the_request_itself_with_their_shape():
+    assert bind_inputs(SCHEMA, {"email": EMAIL}, read_request("invoice for a@x.io")).inputs == {"email": "a@x.io"}
+    two = bind_inputs(SCHEMA, {"email": EMAIL}, read_request("a@x.io or b@x.io"))
+    assert "2 values" in two.problems[0]
+    none = bind_inputs(SCHEMA, {"email": EMAIL}, read_request("my invoice please"))
+    assert "no value of its shape" in none.problems[0]
+    free = bind_inputs(SCHEMA, {}, read_request("invoice for a@x.io"))
+    assert "caller must give it" in free.problems[0]
+    spare = bind_inputs(SCHEMA, {"email": EMAIL}, read_request("invoice INV-27 for a@x.io"))
+    assert "'INV-27', which no input" in spare.problems[0]
+    typed = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    rule = {"n": {"pattern": r"-?\d+(?:\.\d+)?", "anchor": "", "type": "integer"}}
+    assert "not of type integer" in bind_inputs(typed, rule, read_request("take 2.5")).problems[0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_reading_never_raises_and_a_bare_address_never_runs(text: str):
+    read = read_request(text)
+    judge_intent(JOB, read)
+    assert verdict("  " + "x@y.io") != "run"
+
+
+# --------------------------------------------------------------------------- templates
+
+
+def test_a_text_composed_of_values_becomes_a_template():
+    texts = ["Your invoice: https://x/INV-1.pdf", "Your invoice: https://x/INV-7.pdf"]
+    sources = [dict(leaf_texts("pdf", {"url": "https://x/INV-1.pdf"})),
+               dict(leaf_texts("pdf", {"url": "https://x/INV-7.pdf"}))]
+    assert compose_template(texts, sources) == "Your invoice: {{pdf.url}}"
+    assert compose_template(["same", "same"], sources) is None  # a constant, not a template
+    assert compose_template(["Your bill: https://x/INV-1.pdf", "Your invoice: https://x/INV-7.pdf"],
+                            sources) is None  # fixed text differs
+
+
+def test_replies_learned_from_answers_that_agree_and_only_then():
+    answers = ["Sent INV-1 to a@x.io.", "Sent INV-7 to b@y.io."]
+    inputs = [{"email": "a@x.io"}, {"email": "b@y.io"}]
+    outputs = [{"s": {"id": "INV-1"}}, {"s": {"id": "INV-7"}}]
+    assert learn_reply_template(answers, inputs, outputs) == "Sent {{s.id}} to {{_trigger.email}}."
+    assert learn_reply_template(["Sent INV-1.", "Done, b@y.io!"], inputs, outputs) is None
+    assert learn_reply_template([None, "Sent INV-7 to b@y.io."], inputs, outputs) is None
+
+
+def test_a_reply_that_cannot_be_written_states_what_was_done():
+    flow = FlowDefinition(name="F", steps=[FlowStep(id="s", skill_key="t")],
+                          reply_template="Your order {{s.missing}} is ready.")
+    text = render_reply(flow, {"email": "a@x.io"}, {"s": {"id": 1}}, {"id": 1})
+    assert text == describe_run("F", ["t"], {"email": "a@x.io"}, {"id": 1})
+    ok = flow.model_copy(update={"reply_template": "Order {{s.id}} for {{_trigger.email}}."})
+    assert render_reply(ok, {"email": "a@x.io"}, {"s": {"id": 1}}, None) == "Order 1 for a@x.io."
