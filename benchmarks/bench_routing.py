@@ -7,8 +7,9 @@ requests (8 per job) while SoloFlow watches; a person approves every flow it pro
 
 1. **near misses** — the corpus's 249 requests that ask for none of the jobs (negations,
    the same address with another intent, the jobs' words with another intent, bare
-   addresses, empty and non-English text, two requests in one, two addresses) plus hostile
-   ones of our own (``routing_world.HOSTILE``): how many ran a flow, how many side effects;
+   addresses, empty and non-English text, two requests in one, two addresses), hostile ones
+   of our own (``routing_world.HOSTILE``) and the 99 near misses a hostile review found the
+   first gate running (``routing_world.REVIEW``): how many ran a flow, how many side effects;
 2. **new phrasings, cold** — the 120 new phrasings of the four jobs with new addresses,
    each in a store whose evidence is the training requests only: the share served with
    zero model calls *and* the right side effect for the right person; wrong effects;
@@ -100,6 +101,7 @@ def main() -> None:
     corpus = W.load_corpus()
     near = [r["text"] for r in corpus if r["split"] == "test" and r["job"] is None]
     near += [text for text, job in W.HOSTILE if job is None]
+    near += [r["text"] for r in W.load_review() if r["job"] is None]
     paraphrases = [r for r in corpus if r["category"] == "paraphrase"]
     tmp = Path(tempfile.mkdtemp())
     trained_db = tmp / "trained.db"

@@ -36,6 +36,9 @@ from pydantic import PrivateAttr
 from soloflow_langgraph.testing import ScriptedChatModel
 
 CORPUS = Path(__file__).parent / "data" / "routing_requests.json"
+REVIEW = Path(__file__).parent / "data" / "routing_review_requests.json"
+"""Requests a hostile review of the first gate made it run a flow for (115; 15 of them do
+ask for a job), labelled the same way."""
 JOBS = ("invoice_email", "order_status", "refund", "password_reset")
 
 EFFECTS: list[dict[str, Any]] = []
@@ -262,7 +265,7 @@ def shop_model(labels: Sequence[dict[str, Any]] = ()) -> ShopModel:
     holder: list[ShopModel] = []
     model = ShopModel(script=lambda messages: holder[0].decide(messages))
     holder.append(model)
-    for r in [*load_corpus(), *labels]:
+    for r in [*load_corpus(), *load_review(), *labels]:
         model.label(r["text"], r["job"], (r.get("values") or {}).get("email"))
     return model
 
@@ -270,6 +273,11 @@ def shop_model(labels: Sequence[dict[str, Any]] = ()) -> ShopModel:
 def load_corpus() -> list[dict[str, Any]]:
     """The blind corpus's requests (see the module docstring)."""
     return list(json.loads(CORPUS.read_text(encoding="utf-8"))["requests"])
+
+
+def load_review() -> list[dict[str, Any]]:
+    """The hostile review's requests (:data:`REVIEW`)."""
+    return list(json.loads(REVIEW.read_text(encoding="utf-8"))["requests"])
 
 
 EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")

@@ -70,7 +70,7 @@ class _Call:
     duration_ms: float | None = None
     meta: dict[str, Any] | None = None
     """What the tool's metadata says about its side effects (``side_effects`` /
-    ``read_only``), when it says anything."""
+    ``read_only``) and the flow it runs (``soloflow_flow``), when it says anything."""
 
 
 @dataclass(slots=True)
@@ -82,9 +82,9 @@ class _Capture:
     task: str | None
     started_at: datetime
     members: list[int]
+    """Every run id mapped to this root, removed from the map when the root ends."""
     answer: str | None = None
     """The text of the root's last AI message without tool calls (its final answer)."""
-    """Every run id mapped to this root, removed from the map when the root ends."""
     calls: list[_Call] = field(default_factory=list)
     open_calls: dict[int, _Call] = field(default_factory=dict)
     open_models: dict[int, tuple[float, str | None]] = field(default_factory=dict)
@@ -657,12 +657,15 @@ _EFFECT_KEYS = ("side_effects", "read_only")
 
 
 def _effects(metadata: Any) -> dict[str, Any] | None:
-    """The side-effect flags of a tool's ``metadata`` (e.g. ``StructuredTool(...,
-    metadata={"read_only": True})``), which LangChain hands to ``on_tool_start``: the
-    generaliser runs steps of read-only tools in parallel."""
+    """What a tool's ``metadata`` says that SoloFlow keeps (LangChain hands it to
+    ``on_tool_start``): its side-effect flags (e.g. ``StructuredTool(...,
+    metadata={"read_only": True})``; the generaliser runs steps of read-only tools in
+    parallel), and the flow a flow tool runs (``soloflow_flow``)."""
     if not isinstance(metadata, dict):
         return None
-    found = {k: metadata[k] for k in _EFFECT_KEYS if isinstance(metadata.get(k), bool)}
+    found: dict[str, Any] = {k: metadata[k] for k in _EFFECT_KEYS if isinstance(metadata.get(k), bool)}
+    if isinstance(metadata.get("soloflow_flow"), str):
+        found["soloflow_flow"] = metadata["soloflow_flow"]
     return found or None
 
 

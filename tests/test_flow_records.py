@@ -164,3 +164,55 @@ def test_max_workflows_per_agent_evicts_learned_flows_and_never_a_persons(store:
         approve_candidate(store, _candidate(store, "Learned 3", 3).id,
                           config=LearningConfig(max_workflows_per_agent=2), **NS)
     assert "Learned 3" not in {m.name for m in store.list_flow_meta(**NS)}
+
+
+def test_a_run_that_did_more_than_the_job_is_no_evidence_of_it(store: Store):
+    submit_flow(store, FLOW, **NS)
+    more = _agent_run(7, [ToolCall(name="cancel_subscription", args={}), *_did(7)])
+    assert record_agent_run(store, more) == ["Refund"]  # the steps worked: a success...
+    assert store.flow_evidence(["Refund"], **NS)["Refund"] == []  # ...but not its job's words
+    assert flow_stats(store, "Refund", **NS).agent_successes == 1
+    tool = _agent_run(8, [ToolCall(name="soloflow_refund", args={"email": "a@x.io"}, output="ok",
+                                   meta={"soloflow_flow": "Refund"})])
+    assert record_agent_run(store, tool) == ["Refund"]  # the model chose the flow: its job
+    assert store.flow_evidence(["Refund"], **NS)["Refund"] == [tool.task]
+    assert flow_stats(store, "Refund", **NS).agent_successes == 1  # the flow's own run counts itself
+
+
+def test_a_flow_that_keeps_failing_stops_running_unasked_until_it_succeeds(store: Store):
+    from soloflow_core.learning.outcomes import may_auto_execute
+
+    config = LearningConfig(auto_execute=True, confidence_threshold=0.5)
+    submit_flow(store, FLOW, **NS)
+    with FlowRuntime(store, tools=TOOLS, learning_config=config, **NS) as runtime:
+        runtime.run("Refund", {"email": "bad"})
+        assert may_auto_execute(flow_stats(store, "Refund", **NS), config)  # one failure: still
+        runtime.run("Refund", {"email": "bad"})
+        for i in range(5):  # the agent doing the job itself does not bring it back
+            record_agent_run(store, _agent_run(20 + i, _did(20 + i)))
+        stats = flow_stats(store, "Refund", **NS)
+        assert stats.confidence > config.confidence_threshold and not may_auto_execute(stats, config)
+        runtime.run("Refund", {"email": "good@x.io"})  # an execution that succeeds does
+    assert may_auto_execute(flow_stats(store, "Refund", **NS), config)
+
+
+def test_outcomes_from_several_processes_are_never_lost(store: Store, db_url: str):
+    import threading
+
+    submit_flow(store, FLOW, **NS)
+    config = LearningConfig()
+    from soloflow_core.learning.records import record_flow_outcome
+
+    def worker(k: int) -> None:
+        with Store.open(db_url) as own:  # its own engine and connections, as a process has
+            for i in range(10):
+                record_flow_outcome(own, "Refund", success=(i + k) % 3 != 0, config=config, **NS)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stats = flow_stats(store, "Refund", **NS)
+    assert stats.total_executions == 40
+    assert stats.success_count == sum((i + k) % 3 != 0 for k in range(4) for i in range(10))

@@ -26,6 +26,10 @@ EXEMPLARS = [
     "send latest invoice to bob@example.org",
     "Hi, could you send me my most recent invoice? I'm carol@example.net, thanks!",
     "dan@mail.example.com - need my last invoice emailed pls",
+    "Send me my latest invoice please, eve@shop-user.io",
+    "Can you send my latest invoice to frank@example.co.uk?",
+    "email me my last invoice, grace@example.com",
+    "Please send the most recent invoice to heidi@example.org",
 ]
 JOB = JobEvidence.of(EXEMPLARS)
 EMAIL = {"pattern": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", "anchor": "", "type": "string"}
@@ -67,16 +71,32 @@ def test_near_misses_do_not_run(text: str, why: str):
     assert any(why in r for r in found.reasons), found.reasons
 
 
-def test_a_negation_elsewhere_in_the_request_does_not_block_it():
-    assert verdict("I can't log in, but please send my latest invoice, zoe@x.io") == "run"
-
-
-def test_another_jobs_words_veto_and_evidence_must_be_enough():
+def test_unknown_words_and_thin_evidence_do_not_run():
     assert verdict("send my latest invoice status zoe@x.io", other_jobs={"status"}) != "run"
     thin = JobEvidence.of(EXEMPLARS[:2])
     assert "fewer than 3" in judge_intent(thin, read_request("send latest invoice z@x.io")).reasons[0]
     person = JobEvidence.of([], ["Invoice by e-mail", "e-mail the latest invoice"], user_submitted=True)
-    assert verdict("email me the latest invoice z@x.io", person) == "run"
+    assert verdict("please email me the latest invoice z@x.io", person) == "run"
+    assert verdict("invoice z@x.io", person) != "run"  # one word asks for nothing
+
+
+@pytest.mark.parametrize("text", [
+    "Has my latest invoice been sent? zoe@x.io",
+    "Was my last invoice sent to zoe@x.io?",
+    "How do I send my latest invoice? zoe@x.io",
+    "Send my latest invoice? Never mind. zoe@x.io",
+    "send my latest invoice, just kidding zoe@x.io",
+    "Send my latest invoice — NOT! zoe@x.io",
+    "send my wife's latest invoice zoe@x.io",
+    "send her latest invoice zoe@x.io",
+    "latest invoice zoe@x.io",
+    "My latest invoice zoe@x.io",
+    "send my latest invoice z\u200boe@x.io",
+    "**send** my latest invoice zoe@x.io",
+    '{"action": "send", "what": "latest invoice", "to": "zoe@x.io"}',
+])
+def test_questions_retractions_other_people_and_plain_nouns_do_not_run(text: str):
+    assert verdict(text) != "run"
 
 
 def test_inputs_are_bound_from_the_request_itself_with_their_shape():
@@ -89,6 +109,13 @@ def test_inputs_are_bound_from_the_request_itself_with_their_shape():
     assert "caller must give it" in free.problems[0]
     spare = bind_inputs(SCHEMA, {"email": EMAIL}, read_request("invoice INV-27 for a@x.io"))
     assert "'INV-27', which no input" in spare.problems[0]
+    for text, why in [("refund my order, my email is not a@x.io", "set aside"),
+                      ("refund my order, my email used to be a@x.io", "set aside"),
+                      ("refund my order https://shop.example/track?email=a@x.io", "inside a link"),
+                      ("refund my order a@exаmple.io", "outside ASCII"),
+                      ("refund order 7 for a@x.io", "'7', which no input")]:
+        found = bind_inputs(SCHEMA, {"email": EMAIL}, read_request(text))
+        assert any(why in p for p in found.problems), (text, found.problems)
     typed = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     rule = {"n": {"pattern": r"-?\d+(?:\.\d+)?", "anchor": "", "type": "integer"}}
     assert "not of type integer" in bind_inputs(typed, rule, read_request("take 2.5")).problems[0]

@@ -4,8 +4,10 @@ A real ``create_agent`` agent of the support shop (benchmarks/routing_world.py) 
 jobs from the blind corpus's training requests; a person approves the flows. Then every near
 miss of the corpus — negations, the same address with another intent, the jobs' words with
 another intent, bare addresses, empty and non-English text, two requests in one, two
-addresses — and hostile requests of our own must run no flow and cause no side effect; new
-phrasings of the learned jobs that do run must do the right job for the right person.
+addresses — the near misses a hostile review found (questions about a past refund,
+retractions, other people's orders, look-alike addresses…) and hostile requests of our own
+must run no flow and cause no side effect; new phrasings of the learned jobs that do run must
+do the right job for the right person.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def test_near_misses_and_hostile_requests_run_no_flow(store: Store):
     agent, mw, model = _shop(store, approve={"send_email", "notify_customer", "refund_order"})
     try:
         near = [r["text"] for r in W.load_corpus() if r["split"] == "test" and r["job"] is None]
-        assert len(near) >= 200
+        near += [r["text"] for r in W.load_review() if r["job"] is None]
+        assert len(near) >= 300
         ran: list[tuple[str, Any]] = []
         for text in [*near, *HOSTILE]:
             got = _ask(agent, mw, model, text)
@@ -111,7 +114,7 @@ def test_new_phrasings_that_run_do_the_right_job_for_the_right_person(sqlite_sto
             else:
                 wrong.append((r["text"], got))
         assert wrong == []
-        assert served >= 20  # the benchmark measures the share (benchmarks/RESULTS.md)
+        assert served >= 10  # the benchmark measures the share (benchmarks/RESULTS.md)
         # Each job's near-verbatim phrasing with a new address runs with no model call.
         firsts = {}
         for r in paraphrases:

@@ -152,10 +152,86 @@ def test_the_flows_own_step_in_the_same_turn_is_refused(store: Store):
     try:
         messages = _invoke(agent, mw, TASK)
         refused = [m for m in messages if isinstance(m, ToolMessage) and m.name == "send_email"]
-        assert refused[0].status == "error" and "this turn also runs" in str(refused[0].content)
+        assert refused[0].status == "error" and "does it in this turn" in str(refused[0].content)
         assert W.EFFECTS == []
         (run,) = store.list_flow_runs(user_id=USER, agent_id=AGENT)
         mw.runtime.approve(str(run["id"]))
         assert len(W.EFFECTS) == 1
     finally:
         mw.close()
+
+
+def _runs(store: Store) -> list[dict[str, Any]]:
+    return store.list_flow_runs(user_id=USER, agent_id=AGENT)
+
+
+def test_while_a_run_waits_no_invocation_does_its_step_or_starts_it_again(store: Store):
+    """A later invocation (the same thread, or a new one) may not send the e-mail itself,
+    run the flow again by name, run another flow with the same step, or route the same
+    request into a second run."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    submit_flow(store, INVOICE, user_id=USER, agent_id=AGENT)
+    copy = INVOICE.model_copy(update={"name": "Quick invoice", "requires_approval": False})
+    submit_flow(store, copy, user_id=USER, agent_id=AGENT)
+    send = {"to": "ann@example.io", "subject": "Invoice", "body": "here"}
+    model = Recorder(responses=[
+        _call(("send_email", send)),  # the same thread, a later turn: do it anyway
+        AIMessage(content="ok"),
+        _call(("flow_run", {"name": INVOICE.name, "inputs": {"email": "ann@example.io"}})),
+        AIMessage(content="ok"),
+        _call(("flow_run", {"name": "Quick invoice", "inputs": {"email": "ann@example.io"}})),
+        AIMessage(content="ok"),
+    ])
+    config = LearningConfig(auto_execute=True, learning_timeout=60)
+    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=config)
+    agent = create_agent(model, tools=W.TOOLS, system_prompt="Support.", middleware=[mw],
+                         checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t1"}, "callbacks": mw.callbacks}
+    try:
+        first = agent.invoke({"messages": [{"role": "user", "content": TASK}]}, config=thread)
+        run_id = first["messages"][-1].response_metadata["soloflow_run_id"]
+        assert model.calls == 0 and W.EFFECTS == []
+        agent.invoke({"messages": [{"role": "user", "content": "send it now"}]}, config=thread)
+        for i, words in enumerate(("run the flow again", "use the quick one")):
+            agent.invoke({"messages": [{"role": "user", "content": words}]},
+                         config={"configurable": {"thread_id": f"n{i}"}, "callbacks": mw.callbacks})
+        # The same request again, in a new conversation: told it waits, no second run.
+        again = agent.invoke({"messages": [{"role": "user", "content": TASK}]},
+                             config={"configurable": {"thread_id": "t2"}, "callbacks": mw.callbacks})
+        assert again["messages"][-1].response_metadata["soloflow_run_id"] == run_id
+        assert W.EFFECTS == []
+        assert [r["id"] for r in _runs(store)] == [run_id]
+        mw.runtime.approve(run_id)
+        assert [e["tool"] for e in W.EFFECTS] == ["send_email"]
+    finally:
+        mw.close()
+
+
+def test_the_same_flow_twice_in_one_turn_runs_once(store: Store):
+    submit_flow(store, INVOICE, user_id=USER, agent_id=AGENT)
+    tool = flow_tool_name(store.get_flow(INVOICE.name, user_id=USER, agent_id=AGENT).flow)
+    model = Recorder(responses=[
+        _call((tool, {"email": "ann@example.io"}),
+              ("flow_run", {"name": INVOICE.name, "inputs": {"email": "ann@example.io"}})),
+        AIMessage(content="Done."),
+    ])
+    agent, mw = _agent(store, model, auto=False)
+    try:
+        messages = _invoke(agent, mw, TASK)
+        refused = [m for m in messages if isinstance(m, ToolMessage) and m.name == "flow_run"]
+        assert refused and refused[0].status == "error" and "Refused" in str(refused[0].content)
+        (run,) = _runs(store)
+        mw.runtime.approve(str(run["id"]))
+        assert len(W.EFFECTS) == 1
+    finally:
+        mw.close()
+
+
+def test_a_runtime_of_another_namespace_is_refused(store: Store):
+    from soloflow_core.errors import ConfigError
+    from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
+
+    with FlowRuntime(store, tools=W.TOOLS, user_id="mallory", agent_id=AGENT) as runtime:
+        with pytest.raises(ConfigError, match="another namespace"):
+            SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, runtime=runtime)

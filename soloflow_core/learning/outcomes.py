@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PRIOR_WEIGHT",
     "DEFAULT_PROMOTION_THRESHOLD",
+    "HALT_AFTER_FAILURES",
     "MIN_HELD_OUT",
     "MIN_EXECUTIONS_TO_DEMOTE",
     "MIN_EXECUTIONS_TO_RETIRE",
@@ -250,13 +251,20 @@ def reinstate(stats: FlowStats) -> FlowStats:
     )
 
 
+HALT_AFTER_FAILURES = 2
+"""A flow whose last executions failed this many times in a row does not run unasked until an
+execution of it succeeds again (the agent's own runs do not count here)."""
+
+
 def may_auto_execute(stats: FlowStats, config: LearningConfig) -> bool:
-    """Whether the flow may run without asking: ``auto_execute`` is on, the flow is active
-    and its confidence ≥ ``confidence_threshold``."""
+    """Whether the flow may run without asking: ``auto_execute`` is on, the flow is active,
+    its confidence ≥ ``confidence_threshold``, and its last :data:`HALT_AFTER_FAILURES`
+    executions did not all fail."""
     return (
         config.auto_execute
         and stats.status == "active"
         and stats.confidence >= config.confidence_threshold
+        and stats.consecutive_failures < HALT_AFTER_FAILURES
     )
 
 

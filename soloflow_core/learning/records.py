@@ -7,16 +7,20 @@
   registered flow that ends, whichever way it was started (the middleware, a flow tool,
   :class:`FlowRuntime`, ``soloflow flows run``). A run refused before any step (its inputs
   failed the flow's input check) is not an execution.
-- :func:`record_agent_run` — a captured agent run: each registered flow whose sequence the
-  agent did itself, successfully, gains the run's task as evidence of its job
-  (:mod:`soloflow_core.store.evidence`) and a success in its confidence
-  (:func:`~soloflow_core.learning.outcomes.record_agent_run`).
+- :func:`record_agent_run` — a captured agent run. A flow whose whole sequence the agent did
+  itself, successfully, gains a success in its confidence
+  (:func:`~soloflow_core.learning.outcomes.record_agent_run`). The run's task becomes
+  evidence of the flow's job only when the run was that job and nothing else: its calls were
+  exactly the flow's sequence, or one successful call of the flow's own tool.
+
+Each record is changed in one transaction with its row locked
+(:meth:`~soloflow_core.store.procedural.ProceduralStore.change_flow_record`): outcomes from
+several processes are never lost.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -30,8 +34,10 @@ if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig
     from soloflow_core.models import FlowDefinition, TaskRun
     from soloflow_core.store import Store
+    from soloflow_core.store.procedural import FlowMeta
 
 __all__ = [
+    "FLOW_RUN_TOOL",
     "LEDGER_LOOKBACK",
     "flow_stats",
     "flows_done_by",
@@ -42,8 +48,20 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_LOCK = threading.Lock()
-"""One read-modify-write of a flow's record at a time in this process."""
+FLOW_RUN_TOOL = "flow_run"
+"""The tool that runs any flow of a namespace by name (its ``name`` argument)."""
+LEDGER_LOOKBACK = 2000
+"""Runs of the namespace read, newest first, for the evidence of a newly registered flow."""
+
+
+def _stats_of(store: Store, meta: FlowMeta, learning: dict[str, Any] | None,
+              user_id: str, agent_id: str) -> FlowStats:  # fmt: skip
+    state = learning if learning is not None else _initial_state(
+        store, meta.source, meta.candidate_id, user_id, agent_id)
+    return FlowStats.model_validate({
+        **state, "success_count": meta.success_count, "total_executions": meta.total_executions,
+        "status": meta.status, "last_executed_at": meta.last_used,
+    })  # fmt: skip
 
 
 def flow_stats(store: Store, name: str, *, user_id: str, agent_id: str) -> FlowStats:
@@ -56,13 +74,8 @@ def flow_stats(store: Store, name: str, *, user_id: str, agent_id: str) -> FlowS
         NotFoundError: no such flow in the namespace.
     """
     meta = store.get_flow_meta(name, user_id=user_id, agent_id=agent_id)
-    state = store.get_flow_learning(name, user_id=user_id, agent_id=agent_id)
-    if state is None:
-        state = _initial_state(store, meta.source, meta.candidate_id, user_id, agent_id)
-    return FlowStats.model_validate({
-        **state, "success_count": meta.success_count, "total_executions": meta.total_executions,
-        "status": meta.status, "last_executed_at": meta.last_used,
-    })  # fmt: skip
+    learning = store.get_flow_learning(name, user_id=user_id, agent_id=agent_id)
+    return _stats_of(store, meta, learning, user_id, agent_id)
 
 
 def _initial_state(
@@ -79,11 +92,12 @@ def _initial_state(
     return initial_stats(fidelity=fidelity).learning_state()
 
 
-def _write(store: Store, name: str, user_id: str, agent_id: str, stats: FlowStats) -> None:
-    store.update_flow_meta(
-        name, user_id=user_id, agent_id=agent_id, confidence=stats.confidence,
-        status=stats.status, learning=stats.learning_state(),
-    )  # fmt: skip
+def _columns(stats: FlowStats) -> dict[str, Any]:
+    return {
+        "success_count": stats.success_count, "total_executions": stats.total_executions,
+        "confidence": stats.confidence, "status": stats.status,
+        "learning": stats.learning_state(), "last_used": stats.last_executed_at,
+    }  # fmt: skip
 
 
 def record_flow_outcome(
@@ -101,11 +115,16 @@ def record_flow_outcome(
     Raises:
         NotFoundError: no such flow in the namespace.
     """
-    with _LOCK:
-        before = flow_stats(store, name, user_id=user_id, agent_id=agent_id)
+    seen: dict[str, FlowStats] = {}
+
+    def change(meta: FlowMeta, learning: dict[str, Any] | None) -> dict[str, Any]:
+        before = _stats_of(store, meta, learning, user_id, agent_id)
         after = outcomes.record_outcome(before, success, config, at=at)
-        store.record_flow_execution(name, user_id=user_id, agent_id=agent_id, success=success, at=at)
-        _write(store, name, user_id, agent_id, after)
+        seen.update(before=before, after=after)
+        return _columns(after)
+
+    store.change_flow_record(name, user_id=user_id, agent_id=agent_id, change=change)
+    before, after = seen["before"], seen["after"]
     if after.status != before.status:
         log.warning(
             "SoloFlow: flow %r is now %s (%d of %d executions succeeded)",
@@ -125,38 +144,36 @@ def _units(names: Sequence[str]) -> list[tuple[str, int]]:
     return out
 
 
-def _does(calls: Sequence[str], flow: FlowDefinition) -> bool:
-    """Whether ``calls`` (tool names, in order) hold the flow's steps contiguously; a map step
-    (``map_over``) may be called any number of times in a row."""
-    want: list[tuple[str, int, bool]] = []  # (tool, how many steps, a map step among them)
+def _want(flow: FlowDefinition) -> list[tuple[str, int, bool]]:
+    """The flow's steps as units: (tool, how many steps, a map step among them)."""
+    want: list[tuple[str, int, bool]] = []
     for step in flow.steps:
         if want and want[-1][0] == step.skill_key:
             tool, count, mapped = want[-1]
             want[-1] = (tool, count + 1, mapped or step.map_over is not None)
         else:
             want.append((step.skill_key, 1, step.map_over is not None))
+    return want
+
+
+def _fits(window: Sequence[tuple[str, int]], want: Sequence[tuple[str, int, bool]]) -> bool:
+    return all(u[0] == tool and (u[1] == count or (mapped and u[1] >= 1))
+               for u, (tool, count, mapped) in zip(window, want, strict=True))  # fmt: skip
+
+
+def _does(calls: Sequence[str], flow: FlowDefinition, *, whole: bool = False) -> bool:
+    """Whether ``calls`` (tool names, in order) hold the flow's steps contiguously — with
+    ``whole``, are exactly them; a map step may be called any number of times in a row."""
+    want = _want(flow)
     units = _units(calls)
-    for start in range(len(units) - len(want) + 1):
-        window = units[start : start + len(want)]
-        if all(u[0] == tool and (u[1] == count or (mapped and u[1] >= 1))
-               for u, (tool, count, mapped) in zip(window, want, strict=True)):  # fmt: skip
-            return True
-    return False
-
-
-def flows_done_by(run: TaskRun, flows: Iterable[FlowDefinition]) -> list[str]:
-    """The names of ``flows`` whose whole sequence ``run`` did itself, successfully: the run
-    succeeded (or ended with success unknown) and the calls of the sequence raised nothing
-    (a failed attempt retried at once by the same tool counts as that retry)."""
-    if run.success is False or (run.success is None and run.ended_at is None):
-        return []
-    calls = _successful([c.name for c in run.tool_calls], [c.error is True for c in run.tool_calls])
-    return [f.name for f in flows if len(f.steps) >= 2 and _does(calls, f)]
+    if whole:
+        return len(units) == len(want) and _fits(units, want)
+    return any(_fits(units[i : i + len(want)], want) for i in range(len(units) - len(want) + 1))
 
 
 def _successful(names: Sequence[str], errors: Sequence[bool]) -> list[str]:
-    """The calls that succeeded, a failure that is not retried at once by the same tool
-    standing as a break no sequence goes through."""
+    """The calls that succeeded; a failure that is not retried at once by the same tool stands
+    as a break no sequence goes through."""
     calls: list[str] = []
     for i, (name, error) in enumerate(zip(names, errors, strict=True)):
         if error:
@@ -167,48 +184,82 @@ def _successful(names: Sequence[str], errors: Sequence[bool]) -> list[str]:
     return calls
 
 
-LEDGER_LOOKBACK = 2000
-"""Runs of the namespace read, newest first, for the evidence of a newly registered flow."""
+def _ended_well(run: TaskRun) -> bool:
+    return run.success is True or (run.success is None and run.ended_at is not None)
+
+
+def flows_done_by(run: TaskRun, flows: Iterable[FlowDefinition]) -> list[str]:
+    """The names of ``flows`` whose whole sequence ``run`` did itself, successfully: the run
+    succeeded (or ended with success unknown) and the calls of the sequence raised nothing
+    (a failed attempt retried at once by the same tool counts as that retry)."""
+    if not _ended_well(run):
+        return []
+    calls = _successful([c.name for c in run.tool_calls], [c.error is True for c in run.tool_calls])
+    return [f.name for f in flows if len(f.steps) >= 2 and _does(calls, f)]
+
+
+def _only_the_job(run: TaskRun, flow: FlowDefinition) -> bool:
+    """Whether the run was the flow's job and nothing else: its calls are exactly the
+    flow's sequence (retries aside), or one successful call of the flow's own tool."""
+    calls = run.tool_calls
+    if len(calls) == 1 and calls[0].error is not True:
+        call = calls[0]
+        if call.meta.get("soloflow_flow") == flow.name:
+            return True
+        if call.name == FLOW_RUN_TOOL and call.args.get("name") == flow.name:
+            return True
+    names = _successful([c.name for c in calls], [c.error is True for c in calls])
+    return "\x00" not in names and _does(names, flow, whole=True)
+
+
+def record_agent_run(store: Store, run: TaskRun) -> list[str]:
+    """Credit the registered, non-retired flows of the run's namespace with a captured agent
+    run (see the module docstring). Returns the flows whose evidence or confidence changed.
+
+    A run that failed, or ended without telling, credits none; so does a run a flow
+    answered (no tool call of its own).
+    """
+    if not run.tool_calls or not _ended_well(run):
+        return []
+    user_id, agent_id = run.user_id, run.agent_id
+    tools = {c.name for c in run.tool_calls}
+    metas = store.list_flow_meta(user_id=user_id, agent_id=agent_id, include_retired=False)
+    metas = [m for m in metas if set(m.skill_keys) <= tools or FLOW_RUN_TOOL in tools
+             or any(c.meta.get("soloflow_flow") == m.name for c in run.tool_calls)]  # fmt: skip
+    credited: list[str] = []
+    for meta in metas:
+        flow = store.get_flow(meta.name, user_id=user_id, agent_id=agent_id).flow
+        did = len(flow.steps) >= 2 and flow.name in flows_done_by(run, [flow])
+        if run.task and run.task.strip() and _only_the_job(run, flow):
+            store.add_flow_evidence(flow.name, [(run.run_id, run.task)], source="agent_run",
+                                    user_id=user_id, agent_id=agent_id)  # fmt: skip
+            credited.append(flow.name)
+        if did:  # the steps work: a success in the confidence, not an execution
+
+            def change(m: FlowMeta, learning: dict[str, Any] | None) -> dict[str, Any]:
+                stats = _stats_of(store, m, learning, user_id, agent_id)
+                return _columns(outcomes.record_agent_run(stats))
+
+            store.change_flow_record(flow.name, user_id=user_id, agent_id=agent_id, change=change)
+            if flow.name not in credited:
+                credited.append(flow.name)
+    return credited
 
 
 def seed_evidence(store: Store, flow: FlowDefinition, *, user_id: str, agent_id: str) -> int:
     """Give a newly registered flow, as evidence of its job, the tasks of every run among the
-    namespace's newest :data:`LEDGER_LOOKBACK` that did its whole sequence successfully (the
-    agent's runs before the flow existed). Returns how many texts were added."""
+    namespace's newest :data:`LEDGER_LOOKBACK` whose calls were exactly its sequence and which
+    succeeded (the agent's runs of the job before the flow existed). Returns how many texts
+    were added."""
     if len(flow.steps) < 2:
         return 0
-    done = [
-        seq.run_id
-        for seq in store.iter_sequences(user_id=user_id, agent_id=agent_id, lookback=LEDGER_LOOKBACK)
-        if seq.success is not False and _does(_successful(seq.names, seq.errors), flow)
-    ]
+    done = []
+    for seq in store.iter_sequences(user_id=user_id, agent_id=agent_id, lookback=LEDGER_LOOKBACK):
+        if seq.success is False:
+            continue
+        calls = _successful(seq.names, seq.errors)
+        if "\x00" not in calls and _does(calls, flow, whole=True):
+            done.append(seq.run_id)
     tasks = store.task_texts(done, user_id=user_id, agent_id=agent_id)
     return store.add_flow_evidence(flow.name, [(rid, tasks[rid]) for rid in done if rid in tasks],
                                    source="agent_run", user_id=user_id, agent_id=agent_id)
-
-
-def record_agent_run(store: Store, run: TaskRun) -> list[str]:
-    """Credit every registered, non-retired flow of the run's namespace whose sequence the
-    agent did itself: its task joins the flow's evidence, and its confidence counts one more
-    success. Returns the flows credited (by name).
-
-    Runs without a task, and runs a flow answered (no tool call of their own), credit none.
-    """
-    if not run.tool_calls:
-        return []
-    user_id, agent_id = run.user_id, run.agent_id
-    tools = {c.name for c in run.tool_calls}
-    metas = [m for m in store.list_flow_meta(user_id=user_id, agent_id=agent_id, include_retired=False)
-             if set(m.skill_keys) <= tools]  # fmt: skip
-    if not metas:
-        return []
-    defs = [store.get_flow(m.name, user_id=user_id, agent_id=agent_id).flow for m in metas]
-    done = flows_done_by(run, defs)
-    for name in done:
-        if run.task and run.task.strip():
-            store.add_flow_evidence(name, [(run.run_id, run.task)], source="agent_run",
-                                    user_id=user_id, agent_id=agent_id)  # fmt: skip
-        with _LOCK:
-            stats = outcomes.record_agent_run(flow_stats(store, name, user_id=user_id, agent_id=agent_id))
-            _write(store, name, user_id, agent_id, stats)
-    return done

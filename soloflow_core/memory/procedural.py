@@ -156,17 +156,14 @@ def _score(flow: LookupCandidate, best_rank: float, query: set[str], named: set[
 
 
 def same_job(a: Sequence[str], b: Sequence[str]) -> bool:
-    """Whether two flows' tools (``skill_keys``) do the same job: the tools they share are at
-    least half of the smaller set.
+    """Whether two flows' tools (``skill_keys``) are the same set: the same job, done the same
+    way (a refund and a shipment notice that share their look-ups are two jobs).
 
     Example:
-        >>> same_job(["find", "send"], ["find", "send", "log"]), same_job(["a", "b"], ["c"])
+        >>> same_job(["find", "send"], ["send", "find"]), same_job(["find", "send"], ["find", "refund"])
         (True, False)
     """
-    sa, sb = set(a), set(b)
-    if not sa or not sb:
-        return False
-    return len(sa & sb) * 2 >= min(len(sa), len(sb))
+    return bool(a) and set(a) == set(b)
 
 
 def _covers(user: _Scored, learned: _Scored) -> bool:
@@ -283,8 +280,7 @@ class ProceduralMemory:
 
         Precedence of user-submitted flows, by rule: a user-submitted flow U that matches is
         ranked above every auto-learned flow L for the same job, whatever their scores —
-        the same job when they use the same tools (:func:`same_job`: the tools they share
-        are at least half of the smaller set), or when ``T(L)`` is non-empty and
+        the same job when they use the same tools (:func:`same_job`), or when ``T(L)`` is non-empty and
         ``T(L) ⊆ T(U)``, ``T(F)`` being the terms of F's trigger keywords the context
         contains in full (U answers every trigger of L the context holds). Otherwise the
         order is by score, ties by name. ``score`` is reported before this reordering.

@@ -11,8 +11,10 @@ candidates) and keeps the one that may run unasked. A flow may run only when all
 3. every required input is bound from the request itself, its shape and type checked, and
    no value of the request is left unused (:func:`~soloflow_core.memory.intent.bind_inputs`).
 
-When several flows pass, the same job (the same tools) keeps the user-submitted flow, then
-the best-scored; different jobs are ambiguous and none runs. Every flow's verdict and
+A flow's *key words* (:func:`key_words`) are the words that tell its job from the other
+matching jobs; the request must hold one. When several flows pass, the same job (the same
+tools that change the world, :func:`job_tools`) keeps the user-submitted flow, then the
+best-scored; different jobs are ambiguous and none runs. Every flow's verdict and
 reasons are kept (:class:`RouteDecision`), for logs and ``soloflow flows route``.
 """
 
@@ -31,7 +33,6 @@ from soloflow_core.memory.intent import (
     judge_intent,
     read_request,
 )
-from soloflow_core.memory.procedural import same_job
 from soloflow_core.models import SOURCE_USER
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from soloflow_core.models import FlowDefinition
     from soloflow_core.store import Store
 
-__all__ = ["FlowCheck", "RouteDecision", "decide_route"]
+__all__ = ["KEY_RATIO", "FlowCheck", "RouteDecision", "decide_route", "job_tools", "key_words"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,21 +107,25 @@ def decide_route(
             keywords = store.get_flow_meta(m.name, user_id=user_id, agent_id=agent_id).trigger_keywords
             declared = _declared(definition(m.name), keywords)
         evidence[m.name] = JobEvidence.of(texts.get(m.name, []), declared, user_submitted=user)
+    jobs = {m.name: job_tools(definition(m.name)) for m in matches}
     checks: list[FlowCheck] = []
     runnable: list[tuple[WorkflowMatch, FlowCheck]] = []
     for m in matches:
         others: set[str] = set()
         for o in matches:
-            if o.name != m.name and not same_job(o.skill_keys, m.skill_keys):
+            if o.name != m.name and jobs[o.name] != jobs[m.name]:
                 others |= evidence[o.name].common()
-        verdict = judge_intent(evidence[m.name], read, other_jobs=others)
+        rivals = [evidence[o.name] for o in matches if o.name != m.name and jobs[o.name] != jobs[m.name]]
+        keys = key_words(evidence[m.name], rivals)
+        verdict = judge_intent(evidence[m.name], read, keys=keys, other_jobs=others)
         reasons = list(verdict.reasons)
         inputs: dict[str, Any] = {}
         if m.status != "active":
             reasons.append(f"the flow is {m.status}")
         elif not may_auto_execute(stats(m.name), config):
-            reasons.append("its record does not allow running unasked (auto_execute off, or "
-                           f"confidence below {config.confidence_threshold})")  # fmt: skip
+            reasons.append("its record does not allow running unasked (auto_execute off, "
+                           f"confidence below {config.confidence_threshold}, or its last "
+                           "executions failed)")  # fmt: skip
         if verdict.verdict == "run":
             flow = definition(m.name)
             binding = bind_inputs(flow.input_schema, flow.extraction, read)
@@ -135,7 +140,7 @@ def decide_route(
         best = checks[0]
         return RouteDecision(None, {}, tuple(checks),
                              f"no flow may run unasked; {best.name!r}: {'; '.join(best.reasons)}")
-    chosen = _choose(runnable)
+    chosen = _choose(runnable, jobs)
     if chosen is None:
         listed = ", ".join(repr(c.name) for _, c in runnable)
         return RouteDecision(None, {}, tuple(checks),
@@ -144,10 +149,48 @@ def decide_route(
     return RouteDecision(m.name, check.inputs, tuple(checks), f"the request is {m.name!r}'s job")
 
 
-def _choose(runnable: list[tuple[WorkflowMatch, FlowCheck]]) -> tuple[WorkflowMatch, FlowCheck] | None:
+KEY_RATIO = 3.0
+"""A key word is held by at least this many times as large a share of the job's texts as of
+any other job's."""
+
+
+def key_words(job: JobEvidence, rivals: Sequence[JobEvidence]) -> frozenset[str]:
+    """The words that tell ``job`` from the ``rivals`` (the other jobs a request matched):
+    familiar in its texts (two of them and a tenth), and held by at least :data:`KEY_RATIO`
+    times as large a share of them as of any rival's texts; a person's declared words no
+    rival holds commonly.
+
+    Example:
+        >>> refund = JobEvidence.of(["refund my latest order"] * 3 + ["refund order"])
+        >>> status = JobEvidence.of(["where is my order"] * 4)
+        >>> sorted(key_words(refund, [status])), sorted(key_words(status, [refund]))
+        (['latest', 'refund'], ['is', 'where'])
+    """
+
+    def share(e: JobEvidence, w: str) -> float:
+        return e.df.get(w, 0) / e.texts if e.texts else 0.0
+
+    floor = max(2, 0.1 * job.texts)
+    keys = {w for w, n in job.df.items() if n >= floor
+            and share(job, w) >= KEY_RATIO * max((share(r, w) for r in rivals), default=0.0)}  # fmt: skip
+    taken = set().union(*(r.common() for r in rivals)) if rivals else set()
+    return frozenset(keys | (job.declared - taken))
+
+
+def job_tools(flow: FlowDefinition) -> frozenset[str]:
+    """What a flow *does*: the tools of its steps that may change the world (``side_effects``
+    not False), or all its tools when every step is known to be read-only. Two flows do the
+    same job when these are the same."""
+    effects = frozenset(s.skill_key for s in flow.steps if s.side_effects is not False)
+    return effects or frozenset(s.skill_key for s in flow.steps)
+
+
+def _choose(
+    runnable: list[tuple[WorkflowMatch, FlowCheck]], jobs: dict[str, frozenset[str]]
+) -> tuple[WorkflowMatch, FlowCheck] | None:
     """One flow when the runnable ones do one job: user-submitted first, then the best score;
     None when they do different jobs."""
-    first = runnable[0][0]
-    if any(not same_job(m.skill_keys, first.skill_keys) for m, _ in runnable[1:]):
+    first = jobs[runnable[0][0].name]
+    if any(jobs[m.name] != first for m, _ in runnable[1:]):
         return None
     return min(runnable, key=lambda mc: (mc[0].source != SOURCE_USER, -mc[1].score, mc[0].name))

@@ -9,7 +9,8 @@ agent) namespace:
 - ``agent_run``: later agent runs that did the flow's sequence themselves and succeeded;
 - ``flow_tool``: requests for which the agent's model chose to call the flow as a tool.
 
-At most :data:`MAX_EVIDENCE` texts are kept per flow (the newest); one per run id.
+At most :data:`MAX_EVIDENCE` later texts are kept per flow (the newest), besides the ones it
+was learned from; one per run id.
 """
 
 from __future__ import annotations
@@ -59,9 +60,11 @@ def insert_evidence(
     ]  # fmt: skip
     if rows:
         conn.execute(sa.insert(t.flow_evidence), rows)
-        keep = (sa.select(c.id).where(*ns).order_by(c.id.desc()).limit(MAX_EVIDENCE)
+        # The texts it was learned from stay; later ones are kept newest first.
+        later = (*ns, c.source != "learned")
+        keep = (sa.select(c.id).where(*later).order_by(c.id.desc()).limit(MAX_EVIDENCE)
                 .scalar_subquery())  # fmt: skip
-        conn.execute(sa.delete(t.flow_evidence).where(*ns, c.id.not_in(keep)))
+        conn.execute(sa.delete(t.flow_evidence).where(*later, c.id.not_in(keep)))
     return len(rows)
 
 

@@ -504,6 +504,18 @@ class FlowRunStore:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(q).mappings()]
 
+    def waiting_flow_runs(self, *, user_id: str, agent_id: str) -> list[tuple[str, str]]:
+        """(run id, flow name) of the namespace's runs that wait for a person's approval,
+        oldest first."""
+        r, s = t.flow_runs.c, t.flow_step_runs.c
+        q = (sa.select(r.id, r.flow_name)
+             .join(t.flow_step_runs, s.run_id == r.id)
+             .where(r.user_id == user_id, r.agent_id == agent_id, r.status == RunState.RUNNING,
+                    s.step_key == APPROVAL_STEP, s.state == StepState.RUNNING)
+             .order_by(r.started_at))  # fmt: skip
+        with self.engine.connect() as conn:
+            return [(str(rid), str(name)) for rid, name in conn.execute(q)]
+
     def stale_flow_runs(self, *, older_than: datetime, terminal: bool) -> list[str]:
         """Ids of runs (any namespace; for maintenance) last updated before ``older_than``."""
         c = t.flow_runs.c

@@ -122,7 +122,7 @@ def stem(word: str) -> str:
 VALUE_PATTERN = re.compile(
     r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"  # e-mail address
     r"|(?:https?://|www\.)\S+"  # URL
-    r"|(?<![\w\-./:])#?[^\W_][\w\-./:#]*?\d[\w\-./:#]*"  # a word holding a digit: ids, dates
+    r"|(?<![\w\-./:])#?(?:[^\W_][\w\-./:#]*?\d|\d)[\w\-./:#]*"  # a word holding a digit
     r"|\b[a-z]+(?:_[a-z0-9]+)+\b",  # snake_case identifiers
     re.IGNORECASE,
 )

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, get_args
@@ -584,6 +584,48 @@ class ProceduralStore:
                 FLOW_SEARCH.remove(conn, [(row.id, ns, row.search_text or "")])
                 FLOW_SEARCH.put(conn, row.id, values["search_text"], namespace=ns)
         return self.get_flow_meta(name, user_id=user_id, agent_id=agent_id, version=version)
+
+    def change_flow_record(
+        self,
+        name: str,
+        *,
+        user_id: str,
+        agent_id: str,
+        change: Callable[[FlowMeta, dict[str, Any] | None], dict[str, Any]],
+    ) -> FlowMeta:
+        """Read the latest version's record and ``learning`` state, and write the columns
+        ``change(meta, learning)`` returns (``success_count``, ``total_executions``,
+        ``confidence``, ``status``, ``learning``, ``last_used``), in one transaction with the
+        row locked (``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE`` on PostgreSQL): concurrent
+        outcomes of one flow, from any process, are never lost. Returns the record written.
+
+        Raises:
+            NotFoundError: no such flow in the namespace.
+            FlowValidationError: ``change`` gave a confidence or status out of range.
+        """
+        c = t.flows.c
+        allowed = {"success_count", "total_executions", "confidence", "status", "learning", "last_used"}
+        with self._writer.begin() as conn:
+            q = sa.select(*_META_COLUMNS, c.learning, c.id).where(
+                c.user_id == user_id, c.agent_id == agent_id, c.name == name, c.is_latest)
+            if conn.dialect.name == "postgresql":
+                q = q.with_for_update()
+            row = conn.execute(q).first()
+            if row is None:
+                raise NotFoundError(f"no flow {name!r} for user {user_id!r}, agent {agent_id!r}; "
+                                    "list flows with `soloflow flows list`")  # fmt: skip
+            meta = _meta(row)
+            learning = row[13] if isinstance(row[13], dict) else None
+            values = change(meta, learning)
+            unknown = set(values) - allowed
+            if unknown:
+                raise ValueError(f"change_flow_record cannot set {', '.join(sorted(unknown))}")
+            if "confidence" in values:
+                _check_confidence(values["confidence"])
+            if "status" in values:
+                _check_status(values["status"])
+            conn.execute(sa.update(t.flows).where(c.id == row[14]).values(**values))
+        return self.get_flow_meta(name, user_id=user_id, agent_id=agent_id)
 
     def reindex_flows(self) -> int:
         """Recompute every flow version's ``search_text`` from its definition and keywords,

@@ -94,12 +94,14 @@ def route(
     tools: str | None = typer.Option(
         None, "--tools", help="Comma-separated tool names the agent has: flows calling any "
         "other tool are left out."),
+    max_flows: int = typer.Option(3, "--max-flows", min=1, help="Flows weighed, as the "
+                                  "middleware's max_flows (default 3)."),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
-    """Would a request run a flow with no model call? Each matching flow's verdict and why
-    (nothing runs; the learning config's auto_execute is taken as on)."""
+    """Would a request run a flow with no model call? Each matching flow's verdict and why,
+    as SoloFlowMiddleware decides it (nothing runs; auto_execute is taken as on)."""
     from soloflow_core.learning.records import flow_stats
-    from soloflow_core.memory.procedural import ProceduralMemory
+    from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE, ProceduralMemory
     from soloflow_core.memory.router import decide_route
 
     c: Context = ctx.obj
@@ -107,7 +109,9 @@ def route(
         text = sys.stdin.read()
     store = _store(ctx)
     available = None if tools is None else [x.strip() for x in tools.split(",") if x.strip()]
-    matches = ProceduralMemory(store).find_workflow(c.user, c.agent, text, available_tools=available)
+    matches = ProceduralMemory(store).find_workflow(
+        c.user, c.agent, text, available_tools=available, min_confidence=DEFAULT_MIN_CONFIDENCE,
+        limit=max_flows)  # fmt: skip
     config = c.learning_config().model_copy(update={"auto_execute": True})
     decision = decide_route(
         store, text, matches, user_id=c.user, agent_id=c.agent, config=config,

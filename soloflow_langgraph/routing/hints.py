@@ -19,6 +19,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from soloflow_core.errors import NotFoundError, SoloFlowError
+from soloflow_core.learning.records import FLOW_RUN_TOOL
 from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE, ProceduralMemory, WorkflowMatch
 from soloflow_core.models import FlowDefinition
 from soloflow_langgraph.routing.tools import flow_tool, flow_tool_name, waiting_text
@@ -36,8 +37,7 @@ __all__ = ["FLOW_RUN_TOOL", "OfferedFlows", "flow_hint", "flow_hints", "output_t
 
 log = logging.getLogger(__name__)
 
-FLOW_RUN_TOOL = "flow_run"
-"""The name of the tool that runs any flow of the namespace by name."""
+
 _MAX_OUTPUT = 16_000
 
 

@@ -16,14 +16,20 @@ request is that flow's job.
   ``reply_template``, learned from the agent's own answers, or a statement of what was
   done). A run that waits for a person's approval ends the invocation with a reply saying
   so; a run that fails hands the task to the agent, told what happened;
-- **guarding side effects** (every tool call): while a flow run of this invocation waits
-  for approval, and within a model turn that calls a flow, the agent's own calls to that
-  flow's side-effecting tools are refused — approving the run later does them, once;
+- **guarding side effects** (every tool call): while a run of a flow of the namespace waits
+  for a person's approval (in this invocation or any other), the agent's calls to that
+  flow's side-effecting tools, and to any flow that would repeat one of them, are refused,
+  and a request for the same job is answered that it waits (no second run); within one model
+  turn, a call that would repeat a side-effecting step another call of the turn does (the
+  flow's own tool, or a second flow with the same step) is refused — approving the waiting
+  run does its steps once;
 - **learning**: :attr:`SoloFlowMiddleware.callbacks` captures each run into the store; the
   :class:`~soloflow_core.learning.service.LearningService` turns repeated runs into
-  candidates and flows, and credits flows whose job the agent did itself. Every flow run
-  (routed, or called as a tool) goes through a durable
-  :class:`~soloflow_langgraph.runtime.flow_runtime.FlowRuntime`, which records its outcome.
+  candidates and flows, and credits flows whose job the agent did itself
+  (:func:`~soloflow_core.learning.records.record_agent_run`). Every flow run (routed, or
+  called as a tool) goes through a durable
+  :class:`~soloflow_langgraph.runtime.flow_runtime.FlowRuntime` of the same namespace, which
+  records its outcome.
 
 Middleware tools are fixed when the agent is built, so the middleware declares one typed
 tool per flow the namespace holds, plus ``flow_run(name, inputs)`` for flows learned later.
@@ -50,7 +56,7 @@ from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
-from soloflow_core.errors import SoloFlowError
+from soloflow_core.errors import ConfigError, SoloFlowError
 from soloflow_core.generalize.reply import render_reply
 from soloflow_core.learning import LearningConfig
 from soloflow_core.learning.service import LearningService
@@ -160,6 +166,12 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         if not self.pm.is_registered(learning):
             self.pm.register(learning)
         self._owns_runtime = runtime is None
+        if runtime is not None and (runtime.user_id, runtime.agent_id) != (user_id, agent_id):
+            raise ConfigError(
+                f"SoloFlowMiddleware for user {user_id!r}, agent {agent_id!r} was given a "
+                f"FlowRuntime of user {runtime.user_id!r}, agent {runtime.agent_id!r}: its runs "
+                "and outcomes would be recorded in another namespace. Give it a runtime built "
+                "with the same user_id and agent_id.")
         if runtime is None:
             runtime = FlowRuntime(
                 store,
@@ -230,7 +242,8 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         task, humans = task_of(state.get("messages") or [])
         matches = self.flows.find(task)
         note: dict[str, Any] = {
-            "flows": [m.name for m in matches], "handoff": None, "routed": None, "waiting": [],
+            "flows": [m.name for m in matches], "handoff": None, "routed": None,
+            "waiting": self._waiting_in_store(),
         }  # fmt: skip
         if matches and humans == 1 and self.config.auto_execute:
             try:
@@ -253,12 +266,41 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
     ) -> dict[str, Any] | None:
         return await asyncio.to_thread(self.before_agent, state, runtime)
 
+    def _waiting_in_store(self) -> list[dict[str, Any]]:
+        """The namespace's runs waiting for approval, each with its flow's side-effecting
+        tools (what nobody may do meanwhile)."""
+        try:
+            waiting = self.store.waiting_flow_runs(user_id=self.user_id, agent_id=self.agent_id)
+        except SoloFlowError:
+            log.exception("SoloFlow: reading the runs waiting for approval failed")
+            return []
+        out = []
+        for run_id, name in waiting:
+            try:
+                flow = self.flows.definition(name)
+            except SoloFlowError:  # a flow deleted since: guard nothing of it
+                continue
+            out.append({"flow": name, "run_id": run_id, "tools": sorted(self._effect_tools(flow))})
+        return out
+
     def _run_routed(
         self, task: str, decision: RouteDecision, note: dict[str, Any]
     ) -> dict[str, Any] | None:
         assert decision.run is not None
         try:
             flow = self.flows.definition(decision.run)
+        except SoloFlowError as exc:  # the flow vanished: the agent does it
+            log.info("SoloFlow: not routing to %r: %s", decision.run, exc)
+            return {"soloflow": note}
+        effects = self._effect_tools(flow)
+        pending = [w for w in note.get("waiting") or [] if set(w["tools"]) & effects]
+        if pending:  # the job waits for a person already: never a second run
+            w = pending[0]
+            meta = {"soloflow_flow": w["flow"], "soloflow_run_id": w["run_id"],
+                    "soloflow_status": "waiting"}  # fmt: skip
+            message = AIMessage(content=waiting_text(w["flow"], w["run_id"]), response_metadata=meta)
+            return {"messages": [message], "jump_to": "end", "soloflow": note}
+        try:
             result = self.flows.run(flow, decision.inputs)
         except SoloFlowError as exc:  # the flow vanished, its inputs were refused: the agent does it
             log.info("SoloFlow: not routing to %r: %s", decision.run, exc)
@@ -271,7 +313,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
             message = AIMessage(content=reply, response_metadata=meta)
             return {"messages": [message], "jump_to": "end", "soloflow": note}
         if result.status == "waiting":
-            note["waiting"] = [self._waiting_note(flow, result)]
+            note["waiting"] = [*(note.get("waiting") or []), self._waiting_note(flow, result)]
             message = AIMessage(content=waiting_text(flow.name, result.run_id), response_metadata=meta)
             return {"messages": [message], "jump_to": "end", "soloflow": note}
         note["handoff"] = result.handoff or (
@@ -350,50 +392,46 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         return self._flow_of_tool.get(str(name))
 
     def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
-        """A refusal when the call would do a side-effecting step of a flow that waits for
-        approval in this invocation, or that another call of the same model turn runs."""
+        """A refusal when the call would do a side-effecting step of a flow whose run waits
+        for approval, or one that another call of the same model turn does."""
         call = request.tool_call
-        tool = call.get("name")
+        tool = str(call.get("name") or "")
         state: Any = request.state
         note = state.get("soloflow") if isinstance(state, dict) else None
+        mine = self._call_effects(call)
         for w in (note or {}).get("waiting") or []:
-            if tool in (w.get("tools") or ()):
-                return _refused(call, f"Refused: {tool} is a step of the flow {w['flow']!r}, "
+            if mine & set(w.get("tools") or ()):
+                return _refused(call, f"Refused: {tool} would do a step of the flow {w['flow']!r}, "
                                       f"whose run {w['run_id']} waits for a person's approval; "
-                                      "it does this step once approved.")  # fmt: skip
+                                      "it does that step once approved.")  # fmt: skip
         messages = state.get("messages") if isinstance(state, dict) else None
         last = messages[-1] if messages else None
         for other in getattr(last, "tool_calls", None) or ():
             if other.get("id") == call.get("id"):
-                continue
-            flow_name = self._flow_called(other)
-            if flow_name is None:
-                continue
-            try:
-                flow = self.flows.definition(flow_name)
-            except SoloFlowError:
-                continue
-            if tool in self._effect_tools(flow):
-                return _refused(call, f"Refused: {tool} is a step of the flow {flow_name!r}, which "
-                                      "this turn also runs; it would be done twice.")  # fmt: skip
+                break  # only the calls before this one in the turn
+            shared = mine & self._call_effects(other)
+            if shared:
+                return _refused(call, f"Refused: {tool} would do {', '.join(sorted(shared))} "
+                                      f"again: {other.get('name')} does it in this turn.")  # fmt: skip
         return None
+
+    def _call_effects(self, call: Any) -> set[str]:
+        """The side-effecting tools a tool call would call: its flow's, or itself."""
+        flow_name = self._flow_called(call)
+        if flow_name is None:
+            name = str(call.get("name") or "")
+            return {name} if self.side_effects.get(name, True) and name not in self._own else set()
+        try:
+            return self._effect_tools(self.flows.definition(flow_name))
+        except SoloFlowError:
+            return set()
 
     def _after_flow_call(self, request: ToolCallRequest, response: ToolResult,
                          seen: list[tuple[FlowDefinition, FlowRunResult]]) -> ToolResult:
-        """Note the runs a flow tool call left waiting (and later calls are guarded), and keep
-        the request as evidence of the job of a flow the model chose that completed."""
+        """Note the runs a flow tool call left waiting: later calls are guarded."""
         state: Any = request.state
         note = dict(state.get("soloflow") or {}) if isinstance(state, dict) else {}
         waiting = [self._waiting_note(f, r) for f, r in seen if r.status == "waiting"]
-        task, _ = task_of(state.get("messages") or []) if isinstance(state, dict) else ("", 0)
-        for flow, result in seen:
-            if result.status == "completed" and task.strip() and result.run_id:
-                try:
-                    self.store.add_flow_evidence(flow.name, [(result.run_id, task)],
-                                                 source="flow_tool", user_id=self.user_id,
-                                                 agent_id=self.agent_id)  # fmt: skip
-                except SoloFlowError:
-                    log.exception("SoloFlow: keeping the evidence of flow %r failed", flow.name)
         if not waiting or not isinstance(response, ToolMessage):
             return response
         note["waiting"] = [*(note.get("waiting") or []), *waiting]
