@@ -258,8 +258,10 @@ def test_a_flow_run_answers_its_result_or_its_id_while_it_runs(world: World) -> 
             assert time.monotonic() < deadline
             time.sleep(0.1)
         assert state == "completed"
-        history = ann.get(f"/api/flow-runs/{run_id}/history").json()
+        history = ann.get(f"/api/flow-runs/{run_id}/history").json()["items"]
         assert history[-1]["to"] == "completed" and {"at", "step", "from", "to", "detail"} == set(history[0])
+        first = ann.get(f"/api/flow-runs/{run_id}/history", params={"limit": 2}).json()
+        assert first["items"] == history[:2] and first["next_offset"] == 2
         bad = ann.post(f"/api/flows/{world.ids['flow']}/runs", json={"inputs": {"email": 5}})
         assert bad.status_code == 422 and bad.json()["problems"][0]["path"] == "body.inputs.email"
 
@@ -288,7 +290,7 @@ def test_flows_candidates_and_captured_runs(world: World) -> None:
         shown = ann.get(f"/api/flows/{world.ids['flow']}").json()
         assert shown["definition"]["name"] == world.ids["flow"] and shown["mermaid"].startswith("---")
         assert shown["workflow"]["quality"]["evidence"]["verified_occurrences"] == 5
-        assert ann.get(f"/api/flows/{world.ids['flow']}/versions").json()[0]["version"] == 1
+        assert ann.get(f"/api/flows/{world.ids['flow']}/versions").json()["items"][0]["version"] == 1
         stats = ann.get(f"/api/flows/{world.ids['flow']}/stats").json()
         assert stats["agent"]["runs"] == 5 and stats["saved_per_run"]["model_calls"] == 5.0
         found = ann.get("/api/flows", params={"text": "Where is my order? email dave@example.com"}).json()
@@ -312,7 +314,7 @@ def test_tokens_routes_for_an_admin_token(world: World) -> None:
         created = admin.post("/api/tokens", json={"scope": "read", "label": "dashboard"})
         assert created.status_code == 201
         token = created.json()["token"]
-        listed = admin.get("/api/tokens").json()
+        listed = admin.get("/api/tokens").json()["items"]
         assert created.json()["token_id"] in [t["token_id"] for t in listed]
         assert all(t["token"] is None for t in listed)
         with httpx.Client(base_url=world.url, headers={"Authorization": f"Bearer {token}"}) as new:

@@ -57,7 +57,25 @@ def _text(result: Any) -> str:
 
 
 async def _names(client: Client) -> set[str]:
-    return {t.name for t in (await client.list_tools(cache_mode="refresh")).tools}
+    """Every tool, page after page."""
+    names: set[str] = set()
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+        names |= {t.name for t in page.tools}
+        if page.next_cursor is None:
+            return names
+        cursor = page.next_cursor
+
+
+async def _tools(client: Client) -> list[Any]:
+    out, cursor = [], None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        out += page.tools
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor
 
 
 async def _wait_for_end(client: Client, run_id: str) -> dict[str, Any]:
@@ -75,7 +93,7 @@ async def _exercise(client: Client, served: Served) -> None:
     names = await _names(client)
     flow_tools = {flow_tool_name_of(n) for n in (served.learned, APPROVAL_FLOW["name"], SLOW_FLOW["name"])}
     assert names == set(BUILTIN_TOOLS) | flow_tools
-    tool = next(t for t in (await client.list_tools()).tools if t.name == flow_tool_name_of(served.learned))
+    tool = next(t for t in await _tools(client) if t.name == flow_tool_name_of(served.learned))
     assert tool.input_schema["required"] == ["email"] and "find_customer → list_orders" in (tool.description or "")
 
     done = await client.call_tool(tool.name, {"email": "carol@example.net"})
@@ -183,7 +201,7 @@ def http_served(db_url: str) -> Iterator[HttpServed]:
         tokens = {who: store.create_api_token(user_id=user, agent_id=agent, scope=scope).token
                   for who, user, agent, scope in [("ann", "ann", "bot", "write"), ("ann_read", "ann", "bot", "read"),
                                                   ("bob", "bob", "desk", "admin")]}
-        server = SoloFlowMCP(service, watch_interval=0.2)
+        server = SoloFlowMCP(service, watch_interval=0.2, tools_page=2)  # three flows: two pages
         with live_server(server.http_app()) as base:
             yield HttpServed(store, db_url, seeded.learned, f"{base}/mcp", tokens)
     finally:
@@ -200,6 +218,8 @@ async def _http_client(served: HttpServed, who: str, **kw: Any) -> AsyncIterator
 
 async def test_http_server_with_a_bearer_token(http_served: HttpServed) -> None:
     async with _http_client(http_served, "ann") as client:
+        first = await client.list_tools()
+        assert first.next_cursor is not None and len(first.tools) == len(BUILTIN_TOOLS) + 2
         await _exercise(client, http_served)
         await _promoted_during_the_session(client, http_served)
 

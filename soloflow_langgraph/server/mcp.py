@@ -69,6 +69,8 @@ log = logging.getLogger(__name__)
 DEFAULT_WATCH_INTERVAL = 1.0
 """Seconds between two looks at the store for flows promoted, submitted or retired."""
 MAX_SESSIONS_KEPT = 1000
+TOOLS_PAGE = 200
+"""Flow tools per ``tools/list`` page; a client follows ``nextCursor`` for the rest."""
 _LISTENER_NS: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("soloflow_listener_ns",
                                                                                      default=None)
 
@@ -194,13 +196,15 @@ class SoloFlowMCP:
         principal: the namespace of a stdio server (``--user``/``--agent``, scope ``admin``);
             None over HTTP, where each request's bearer token gives it.
         watch_interval: seconds between two looks at the store for changed flows.
+        tools_page: flow tools per ``tools/list`` page.
     """
 
     def __init__(self, service: SoloFlowService, *, principal: Principal | None = None,
-                 watch_interval: float = DEFAULT_WATCH_INTERVAL) -> None:
+                 watch_interval: float = DEFAULT_WATCH_INTERVAL, tools_page: int = TOOLS_PAGE) -> None:
         self.service = service
         self.principal = principal
         self.watch_interval = watch_interval
+        self.tools_page = tools_page
         self.bus = NamespaceBus()
         self._listen = ListenHandler(self.bus)
         self._sessions: dict[tuple[str, str], dict[str, ServerSession]] = {}
@@ -241,47 +245,59 @@ class SoloFlowMCP:
 
     # ------------------------------------------------------------------ tools
 
-    def _tools(self, p: Principal) -> tuple[list[types.Tool], dict[str, tuple[FlowMeta, FlowDefinition]]]:
-        """The namespace's tools now, and which flow each flow tool runs (blocking: a thread)."""
-        tools: list[types.Tool] = []
-        for name, spec in BUILTIN_TOOLS.items():
-            if scope_allows(p.scope, spec.scope):
-                tools.append(types.Tool(
-                    name=name, description=spec.description, input_schema=_schema(spec.args),
-                    output_schema=_schema(spec.output),
-                    annotations=types.ToolAnnotations(read_only_hint=spec.scope == "read")))  # fmt: skip
-        flows: dict[str, tuple[FlowMeta, FlowDefinition]] = {}
+    def _catalog(self, p: Principal) -> list[tuple[str, FlowMeta, FlowDefinition]]:
+        """Every flow tool of the namespace now, (tool name, record, definition), by flow name;
+        a write token's only (blocking: a worker thread)."""
         if not scope_allows(p.scope, "write"):
-            return tools, flows
+            return []
         taken = set(BUILTIN_TOOLS)
-        active = self.service.active_flows(p)
-        scores = self.service.qualities(p, [meta for meta, _ in active])
-        for meta, flow in active:
+        out = []
+        for meta, flow in self.service.active_flows(p):
             base = name = flow_tool_name(flow)
             k = 2
             while name in taken:
                 name, k = f"{base[:60]}_{k}", k + 1
             taken.add(name)
-            flows[name] = (meta, flow)
+            out.append((name, meta, flow))
+        self._names[(p.user_id, p.agent_id)] = {name: meta.name for name, meta, _ in out}
+        return out
+
+    def _tools(self, p: Principal, cursor: str | None) -> tuple[list[types.Tool], str | None, list[FlowMeta]]:
+        """One page of the namespace's tools (the fixed ones on the first), the next page's
+        cursor, and every active flow's record."""
+        catalog = self._catalog(p)
+        try:
+            start = int(cursor or 0)
+        except ValueError:
+            raise SoloFlowError(f"tools/list: cursor {cursor!r} is not one this server gave") from None
+        tools: list[types.Tool] = []
+        if start == 0:
+            tools += [types.Tool(
+                name=name, description=spec.description, input_schema=_schema(spec.args),
+                output_schema=_schema(spec.output), annotations=types.ToolAnnotations(read_only_hint=spec.scope == "read"))
+                for name, spec in BUILTIN_TOOLS.items() if scope_allows(p.scope, spec.scope)]  # fmt: skip
+        page = catalog[start : start + self.tools_page]
+        scores = self.service.qualities(p, [meta for _, meta, _ in page])
+        for name, meta, flow in page:
             quality = scores[(meta.name, meta.version)]
             tools.append(types.Tool(
                 name=name, title=flow.name, description=_flow_description(flow, meta, quality.overall),
                 input_schema=_flow_input_schema(flow), output_schema=_schema(RunOutcomeView),
                 annotations=types.ToolAnnotations(title=flow.name, read_only_hint=False),
                 _meta={"soloflow/flow": flow.name, "soloflow/version": flow.version,
-                      "soloflow/quality": quality.as_dict()},
+                       "soloflow/quality": quality.as_dict()},
             ))  # fmt: skip
-        return tools, flows
+        more = start + self.tools_page < len(catalog)
+        return tools, (str(start + self.tools_page) if more else None), [meta for _, meta, _ in catalog]
 
     async def _list_tools(self, ctx: ServerRequestContext[Any, Any],
                           params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         p = self._who(ctx)
         self._remember(ctx, p)
-        tools, flows = await anyio.to_thread.run_sync(self._tools, p)
-        ns = (p.user_id, p.agent_id)
-        self._names[ns] = {name: meta.name for name, (meta, _) in flows.items()}
-        self._seen.setdefault(ns, self._signature_of([m for m, _ in flows.values()]))
-        return types.ListToolsResult(tools=tools)
+        cursor = params.cursor if params is not None else None
+        tools, next_cursor, metas = await anyio.to_thread.run_sync(self._tools, p, cursor)
+        self._seen.setdefault((p.user_id, p.agent_id), self._signature_of(metas))
+        return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
 
     async def _call_tool(self, ctx: ServerRequestContext[Any, Any],
                          params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -331,13 +347,10 @@ class SoloFlowMCP:
 
     def _flow_of_tool(self, p: Principal, tool: str) -> str | None:
         """The flow a flow tool runs: as last listed; else as the tools are now."""
-        ns = (p.user_id, p.agent_id)
-        name = self._names.get(ns, {}).get(tool)
+        name = self._names.get((p.user_id, p.agent_id), {}).get(tool)
         if name is not None:
             return name
-        _, flows = self._tools(p)
-        self._names[ns] = {t: meta.name for t, (meta, _) in flows.items()}
-        return self._names[ns].get(tool)
+        return next((meta.name for t, meta, _ in self._catalog(p) if t == tool), None)
 
     # ------------------------------------------------------------------ list changes
 

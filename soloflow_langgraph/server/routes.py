@@ -108,7 +108,7 @@ _RUN_ANSWERS: dict[int | str, dict[str, Any]] = {
     **ERRORS, 202: {"model": RunOutcomeView, "description": "Still running after wait_seconds: follow its run_id"}}
 
 
-def build_router(service: SoloFlowService, caller: Callable[..., Principal]) -> APIRouter:
+def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRouter:
     """Every ``/api`` route over ``service``; ``caller`` is the dependency giving the principal."""
     r = APIRouter(responses=ERRORS)
     Caller = Annotated[Principal, Depends(caller)]
@@ -145,10 +145,10 @@ def build_router(service: SoloFlowService, caller: Callable[..., Principal]) -> 
         available = None if tools is None else [t.strip() for t in tools.split(",") if t.strip()]
         return service.find_flows(p, text, tools=available, limit=limit, min_confidence=min_confidence)
 
-    @r.get("/flows/{name:path}/versions", response_model=list[WorkflowView], tags=["flows"])
-    def flow_versions(p: Caller, name: FlowName) -> list[WorkflowView]:
+    @r.get("/flows/{name:path}/versions", response_model=Page[WorkflowView], tags=["flows"])
+    def flow_versions(p: Caller, name: FlowName, limit: Limit = 50, offset: Offset = 0) -> Page[WorkflowView]:
         """Every stored version of the flow, newest first, each with its record."""
-        return service.flow_versions(p, name)
+        return service.flow_versions(p, name, limit=limit, offset=offset)
 
     @r.get("/flows/{name:path}/stats", response_model=SavingsView, tags=["flows"])
     def flow_stats(p: Caller, name: FlowName) -> SavingsView:
@@ -212,11 +212,12 @@ def build_router(service: SoloFlowService, caller: Callable[..., Principal]) -> 
         """A flow run's state, outcome and steps."""
         return service.run_status(p, run_id)
 
-    @r.get("/flow-runs/{run_id}/history", response_model=list[TransitionView], tags=["flow runs"],
+    @r.get("/flow-runs/{run_id}/history", response_model=Page[TransitionView], tags=["flow runs"],
            response_model_by_alias=True)
-    def run_history(p: Caller, run_id: RunId) -> list[TransitionView]:
+    def run_history(p: Caller, run_id: RunId, limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+                    offset: Offset = 0) -> Page[TransitionView]:
         """Every recorded state transition of the run and its steps, oldest first."""
-        return service.run_history(p, run_id)
+        return service.run_history(p, run_id, limit=limit, offset=offset)
 
     @r.post("/flow-runs/{run_id}/approve", response_model=RunOutcomeView, tags=["flow runs"],
             responses=_RUN_ANSWERS)
@@ -261,10 +262,10 @@ def build_router(service: SoloFlowService, caller: Callable[..., Principal]) -> 
 
     # ------------------------------------------------------------------ tokens (admin)
 
-    @r.get("/tokens", response_model=list[TokenView], tags=["tokens"])
-    def list_tokens(p: Caller) -> list[TokenView]:
-        """The namespace's API tokens (never their secrets). Needs an admin token."""
-        return service.list_tokens(p)
+    @r.get("/tokens", response_model=Page[TokenView], tags=["tokens"])
+    def list_tokens(p: Caller, limit: Limit = 50, offset: Offset = 0) -> Page[TokenView]:
+        """The namespace's API tokens, oldest first (never their secrets). Needs an admin token."""
+        return service.list_tokens(p, limit=limit, offset=offset)
 
     @r.post("/tokens", response_model=TokenView, status_code=201, tags=["tokens"])
     def create_token(p: Caller, body: Annotated[TokenBody, Body()] = TokenBody()) -> TokenView:  # noqa: B008

@@ -296,8 +296,12 @@ class SoloFlowService:
         return FlowView(workflow=self.workflow_view(p, meta, self.quality(p, meta)), definition=flow.model_dump(mode="json"),
                         mermaid=flow_mermaid(flow))
 
-    def flow_versions(self, p: Principal, name: str) -> list[WorkflowView]:
-        return [self.workflow_view(p, m) for m in self.store.list_flow_versions(name, **p.ns)]
+    def flow_versions(self, p: Principal, name: str, *, limit: int = 50, offset: int = 0) -> Page[WorkflowView]:
+        """Every stored version of the flow, newest first, one page."""
+        versions = self.store.list_flow_versions(name, **p.ns)
+        page, next_offset = _page(versions[offset : offset + limit + 1], limit, offset)
+        return Page[WorkflowView](items=[self.workflow_view(p, m) for m in page], limit=limit, offset=offset,
+                                  next_offset=next_offset)
 
     def flow_stats(self, p: Principal, name: str) -> SavingsView:
         meta = self.store.get_flow_meta(name, **p.ns)
@@ -426,8 +430,12 @@ class SoloFlowService:
     def run_status(self, p: Principal, run_id: str) -> FlowRunView:
         return FlowRunView.of(self.store.get_flow_run(run_id, **p.ns))
 
-    def run_history(self, p: Principal, run_id: str) -> list[TransitionView]:
-        return [TransitionView.of(m) for m in self.store.flow_run_history(run_id, **p.ns)]
+    def run_history(self, p: Principal, run_id: str, *, limit: int = 500, offset: int = 0) -> Page[TransitionView]:
+        """The run's transitions, oldest first, one page."""
+        moves = self.store.flow_run_history(run_id, **p.ns)
+        page, next_offset = _page(moves[offset : offset + limit + 1], limit, offset)
+        return Page[TransitionView](items=[TransitionView.of(m) for m in page], limit=limit, offset=offset,
+                                    next_offset=next_offset)
 
     def list_flow_runs(self, p: Principal, *, flow: str | None = None, state: str | None = None, limit: int = 50,
                        offset: int = 0) -> Page[FlowRunView]:
@@ -471,9 +479,12 @@ class SoloFlowService:
 
     # ------------------------------------------------------------------ tokens
 
-    def list_tokens(self, p: Principal) -> list[TokenView]:
+    def list_tokens(self, p: Principal, *, limit: int = 50, offset: int = 0) -> Page[TokenView]:
         p.require("admin", "list the namespace's tokens")
-        return [TokenView.of(t) for t in self.store.list_api_tokens(**p.ns)]
+        tokens = self.store.list_api_tokens(**p.ns)
+        page, next_offset = _page(tokens[offset : offset + limit + 1], limit, offset)
+        return Page[TokenView](items=[TokenView.of(t) for t in page], limit=limit, offset=offset,
+                               next_offset=next_offset)
 
     def create_token(self, p: Principal, *, scope: str, label: str | None) -> TokenView:
         p.require("admin", "create tokens")
