@@ -84,3 +84,9 @@ def test_tokens_commands(db_url: str) -> None:
         assert store.verify_api_token(token) is None
     bad = runner.invoke(app, ["--db", db_url, "tokens", "create", "--scope", "owner"])
     assert bad.exit_code == 1 and "scope 'owner' is not one of read, write, admin" in bad.stderr
+
+
+def test_an_error_message_is_printed_as_written(sqlite_url: str) -> None:
+    """Square brackets in an error are text, not rich markup (``[api]`` would vanish)."""
+    res = CliRunner().invoke(app, ["--db", sqlite_url, "tokens", "revoke", "[api]"])
+    assert res.exit_code == 1 and "no API token '[api]' for user 'default'" in res.stderr
