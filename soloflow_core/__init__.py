@@ -2,6 +2,7 @@
 
 from soloflow_core._markers import hookimpl, hookspec
 from soloflow_core.errors import (
+    AccessDeniedError,
     AgentError,
     AgentOutputError,
     ConfigError,
@@ -19,6 +20,7 @@ from soloflow_core.errors import (
     ReplayMiss,
     SchemaVersionError,
     SequentialWorkflowError,
+    SkillPackageError,
     SoloFlowError,
     StepFailedError,
     StepInputError,
@@ -41,6 +43,7 @@ from soloflow_core.plugins import get_plugin_manager
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDeniedError",
     "AgentError",
     "AgentOutputError",
     "ConfigError",
@@ -63,6 +66,7 @@ __all__ = [
     "ReplayMiss",
     "SchemaVersionError",
     "SequentialWorkflowError",
+    "SkillPackageError",
     "SoloFlowConfig",
     "SoloFlowError",
     "StepFailedError",

@@ -19,6 +19,8 @@ Every error names the thing at fault and says how to fix it::
     │   ├── StepFailedError          a step failed after its retries (on_failure: stop)
     │   └── FlowCancelledError       the run was cancelled (soloflow flows cancel)
     ├── InvalidTransitionError       a flow run or step state change the state machine forbids
+    ├── AccessDeniedError            an API token's scope does not allow the act (its scope, the one needed)
+    ├── SkillPackageError            a skill package is refused (package, file, every problem)
     └── SequentialWorkflowError      the sequential workflow cannot start or go on (phase)
         ├── MissingAgentsError       roles with no agent (names every missing role)
         └── AgentError               an agent raised (names the role; the cause is chained)
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "AccessDeniedError",
     "AgentError",
     "AgentOutputError",
     "ConfigError",
@@ -53,6 +56,7 @@ __all__ = [
     "ReplayMiss",
     "SchemaVersionError",
     "SequentialWorkflowError",
+    "SkillPackageError",
     "SoloFlowError",
     "StepFailedError",
     "StepInputError",
@@ -210,6 +214,38 @@ class InvalidTransitionError(SoloFlowError):
         super().__init__(message)
         self.run_id = run_id
         self.step = step
+
+class AccessDeniedError(SoloFlowError):
+    """An API token's scope does not allow what it asked (a read-only token asked to run,
+    approve, cancel or submit).
+
+    Attributes:
+        scope: the token's scope.
+        needed: the scope the act needs.
+    """
+
+    def __init__(self, message: str, *, scope: str, needed: str) -> None:
+        super().__init__(message)
+        self.scope = scope
+        self.needed = needed
+
+
+class SkillPackageError(SoloFlowError):
+    """A skill package cannot be imported (or exported); nothing was registered.
+
+    Attributes:
+        package: the package's directory.
+        problems: every problem, each a ``(file, message)`` tuple; ``file`` is the package
+            file at fault (``flow.json``, ``fixtures/0001.json``) or None for the package.
+    """
+
+    def __init__(self, package: str, problems: Sequence[tuple[str | None, str]]) -> None:
+        self.package = package
+        self.problems = list(problems)
+        lines = [f"{file}: {message}" if file else message for file, message in self.problems]
+        head = "skill package refused" if len(lines) == 1 else f"skill package refused ({len(lines)} problems)"
+        super().__init__(f"{package}: {head}:\n  " + "\n  ".join(lines))
+
 
 class SequentialWorkflowError(SoloFlowError):
     """The sequential workflow cannot start or go on.

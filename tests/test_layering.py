@@ -81,6 +81,7 @@ IMPORT_EVERYTHING = textwrap.dedent(
 )
 
 EXPECTED_ALL = [
+    "AccessDeniedError",
     "AgentError",
     "AgentOutputError",
     "ConfigError",
@@ -103,6 +104,7 @@ EXPECTED_ALL = [
     "ReplayMiss",
     "SchemaVersionError",
     "SequentialWorkflowError",
+    "SkillPackageError",
     "SoloFlowConfig",
     "SoloFlowError",
     "StepFailedError",

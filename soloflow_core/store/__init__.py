@@ -1,7 +1,7 @@
 """Store: SQLite (WAL) embedded, PostgreSQL by URL; the same code for both.
 
 ``Store.open(url)`` opens (and migrates) the database; :class:`Store` holds every read and
-write of runs, candidates, flows, flow runs and memory. The records below are what its
+write of runs, candidates, flows, flow runs, memory, API tokens and skill imports. The records below are what its
 methods return.
 """
 
@@ -10,14 +10,19 @@ from soloflow_core.store.engine import default_database_path, resolve_database_u
 from soloflow_core.store.flowruns import FlowRunRecord, StepRunRecord, Transition
 from soloflow_core.store.procedural import FlowHit, FlowMeta
 from soloflow_core.store.repository import FlowRecord, RunSequence, RunSummary, Store
+from soloflow_core.store.skills import SkillImport
+from soloflow_core.store.tokens import ApiToken, IssuedToken
 
 __all__ = [
+    "ApiToken",
     "FlowHit",
     "FlowMeta",
     "FlowRecord",
     "FlowRunRecord",
+    "IssuedToken",
     "RunSequence",
     "RunSummary",
+    "SkillImport",
     "StepRunRecord",
     "Store",
     "ToolNameColumns",

@@ -493,14 +493,16 @@ class FlowRunStore:
         flow_name: str | None = None,
         state: str | None = None,
         limit: int = 50,
+        offset: int = 0,
     ) -> list[dict[str, Any]]:
+        """The namespace's flow runs, newest first: ``limit`` of them from ``offset``."""
         c = t.flow_runs.c
         q = sa.select(t.flow_runs).where(c.user_id == user_id, c.agent_id == agent_id)
         if flow_name is not None:
             q = q.where(c.flow_name == flow_name)
         if state is not None:
             q = q.where(c.status == state)
-        q = q.order_by(c.started_at.desc()).limit(limit)
+        q = q.order_by(c.started_at.desc(), c.id).limit(limit).offset(offset or None)
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(q).mappings()]
 

@@ -405,15 +405,23 @@ class ProceduralStore:
         return row[0] if isinstance(row[0], dict) else None
 
     def list_flow_meta(
-        self, *, user_id: str, agent_id: str, include_retired: bool = True
+        self,
+        *,
+        user_id: str,
+        agent_id: str,
+        include_retired: bool = True,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[FlowMeta]:
-        """The latest version of each flow in the namespace, by name."""
+        """The latest version of each flow in the namespace, by name (``limit`` of them from
+        ``offset`` when given)."""
         c = t.flows.c
         q = sa.select(*_META_COLUMNS).where(c.user_id == user_id, c.agent_id == agent_id, c.is_latest)
         if not include_retired:
             q = q.where(c.status != "retired")
+        q = q.order_by(c.name, c.version).limit(limit).offset(offset or None)
         with self.engine.connect() as conn:
-            return [_meta(r) for r in conn.execute(q.order_by(c.name))]
+            return [_meta(r) for r in conn.execute(q)]
 
     def list_flow_versions(self, name: str, *, user_id: str, agent_id: str) -> list[FlowMeta]:
         """Every stored version of the flow, newest first.

@@ -35,6 +35,9 @@ from soloflow_core.store.engine import (
 from soloflow_core.store.evidence import FlowEvidenceStore
 from soloflow_core.store.flowruns import FlowRunStore
 from soloflow_core.store.procedural import ProceduralStore, insert_flow_version
+from soloflow_core.store.skills import SkillImportStore
+from soloflow_core.store.tokens import TokenStore
+from soloflow_core.store.usage import UsageStore
 from soloflow_core.store.writer import (
     AnyRun,
     insert_returning,
@@ -152,8 +155,10 @@ class FlowRecord:
     created_at: datetime
 
 
-class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore):
-    """Runs, candidates, flows and flow runs in one database (SQLite or PostgreSQL).
+class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillImportStore,
+            UsageStore):
+    """Runs, candidates, flows and their evidence, flow runs, API tokens and skill imports in
+    one database (SQLite or PostgreSQL).
 
     Example:
         >>> store = Store.open("sqlite:///:memory:")
@@ -468,13 +473,21 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore):
         return self._candidate_from_row(row)
 
     def list_candidates(
-        self, *, user_id: str, agent_id: str, status: str | None = None
+        self,
+        *,
+        user_id: str,
+        agent_id: str,
+        status: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
     ) -> list[FlowCandidate]:
+        """The namespace's candidates, largest estimated savings first (``limit`` of them
+        from ``offset`` when given)."""
         c = t.candidates.c
         q = sa.select(t.candidates).where(c.user_id == user_id, c.agent_id == agent_id)
         if status is not None:
             q = q.where(c.status == status)
-        q = q.order_by(c.estimated_token_savings.desc(), c.id)
+        q = q.order_by(c.estimated_token_savings.desc(), c.id).limit(limit).offset(offset or None)
         with self.engine.connect() as conn:
             return [self._candidate_from_row(r) for r in conn.execute(q).mappings()]
 

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
-SCHEMA_REVISION = "0006"
+SCHEMA_REVISION = "0007"
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -270,4 +270,37 @@ memory_cursors = sa.Table(
     sa.Column("agent_id", sa.String(255), primary_key=True),
     sa.Column("tier", sa.String(16), primary_key=True),
     sa.Column("last_pk", sa.Integer, nullable=False),
+)
+
+# 0007: the API's bearer tokens (soloflow_core.store.tokens) and the skill packages imported
+# into a namespace (soloflow_core.store.skills). A token is stored as the SHA-256 of its
+# secret, never in clear; ``id`` is its public part (the token reads ``sft_<id>_<secret>``).
+api_tokens = sa.Table(
+    "sf_api_tokens",
+    metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("agent_id", sa.String(255), nullable=False),
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("label", sa.String(255)),
+    sa.Column("secret_hash", sa.String(64), nullable=False),
+    sa.Column("created_at", TS, nullable=False),
+    sa.Column("revoked_at", TS),
+)
+sa.Index("ix_sf_api_tokens_ns", api_tokens.c.user_id, api_tokens.c.agent_id)
+
+skill_imports = sa.Table(
+    "sf_skill_imports",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("agent_id", sa.String(255), nullable=False),
+    sa.Column("flow_name", sa.String(512), nullable=False),
+    sa.Column("flow_version", sa.Integer, nullable=False),
+    sa.Column("skill_name", sa.String(64), nullable=False),
+    sa.Column("package_digest", sa.String(64), nullable=False),
+    sa.Column("fixtures", JSONType, nullable=False),
+    sa.Column("provenance", JSONType, nullable=False),
+    sa.Column("imported_at", TS, nullable=False),
+    sa.UniqueConstraint("user_id", "agent_id", "flow_name", "flow_version", name="uq_sf_skill_imports_ns_flow"),
 )

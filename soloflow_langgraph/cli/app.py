@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from soloflow_core.errors import SoloFlowError
@@ -29,7 +30,8 @@ class _SoloFlowGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except SoloFlowError as exc:
-            err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            # The message is plain text: a '[word]' in it is not markup.
+            err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
 

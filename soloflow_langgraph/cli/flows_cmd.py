@@ -24,6 +24,7 @@ from soloflow_langgraph.cli._flow_runs import decide, load_tools
 from soloflow_langgraph.cli.app import Context, app, fail, out, print_json
 
 if TYPE_CHECKING:
+    from soloflow_core.learning.quality import QualityScore
     from soloflow_core.models import FlowDefinition
 
 # LangGraph (compiler, runner, replay) is imported inside the commands that run a flow:
@@ -147,22 +148,34 @@ def verify(
 @flows_app.command("list")
 def list_flows(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="JSON only.")) -> None:
     """List registered flows (latest version of each)."""
+    from soloflow_core.learning.quality import flows_quality
+
     c: Context = ctx.obj
-    records = c.store().list_flows(**c.ns)
+    store = c.store()
+    records = store.list_flows(**c.ns)
+    quality = {name: q for (name, _), q in flows_quality(store, store.list_flow_meta(**c.ns), **c.ns).items()}
     if as_json:
         print_json([
             {"name": r.flow.name, "version": r.flow.version, "source": r.source,
              "candidate_id": r.candidate_id, "steps": [s.skill_key for s in r.flow.steps],
              "inputs": list((r.flow.input_schema or {}).get("properties", {})),
-             "created_at": r.created_at}
+             "created_at": r.created_at,
+             "quality": q.as_dict() if (q := quality.get(r.flow.name)) is not None else None}
             for r in records
         ])
         return
-    table = Table("name", "version", "source", "steps", "inputs")
+    table = Table("name", "version", "source", "steps", "inputs", "quality (R E M U)")
     for r in records:
-        table.add_row(r.flow.name, str(r.flow.version), r.source, str(len(r.flow.steps)),
-                      ", ".join((r.flow.input_schema or {}).get("properties", {})))
+        q = quality.get(r.flow.name)
+        table.add_row(escape(r.flow.name), str(r.flow.version), r.source, str(len(r.flow.steps)),
+                      ", ".join((r.flow.input_schema or {}).get("properties", {})),
+                      "-" if q is None else _quality_cell(q))
     out.print(table)
+
+
+def _quality_cell(q: QualityScore) -> str:
+    return (f"{q.overall:.2f} ({q.reliability:.2f} {q.efficiency:.2f} {q.maturity:.2f} "
+            f"{q.reusability:.2f})")
 
 
 @flows_app.command("show")
@@ -184,7 +197,12 @@ def show(
     if as_json:
         print_json(record.flow.model_dump(mode="json"))
         return
-    out.print(f"[bold]{record.flow.name}[/] v{record.flow.version} ({record.source})")
+    from soloflow_core.learning.quality import flow_quality
+
+    meta = c.store().get_flow_meta(name, version=record.flow.version, **c.ns)
+    q = flow_quality(c.store(), meta, **c.ns)
+    out.print(f"[bold]{escape(record.flow.name)}[/] v{record.flow.version} ({record.source}); quality "
+              f"{_quality_cell(q)} — reliability, efficiency, maturity, reusability", highlight=False)
     out.print(Syntax(json.dumps(record.flow.model_dump(mode="json"), indent=2, ensure_ascii=False), "json"))
 
 

@@ -48,21 +48,27 @@ def find(
     if text == "-":
         text = sys.stdin.read()
     available = None if tools is None else [x.strip() for x in tools.split(",") if x.strip()]
-    matches = ProceduralMemory(_store(ctx)).find_workflow(
+    from soloflow_core.learning.quality import flows_quality, order_ties_by_quality
+
+    store = _store(ctx)
+    matches = ProceduralMemory(store).find_workflow(
         c.user, c.agent, text, available_tools=available,
         min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
         limit=limit, include_unavailable=include_unavailable,
     )  # fmt: skip
+    metas = [store.get_flow_meta(m.name, version=m.version, **c.ns) for m in matches]
+    quality = {name: q for (name, _), q in flows_quality(store, metas, **c.ns).items()}
+    matches = order_ties_by_quality(matches, lambda m: quality[m.name].overall)
     if as_json:
-        print_json([m.as_dict() for m in matches])
+        print_json([{**m.as_dict(), "quality": quality[m.name].as_dict()} for m in matches])
         return
     if not matches:
         out.print("no matching flow")
         return
-    table = Table("flow", "version", "source", "status", "confidence", "score", "why")
+    table = Table("flow", "version", "source", "status", "confidence", "score", "quality", "why")
     for m in matches:
         table.add_row(escape(m.name), str(m.version), m.source, m.status, f"{m.confidence:.2f}",
-                      f"{m.score:.3f}", escape(m.why))
+                      f"{m.score:.3f}", f"{quality[m.name].overall:.2f}", escape(m.why))
     out.print(table)
 
 

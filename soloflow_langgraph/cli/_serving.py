@@ -1,0 +1,43 @@
+"""What ``soloflow serve`` and ``soloflow mcp`` share: the ``api`` extra's check, the service."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import typer
+from rich.markup import escape
+
+from soloflow_core.plugins import get_plugin_manager
+from soloflow_langgraph.cli._flow_runs import load_tools
+from soloflow_langgraph.cli.app import Context, fail
+
+if TYPE_CHECKING:
+    from soloflow_langgraph.server.service import SoloFlowService
+
+__all__ = ["TOOLS_HELP", "require_api_extra", "service_for"]
+
+TOOLS_HELP = "module:ATTR naming tools flow steps call (repeatable); plugins register the rest."
+
+
+def require_api_extra(command: str) -> None:
+    """One clear line and exit code 1 when the ``api`` extra is not installed."""
+    from soloflow_langgraph.server import API_EXTRA_HINT, missing_api_packages
+
+    missing = missing_api_packages()
+    if missing:
+        fail(escape(f"`soloflow {command}` needs the api extra ({', '.join(missing)} not installed): "
+                    f"{API_EXTRA_HINT}"))
+
+
+def service_for(ctx: typer.Context, tools: list[str]) -> SoloFlowService:
+    """The service over the command's store and executors, closed (runs waited for, runtimes
+    closed, then the store) when the command ends."""
+    from soloflow_langgraph.server.service import SoloFlowService
+
+    c: Context = ctx.obj
+    store = c.store()
+    service = SoloFlowService(store, tools=[t for spec in tools for t in load_tools(spec)],
+                              plugin_manager=get_plugin_manager())
+    ctx.call_on_close(store.close)
+    ctx.call_on_close(service.close)  # called first: last registered, first called
+    return service
