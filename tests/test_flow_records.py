@@ -216,3 +216,17 @@ def test_outcomes_from_several_processes_are_never_lost(store: Store, db_url: st
     stats = flow_stats(store, "Refund", **NS)
     assert stats.total_executions == 40
     assert stats.success_count == sum((i + k) % 3 != 0 for k in range(4) for i in range(10))
+
+
+def test_flows_whose_text_scores_tie_are_offered_best_quality_first(store: Store):
+    config = LearningConfig()
+    for name in ("Refund flow one", "Refund flow two"):
+        submit_flow(store, FLOW.model_copy(update={"name": name}), **NS)
+    with FlowRuntime(store, tools=TOOLS, learning_config=config, **NS) as runtime:
+        for i in range(3):  # the same record; "two" served three people, "one" one of them
+            runtime.run("Refund flow two", {"email": f"p{i}@x.io"})
+            runtime.run("Refund flow one", {"email": "p0@x.io"})
+    flows = OfferedFlows(store, tools=TOOLS, runtime=None, pm=None, min_confidence=0.0, limit=3, **NS)
+    found = flows.find("refund flow please")
+    assert found[0].score == found[1].score  # a tie by their words and records...
+    assert [m.name for m in found] == ["Refund flow two", "Refund flow one"]  # ...quality decides

@@ -19,6 +19,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from soloflow_core.errors import NotFoundError, SoloFlowError
+from soloflow_core.learning.quality import flows_quality, order_ties_by_quality
 from soloflow_core.learning.records import FLOW_RUN_TOOL
 from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE, ProceduralMemory, WorkflowMatch
 from soloflow_core.models import FlowDefinition
@@ -113,11 +114,12 @@ class OfferedFlows:
         self.runtime = runtime
 
     def find(self, task: str) -> list[WorkflowMatch]:
-        """Matching flows the agent can run (every tool available), best first."""
+        """Matching flows the agent can run (every tool available), best first; flows whose
+        text scores tie are ordered by their quality (:mod:`soloflow_core.learning.quality`)."""
         if not task.strip():
             return []
         try:
-            return self.memory.find_workflow(
+            matches = self.memory.find_workflow(
                 self.user_id,
                 self.agent_id,
                 task,
@@ -125,6 +127,13 @@ class OfferedFlows:
                 min_confidence=self.min_confidence,
                 limit=self.limit,
             )
+            if any(a.text_score == b.text_score for a, b in zip(matches, matches[1:], strict=False)):
+                metas = [self.store.get_flow_meta(m.name, version=m.version, user_id=self.user_id,
+                                                  agent_id=self.agent_id) for m in matches]  # fmt: skip
+                quality = {name: q.overall for (name, _), q in flows_quality(
+                    self.store, metas, user_id=self.user_id, agent_id=self.agent_id).items()}
+                matches = order_ties_by_quality(matches, lambda m: quality.get(m.name))
+            return matches
         except SoloFlowError:
             log.exception("SoloFlow: looking up flows failed; the agent goes on without hints")
             return []
