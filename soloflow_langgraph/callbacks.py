@@ -293,7 +293,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         self.runs_written = 0
         self.unsaved: list[TaskRun] = []
         self._lock = threading.Lock()
-        # Run ids as ints: a UUID hashes in Python code, its int in C (a few µs per tool call).
+        # Run ids as ints: a UUID hashes in Python code, its int in C.
         self._root_of: dict[int, _Capture] = {}
         """Every run id of a root being captured → that root's capture."""
         self._runs: dict[int, _Capture] = {}
