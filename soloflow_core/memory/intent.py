@@ -68,6 +68,7 @@ __all__ = [
     "RequestText",
     "bind_inputs",
     "judge_intent",
+    "tool_actions",
     "read_request",
 ]
 
@@ -418,6 +419,7 @@ def judge_intent(
     *,
     keys: Collection[str] | None = None,
     other_jobs: Collection[str] = (),
+    own_actions: Collection[str] = (),
 ) -> IntentVerdict:
     """Whether ``request`` is the job of ``evidence`` (see the module docstring).
 
@@ -425,9 +427,12 @@ def judge_intent(
         keys: the job's key words in its namespace (default: its strong words).
         other_jobs: common words of the namespace's other jobs (reported when the request
             holds one its own job does not know).
+        own_actions: stems of the actions the job itself performs (:func:`tool_actions` of
+            its side-effecting tools: ``send`` for ``send_email``): known words, never
+            "another action". They are no key words and no anchors.
     """
     terms = request.terms
-    vocab = evidence.vocabulary
+    vocab = evidence.vocabulary | (frozenset(own_actions) & ACTION_STEMS)
     common = evidence.common()
     key_words = evidence.strong() if keys is None else frozenset(keys)
     known = tuple(t for t in terms if t in vocab)
@@ -466,7 +471,7 @@ def judge_intent(
     questions = [lead for lead in request.leads if lead not in evidence.familiar_leads()]
     if questions:
         reasons.append(f"it asks a question ({', '.join(questions)}…) the job's requests do not ask")
-    actions = [t for t in terms if t in ACTION_STEMS and t not in familiar]
+    actions = [t for t in terms if t in ACTION_STEMS and t not in familiar and t not in own_actions]
     if actions:
         reasons.append(f"asks for another action: {', '.join(actions)}")
     strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
@@ -476,6 +481,20 @@ def judge_intent(
         return IntentVerdict("run", round(score, 4), known, unknown)
     verdict: Verdict = "hint" if anchors else "none"
     return IntentVerdict(verdict, round(score, 4), known, unknown, tuple(reasons))
+
+
+def tool_actions(tool_names: Iterable[str]) -> frozenset[str]:
+    """The action stems named by tool names: ``send_email`` → ``send``, ``resetPassword`` →
+    ``reset``. Only verbs of :data:`ACTION_WORDS` count."""
+    out: set[str] = set()
+    for name in tool_names:
+        for part in _TOOL_NAME_PARTS.split(name):
+            if part and stem(part.lower()) in ACTION_STEMS:
+                out.add(stem(part.lower()))
+    return frozenset(out)
+
+
+_TOOL_NAME_PARTS = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
 
 
 # --------------------------------------------------------------------------- inputs
