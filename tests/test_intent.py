@@ -65,6 +65,9 @@ def test_words_in_any_form_are_the_same_word():
     ("请把我最新的发票发到 zoe@x.io", "script"),
     ("Schicken Sie mir bitte meine letzte Rechnung, zoe@x.io", "unknown to the job"),
     ("latest invoice " * 400 + "zoe@x.io", f"longer than {MAX_REQUEST_CHARS}"),
+    ("Please send all my latest invoices to zoe@x.io", "unknown to the job: all"),
+    ("Please send me any latest invoice, zoe@x.io", "unknown to the job: ani"),
+    ("Please send these latest invoices to zoe@x.io", "unknown to the job: these"),
 ])
 def test_near_misses_do_not_run(text: str, why: str):
     found = judge_intent(JOB, read_request(text))

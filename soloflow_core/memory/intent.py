@@ -112,14 +112,16 @@ _CLAUSE_END = re.compile(r"[,.;:!?()\u2014\u2013]|\s-\s|\b(?:but|and|so|because|
                          re.IGNORECASE)  # fmt: skip
 
 FILLER = frozenset(
-    """a an the this that these those it its it's i i'm im me my mine myself we us our ours you
+    """a an the this that it its it's i i'm im me my mine myself we us our ours you
     your yours there here to for of on in at by with from into onto as and or but so also just
-    please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam some any get
+    please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam get
     got give gimme want wanted need needed like would'd let know tell quick quickly asap again
-    now right away really very much all can could would will u ya""".split()
+    now right away really very much can could would will u ya""".split()
 )
 """Words that say nothing of the job. Question words, auxiliaries, conditionals, verbs of
-action and other people's words are not here: they are what tells one job from another."""
+action, other people's words and quantifiers (``all``, ``any``, ``some``, ``these``: *which*
+of the things the job acts on) are not here: they are what tells one job from another —
+``refund all my orders`` is not ``refund my last order``."""
 _FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll", "re", "ve", "m"})
 """Parts of a value's wording (``e-mail``, ``my address is``) and of contractions."""
 _GREETING = frozenset({"hi", "hello", "hey", "dear", "ok", "okay", "so", "well", "please", "pls",
