@@ -1,0 +1,198 @@
+"""Arguments right on real data (issue 20, part 4): near-constants with outliers, values
+read from task texts by their shape, composed strings as templates, YAML outputs searched
+and followed, no task-specific constant in a step with side effects."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+
+import pytest
+from conftest import TAU_BENCH
+
+from soloflow_core.flow.templates import render
+from soloflow_core.generalize.align import find_occurrence
+from soloflow_core.generalize.arguments import (
+    Occurrence,
+    extract_inputs,
+    generalize,
+    learn_extraction,
+    learn_shape,
+)
+from soloflow_core.generalize.propose import propose
+from soloflow_core.memory.intent import bind_inputs, read_request
+from soloflow_core.testing.synthetic_ledger import generate_ledger
+
+
+def _occ(task: str, args: list[dict], outputs: list) -> Occurrence:
+    return Occurrence(task=task, args=args, outputs=outputs)
+
+
+# ------------------------------------------------------------------ near-constants
+
+
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_planted_constants_with_outliers_stay_constants(seed):
+    """On planted ledgers of other seeds, a planted constant that one occurrence in twelve
+    gets wrong is still a constant, and the outlier is reported; the other sources stay
+    right."""
+    led = generate_ledger(runs=300, workflows=4, seed=seed, noise=0.0, retry_rate=0.0,
+                          swap_rate=0.0, failed_run_rate=0.0, truncate_rate=0.0,
+                          min_len=3, max_len=8, planted_fraction=0.9)  # fmt: skip
+    planted_constants = right = total = 0
+    for wf in led.workflows:
+        occs = []
+        for i, lab in enumerate(led.labels):
+            if lab.workflow == wf.index and lab.kind == "planted":
+                run = led.runs[i]
+                o = find_occurrence(run.tool_calls, wf.tools, task=run.task or "", repeated_steps=())
+                if o is not None:
+                    occs.append(o)
+        assert len(occs) >= 12, (seed, wf.index)
+        # The agent got each constant wrong once in twelve occurrences.
+        for k in range(0, len(occs), 12):
+            args = [dict(a) for a in occs[k].args]
+            for i, step in enumerate(wf.steps):
+                for name, src in step.args:
+                    if src.kind == "constant":
+                        args[i][name] = "outlier-value"
+            occs[k] = dataclasses.replace(occs[k], args=args)
+        gen = generalize(occs, side_effects=[not s.read_only for s in wf.steps])
+        for i, step in enumerate(wf.steps):
+            for name, src in step.args:
+                got = gen.sources[i][name]
+                total += 1
+                if src.kind == "constant":
+                    planted_constants += 1
+                    assert got.kind == "constant" and gen.input_maps[i][name] == src.value
+                    assert name not in gen.input_schema["required"]
+                    assert any(n.startswith(f"step_{i + 1}.{name}:") and "outlier-value" in n
+                               and "occurrence 1)" in n for n in gen.notes)  # fmt: skip
+                    right += 1
+                elif src.kind == "upstream":
+                    path = src.path.replace("[0]", ".0")
+                    right += gen.input_maps[i][name] == "{{" + f"step_{src.step + 1}.{path}" + "}}"
+                else:
+                    right += got.kind == "task"
+    assert planted_constants > 0
+    assert right == total
+
+
+def test_a_value_most_occurrences_share_is_not_a_constant_below_the_share():
+    occs = [_occ(f"t{k}", [{"mode": "fast" if k < 8 else "slow"}], ["ok"]) for k in range(10)]
+    gen = generalize(occs)  # 8 of 10: not enough
+    assert gen.input_maps[0] == {"mode": "{{_trigger.mode}}"}
+    occs = [_occ(f"t{k}", [{"mode": "fast" if k < 9 else "slow"}], ["ok"]) for k in range(10)]
+    gen = generalize(occs)
+    assert gen.input_maps[0] == {"mode": "fast"} and gen.sources[0]["mode"].confidence == 0.9
+    assert gen.input_schema["required"] == []
+
+
+# ------------------------------------------------------------------ values by their shape
+
+
+def test_tau_bench_user_id_is_read_from_the_task_by_its_shape():
+    runs = [json.loads(line) for line in gzip.open(TAU_BENCH)]
+    with_user = [r for r in runs if r["tool_calls"] and r["tool_calls"][0]["name"] == "get_user_details"]
+    occs = [_occ(r["task"], [r["tool_calls"][0]["args"]], [r["tool_calls"][0]["output"]])
+            for r in with_user[:20]]  # fmt: skip
+    gen = generalize(occs)
+    assert gen.sources[0]["user_id"].kind == "task"
+    rule = gen.extraction["user_id"]
+    assert rule["shape"] == "learned" and rule["anchor"] == ""
+    # Every task of the file, read by the learned rule, gives that run's user id.
+    for r in with_user:
+        assert extract_inputs(gen.extraction, r["task"]) == {"user_id": r["tool_calls"][0]["args"]["user_id"]}
+    # A new wording binds it at run time too (the routing gate's binding).
+    schema = gen.input_schema
+    bound = bind_inputs(schema, gen.extraction, read_request("Hi, I'm noah_kim_1234 and I need help"))
+    assert bound.inputs == {"user_id": "noah_kim_1234"}
+
+
+def test_learned_shapes():
+    assert learn_shape(["mia_li_3668", "aarav_ahmed_6699", "ana_de_la_cruz_1"]) == r"(?:[a-z]+_)+\d+"
+    assert learn_shape(["INV-31", "INV-7"]) == r"(?:[A-Z]+\-)+\d+"
+    assert learn_shape(["hello", "world"]) is None  # one class of characters says nothing
+    assert learn_shape(["ab_12", "AB-12"]) is None  # the values differ in shape
+    rule = learn_extraction(["aarav_ahmed_6699", "raj_sanchez_7340"],
+                            ["You are aarav_ahmed_6699, flying soon", "Your user id is raj_sanchez_7340."])  # fmt: skip
+    assert rule is not None and rule["shape"] == "learned"
+    # A shape that finds another value first in one task is no rule.
+    assert learn_extraction(["ab_12", "cd_34"], ["ab_12 here", "first xy_99 then cd_34"]) is None
+
+
+# ------------------------------------------------------------------ composed strings
+
+
+def test_a_composed_message_becomes_a_template_over_the_upstream_value():
+    occs = [
+        _occ(f"send invoice {n} to {e}",
+             [{"id": n}, {"to": e, "body": f"Your invoice: https://x.io/pdf/INV-{n}.pdf"}],
+             [{"url": f"https://x.io/pdf/INV-{n}.pdf", "n": n}, "sent"])
+        for n, e in ((31, "a@x.io"), (7, "b@y.io"), (58, "c@z.io"))
+    ]  # fmt: skip
+    gen = generalize(occs)
+    assert gen.input_maps[1]["body"] == "Your invoice: {{step_1.url}}"
+    assert gen.sources[1]["body"].kind == "composed"
+    assert "body" not in gen.input_schema["properties"]
+    assert render(gen.input_maps[1]["body"], inputs={},
+                  results={"step_1": {"url": "https://x.io/pdf/INV-9.pdf"}}) == (
+        "Your invoice: https://x.io/pdf/INV-9.pdf")
+
+
+def test_a_composed_string_over_a_task_input():
+    occs = [_occ(f"greet {u}", [{"u": u}, {"msg": f"Hello {u}, welcome"}], ["ok", "sent"])
+            for u in ("ann_1", "bob_2", "cy_3")]  # fmt: skip
+    gen = generalize(occs)
+    assert gen.input_maps[1]["msg"] == "Hello {{_trigger.u}}, welcome"
+
+
+# ------------------------------------------------------------------ YAML outputs
+
+
+def _yaml_event(eid: str, place: str) -> str:
+    return (f"- all_day: false\n  description: Weekly class.\n  end_time: 2024-05-28 19:00:00\n"
+            f"  id_: '{eid}'\n  location: {place}\n  participants:\n  - emma@x.com\n")  # fmt: skip
+
+
+def test_yaml_outputs_are_searched_and_followed():
+    occs = [_occ(f"move my {q}", [{"query": q}, {"event_id": eid}],
+                 [_yaml_event(eid, place), "done"])
+            for q, eid, place in (("yoga", "25", "Hall"), ("dentist", "7", "Clinic"), ("gym", "31", "Gym"))]  # fmt: skip
+    gen = generalize(occs)
+    assert gen.input_maps[1] == {"event_id": "{{step_1.0.id_}}"}
+    # The runtime follows the same path into a new YAML answer.
+    assert render(gen.input_maps[1], inputs={}, results={"step_1": _yaml_event("99", "Pool")}) == {"event_id": "99"}
+    # Dates stay text (a tool argument stays JSON).
+    assert render("{{step_1.0.end_time}}", inputs={}, results={"step_1": _yaml_event("1", "x")}) == "2024-05-28 19:00:00"
+
+
+def test_plain_text_is_not_read_as_yaml():
+    from soloflow_core.flow.templates import maybe_json
+
+    assert maybe_json("Reservation cancelled.\nThank you") == "Reservation cancelled.\nThank you"
+    assert maybe_json("note: one line") == "note: one line"
+    assert maybe_json("id: 7\nname: Ann") == {"id": 7, "name": "Ann"}
+
+
+# ------------------------------------------------------------------ one task, replayed
+
+
+def test_a_writing_step_takes_no_constant_from_replays_of_one_task():
+    task = "cancel reservation ZFA04Y for me"
+    occs = [_occ(task, [{"user_id": "u_1"}, {"reservation_id": "ZFA04Y"}], [{"ok": 1}, "ok"])
+            for _ in range(3)]  # fmt: skip
+    p = propose(["get_user", "cancel_reservation"], occs, observed=3,
+                side_effects={"get_user": False})  # fmt: skip
+    steps = p.flow.steps
+    assert steps[0].input_map == {"user_id": "u_1"}  # read-only: a constant is harmless
+    assert steps[1].input_map == {"reservation_id": "{{_trigger.reservation_id}}"}
+    assert p.flow.extraction["reservation_id"]["pattern"]
+    assert extract_inputs(p.flow.extraction, "please cancel reservation QQ11ZZ") == {
+        "reservation_id": "QQ11ZZ"}
+    # Different tasks agreeing on a value make it a constant again.
+    occs = [_occ(f"task {k}", [{"user_id": "u_1"}, {"reservation_id": "ZFA04Y"}], [{"ok": 1}, "ok"])
+            for k in range(3)]  # fmt: skip
+    p = propose(["get_user", "cancel_reservation"], occs, observed=3)
+    assert p.flow.steps[1].input_map == {"reservation_id": "ZFA04Y"}
