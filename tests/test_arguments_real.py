@@ -196,3 +196,58 @@ def test_a_writing_step_takes_no_constant_from_replays_of_one_task():
             for k in range(3)]  # fmt: skip
     p = propose(["get_user", "cancel_reservation"], occs, observed=3)
     assert p.flow.steps[1].input_map == {"reservation_id": "ZFA04Y"}
+
+
+# ------------------------------------------------------------------ what the miner leaves out
+
+
+def test_note_taking_tools_and_retried_failures_are_left_out_of_the_ledger(store):
+    from soloflow_core.mining.detector import detect_candidates
+    from soloflow_core.mining.replays import inert_tools, kept_calls, without_calls
+    from soloflow_core.models import TaskRun, ToolCall
+
+    def note(k: int) -> ToolCall:
+        return ToolCall(name="think", args={"thought": f"the user wants option {k} of the list"}, output="")
+
+    runs = []
+    for k in range(4):
+        calls = [ToolCall(name="find", args={"q": f"q{k}"}, output={"id": f"F{k}"}), note(k),
+                 ToolCall(name="book", args={"id": f"F{k}", "pay": 1}, output="Error: amount", error=True),
+                 ToolCall(name="calc", args={"expression": "2 + 3"}, output="5"),
+                 ToolCall(name="book", args={"id": f"F{k}", "pay": 5}, output="booked"),
+                 ToolCall(name="notify", args={"summary": f"booked flight number {k} for the user"},
+                          output="Sent")]  # fmt: skip
+        runs.append(TaskRun(run_id=f"r{k}", task=f"book flight {k}", tool_calls=calls))
+    # notify takes free text too, but answers: an action, not a note.
+    assert inert_tools(runs) == {"think"}
+    assert kept_calls([c.name for c in runs[0].tool_calls], [c.error for c in runs[0].tool_calls],
+                      {"think"}) == [True, False, False, True, True, True]  # fmt: skip
+    store.add_runs(runs)
+    cols = store.read_tool_names(user_id="default", agent_id="default")
+    filtered = without_calls(cols, {"think"})
+    assert filtered.offsets.tolist() == [0, 4, 8, 12, 16]
+    assert [filtered.names[c] for c in filtered.codes[:4]] == ["find", "calc", "book", "notify"]
+    (cand,) = detect_candidates(store, user_id="default", agent_id="default", save=False)
+    assert cand.tool_sequence == ["find", "calc", "book", "notify"]
+    book = cand.proposed_flow.steps[2]
+    assert book.input_map == {"id": "{{step_1.id}}", "pay": 5}
+
+
+def test_replays_of_one_task_count_once(store):
+    from soloflow_core.mining.detector import detect_candidates
+    from soloflow_core.models import TaskRun, ToolCall
+
+    def run(rid: str, task: str, rid_value: str) -> TaskRun:
+        return TaskRun(run_id=rid, task=task, tool_calls=[
+            ToolCall(name="get_user", args={"user_id": "u_1"}, output={"res": [rid_value]}),
+            ToolCall(name="get_res", args={"id": rid_value}, output={"id": rid_value}),
+            ToolCall(name="cancel", args={"id": rid_value}, output="ok")])  # fmt: skip
+
+    # Three trials of one task: one piece of evidence, no candidate.
+    store.add_runs([run(f"t{k}", "cancel my trip ZFA04Y", "ZFA04Y") for k in range(3)])
+    assert detect_candidates(store, user_id="default", agent_id="default", save=False) == []
+    # Two more tasks: three pieces of evidence; the replays are said to count once.
+    store.add_runs([run("a", "cancel my trip QQ11ZZ", "QQ11ZZ"), run("b", "cancel trip KL22MN", "KL22MN")])
+    (cand,) = detect_candidates(store, user_id="default", agent_id="default", save=False)
+    assert "2 of 5 occurrences replay a task already counted" in cand.explanation
+    assert cand.proposed_flow.steps[2].input_map == {"id": "{{step_2.id}}"}

@@ -23,7 +23,8 @@ correct even when the task text is phrased differently.
 
 A step that may have side effects gets no constant seen in one task only (occurrences that
 replay the same task text): a reservation id from three replays of one task is that task's
-value, not the flow's; it becomes an input instead.
+value, not the flow's; it becomes an input instead. So does a value of such replays that
+stands in the task text, whatever the step.
 """
 
 from __future__ import annotations
@@ -430,14 +431,11 @@ def generalize(
             values = [o.args[i][key] for o in occurrences]
             canon = [canonical_json(v) for v in values]
             writes = not (i < len(effects) and effects[i] is False)
-            if len(set(canon)) == 1 and not (one_task and writes):
+            same = len(set(canon)) == 1
+            if same and not one_task:
                 imap[key] = values[0]
                 srcs[key] = ArgumentSource("constant", values[0], 1.0 if len(values) > 1 else 0.5)
                 continue
-            if len(set(canon)) == 1:
-                notes.append(f"step_{i + 1}.{key}: the same value in every occurrence, but all "
-                             "replay one task; an input, not a constant, for a step with side "
-                             "effects")
             found = None
             for j in range(i - 1, -1, -1):
                 path = _upstream_path(values, [p[j] for p in parsed])
@@ -457,6 +455,14 @@ def generalize(
                     notes.append(f"step_{i + 1}.{key}: {note}")
                 srcs[key] = ArgumentSource("upstream", tmpl, 1.0, note=note)
                 continue
+            if same and not (in_task or writes):
+                imap[key] = values[0]
+                srcs[key] = ArgumentSource("constant", values[0], 0.5)
+                continue
+            if same:
+                notes.append(f"step_{i + 1}.{key}: the same value in every occurrence, but all "
+                             "replay one task: an input, not a constant, as it "
+                             + ("is in the task text" if in_task else "feeds a step with side effects"))
             if not in_task:
                 composed = _composed(values, i, parsed, input_values)
                 if composed is not None:
