@@ -46,7 +46,9 @@ def test_planted_constants_with_outliers_stay_constants(seed):
         for i, lab in enumerate(led.labels):
             if lab.workflow == wf.index and lab.kind == "planted":
                 run = led.runs[i]
-                o = find_occurrence(run.tool_calls, wf.tools, task=run.task or "", repeated_steps=())
+                o = find_occurrence(
+                    run.tool_calls, wf.tools, task=run.task or "", repeated_steps=()
+                )
                 if o is not None:
                     occs.append(o)
         assert len(occs) >= 12, (seed, wf.index)
@@ -94,7 +96,9 @@ def test_a_value_most_occurrences_share_is_not_a_constant_below_the_share():
 
 def test_tau_bench_user_id_is_read_from_the_task_by_its_shape():
     runs = [json.loads(line) for line in gzip.open(TAU_BENCH)]
-    with_user = [r for r in runs if r["tool_calls"] and r["tool_calls"][0]["name"] == "get_user_details"]
+    with_user = [
+        r for r in runs if r["tool_calls"] and r["tool_calls"][0]["name"] == "get_user_details"
+    ]
     occs = [_occ(r["task"], [r["tool_calls"][0]["args"]], [r["tool_calls"][0]["output"]])
             for r in with_user[:20]]  # fmt: skip
     gen = generalize(occs)
@@ -103,15 +107,21 @@ def test_tau_bench_user_id_is_read_from_the_task_by_its_shape():
     assert rule["shape"] == "learned" and rule["anchor"] == ""
     # Every task of the file, read by the learned rule, gives that run's user id.
     for r in with_user:
-        assert extract_inputs(gen.extraction, r["task"]) == {"user_id": r["tool_calls"][0]["args"]["user_id"]}
+        assert extract_inputs(gen.extraction, r["task"]) == {
+            "user_id": r["tool_calls"][0]["args"]["user_id"]
+        }
     # A new wording binds it at run time too (the routing gate's binding).
     schema = gen.input_schema
-    bound = bind_inputs(schema, gen.extraction, read_request("Hi, I'm noah_kim_1234 and I need help"))
+    bound = bind_inputs(
+        schema, gen.extraction, read_request("Hi, I'm noah_kim_1234 and I need help")
+    )
     assert bound.inputs == {"user_id": "noah_kim_1234"}
 
 
 def test_learned_shapes():
-    assert learn_shape(["mia_li_3668", "aarav_ahmed_6699", "ana_de_la_cruz_1"]) == r"(?:[a-z]+_)+\d+"
+    assert (
+        learn_shape(["mia_li_3668", "aarav_ahmed_6699", "ana_de_la_cruz_1"]) == r"(?:[a-z]+_)+\d+"
+    )
     assert learn_shape(["INV-31", "INV-7"]) == r"(?:[A-Z]+\-)+\d+"
     assert learn_shape(["hello", "world"]) is None  # one class of characters says nothing
     assert learn_shape(["ab_12", "AB-12"]) is None  # the values differ in shape
@@ -136,9 +146,11 @@ def test_a_composed_message_becomes_a_template_over_the_upstream_value():
     assert gen.input_maps[1]["body"] == "Your invoice: {{step_1.url}}"
     assert gen.sources[1]["body"].kind == "composed"
     assert "body" not in gen.input_schema["properties"]
-    assert render(gen.input_maps[1]["body"], inputs={},
-                  results={"step_1": {"url": "https://x.io/pdf/INV-9.pdf"}}) == (
-        "Your invoice: https://x.io/pdf/INV-9.pdf")
+    assert render(
+        gen.input_maps[1]["body"],
+        inputs={},
+        results={"step_1": {"url": "https://x.io/pdf/INV-9.pdf"}},
+    ) == ("Your invoice: https://x.io/pdf/INV-9.pdf")
 
 
 def test_a_composed_string_over_a_task_input():
@@ -163,9 +175,14 @@ def test_yaml_outputs_are_searched_and_followed():
     gen = generalize(occs)
     assert gen.input_maps[1] == {"event_id": "{{step_1.0.id_}}"}
     # The runtime follows the same path into a new YAML answer.
-    assert render(gen.input_maps[1], inputs={}, results={"step_1": _yaml_event("99", "Pool")}) == {"event_id": "99"}
+    assert render(gen.input_maps[1], inputs={}, results={"step_1": _yaml_event("99", "Pool")}) == {
+        "event_id": "99"
+    }
     # Dates stay text (a tool argument stays JSON).
-    assert render("{{step_1.0.end_time}}", inputs={}, results={"step_1": _yaml_event("1", "x")}) == "2024-05-28 19:00:00"
+    assert (
+        render("{{step_1.0.end_time}}", inputs={}, results={"step_1": _yaml_event("1", "x")})
+        == "2024-05-28 19:00:00"
+    )
 
 
 def test_plain_text_is_not_read_as_yaml():
@@ -190,7 +207,8 @@ def test_a_writing_step_takes_no_constant_from_replays_of_one_task():
     assert steps[1].input_map == {"reservation_id": "{{_trigger.reservation_id}}"}
     assert p.flow.extraction["reservation_id"]["pattern"]
     assert extract_inputs(p.flow.extraction, "please cancel reservation QQ11ZZ") == {
-        "reservation_id": "QQ11ZZ"}
+        "reservation_id": "QQ11ZZ"
+    }
     # Different tasks agreeing on a value make it a constant again.
     occs = [_occ(f"task {k}", [{"user_id": "u_1"}, {"reservation_id": "ZFA04Y"}], [{"ok": 1}, "ok"])
             for k in range(3)]  # fmt: skip
@@ -207,7 +225,9 @@ def test_note_taking_tools_and_retried_failures_are_left_out_of_the_ledger(store
     from soloflow_core.models import TaskRun, ToolCall
 
     def note(k: int) -> ToolCall:
-        return ToolCall(name="think", args={"thought": f"the user wants option {k} of the list"}, output="")
+        return ToolCall(
+            name="think", args={"thought": f"the user wants option {k} of the list"}, output=""
+        )
 
     runs = []
     for k in range(4):
@@ -247,7 +267,9 @@ def test_replays_of_one_task_count_once(store):
     store.add_runs([run(f"t{k}", "cancel my trip ZFA04Y", "ZFA04Y") for k in range(3)])
     assert detect_candidates(store, user_id="default", agent_id="default", save=False) == []
     # Two more tasks: three pieces of evidence; the replays are said to count once.
-    store.add_runs([run("a", "cancel my trip QQ11ZZ", "QQ11ZZ"), run("b", "cancel trip KL22MN", "KL22MN")])
+    store.add_runs(
+        [run("a", "cancel my trip QQ11ZZ", "QQ11ZZ"), run("b", "cancel trip KL22MN", "KL22MN")]
+    )
     (cand,) = detect_candidates(store, user_id="default", agent_id="default", save=False)
     assert "2 of 5 occurrences replay a task already counted" in cand.explanation
     assert cand.proposed_flow.steps[2].input_map == {"id": "{{step_2.id}}"}

@@ -68,7 +68,11 @@ def inert_tools(runs: Iterable[Any]) -> set[str]:
             name = getattr(call, "name", None)
             args = getattr(call, "args", None)
             if isinstance(name, str) and name not in ruled_out:
-                ok = isinstance(args, dict) and bool(args) and all(_free_text(v) for v in args.values())
+                ok = (
+                    isinstance(args, dict)
+                    and bool(args)
+                    and all(_free_text(v) for v in args.values())
+                )
                 if ok:
                     ok = not _output_text(getattr(call, "output", None))
                 if ok:
