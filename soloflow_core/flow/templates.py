@@ -1,7 +1,7 @@
 """The template language of ``input_map`` values.
 
 ``{{_trigger.<name>}}`` is a flow input; ``{{<step_id>}}`` is a step's whole output and
-``{{<step_id>.<dotted.path>}}`` a field of it (JSON text is parsed first; a path segment
+``{{<step_id>.<dotted.path>}}`` a field of it (JSON or YAML text is parsed first, see :func:`maybe_json`; a path segment
 that is a whole number indexes a list). A string that is exactly one template renders to
 the referenced value itself (a dict stays a dict); templates inside longer text render as
 text (JSON for non-strings). Anything that is not a string is a constant, rendered
