@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
+import re
 
 import pytest
 from conftest import TAU_BENCH
@@ -273,3 +274,88 @@ def test_replays_of_one_task_count_once(store):
     (cand,) = detect_candidates(store, user_id="default", agent_id="default", save=False)
     assert "2 of 5 occurrences replay a task already counted" in cand.explanation
     assert cand.proposed_flow.steps[2].input_map == {"id": "{{step_2.id}}"}
+
+
+# ------------------------------------------------------------------ on a real agent
+
+
+def test_a_real_agent_s_runs_give_a_flow_that_reads_its_task_and_composes(store, pm):
+    """A real ``create_agent`` agent, captured by the handler: the user id stands in its
+    requests under varying wording, a tool answers in YAML, the e-mail body is composed of
+    a YAML field. The learned flow reads the id from a new wording by its shape, follows the
+    YAML answer and composes the body, with no model call."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langchain_core.tools import tool
+
+    from soloflow_core.mining.detector import detect_candidates
+    from soloflow_langgraph import SoloFlowCallbackHandler, inputs_from_task, run_flow
+    from soloflow_langgraph.testing import ScriptedChatModel
+
+    sent: list[dict] = []
+
+    @tool
+    def lookup_account(user_id: str) -> str:
+        """Find an account."""
+        return json.dumps({"account": "ACC-" + user_id.split("_")[-1], "user_id": user_id})
+
+    @tool
+    def latest_invoice(account: str) -> str:
+        """The account's latest invoice, as YAML."""
+        n = account.split("-")[-1]
+        return f"invoice:\n  id: INV-{n}\n  url: https://x.io/pdf/INV-{n}.pdf\n  due: 2024-05-28\n"
+
+    @tool
+    def send_email(to_user: str, body: str) -> str:
+        """Send an e-mail to a user."""
+        sent.append({"to_user": to_user, "body": body})
+        return "sent"
+
+    def script(messages):
+        tool_msgs = [m for m in messages if isinstance(m, ToolMessage)]
+        user = re.search(r"[a-z]+_[a-z]+_\d+", messages[0].content).group(0)
+        step = len(tool_msgs)
+        if step == 0:
+            return AIMessage(
+                "", tool_calls=[{"name": "lookup_account", "args": {"user_id": user}, "id": "c0"}]
+            )
+        if step == 1:
+            acc = json.loads(tool_msgs[0].content)["account"]
+            return AIMessage(
+                "", tool_calls=[{"name": "latest_invoice", "args": {"account": acc}, "id": "c1"}]
+            )
+        if step == 2:
+            url = re.search(r"url: (\S+)", tool_msgs[1].content).group(1)
+            return AIMessage("", tool_calls=[{"name": "send_email", "args": {
+                "to_user": user, "body": f"Your invoice: {url}"}, "id": "c2"}])  # fmt: skip
+        return AIMessage("Done.")
+
+    agent = create_agent(
+        ScriptedChatModel(script=script), [lookup_account, latest_invoice, send_email]
+    )
+    handler = SoloFlowCallbackHandler(store=store, user_id="u", agent_id="a", plugin_manager=pm)
+    for text in ("You are aarav_ahmed_6699. Mail me my invoice.",
+                 "My user id is raj_sanchez_7340, please send the latest invoice",
+                 "invoice for mia_li_3668 by e-mail"):  # fmt: skip
+        agent.invoke(
+            {"messages": [{"role": "user", "content": text}]}, config={"callbacks": [handler]}
+        )
+    assert len(sent) == 3
+    (cand,) = detect_candidates(store, user_id="u", agent_id="a", save=False)
+    flow = cand.proposed_flow
+    maps = [s.input_map for s in flow.steps]
+    assert maps[1] == {"account": "{{step_1.account}}"}
+    # upstream wins over the task text for the address (see generalize)
+    assert maps[2] == {
+        "to_user": "{{step_1.user_id}}",
+        "body": "Your invoice: {{step_2.invoice.url}}",
+    }
+    assert flow.input_schema["required"] == ["user_id"]
+    inputs = inputs_from_task(flow, "Hello, I'm noah_kim_1234 and I need my invoice")
+    assert inputs == {"user_id": "noah_kim_1234"}
+    result = run_flow(flow, inputs, tools=[lookup_account, latest_invoice, send_email])
+    assert result.status == "completed"
+    assert sent[-1] == {
+        "to_user": "noah_kim_1234",
+        "body": "Your invoice: https://x.io/pdf/INV-1234.pdf",
+    }
