@@ -391,3 +391,25 @@ def test_a_real_agent_s_runs_give_a_flow_that_reads_its_task_and_composes(store,
         "to_user": "noah_kim_1234",
         "body": "Your invoice: https://x.io/pdf/INV-1234.pdf",
     }
+
+
+def test_the_ledger_filter_agrees_with_the_per_run_rule(sqlite_store):
+    """``without_calls`` on the store's columns (vectorised) keeps exactly the calls
+    ``kept_calls`` keeps run by run, on a ledger with retries and failed runs."""
+    from soloflow_core.mining.replays import kept_calls, without_calls
+
+    led = generate_ledger(runs=300, workflows=3, seed=5, retry_rate=0.3, failed_run_rate=0.3)
+    sqlite_store.add_runs(list(led.runs))
+    cols = sqlite_store.read_tool_names(user_id="default", agent_id="default")
+    drop = {cols.names[0]}
+    filtered = without_calls(cols, drop)
+    by_id = {r.run_id: r for r in led.runs}
+    retried = 0
+    for r, run_id in enumerate(cols.run_ids):
+        calls = by_id[run_id].tool_calls
+        keep = kept_calls([c.name for c in calls], [c.error for c in calls], drop)
+        want = [c.name for c, k in zip(calls, keep, strict=True) if k]
+        got = filtered.codes[filtered.offsets[r] : filtered.offsets[r + 1]]
+        assert [filtered.names[c] for c in got] == want
+        retried += sum(1 for c, k in zip(calls, keep, strict=True) if not k and c.name not in drop)
+    assert retried > 20
