@@ -82,6 +82,38 @@ def test_planted_constants_with_outliers_stay_constants(seed):
     assert right == total
 
 
+@pytest.mark.parametrize("seed", [34, 35])
+def test_planted_sources_through_the_detector_despite_agent_noise(store, seed):
+    """The planted ledger with its agent noise (stray calls, retries, swaps, failed and
+    cut-short runs), through the detector: an unrelated call of a step's tool taken for the
+    step in one occurrence no longer makes every argument of that step drop out."""
+    from soloflow_core.mining.detector import detect_candidates
+    from soloflow_core.models import DetectorConfig
+
+    led = generate_ledger(runs=400, workflows=4, seed=seed, min_len=3, max_len=8)
+    store.add_runs(list(led.runs))
+    effects = {s.tool: not s.read_only for w in led.workflows for s in w.steps}
+    config = DetectorConfig(max_candidates=6, side_effects=effects)
+    cands = {tuple(c.tool_sequence): c for c in detect_candidates(store, user_id="default",
+             agent_id="default", save=False, config=config)}  # fmt: skip
+    right = total = 0
+    for wf in led.workflows:
+        flow = cands[wf.tools].proposed_flow
+        for i, step in enumerate(wf.steps):
+            for name, src in step.args:
+                got = flow.steps[i].input_map.get(name)
+                if src.kind == "constant":
+                    want = src.value
+                elif src.kind == "upstream":
+                    want = "{{" + f"step_{src.step + 1}.{src.path.replace('[0]', '.0')}" + "}}"
+                else:
+                    want = "{{_trigger." + str(got).strip("{}").partition(".")[2] + "}}"
+                    assert str(got).strip("{}").partition(".")[2] in flow.extraction
+                total += 1
+                right += got == want
+    assert right == total
+
+
 def test_a_value_most_occurrences_share_is_not_a_constant_below_the_share():
     occs = [_occ(f"t{k}", [{"mode": "fast" if k < 8 else "slow"}], ["ok"]) for k in range(10)]
     gen = generalize(occs)  # 8 of 10: not enough
@@ -359,3 +391,25 @@ def test_a_real_agent_s_runs_give_a_flow_that_reads_its_task_and_composes(store,
         "to_user": "noah_kim_1234",
         "body": "Your invoice: https://x.io/pdf/INV-1234.pdf",
     }
+
+
+def test_the_ledger_filter_agrees_with_the_per_run_rule(sqlite_store):
+    """``without_calls`` on the store's columns (vectorised) keeps exactly the calls
+    ``kept_calls`` keeps run by run, on a ledger with retries and failed runs."""
+    from soloflow_core.mining.replays import kept_calls, without_calls
+
+    led = generate_ledger(runs=300, workflows=3, seed=5, retry_rate=0.3, failed_run_rate=0.3)
+    sqlite_store.add_runs(list(led.runs))
+    cols = sqlite_store.read_tool_names(user_id="default", agent_id="default")
+    drop = {cols.names[0]}
+    filtered = without_calls(cols, drop)
+    by_id = {r.run_id: r for r in led.runs}
+    retried = 0
+    for r, run_id in enumerate(cols.run_ids):
+        calls = by_id[run_id].tool_calls
+        keep = kept_calls([c.name for c in calls], [c.error for c in calls], drop)
+        want = [c.name for c, k in zip(calls, keep, strict=True) if k]
+        got = filtered.codes[filtered.offsets[r] : filtered.offsets[r + 1]]
+        assert [filtered.names[c] for c in got] == want
+        retried += sum(1 for c, k in zip(calls, keep, strict=True) if not k and c.name not in drop)
+    assert retried > 20

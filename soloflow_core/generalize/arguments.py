@@ -383,6 +383,30 @@ def _composed(
     return compose_template(values, sources)
 
 
+def _typical(occurrences: Sequence[Occurrence]) -> tuple[list[Occurrence], list[str]]:
+    """The occurrences without those whose arguments do not look like the others': where, at
+    some step, at least :data:`NEAR_CONSTANT_SHARE` of at least :data:`NEAR_CONSTANT_MIN`
+    occurrences pass one set of argument names and this one another (an unrelated call of the
+    same tool taken for the step), with a note naming each one left out."""
+    n = len(occurrences)
+    if n < NEAR_CONSTANT_MIN:
+        return list(occurrences), []
+    odd: dict[int, str] = {}
+    for i in range(len(occurrences[0].args)):
+        names = [tuple(sorted(o.args[i])) for o in occurrences]
+        counts: dict[tuple[str, ...], int] = {}
+        for keys in names:
+            counts[keys] = counts.get(keys, 0) + 1
+        usual = max(counts, key=lambda k: counts[k])
+        if counts[usual] == n or counts[usual] < NEAR_CONSTANT_SHARE * n:
+            continue
+        for k, keys in enumerate(names):
+            if keys != usual and k not in odd:
+                odd[k] = (f"occurrence {k + 1} left out: step_{i + 1} takes ({', '.join(keys)}) "
+                          f"where {counts[usual]} of {n} take ({', '.join(usual)})")
+    return [o for k, o in enumerate(occurrences) if k not in odd], [odd[k] for k in sorted(odd)]
+
+
 def generalize(
     occurrences: Sequence[Occurrence],
     *,
@@ -403,6 +427,7 @@ def generalize(
         SoloFlowError: the occurrences do not align (says which and why).
     """
     check_occurrences(occurrences)
+    occurrences, notes = _typical(occurrences)
     loops = dict(loops or {})
     n_steps = len(occurrences[0].args)
     input_maps: list[dict[str, Any]] = []
@@ -410,7 +435,6 @@ def generalize(
     props: dict[str, Any] = {}
     required: list[str] = []
     extraction: dict[str, dict[str, Any]] = {}
-    notes: list[str] = []
     used_names: dict[str, str] = {}  # canonical value list -> input name (one input, many uses)
     tasks = [o.task or "" for o in occurrences]
     parsed = [_parsed_outputs(o, n_steps, loops) for o in occurrences]

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from soloflow_core.generalize.arguments import canonical_json
 
@@ -103,12 +104,10 @@ def without_calls(columns: Any, drop: set[str]) -> Any:
     if len(columns.codes) == 0:
         return columns
     codes = [i for i, n in enumerate(columns.names) if n in drop]
-    keep = ~np.isin(columns.codes, np.asarray(codes, dtype=np.int64))
-    offsets = columns.offsets
-    for c in np.flatnonzero(columns.errors):
-        run = int(np.searchsorted(offsets, c, side="right")) - 1
-        if np.any(columns.codes[c + 1 : offsets[run + 1]] == columns.codes[c]):
-            keep[c] = False
+    keep = np.ones(len(columns.codes), dtype=bool)
+    if codes:
+        keep &= ~np.isin(columns.codes, np.asarray(codes, dtype=np.int64))
+    keep &= ~_retried(columns)
     if keep.all():
         return columns
     kept_before = np.concatenate([np.zeros(1, np.int64), np.cumsum(keep, dtype=np.int64)])
@@ -116,8 +115,32 @@ def without_calls(columns: Any, drop: set[str]) -> Any:
         columns,
         codes=columns.codes[keep],
         errors=columns.errors[keep],
-        offsets=kept_before[offsets],
+        offsets=kept_before[columns.offsets],
     )
+
+
+def _retried(columns: Any) -> npt.NDArray[np.bool_]:
+    """Per call, True for a failed call whose tool its run calls again later. Only the runs
+    holding a failed call are looked at, in one sort: a call is retried when it is not the
+    last of its (run, tool) group."""
+    retried = np.zeros(len(columns.codes), dtype=bool)
+    failed = np.flatnonzero(columns.errors)
+    if failed.size == 0:
+        return retried
+    offsets = columns.offsets
+    runs = np.unique(np.searchsorted(offsets, failed, side="right") - 1)
+    starts, lens = offsets[runs], offsets[runs + 1] - offsets[runs]
+    total = int(lens.sum())
+    first = np.concatenate([np.zeros(1, np.int64), np.cumsum(lens)[:-1]])
+    pos = np.repeat(starts - first, lens) + np.arange(total, dtype=np.int64)
+    key = np.repeat(np.arange(len(runs), dtype=np.int64), lens) * (len(columns.names) + 1)
+    key += columns.codes[pos]
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    last = np.empty(total, dtype=bool)
+    last[order] = np.concatenate([ordered[1:] != ordered[:-1], np.ones(1, dtype=bool)])
+    retried[pos] = columns.errors[pos] & ~last
+    return retried
 
 
 def replay_key(task: str | None, args: Sequence[Any]) -> str | None:
