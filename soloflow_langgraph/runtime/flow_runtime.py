@@ -360,8 +360,8 @@ class FlowRuntime:
                                          run_id=run_id)
         if rec.waiting_for_approval:
             raise InvalidTransitionError(
-                f"flow run {run_id!r} waits for approval: `soloflow flows approve {run_id}` or "
-                f"`soloflow flows reject {run_id}`", run_id=run_id)
+                f"flow run {run_id!r} waits for approval: `soloflow flows runs approve {run_id}` or "
+                f"`soloflow flows runs reject {run_id}`", run_id=run_id)
         alive = owner_alive(rec.owner)
         if alive and rec.owner != self.owner and not force:
             raise InvalidTransitionError(
