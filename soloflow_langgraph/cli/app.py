@@ -55,6 +55,8 @@ class Context:
     db: str | None
     user: str
     agent: str
+    command: typer.Context | None = None
+    """The invocation's root context."""
     _store: Store | None = None
 
     def store(self, *, create: bool = False) -> Store:
@@ -64,6 +66,8 @@ class Context:
             from soloflow_langgraph.cli._database import open_store  # SQLAlchemy: only when used
 
             self._store = open_store(self.db, create=create)
+            if self.command is not None:  # closed when the invocation ends, after the command's own
+                self.command.call_on_close(self._store.close)
         return self._store
 
     @property
@@ -98,7 +102,7 @@ def _global(
     user: str = typer.Option("default", "--user", envvar="SOLOFLOW_USER", help="Your user id (namespace)."),
     agent: str = typer.Option("default", "--agent", envvar="SOLOFLOW_AGENT", help="The agent id (namespace)."),
 ) -> None:
-    ctx.obj = Context(db=db, user=user, agent=agent)
+    ctx.obj = Context(db=db, user=user, agent=agent, command=ctx)
 
 
 def print_json(value: Any) -> None:
