@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
 
 from soloflow_core.store import Store
 from soloflow_langgraph import SoloFlowCallbackHandler
@@ -106,3 +107,52 @@ async def test_the_middleware_captures_under_ainvoke(store: Store) -> None:
         assert run.tool_count == 4 and run.model_call_count == 5
     finally:
         mw.close()
+
+
+class ToolSeen(BaseCallbackHandler):
+    """A user's own tracer: which tools it saw, with the tags and metadata they carried."""
+
+    def __init__(self) -> None:
+        self.tools: list[tuple[str, list[str], dict[str, Any]]] = []
+
+    def on_tool_start(self, serialized: dict[str, Any], input_str: str, **kwargs: Any) -> None:
+        self.tools.append((str(serialized.get("name")), list(kwargs.get("tags") or []),
+                           dict(kwargs.get("metadata") or {})))
+
+
+def track_flow() -> Any:
+    from soloflow_core.models import FlowDefinition, FlowStep
+
+    return FlowDefinition(
+        name="track",
+        input_schema={"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
+        steps=[
+            FlowStep(id="c", skill_key="find_customer", input_map={"email": "{{_trigger.email}}"}),
+            FlowStep(id="o", skill_key="list_orders", depends_on=["c"], input_map={"customer_id": "{{c.customer_id}}"}),
+        ],
+    )
+
+
+async def test_a_callers_config_reaches_every_steps_tool(store: Store) -> None:
+    from soloflow_langgraph import FlowRuntime, run_flow
+
+    flow = track_flow()
+    store.register_flow(flow, source="user", user_id="alice", agent_id="support")
+    inputs = {"email": "bob@example.org"}
+    with FlowRuntime(store, tools=TOOLS, user_id="alice", agent_id="support") as runtime:
+        seen = ToolSeen()
+        result = runtime.run("track", inputs, config={
+            "callbacks": [seen], "tags": ["tenant-7"], "metadata": {"request_id": "r-1"},
+            "configurable": {"thread_id": "not-yours"}})
+        assert result.status == "completed"
+        assert [t[0] for t in seen.tools] == ["find_customer", "list_orders"]
+        assert all("tenant-7" in tags and meta.get("request_id") == "r-1" for _, tags, meta in seen.tools)
+        assert store.get_flow_run(result.run_id, user_id="alice", agent_id="support").state == "completed"
+        # Without a config: nothing follows (the earlier run's callbacks are not kept).
+        assert runtime.run("track", inputs).status == "completed" and len(seen.tools) == 2
+        later = ToolSeen()
+        done = await runtime.arun("track", inputs, config={"callbacks": [later]})
+        assert done.status == "completed" and [t[0] for t in later.tools] == ["find_customer", "list_orders"]
+    once = ToolSeen()
+    assert run_flow(flow, inputs, tools=TOOLS, config={"callbacks": [once]}).status == "completed"
+    assert [t[0] for t in once.tools] == ["find_customer", "list_orders"]
