@@ -23,7 +23,8 @@ request is that flow's job.
   turn, a call that would repeat a side-effecting step another call of the turn does (the
   flow's own tool, or a second flow with the same step) is refused — approving the waiting
   run does its steps once;
-- **learning**: :attr:`SoloFlowMiddleware.callbacks` captures each run into the store; the
+- **learning**: the middleware's hooks capture each run of its agent into the store
+  (:mod:`.capture`, through the handler of :attr:`SoloFlowMiddleware.callbacks`); the
   :class:`~soloflow_core.learning.service.LearningService` turns repeated runs into
   candidates and flows, and credits flows whose job the agent did itself
   (:func:`~soloflow_core.learning.records.record_agent_run`). Every flow run (routed, or
@@ -40,7 +41,7 @@ Example::
     mw = SoloFlowMiddleware(store, user_id="alice", agent_id="support", tools=TOOLS,
                             config=LearningConfig(auto_execute=True))
     agent = create_agent(model, tools=TOOLS, middleware=[mw])
-    agent.invoke({"messages": [("user", task)]}, config={"callbacks": mw.callbacks})
+    agent.invoke({"messages": [("user", task)]})  # captured by the middleware's own hooks
 """
 
 from __future__ import annotations
