@@ -212,6 +212,15 @@ def test_flows_run_json_prints_only_json(sqlite_url: str):
     result = json.loads(res.stdout)
     assert result["status"] == "completed" and result["run_id"].startswith("frun_")
     assert result["flow"] == "Track → order"
+    # Flow runs by prefix: unique, then ambiguous once there are two.
+    run_id = result["run_id"]
+    res = sf(sqlite_url, "flows", "status", run_id[:10], "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["run_id"] == run_id
+    again = sf(sqlite_url, "flows", "run", "TRACK", "--input", '{"email": "bob@example.org"}',
+               "--tools", "soloflow_langgraph.demo.agent:TOOLS", "--json")
+    assert again.exit_code == 0, again.output
+    one_error_line(sf(sqlite_url, "flows", "history", "frun_"), "flow run 'frun_' is ambiguous",
+                   run_id, json.loads(again.stdout)["run_id"])
 
 
 def test_version_and_demo_with_its_own_db(tmp_path: Path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +34,14 @@ def test_readme_python_blocks_run_offline_and_print_what_they_say(tmp_path: Path
     printed = proc.stdout.splitlines()
     for text in promised:
         assert any(text in line for line in printed), f"README promises {text!r}; printed:\n{proc.stdout}"
+
+    # The shell commands that follow, on the database the script left.
+    exe = str(Path(sys.executable).with_name("soloflow"))
+    commands = [shlex.split(line.split("#", 1)[0]) for line in re.findall(
+        r"^soloflow --db quickstart\.db .*$", README.read_text(encoding="utf-8"), re.M)]
+    assert len(commands) >= 4
+    for argv in commands:
+        done = subprocess.run([exe, *argv[1:]], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0 and done.stdout.strip(), (argv, done.stderr)
+        assert "alice" in done.stdout or "graph" in done.stdout or "Auto" in done.stdout, done.stdout
