@@ -70,7 +70,7 @@ def open_store(db: str | None, *, create: bool) -> Store:
                 f"--db {str(path)!r}: directory {str(path.parent)!r} does not exist; create it "
                 f"first (mkdir -p {path.parent}) or check the path")
         if not create:
-            where = "the default database" if default else "database file"
+            where = "database yet at the default location" if default else "database file"
             raise NotFoundError(
                 f"no {where} {str(path)!r}: nothing is stored there yet. Check --db for a typo; "
                 "a database is created by capturing runs (SoloFlowCallbackHandler), "
