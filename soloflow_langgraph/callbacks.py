@@ -94,6 +94,8 @@ class _Capture:
     """tool_call_id → (model turn, position) of each tool call a model asked for."""
     turn_base: list[int] = field(default_factory=lambda: [0])
     """turn_base[t]: how many tool calls had started when model turn t ended."""
+    namespace: tuple[str | None, str | None] = (None, None)
+    """(user, agent) named by the invocation's ``metadata``; None: the handler's own."""
 
 
 # --------------------------------------------------------------------------- payloads
@@ -249,8 +251,10 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         database_url: where to store runs (see ``resolve_database_url``); ignored when
             ``store`` is given. With neither, the embedded default database.
         store: an open :class:`~soloflow_core.store.Store` to write to.
-        user_id: namespace of the runs.
-        agent_id: namespace of the runs.
+        user_id: namespace of the runs, unless an invocation's ``metadata`` names another
+            (``config={"metadata": {"soloflow_user_id": ..., "soloflow_agent_id": ...}}``):
+            one handler can serve a multi-tenant app.
+        agent_id: namespace of the runs (the same ``metadata`` override).
         plugin_manager: where ``soloflow_classify_task``, ``soloflow_step_finished`` and
             ``soloflow_run_finished`` are called; defaults to ``get_plugin_manager()``.
         detect: watch for repeated sequences as runs arrive (True, or a ``DetectorConfig``):
@@ -326,10 +330,13 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             state.members.append(run_id.int)
         return state
 
-    def _open_root(self, run_id: UUID, name: str | None, task: str | None) -> _Capture:
+    def _open_root(
+        self, run_id: UUID, name: str | None, task: str | None, metadata: Any = None
+    ) -> _Capture:
         now = datetime.now(UTC)
         key = run_id.int
-        state = _Capture(root_id=run_id, name=name, task=task, started_at=now, members=[key])
+        state = _Capture(root_id=run_id, name=name, task=task, started_at=now, members=[key],
+                         namespace=_namespace_of(metadata))
         self._root_of[key] = state
         self._runs[key] = state
         return state
@@ -350,7 +357,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             name = kwargs.get("name") or (serialized or {}).get("name")
             task = _task_from_inputs(inputs)
             with self._lock:
-                self._open_root(run_id, name, task)
+                self._open_root(run_id, name, task, kwargs.get("metadata"))
         else:
             with self._lock:
                 self._join(run_id, parent_run_id)
@@ -494,7 +501,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         call_id = kwargs.get("tool_call_id")
         with self._lock:
             if parent_run_id is None:  # a tool called directly: a one-call run
-                state: _Capture | None = self._open_root(run_id, name, None)
+                state: _Capture | None = self._open_root(run_id, name, None, kwargs.get("metadata"))
             else:
                 state = self._join(run_id, parent_run_id)
             if state is None:
@@ -595,10 +602,11 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         meta: dict[str, Any] = {"agent_name": state.name}
         if error is not None:
             meta["error"] = error
+        user_id, agent_id = state.namespace
         return TaskRun(
             run_id=str(state.root_id),
-            user_id=self.user_id,
-            agent_id=self.agent_id,
+            user_id=user_id or self.user_id,
+            agent_id=agent_id or self.agent_id,
             task=state.task,
             answer=state.answer,
             success=error is None,
@@ -654,6 +662,17 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
 
 
 _EFFECT_KEYS = ("side_effects", "read_only")
+USER_KEY, AGENT_KEY = "soloflow_user_id", "soloflow_agent_id"
+"""The keys of an invocation's ``metadata`` naming its namespace (one handler, many users)."""
+
+
+def _namespace_of(metadata: Any) -> tuple[str | None, str | None]:
+    """(user, agent) from an invocation's ``config["metadata"]``; None where it names none."""
+    if not isinstance(metadata, dict):
+        return None, None
+    user, agent = metadata.get(USER_KEY), metadata.get(AGENT_KEY)
+    return (user if isinstance(user, str) and user else None,
+            agent if isinstance(agent, str) and agent else None)
 
 
 def _effects(metadata: Any) -> dict[str, Any] | None:

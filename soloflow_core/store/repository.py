@@ -34,6 +34,7 @@ from soloflow_core.store.engine import (
 )
 from soloflow_core.store.evidence import FlowEvidenceStore
 from soloflow_core.store.flowruns import FlowRunStore
+from soloflow_core.store.namespaces import NamespaceStore
 from soloflow_core.store.procedural import ProceduralStore, insert_flow_version
 from soloflow_core.store.skills import SkillImportStore
 from soloflow_core.store.tokens import TokenStore
@@ -156,7 +157,7 @@ class FlowRecord:
 
 
 class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillImportStore,
-            UsageStore):
+            UsageStore, NamespaceStore):
     """Runs, candidates, flows and their evidence, flow runs, API tokens and skill imports in
     one database (SQLite or PostgreSQL).
 

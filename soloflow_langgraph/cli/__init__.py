@@ -6,6 +6,7 @@ from soloflow_langgraph.cli import (  # noqa: F401,E402  (registers commands)
     flows_cmd,
     mcp_cmd,  # `soloflow mcp [--http]`
     memory_cmd,  # `soloflow memory search | prune`
+    namespaces_cmd,  # `soloflow namespaces`
     procedural_cmd,  # `soloflow flows find` and `flows versions`
     runs_cmd,
     sequential_cmd,  # noqa: F401,E402  (registers `soloflow sequential`)

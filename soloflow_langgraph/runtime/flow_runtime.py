@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import queue
@@ -32,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -76,12 +78,26 @@ interrupted in this process to stop writing (``FlowRuntime._await_stopped``)."""
 
 if TYPE_CHECKING:
     import pluggy
+    from langchain_core.runnables import RunnableConfig
     from langgraph.graph.state import CompiledStateGraph
 
     from soloflow_core.store import Store
     from soloflow_core.store.flowruns import FlowRunRecord, Transition
 
 log = logging.getLogger(__name__)
+
+_CALLER_CONFIG: ContextVar[RunnableConfig | None] = ContextVar("soloflow_caller_config", default=None)
+"""The ``config`` given to :meth:`FlowRuntime.run`, while that run is driven."""
+_PASSED_ON = ("callbacks", "tags", "metadata", "run_name")
+
+
+def _graph_config(run_id: str) -> dict[str, Any]:
+    """The config a run's graph is invoked with: its thread, and what the caller's
+    ``RunnableConfig`` says about callbacks, tags, metadata and the run's name."""
+    caller = _CALLER_CONFIG.get() or {}
+    cfg: dict[str, Any] = {k: caller[k] for k in _PASSED_ON if caller.get(k) is not None}  # type: ignore[literal-required]
+    cfg["configurable"] = {"thread_id": run_id}
+    return cfg
 
 Retention = Literal["delete_on_finish", "keep"]
 
@@ -220,14 +236,24 @@ class FlowRuntime:
     # ------------------------------------------------------------------ running
 
     def run(self, flow: FlowDefinition | str, inputs: dict[str, Any] | None = None, *,
-            run_id: str | None = None, on_started: Callable[[str], None] | None = None) -> FlowRunResult:
+            run_id: str | None = None, on_started: Callable[[str], None] | None = None,
+            config: RunnableConfig | None = None) -> FlowRunResult:
         """Start a run and drive it until it ends or waits for approval. ``on_started``
-        gets the run id once the run is recorded, before its first step.
+        gets the run id once the run is recorded, before its first step. ``config``: the
+        caller's ``RunnableConfig``; its ``callbacks``, ``tags``, ``metadata`` and
+        ``run_name`` follow the run's graph, down to every step's tool (the thread id stays
+        the run's own).
 
         Raises:
             FlowValidationError: the flow or the inputs are invalid (nothing is recorded).
             NotFoundError: no such registered flow.
         """
+        if config is not None:
+            token = _CALLER_CONFIG.set(config)
+            try:
+                return self.run(flow, inputs, run_id=run_id, on_started=on_started)
+            finally:
+                _CALLER_CONFIG.reset(token)
         given = dict(inputs or {})
         if isinstance(flow, str):
             return self._run_by_name(flow, given, run_id, on_started)
@@ -247,6 +273,14 @@ class FlowRuntime:
         if on_started is not None:
             on_started(run_id)
         return self._drive(flow, graph, run_id, journal, {"inputs": inputs})
+
+    async def arun(self, flow: FlowDefinition | str, inputs: dict[str, Any] | None = None, *,
+                   run_id: str | None = None, on_started: Callable[[str], None] | None = None,
+                   config: RunnableConfig | None = None) -> FlowRunResult:
+        """:meth:`run` from async code: the run goes on a worker thread (its steps' tools
+        are called as in :meth:`run`), the event loop stays free."""
+        return await asyncio.to_thread(self.run, flow, inputs, run_id=run_id, on_started=on_started,
+                                       config=config)
 
     def _new_run_journal(self, flow: FlowDefinition, run_id: str) -> StepJournal:
         """The journal of a run just recorded, its first steps already being begun (in the
@@ -360,8 +394,8 @@ class FlowRuntime:
                                          run_id=run_id)
         if rec.waiting_for_approval:
             raise InvalidTransitionError(
-                f"flow run {run_id!r} waits for approval: `soloflow flows approve {run_id}` or "
-                f"`soloflow flows reject {run_id}`", run_id=run_id)
+                f"flow run {run_id!r} waits for approval: `soloflow flows runs approve {run_id}` or "
+                f"`soloflow flows runs reject {run_id}`", run_id=run_id)
         alive = owner_alive(rec.owner)
         if alive and rec.owner != self.owner and not force:
             raise InvalidTransitionError(
@@ -514,7 +548,7 @@ class FlowRuntime:
                 journal: StepJournal, payload: Any) -> FlowRunResult:
         steps: list[ToolCall] = []
         ctx = FlowContext(journal=journal, on_step=self._on_step(steps, run_id), run_id=run_id)
-        cfg: Any = {"configurable": {"thread_id": run_id}}
+        cfg: Any = _graph_config(run_id)
         invoke: Any = graph.invoke  # LangGraph's overloads type context as None
         start = time.perf_counter()
         try:
