@@ -38,11 +38,15 @@ from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun, ToolCall
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
+from soloflow_core.tracing import PriceTable
+from soloflow_langgraph.agent_trace import AgentTrace
 
 if TYPE_CHECKING:
     import pluggy
     from langchain_core.messages import BaseMessage
     from langchain_core.outputs import LLMResult
+
+    from soloflow_core.models import ModelPrice
 
 __all__ = ["SoloFlowCallbackHandler"]
 
@@ -94,6 +98,8 @@ class _Capture:
     """tool_call_id → (model turn, position) of each tool call a model asked for."""
     turn_base: list[int] = field(default_factory=lambda: [0])
     """turn_base[t]: how many tool calls had started when model turn t ended."""
+    trace: AgentTrace | None = None
+    """The run's spans (``soloflow runs trace``), stored with it."""
 
 
 # --------------------------------------------------------------------------- payloads
@@ -214,6 +220,16 @@ def _model_result(response: LLMResult) -> tuple[dict[str, Any] | None, list[str 
     return usage, calls
 
 
+def _response_model(response: LLMResult) -> str | None:
+    """The model that answered, as the provider names it (``response_metadata``)."""
+    gens = response.generations[0] if response.generations else []
+    meta = getattr(getattr(gens[0], "message", None), "response_metadata", None) if gens else None
+    if not isinstance(meta, dict):
+        return None
+    name = meta.get("model_name") or meta.get("model")
+    return name if isinstance(name, str) and name else None
+
+
 def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
@@ -257,6 +273,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             an O(run length) check after each run, and a full detection on a background
             thread when a new candidate may exist; candidates are stored pending and listed
             in ``handler.watcher.proposed``.
+        prices: model name → the user's own price (``ModelPrice``), over ``genai-prices``,
+            for the cost of each model call and the run's ``cost``.
 
     Attributes:
         last_run: the last task run written to the store.
@@ -279,12 +297,14 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         agent_id: str = "default",
         plugin_manager: pluggy.PluginManager | None = None,
         detect: bool | DetectorConfig = False,
+        prices: dict[str, ModelPrice] | None = None,
     ) -> None:
         self._owns_store = store is None
         self.store = store if store is not None else Store.open(database_url)
         self.user_id = user_id
         self.agent_id = agent_id
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
+        self.prices = PriceTable(prices)
         self.watcher: DetectionWatcher | None = None
         if detect:
             config = detect if isinstance(detect, DetectorConfig) else None
@@ -330,6 +350,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         now = datetime.now(UTC)
         key = run_id.int
         state = _Capture(root_id=run_id, name=name, task=task, started_at=now, members=[key])
+        state.trace = AgentTrace(run_id, name, prices=self.prices, plugin_manager=self.pm)
         self._root_of[key] = state
         self._runs[key] = state
         return state
@@ -436,6 +457,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             state = self._join(run_id, parent_run_id)
             if state is not None:
                 state.open_models[run_id.int] = (started, model if isinstance(model, str) else None)
+                if state.trace is not None:
+                    state.trace.model_started(run_id, parent_run_id, model if isinstance(model, str) else None)
         return state
 
     @_never_raises
@@ -454,6 +477,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             if state is None:
                 return
             started, model = state.open_models.pop(run_id.int, (ended, None))
+            if state.trace is not None:
+                state.trace.model_ended(run_id, usage, _response_model(response))
             state.models.append((model, usage, (ended - started) * 1000, len(call_ids)))
             turn = len(state.turn_base)
             state.turn_base.append(len(state.calls))
@@ -474,6 +499,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             state = self._root_of.get(run_id.int)
             if state is not None:
                 state.open_models.pop(run_id.int, None)
+                if state.trace is not None:
+                    state.trace.model_ended(run_id, None, None, error=_error_text(error))
 
     # ------------------------------------------------------------------ tools
 
@@ -510,6 +537,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             call = _Call(name, args, key, index, started, call_id, meta=_effects(kwargs.get("metadata")))
             state.calls.append(call)
             state.open_calls[run_id.int] = call
+            if state.trace is not None:
+                state.trace.tool_started(run_id, parent_run_id, name, call_id)
 
     @_never_raises
     def on_tool_end(
@@ -543,6 +572,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             call.error = failed
             call.duration_ms = (ended - call.started) * 1000
             call.tool_call_id = call.tool_call_id or call_id
+            if state.trace is not None:
+                state.trace.tool_ended(run_id, error if error is not None or not failed else str(output))
         hook = self.pm.hook.soloflow_step_finished
         if hook.get_hookimpls():
             step = StepRecord(
@@ -570,9 +601,16 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             for member in state.members:
                 self._root_of.pop(member, None)
         run = self._build_run(state, error)
+        spans = state.trace.finish(error) if state.trace is not None else []
+        if state.trace is not None:
+            run.cost = state.trace.run_cost
         if run.task:
             run.classification = self._classify(run.task)
-        self._write(run)
+        if self._write(run) and spans:
+            try:
+                self.store.add_spans(run.run_id, spans, user_id=self.user_id, agent_id=self.agent_id)
+            except Exception:
+                logger.exception("SoloFlow capture: storing the trace of run %s failed", run.run_id)
 
     def _build_run(self, state: _Capture, error: str | None) -> TaskRun:
         models: list[ModelCall] = []
