@@ -117,7 +117,11 @@ def history(
     out.print(table)
 
 
-@flows_app.command("runs")
+flow_runs_app = typer.Typer(help="Flow runs: list them (no sub-command), or `trace RUN_ID`.")
+flows_app.add_typer(flow_runs_app, name="runs")
+
+
+@flow_runs_app.callback(invoke_without_command=True)
 def runs(
     ctx: typer.Context,
     flow: str | None = typer.Option(None, "--flow", help="Only this flow's runs."),
@@ -127,6 +131,8 @@ def runs(
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """List flow runs, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
     c: Context = ctx.obj
     store = c.store()
     rows: list[dict[str, Any]] = store.list_flow_runs(flow_name=flow, state="running" if waiting else state,
