@@ -83,3 +83,16 @@ def test_flows_runs_trace_and_the_list_still_works(sqlite_url: str) -> None:
     assert [c["name"] for c in tree[0]["children"]][0] == "step fetch"
     listed = json.loads(_sf(sqlite_url, "flows", "runs", "--json").stdout)
     assert [r["run_id"] for r in listed] == [result.run_id]
+
+
+def test_runs_list_shows_each_runs_cost_and_the_namespace_total(sqlite_url: str) -> None:
+    store = Store.open(sqlite_url)
+    try:
+        _run_agent(store).close()
+        _run_agent(store, model="no-such-model-anywhere").close()
+    finally:
+        store.close()
+    res = runner.invoke(app, ["--db", sqlite_url, "runs", "list"], catch_exceptions=False, terminal_width=200)
+    total = _price(1200, 40) + _price(1500, 60) + _price(1800, 25)
+    assert f"${float(total):.4f}" in res.output and "unpriced" in res.output
+    assert f"namespace cost: ${float(total):.4f} over 1 priced run(s), 1 unpriced" in res.output

@@ -175,3 +175,14 @@ def test_soloflow_span_finished(store: Store, pm: Any) -> None:
     # Children end before their parent: the agent's span is the last to finish.
     assert seen[-1] == ("invoke_agent", "ok")
     assert sorted(k for k, _ in seen) == sorted(["invoke_agent"] + ["chat"] * 3 + ["execute_tool"] * 3)
+
+
+def test_cost_rolls_up_per_namespace(store: Store) -> None:
+    _run_agent(store, user_id="ns-cost", agent_id="a").close()
+    _run_agent(store, user_id="ns-cost", agent_id="a").close()
+    _run_agent(store, user_id="ns-cost", agent_id="a", model="no-such-model-anywhere").close()
+    one = _price(1200, 40) + _price(1500, 60) + _price(1800, 25)
+    cost = store.namespace_cost(user_id="ns-cost", agent_id="a")
+    assert (cost.priced_runs, cost.unpriced_runs) == (2, 1)
+    assert cost.total_usd == pytest.approx(float(2 * one))
+    assert store.namespace_cost(user_id="ns-cost", agent_id="b").priced_runs == 0

@@ -4,6 +4,7 @@ exactly as they were written."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
@@ -14,7 +15,18 @@ from soloflow_core.tracing.spans import Span
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-__all__ = ["TraceStore"]
+__all__ = ["NamespaceCost", "TraceStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceCost:
+    """What a namespace's captured agent runs cost."""
+
+    total_usd: float
+    """The sum over the priced runs."""
+    priced_runs: int
+    unpriced_runs: int
+    """Runs with model calls and no cost: a model no price table knows (not counted as 0)."""
 
 
 class TraceStore:
@@ -58,3 +70,14 @@ class TraceStore:
             return [Span(trace_id=r.trace_id, id=r.span_id, parent=r.parent_id, name=r.name, kind=r.kind,
                          start=r.start_at, duration_ms=r.duration_ms, status=r.status, error=r.error,
                          attributes=dict(r.attributes or {})) for r in conn.execute(q)]  # fmt: skip
+
+    def namespace_cost(self, *, user_id: str, agent_id: str) -> NamespaceCost:
+        """The cost of the namespace's task runs, rolled up (one query)."""
+        c = t.task_runs.c
+        unpriced = sa.and_(c.cost.is_(None), c.model_call_count > 0)
+        q = sa.select(sa.func.coalesce(sa.func.sum(c.cost), 0.0), sa.func.count(c.cost),
+                      sa.func.count(sa.case((unpriced, 1)))).where(c.user_id == user_id, c.agent_id == agent_id)
+        with self.engine.connect() as conn:
+            total, priced, missing = conn.execute(q).one()
+        return NamespaceCost(total_usd=float(total), priced_runs=int(priced), unpriced_runs=int(missing))
+

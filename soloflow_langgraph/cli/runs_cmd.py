@@ -91,12 +91,17 @@ def runs_list(
             for r in rows
         ])
         return
-    table = Table("run id", "task", "ok", "tools", "model calls", "tokens", title=f"task runs ({c.user}/{c.agent})")
+    cost = c.store().namespace_cost(**c.ns)
+    caption = f"namespace cost: ${cost.total_usd:.4f} over {cost.priced_runs} priced run(s)" + (
+        f", {cost.unpriced_runs} unpriced" if cost.unpriced_runs else "")
+    table = Table("run id", "task", "ok", "tools", "model calls", "tokens", "cost",
+                  title=f"task runs ({c.user}/{c.agent})", caption=caption)
     for r in rows:
         task = (r.task or "").replace("\n", " ")
+        priced = f"${r.cost:.4f}" if r.cost is not None else ("unpriced" if r.model_call_count else "")
         table.add_row(r.run_id, task[:60] + ("…" if len(task) > 60 else ""),
                       {True: "✓", False: "✗", None: "?"}[r.success], str(r.tool_count),
-                      str(r.model_call_count), "" if r.tokens is None else str(r.tokens))
+                      str(r.model_call_count), "" if r.tokens is None else str(r.tokens), priced)
     out.print(table)
 
 
