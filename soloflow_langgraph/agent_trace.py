@@ -4,10 +4,11 @@ events by :class:`~soloflow_langgraph.callbacks.SoloFlowCallbackHandler`."""
 
 from __future__ import annotations
 
+from contextvars import Token
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from soloflow_core.tracing import PriceTable, Span, SpanRecorder, active_listener
+from soloflow_core.tracing import PriceTable, Span, SpanRecorder, active_listener, current_span
 from soloflow_core.tracing.tree import COST, INPUT_TOKENS, OUTPUT_TOKENS, UNPRICED
 
 if TYPE_CHECKING:
@@ -27,13 +28,15 @@ class AgentTrace:
     """The spans of one root run, keyed by LangChain run id. Called under the handler's lock
     or from the thread that owns the run being ended."""
 
-    __slots__ = ("cost", "open", "prices", "recorder", "root", "unpriced")
+    __slots__ = ("cost", "open", "prices", "recorder", "root", "tokens", "unpriced")
 
     def __init__(self, root_id: UUID, name: str | None, *, prices: PriceTable,
                  plugin_manager: pluggy.PluginManager | None) -> None:
         self.recorder = SpanRecorder(root_id.hex, plugin_manager=plugin_manager, listener=active_listener())
         self.prices = prices
         self.open: dict[int, Span] = {}
+        self.tokens: dict[int, Token[Span | None]] = {}
+        """Tool calls that are ``current_span`` in the context they run in."""
         self.cost = 0.0
         self.unpriced = 0
         attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
@@ -87,10 +90,19 @@ class AgentTrace:
             self.root.attributes.clear()
             self.root.attributes.update(attrs)
             return
-        self.open[run_id.int] = self.recorder.start(f"execute_tool {name}", "execute_tool",
-                                                    self._parent(parent_run_id), attrs, span_id=span_id_of(run_id))
+        span = self.recorder.start(f"execute_tool {name}", "execute_tool", self._parent(parent_run_id), attrs,
+                                   span_id=span_id_of(run_id))
+        self.open[run_id.int] = span
+        # The handler is called in the context the tool then runs in (a copy of it).
+        self.tokens[run_id.int] = current_span.set(span)
 
     def tool_ended(self, run_id: UUID, error: str | None) -> None:
+        token = self.tokens.pop(run_id.int, None)
+        if token is not None:
+            try:
+                current_span.reset(token)
+            except ValueError:  # ended in another context than it started in: nothing to undo here
+                pass
         span = self.open.pop(run_id.int, None)
         if span is not None:
             self.recorder.end(span, error=error)

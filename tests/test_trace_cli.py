@@ -96,3 +96,22 @@ def test_runs_list_shows_each_runs_cost_and_the_namespace_total(sqlite_url: str)
     total = _price(1200, 40) + _price(1500, 60) + _price(1800, 25)
     assert f"${float(total):.4f}" in res.output and "unpriced" in res.output
     assert f"namespace cost: ${float(total):.4f} over 1 priced run(s), 1 unpriced" in res.output
+
+
+def test_runs_trace_shows_a_flow_called_as_a_tool_inside_the_tool_call(sqlite_url: str) -> None:
+    from test_otel import _nested_agent
+
+    store = Store.open(sqlite_url)
+    try:
+        rt = FlowRuntime(store, tools=_tools({}))
+        _result, handler = _nested_agent(store, rt)
+        rt.close()
+    finally:
+        store.close()
+    assert handler.last_run is not None
+    tree = json.loads(_sf(sqlite_url, "runs", "trace", handler.last_run.run_id, "--json").stdout)
+    (root,) = tree
+    (call,) = [c for c in root["children"] if c["kind"] == "execute_tool"]
+    (flow,) = call["children"]
+    assert flow["name"] == "invoke_flow lookup" and [c["name"] for c in flow["children"]] == ["step fetch"]
+    assert flow["trace_id"] == root["trace_id"]

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     from opentelemetry.trace import TracerProvider
 
-__all__ = ["OpenTelemetryBridge", "active_listener", "configure_tracing"]
+__all__ = ["OpenTelemetryBridge", "active_listener", "configure_tracing", "configure_tracing_from_env"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,17 @@ def configure_tracing(tracer_provider: TracerProvider | None) -> None:
     with _lock:
         _from_env_done = True  # code decides: the environment is not read any more
         _bridge = None if tracer_provider is None else OpenTelemetryBridge(tracer_provider)
+
+
+def configure_tracing_from_env() -> OpenTelemetryBridge | None:
+    """Export through an OTLP/HTTP exporter configured by the ``OTEL_EXPORTER_OTLP_*`` (and
+    ``OTEL_SERVICE_NAME``) variables as they are now; None when no endpoint is set. This is
+    what the first span does by itself; call it to read the environment again."""
+    global _bridge, _from_env_done
+    with _lock:
+        _from_env_done = True
+        _bridge = _bridge_from_env() if any(os.environ.get(name) for name in _ENV) else None
+        return _bridge
 
 
 def active_listener() -> OpenTelemetryBridge | None:
@@ -120,6 +131,7 @@ class OpenTelemetryBridge:
         from opentelemetry import trace
 
         self._trace = trace
+        self.provider = tracer_provider
         self.tracer = tracer_provider.get_tracer("soloflow")
         self._open: dict[str, Any] = {}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -13,9 +14,13 @@ from soloflow_core.tracing.spans import Span, SpanKind
 if TYPE_CHECKING:
     import pluggy
 
-__all__ = ["SpanListener", "SpanRecorder", "new_span_id"]
+__all__ = ["SpanListener", "SpanRecorder", "current_span", "new_span_id"]
 
 log = logging.getLogger(__name__)
+
+current_span: ContextVar[Span | None] = ContextVar("soloflow_current_span", default=None)
+"""The tool call running in this context, while it runs: a flow run started inside it (a flow
+called as a tool) puts its spans under it, in its trace."""
 
 
 class SpanListener(Protocol):

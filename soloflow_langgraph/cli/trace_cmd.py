@@ -80,7 +80,13 @@ def runs_trace(
 ) -> None:
     """A captured agent run's trace: the agent, its model calls (tokens, cost) and tool calls."""
     c: Context = ctx.obj
-    show_trace(c.store().get_spans(run_id, **c.ns), f"run {run_id}", as_json, otlp)
+    store = c.store()
+    spans = store.get_spans(run_id, **c.ns)
+    for span in list(spans):  # a flow called as a tool: its run's spans sit under the tool call
+        nested = span.attributes.get("soloflow.flow_run.id") if span.kind == "execute_tool" else None
+        if isinstance(nested, str):
+            spans.extend(store.get_spans(nested, **c.ns))
+    show_trace(spans, f"run {run_id}", as_json, otlp)
 
 
 @flow_runs_app.command("trace")

@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from soloflow_core.tracing import Span, SpanRecorder, active_listener, trace_id_for
+from soloflow_core.tracing import Span, SpanRecorder, active_listener, current_span, trace_id_for
 
 if TYPE_CHECKING:
     import pluggy
@@ -36,7 +36,9 @@ class FlowTrace:
         self.user_id, self.agent_id = user_id, agent_id
         self.pm = plugin_manager
         self.listener = active_listener()
-        self.recorder = SpanRecorder(trace_id_for(run_id), plugin_manager=plugin_manager, listener=self.listener)
+        caller = current_span.get()  # the tool call this run is inside (a flow called as a tool)
+        trace_id = caller.trace_id if caller is not None else trace_id_for(run_id)
+        self.recorder = SpanRecorder(trace_id, plugin_manager=plugin_manager, listener=self.listener)
         self.steps: dict[str, tuple[Span, int, int]] = {}
         """Step id → (its span, its calls so far, when its last call ended, perf_counter_ns)."""
         self._waited_since = self._previous_wait() if resumed else None
@@ -46,7 +48,9 @@ class FlowTrace:
             ms = (datetime.now(UTC) - self._waited_since).total_seconds() * 1000
             wait = self.recorder.start("approval_wait", "approval_wait", None, dict(attrs), ago_ms=max(ms, 0.0))
             self.recorder.end(wait)
-        self.root = self.recorder.start(f"invoke_flow {flow.name}", "invoke_flow", None, attrs)
+        self.root = self.recorder.start(f"invoke_flow {flow.name}", "invoke_flow", caller, attrs)
+        if caller is not None:  # the agent's trace finds this run's spans by it
+            caller.attributes["soloflow.flow_run.id"] = run_id
         self._hook("soloflow_flow_run_started", run_id=run_id, flow=flow)
 
     def _previous_wait(self) -> datetime | None:
