@@ -275,6 +275,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             in ``handler.watcher.proposed``.
         prices: model name → the user's own price (``ModelPrice``), over ``genai-prices``,
             for the cost of each model call and the run's ``cost``.
+        trace: record each run's spans (``soloflow runs trace``, OpenTelemetry export when
+            configured) and price its model calls; False records the run alone.
 
     Attributes:
         last_run: the last task run written to the store.
@@ -298,6 +300,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         plugin_manager: pluggy.PluginManager | None = None,
         detect: bool | DetectorConfig = False,
         prices: dict[str, ModelPrice] | None = None,
+        trace: bool = True,
     ) -> None:
         self._owns_store = store is None
         self.store = store if store is not None else Store.open(database_url)
@@ -305,6 +308,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         self.agent_id = agent_id
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
         self.prices = PriceTable(prices)
+        self.trace = trace
         self.watcher: DetectionWatcher | None = None
         if detect:
             config = detect if isinstance(detect, DetectorConfig) else None
@@ -350,7 +354,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         now = datetime.now(UTC)
         key = run_id.int
         state = _Capture(root_id=run_id, name=name, task=task, started_at=now, members=[key])
-        state.trace = AgentTrace(run_id, name, prices=self.prices, plugin_manager=self.pm)
+        if self.trace:
+            state.trace = AgentTrace(run_id, name, prices=self.prices, plugin_manager=self.pm)
         self._root_of[key] = state
         self._runs[key] = state
         return state
