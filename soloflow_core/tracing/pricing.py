@@ -11,6 +11,7 @@ import logging
 from collections.abc import Mapping
 from decimal import Decimal
 from functools import lru_cache
+from typing import Any
 
 from soloflow_core.models.config import ModelPrice
 
@@ -48,15 +49,32 @@ class PriceTable:
         return _table_price(model, input_tokens, output_tokens)
 
 
-@lru_cache(maxsize=4096)
 def _table_price(model: str, input_tokens: int, output_tokens: int) -> Decimal | None:
+    rates = _rates(model)
+    if rates is None:
+        return None
+    if isinstance(rates, tuple):
+        return (rates[0] * input_tokens + rates[1] * output_tokens) / _MTOK
+    from genai_prices import Usage
+
+    return Decimal(rates.calc_price(Usage(input_tokens=input_tokens, output_tokens=output_tokens))["total_price"])
+
+
+@lru_cache(maxsize=1024)
+def _rates(model: str) -> tuple[Decimal, Decimal] | Any | None:
+    """The model's price per million input and output tokens, found once per model (finding it
+    costs hundreds of µs); the table's own price object when its prices are tiered; None when
+    the table does not know the model."""
     try:
         from genai_prices import Usage, calc_price
     except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
         log.warning("genai-prices is not installed: model calls are unpriced")
         return None
     try:
-        calc = calc_price(Usage(input_tokens=input_tokens, output_tokens=output_tokens), model_ref=model)
+        price = calc_price(Usage(input_tokens=0, output_tokens=0), model_ref=model).model_price
     except LookupError:
         return None
-    return Decimal(calc.total_price)
+    inp, out = price.input_mtok, price.output_mtok
+    if isinstance(inp, Decimal | int | None) and isinstance(out, Decimal | int | None):
+        return Decimal(inp or 0), Decimal(out or 0)
+    return price
