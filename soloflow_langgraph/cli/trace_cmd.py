@@ -96,7 +96,6 @@ def flow_runs_trace(
     as_json: bool = _JSON,
     otlp: Path | None = _OTLP,
 ) -> None:
-    """A flow run's trace: each invocation, its steps, every call of their tools (attempts),
-    the waits for approval."""
+    """A flow run's trace: its invocations, steps, tool calls (attempts) and approval waits."""
     c: Context = ctx.obj
     show_trace(c.store().get_spans(run_id, **c.ns), f"flow run {run_id}", as_json, otlp)
