@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from test_flow_traces import FLOW, _tools
 from test_traces import _price, _run_agent
 from typer.testing import CliRunner
@@ -115,3 +116,20 @@ def test_runs_trace_shows_a_flow_called_as_a_tool_inside_the_tool_call(sqlite_ur
     (flow,) = call["children"]
     assert flow["name"] == "invoke_flow lookup" and [c["name"] for c in flow["children"]] == ["step fetch"]
     assert flow["trace_id"] == root["trace_id"]
+
+
+def test_flows_stats_shows_the_money_the_agent_runs_cost(sqlite_url: str) -> None:
+    store = Store.open(sqlite_url)
+    try:
+        for _ in range(3):
+            _run_agent(store).close()
+    finally:
+        store.close()
+    found = json.loads(_sf(sqlite_url, "detect", "--json").stdout)
+    assert found, "the three identical runs give a candidate"
+    assert _sf(sqlite_url, "flows", "approve", found[0]["id"]).exit_code == 0
+    (row,) = json.loads(_sf(sqlite_url, "flows", "stats", "--json").stdout)
+    per_run = _price(1200, 40) + _price(1500, 60) + _price(1800, 25)
+    assert row["agent"]["runs"] == 3 and row["agent"]["cost"] == pytest.approx(float(per_run))
+    shown = runner.invoke(app, ["--db", sqlite_url, "flows", "stats"], catch_exceptions=False, terminal_width=200)
+    assert "cost (USD)" in shown.output and f"{float(per_run):.4f}" in shown.output
