@@ -125,7 +125,7 @@ def test_flows_stats_shows_the_money_the_agent_runs_cost(sqlite_url: str) -> Non
             _run_agent(store).close()
     finally:
         store.close()
-    found = json.loads(_sf(sqlite_url, "detect", "--json").stdout)
+    found = json.loads(_sf(sqlite_url, "detect", "--min-length", "2", "--json").stdout)
     assert found, "the three identical runs give a candidate"
     assert _sf(sqlite_url, "flows", "approve", found[0]["id"]).exit_code == 0
     (row,) = json.loads(_sf(sqlite_url, "flows", "stats", "--json").stdout)
