@@ -38,11 +38,15 @@ from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun, ToolCall
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
+from soloflow_core.tracing import PriceTable
+from soloflow_langgraph.agent_trace import AgentTrace
 
 if TYPE_CHECKING:
     import pluggy
     from langchain_core.messages import BaseMessage
     from langchain_core.outputs import LLMResult
+
+    from soloflow_core.models import ModelPrice
 
 __all__ = ["SoloFlowCallbackHandler"]
 
@@ -96,6 +100,8 @@ class _Capture:
     """turn_base[t]: how many tool calls had started when model turn t ended."""
     namespace: tuple[str | None, str | None] = (None, None)
     """(user, agent) named by the invocation's ``metadata``; None: the handler's own."""
+    trace: AgentTrace | None = None
+    """The run's spans (``soloflow runs trace``), stored with it."""
 
 
 # --------------------------------------------------------------------------- payloads
@@ -216,6 +222,16 @@ def _model_result(response: LLMResult) -> tuple[dict[str, Any] | None, list[str 
     return usage, calls
 
 
+def _response_model(response: LLMResult) -> str | None:
+    """The model that answered, as the provider names it (``response_metadata``)."""
+    gens = response.generations[0] if response.generations else []
+    meta = getattr(getattr(gens[0], "message", None), "response_metadata", None) if gens else None
+    if not isinstance(meta, dict):
+        return None
+    name = meta.get("model_name") or meta.get("model")
+    return name if isinstance(name, str) and name else None
+
+
 def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
@@ -261,6 +277,10 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             an O(run length) check after each run, and a full detection on a background
             thread when a new candidate may exist; candidates are stored pending and listed
             in ``handler.watcher.proposed``.
+        prices: model name → the user's own price (``ModelPrice``), over ``genai-prices``,
+            for the cost of each model call and the run's ``cost``.
+        trace: record each run's spans (``soloflow runs trace``, OpenTelemetry export when
+            configured) and price its model calls; False records the run alone.
 
     Attributes:
         last_run: the last task run written to the store.
@@ -283,12 +303,16 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         agent_id: str = "default",
         plugin_manager: pluggy.PluginManager | None = None,
         detect: bool | DetectorConfig = False,
+        prices: dict[str, ModelPrice] | None = None,
+        trace: bool = True,
     ) -> None:
         self._owns_store = store is None
         self.store = store if store is not None else Store.open(database_url)
         self.user_id = user_id
         self.agent_id = agent_id
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
+        self.prices = PriceTable(prices)
+        self.trace = trace
         self.watcher: DetectionWatcher | None = None
         if detect:
             config = detect if isinstance(detect, DetectorConfig) else None
@@ -337,6 +361,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         key = run_id.int
         state = _Capture(root_id=run_id, name=name, task=task, started_at=now, members=[key],
                          namespace=_namespace_of(metadata))
+        if self.trace:
+            state.trace = AgentTrace(run_id, name, prices=self.prices, plugin_manager=self.pm)
         self._root_of[key] = state
         self._runs[key] = state
         return state
@@ -443,6 +469,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             state = self._join(run_id, parent_run_id)
             if state is not None:
                 state.open_models[run_id.int] = (started, model if isinstance(model, str) else None)
+                if state.trace is not None:
+                    state.trace.model_started(run_id, parent_run_id, model if isinstance(model, str) else None)
         return state
 
     @_never_raises
@@ -461,6 +489,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             if state is None:
                 return
             started, model = state.open_models.pop(run_id.int, (ended, None))
+            if state.trace is not None:
+                state.trace.model_ended(run_id, usage, _response_model(response))
             state.models.append((model, usage, (ended - started) * 1000, len(call_ids)))
             turn = len(state.turn_base)
             state.turn_base.append(len(state.calls))
@@ -481,6 +511,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             state = self._root_of.get(run_id.int)
             if state is not None:
                 state.open_models.pop(run_id.int, None)
+                if state.trace is not None:
+                    state.trace.model_ended(run_id, None, None, error=_error_text(error))
 
     # ------------------------------------------------------------------ tools
 
@@ -517,6 +549,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             call = _Call(name, args, key, index, started, call_id, meta=_effects(kwargs.get("metadata")))
             state.calls.append(call)
             state.open_calls[run_id.int] = call
+            if state.trace is not None:
+                state.trace.tool_started(run_id, parent_run_id, name, call_id)
 
     @_never_raises
     def on_tool_end(
@@ -550,6 +584,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             call.error = failed
             call.duration_ms = (ended - call.started) * 1000
             call.tool_call_id = call.tool_call_id or call_id
+            if state.trace is not None:
+                state.trace.tool_ended(run_id, error if error is not None or not failed else str(output))
         hook = self.pm.hook.soloflow_step_finished
         if hook.get_hookimpls():
             step = StepRecord(
@@ -577,9 +613,16 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             for member in state.members:
                 self._root_of.pop(member, None)
         run = self._build_run(state, error)
+        spans = state.trace.finish(error) if state.trace is not None else []
+        if state.trace is not None:
+            run.cost = state.trace.run_cost
         if run.task:
             run.classification = self._classify(run.task)
-        self._write(run)
+        if self._write(run) and spans:
+            try:
+                self.store.add_spans(run.run_id, spans, user_id=self.user_id, agent_id=self.agent_id)
+            except Exception:
+                logger.exception("SoloFlow capture: storing the trace of run %s failed", run.run_id)
 
     def _build_run(self, state: _Capture, error: str | None) -> TaskRun:
         models: list[ModelCall] = []

@@ -14,6 +14,7 @@ from soloflow_langgraph.cli import (  # noqa: F401,E402  (registers commands)
     skills_cmd,  # `soloflow skills export | import`
     stats_cmd,  # `soloflow flows stats`
     tokens_cmd,  # `soloflow tokens create | list | revoke`
+    trace_cmd,  # `soloflow runs trace`, `soloflow flows runs trace`
 )
 from soloflow_langgraph.cli.app import app, main
 

@@ -93,15 +93,19 @@ def runs_list(
             for r in rows
         ])
         return
-    table = Table(title=f"task runs ({c.user}/{c.agent})")
+    cost = c.store().namespace_cost(**c.ns)
+    caption = f"namespace cost: ${cost.total_usd:.4f} over {cost.priced_runs} priced run(s)" + (
+        f", {cost.unpriced_runs} unpriced" if cost.unpriced_runs else "")
+    table = Table(title=f"task runs ({c.user}/{c.agent})", caption=caption)
     id_column(table, "run id", [r.run_id for r in rows])
-    for header in ("task", "ok", "tools", "model calls", "tokens"):
+    for header in ("task", "ok", "tools", "model calls", "tokens", "cost"):
         table.add_column(header)
     for r in rows:
         task = (r.task or "").replace("\n", " ")
+        priced = f"${r.cost:.4f}" if r.cost is not None else ("unpriced" if r.model_call_count else "")
         table.add_row(r.run_id, task[:60] + ("…" if len(task) > 60 else ""),
                       {True: "✓", False: "✗", None: "?"}[r.success], str(r.tool_count),
-                      str(r.model_call_count), "" if r.tokens is None else str(r.tokens))
+                      str(r.model_call_count), "" if r.tokens is None else str(r.tokens), priced)
     out.print(table)
     if not rows:
         hint_other_namespaces(c, "task runs")

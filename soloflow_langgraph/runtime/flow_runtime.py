@@ -57,6 +57,7 @@ from soloflow_core.store.writer import json_text
 from soloflow_langgraph.compile.graph import begin_ahead_plan, compile_flow
 from soloflow_langgraph.compile.nodes import HALTED, FlowContext
 from soloflow_langgraph.compile.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
+from soloflow_langgraph.runtime.flow_trace import FlowTrace
 from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs
 from soloflow_langgraph.runtime.results import FlowRunResult
 from soloflow_langgraph.runtime.support import (
@@ -166,6 +167,8 @@ class FlowRuntime:
         self._lock = threading.Lock()
         self._stopping: dict[str, RunWatch] = {}
         """Runs whose invocation was interrupted in this process, until they go on here."""
+        self._traces: dict[str, FlowTrace] = {}
+        """The trace of each invocation going on, by run id."""
 
     def close(self) -> None:
         """Close the checkpointer's connection if this runtime opened it (the store is the
@@ -505,9 +508,12 @@ class FlowRuntime:
 
     def _on_step(self, steps: list[ToolCall], run_id: str):  # type: ignore[no-untyped-def]
         pm = self.pm
+        trace = self._traces.get(run_id)
 
         def on_step(step: FlowStep, call: ToolCall, index: int) -> None:
             steps.append(call)
+            if trace is not None:
+                trace.step_called(step, call, index)
             if pm is not None and pm.hook.soloflow_step_finished.get_hookimpls():
                 try:
                     pm.hook.soloflow_step_finished(step=StepRecord(
@@ -520,7 +526,19 @@ class FlowRuntime:
 
     def _drive(self, flow: FlowDefinition, graph: CompiledStateGraph, run_id: str,
                journal: StepJournal, payload: Any) -> FlowRunResult:
-        result = self._invoke(flow, graph, run_id, journal, payload)
+        resumed = not (isinstance(payload, dict) and "inputs" in payload)
+        trace = FlowTrace(flow, run_id, user_id=self.user_id, agent_id=self.agent_id, store=self.store,
+                          plugin_manager=self.pm, resumed=resumed)
+        self._traces[run_id] = trace
+        try:
+            with trace.current():
+                result = self._invoke(flow, graph, run_id, journal, payload)
+        except BaseException as exc:
+            trace.finish(None, error=f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self._traces.pop(run_id, None)
+        trace.finish(result)
         self._record_outcome(flow, result)
         if self.on_finished is not None and result.status != "waiting":
             try:
