@@ -67,7 +67,7 @@ def test_otlp_json_file_and_a_missing_trace(sqlite_url: str, tmp_path: Path) -> 
     assert other.exit_code == 1
 
 
-def test_flows_runs_trace_and_the_list_still_works(sqlite_url: str) -> None:
+def test_flows_runs_trace_and_the_list(sqlite_url: str) -> None:
     store = Store.open(sqlite_url)
     try:
         rt = FlowRuntime(store, tools=_tools({"fetch": 1}), user_id="default", agent_id="default")
@@ -82,7 +82,7 @@ def test_flows_runs_trace_and_the_list_still_works(sqlite_url: str) -> None:
     assert "attempt 1" in res.output and "RuntimeError: fetch broke" in res.output
     tree = json.loads(_sf(sqlite_url, "flows", "runs", "trace", result.run_id, "--json").stdout)
     assert [c["name"] for c in tree[0]["children"]][0] == "step fetch"
-    listed = json.loads(_sf(sqlite_url, "flows", "runs", "--json").stdout)
+    listed = json.loads(_sf(sqlite_url, "flows", "runs", "list", "--json").stdout)
     assert [r["run_id"] for r in listed] == [result.run_id]
 
 
@@ -121,8 +121,8 @@ def test_runs_trace_shows_a_flow_called_as_a_tool_inside_the_tool_call(sqlite_ur
 def test_flows_stats_shows_the_money_the_agent_runs_cost(sqlite_url: str) -> None:
     store = Store.open(sqlite_url)
     try:
-        for _ in range(3):
-            _run_agent(store).close()
+        for who in ("a@x", "b@x", "c@x"):  # three tasks (replays of one task count once)
+            _run_agent(store, email=who).close()
     finally:
         store.close()
     found = json.loads(_sf(sqlite_url, "detect", "--min-length", "2", "--json").stdout)
