@@ -38,6 +38,7 @@ from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun, ToolCall
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
+from soloflow_core.store.writer import MAX_JSON_DEPTH, cut_value
 
 if TYPE_CHECKING:
     import pluggy
@@ -178,16 +179,19 @@ def _args_from(input_str: str, inputs: dict[str, Any] | None) -> dict[str, Any]:
     return {"input": input_str}
 
 
-def _plain(value: Any) -> Any:
-    """A JSON-able copy of ``value``: anything JSON cannot hold becomes its ``str``."""
+def _plain(value: Any, depth: int = 0) -> Any:
+    """A JSON-able copy of ``value``: anything JSON cannot hold becomes its ``str``; arrays
+    and objects nested deeper than the store keeps are cut (``docs/ledger.md``, Limits)."""
     if value is None or isinstance(value, str | bool | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict | list | tuple) and depth >= MAX_JSON_DEPTH:
+        return cut_value(value)
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [_plain(v, depth + 1) for v in value]
     return str(value)
 
 
