@@ -118,7 +118,7 @@ def _fuzz_record(rng: random.Random) -> str:
     )
     if field == "name":
         call = f'{{"name": {hostile}}}'
-    top = {"run_id": '"fuzz-%d"' % rng.randrange(10**9), "tool_calls": f"[{call}]"}
+    top = {"run_id": f'"fuzz-{rng.randrange(10**9)}"', "tool_calls": f"[{call}]"}
     if field in ("run_id", "tokens", "cost", "task", "meta", "success", "extra", "tool_calls"):
         top[field] = hostile
     return "{" + ", ".join(f'"{k}": {v}' for k, v in top.items()) + "}"
