@@ -29,11 +29,9 @@ import json
 import logging
 import math
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,21 +39,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 from uuid import UUID
 
-import sqlalchemy as sa
 from langchain_core.callbacks import BaseCallbackHandler
 
 from soloflow_core.ledger.spill import (
     SPILL_LIMIT_BYTES,
     append_spill,
-    spill_path_for,
     write_back_spill,
 )
 from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun, ToolCall
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_core.store import Store, default_database_path, resolve_database_url
-from soloflow_core.store.engine import migrate, safe_url
+from soloflow_core.store import Store
 from soloflow_core.store.writer import MAX_JSON_DEPTH, cut_value
+from soloflow_langgraph._ledger_link import LedgerLink
 
 if TYPE_CHECKING:
     import pluggy
@@ -71,8 +67,6 @@ _NO_POSITION = 1 << 30
 """Sort position of a tool call no model asked for: after the calls a model asked for."""
 WRITE_TIMEOUT_S = 2.0
 """How long the agent waits, at most, for its run to be stored before it is spilled."""
-RECONNECT_S = 5.0
-"""How often, at most, an unreachable store is tried again (a run meanwhile is spilled)."""
 MAX_UNSAVED = 1000
 """How many unstored runs ``handler.unsaved`` keeps in memory (all are in the spill file)."""
 
@@ -350,7 +344,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         """Every run id of a root being captured → that root's capture."""
         self._runs: dict[int, _Capture] = {}
         """Root run id → its capture."""
-        self._ledger = _LedgerLink(self, store, database_url)
+        self._ledger = LedgerLink(store, database_url, self._connected)
         self.store: Store | None = self._ledger.store
         self.spill_path: Path | None = (
             Path(spill_path) if spill_path is not None else self._ledger.default_spill_path()
@@ -797,185 +791,6 @@ def _has_content(path: Path) -> bool:
         return path.stat().st_size > 0
     except OSError:
         return False
-
-
-_STOP: Any = object()
-
-
-class _LedgerLink:
-    """The handler's way to the store: a writer thread that opens the store lazily, notices
-    a vanished SQLite file or an emptied database (and says so, once per episode), re-creates
-    the schema where it may, and runs each write, the caller waiting a bounded time."""
-
-    def __init__(
-        self, handler: SoloFlowCallbackHandler, store: Store | None, database_url: str | None
-    ) -> None:
-        self._handler = handler
-        self._owns = store is None
-        self.url = str(store.engine.url) if store is not None else _resolve(database_url)
-        self.store = store
-        self.problem: str | None = None
-        self._reported: set[str] = set()
-        self._next_try = 0.0
-        self._file: tuple[int, int] | None = None
-        self._queue: queue.Queue[Any] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        if store is None:
-            try:
-                self.store = self._open()
-            except Exception as exc:
-                self._down(f"cannot open the store {safe_url(self.url)}: {_error_text(exc)}")
-        if self.store is not None:
-            self._file = self._identity()
-
-    def default_spill_path(self) -> Path | None:
-        try:
-            home = default_database_path().parent
-        except Exception:  # no home directory: no default spill file for a server database
-            return None
-        if "memory" in self.url and self.url.startswith("sqlite"):
-            return None
-        return spill_path_for(self.url, home)
-
-    # ---------------------------------------------------------------- the writer thread
-
-    def submit(self, work: Callable[[], Any]) -> Future[Any]:
-        future: Future[Any] = Future()
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._serve, name="soloflow-capture-writer", daemon=True
-                )
-                self._thread.start()
-        self._queue.put((work, future))
-        return future
-
-    def call(self, work: Callable[[], Any], timeout: float) -> Any:
-        return self.submit(work).result(timeout=timeout)
-
-    def _serve(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            work, future = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(work())
-            except BaseException as exc:  # handed to the waiting caller
-                future.set_exception(exc)
-
-    def close(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            self._queue.put(_STOP)
-            self._thread.join(timeout=WRITE_TIMEOUT_S)
-        if self._owns and self.store is not None:
-            self.store.close()
-
-    # ---------------------------------------------------------------- on the writer thread
-
-    def store_run(self, run: TaskRun) -> bool:
-        store = self.connect()
-        try:
-            fresh = store.add_run(run)
-        except sa.exc.SQLAlchemyError as exc:
-            if not self._schema_missing(store):
-                self.problem = f"storing a run failed: {_error_text(exc)}"
-                raise
-            self._loud("schema", f"the store {safe_url(self.url)} has no SoloFlow tables "
-                       "any more (database emptied or re-created); re-creating the schema")
-            migrate(store.engine)
-            fresh = store.add_run(run)
-        self._up()
-        return fresh
-
-    def connect(self) -> Store:
-        """The open store, opened (again) if need be; a vanished SQLite file re-created when
-        this handler opened the store."""
-        store = self.store
-        if store is not None and self._file is not None and self._identity() != self._file:
-            path = self._sqlite_path()
-            if not self._owns:
-                self._loud("vanished", f"the store file {path} was deleted or replaced under "
-                           "the running agent; the store was passed in, so runs are spilled")
-                raise StoreVanished(f"the store file {path} vanished")
-            self._loud("vanished", f"the store file {path} was deleted or replaced under the "
-                       "running agent; re-creating it")
-            store.close()
-            self.store = store = None
-        if store is None:
-            if time.monotonic() < self._next_try:
-                raise StoreVanished(self.problem or "the store is unavailable")
-            try:
-                store = self._open()
-            except Exception as exc:
-                self._next_try = time.monotonic() + RECONNECT_S
-                self._down(f"cannot open the store {safe_url(self.url)}: {_error_text(exc)}")
-                raise
-            self.store = store
-            self._file = self._identity()
-            self._handler._connected(store)
-        return store
-
-    def _open(self) -> Store:
-        return Store.open(self.url)
-
-    def _sqlite_path(self) -> str | None:
-        parsed = sa.engine.make_url(self.url)
-        if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-            return None
-        return parsed.database
-
-    def _identity(self) -> tuple[int, int] | None:
-        """The SQLite file's (device, inode), None for a server database or a missing file."""
-        path = self._sqlite_path()
-        if path is None:
-            return None
-        try:
-            st = os.stat(path)
-        except OSError:
-            return (-1, -1)
-        return (st.st_dev, st.st_ino)
-
-    def _schema_missing(self, store: Store) -> bool:
-        try:
-            with store.engine.connect() as conn:
-                return not sa.inspect(conn).has_table("sf_alembic_version")
-        except sa.exc.SQLAlchemyError:
-            return False
-
-    # ---------------------------------------------------------------- saying so
-
-    def report(self, kind: str, message: str) -> None:
-        self.problem = message
-        if kind not in self._reported:
-            self._reported.add(kind)
-            logger.error("SoloFlow capture: %s", message)
-
-    def _loud(self, kind: str, message: str) -> None:
-        self.report(kind, message)
-
-    def _down(self, message: str) -> None:
-        self.report("down", message)
-
-    def _up(self) -> None:
-        if self.problem is not None:
-            logger.warning("SoloFlow capture: the store %s takes runs again", safe_url(self.url))
-        self.problem = None
-        self._reported.clear()
-
-
-class StoreVanished(RuntimeError):
-    """The store cannot be reached right now (handled inside the handler: the run is spilled)."""
-
-
-def _resolve(database_url: str | None) -> str:
-    try:
-        return resolve_database_url(database_url)
-    except Exception:  # e.g. no home directory: the store is then unavailable, said so
-        return database_url or "sqlite://"
 
 
 _EFFECT_KEYS = ("side_effects", "read_only")

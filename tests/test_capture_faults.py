@@ -236,7 +236,7 @@ def test_soloflow_ingest_spill_writes_back_and_empties_the_file(
         assert write_back_spill(store, spill).runs_written == 0
     missing = CliRunner().invoke(app, ["--db", db_url, "ingest", "--spill",
                                        str(tmp_path / "nope.jsonl")])
-    assert missing.exit_code == 1 and "no such spill file" in missing.output
+    assert missing.exit_code == 1 and "no such spill file" in " ".join(missing.output.split())
 
 
 def test_a_process_that_exits_keeps_its_runs(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ def ingest(
             err.print("[bold red]error:[/] give either ledger files or --spill PATH, not both")
             raise typer.Exit(2)
         if not spill.is_file():
-            err.print(f"[bold red]error:[/] {escape(str(spill))}: no such spill file")
+            err.print(f"[bold red]error:[/] {escape(str(spill))}: no such spill file", soft_wrap=True)
             raise typer.Exit(1)
         files = [spill]
     elif not files:
