@@ -18,14 +18,12 @@ import sqlalchemy as sa
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
-from typer.testing import CliRunner
 
 from soloflow_core.ledger.spill import append_spill, write_back_spill
 from soloflow_core.models import TaskRun
 from soloflow_core.store import Store
 from soloflow_core.store.writer import CUT_MARKER, MAX_JSON_DEPTH
 from soloflow_langgraph.callbacks import CaptureHealth, SoloFlowCallbackHandler
-from soloflow_langgraph.cli import app
 from soloflow_langgraph.testing import ScriptedChatModel
 
 NS = {"user_id": "u", "agent_id": "a"}
@@ -226,17 +224,19 @@ def test_soloflow_ingest_spill_writes_back_and_empties_the_file(
     spill = tmp_path / "runs.db.spill.jsonl"
     append_spill(spill, [TaskRun(run_id=f"r{i}", task=f"t{i}", **NS) for i in range(3)],
                  limit_bytes=1 << 20)
-    result = CliRunner().invoke(app, ["--db", db_url, "ingest", "--spill", str(spill), "--json"],
-                                catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    soloflow = str(Path(sys.executable).with_name("soloflow"))  # the console script, as run
+    result = subprocess.run([soloflow, "--db", db_url, "ingest", "--spill", str(spill), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["runs_written"] == 3
     assert spill.stat().st_size == 0
     with Store.open(db_url) as store:
         assert _tasks(store) == {"t0", "t1", "t2"}
         assert write_back_spill(store, spill).runs_written == 0
-    missing = CliRunner().invoke(app, ["--db", db_url, "ingest", "--spill",
-                                       str(tmp_path / "nope.jsonl")])
-    assert missing.exit_code == 1 and "no such spill file" in " ".join(missing.output.split())
+    missing = subprocess.run([soloflow, "--db", db_url, "ingest", "--spill",
+                              str(tmp_path / "nope.jsonl")], capture_output=True, text=True,
+                             timeout=120)
+    assert missing.returncode == 1 and "no such spill file" in " ".join(missing.stderr.split())
 
 
 def test_a_process_that_exits_keeps_its_runs(tmp_path: Path) -> None:
