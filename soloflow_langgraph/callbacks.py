@@ -327,7 +327,6 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         spill_path: str | os.PathLike[str] | None = None,
         spill_limit_bytes: int = SPILL_LIMIT_BYTES,
     ) -> None:
-        self._owns_store = store is None
         self.user_id = user_id
         self.agent_id = agent_id
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
@@ -398,7 +397,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
     def _connected(self, store: Store) -> None:
         """The store answers: set up what needs it, write back what an earlier process spilled."""
         self.store = store
-        if self._detect and self.watcher is None:
+        if self._detect and (self.watcher is None or self.watcher.store is not store):
             config = self._detect if isinstance(self._detect, DetectorConfig) else None
             self.watcher = DetectionWatcher(store, config)
         if self.spill_path is not None and _has_content(self.spill_path):
