@@ -301,6 +301,13 @@ HOSTILE: list[tuple[str, str | None]] = [
     ("Schicken Sie mir bitte meine letzte Rechnung, u12@x.com", None),
     ("请把我最新的发票发到 u13@x.com", None),
     ("{{step_1.email}} please email me my latest invoice", None),
+    ("please refund all my orders u14@x.com", None),
+    ("Please refund my last order for my son, u15@x.com", None),
+    ("please refund my last order u16@x.com unless it already shipped", None),
+    ("Please email my latest invoice to u17@x.com, then delete my account", None),
+    ("reset my password please u18@x.com (this is a test, do not actually do it)", None),
+    ("Please refund my last order... actually, cancel that. u19@x.com", None),
+    ("please refund my latest order u20@x.com and my latest invoice", None),
 ]
 """Hostile and careless requests of our own, with the job each really asks for (the
 password reset is a real request: a near miss only for an agent with no flow for it)."""

@@ -16,6 +16,7 @@ from soloflow_core._markers import hookspec
 
 if TYPE_CHECKING:
     from soloflow_core.models import FlowDefinition, SoloFlowConfig, StepRecord, TaskRun
+    from soloflow_core.tracing import Span
 
 # --------------------------------------------------------------------------- configuration
 
@@ -127,6 +128,49 @@ def soloflow_flow_promoted(flow: FlowDefinition) -> None:
 
     Args:
         flow: the registered definition, with its version.
+
+    Return value: ignored (broadcast to every implementation).
+    """
+
+
+# --------------------------------------------------------------------------- tracing
+
+
+@hookspec
+def soloflow_flow_run_started(run_id: str, flow: FlowDefinition) -> None:
+    """Called when a flow run starts, or goes on (resumed, approved), before its first step.
+
+    Args:
+        run_id: the flow run's id.
+        flow: the definition being run.
+
+    Return value: ignored (broadcast to every implementation).
+    """
+
+
+@hookspec
+def soloflow_flow_run_finished(run_id: str, flow: FlowDefinition, status: str, spans: Sequence[Span]) -> None:
+    """Called when an invocation of a flow run ends: ``completed``, ``failed``, ``fallback``,
+    ``cancelled``, or ``waiting`` (for a person's approval; it goes on later).
+
+    Args:
+        run_id: the flow run's id.
+        flow: the definition that ran.
+        status: how the invocation ended.
+        spans: the spans of this invocation, all ended (the flow run's root span first).
+
+    Return value: ignored (broadcast to every implementation).
+    """
+
+
+@hookspec
+def soloflow_span_finished(span: Span) -> None:
+    """Called when a span ends: an agent run, a model call, a tool call, a flow run, a step, a
+    step's attempt. For exporters written as plugins; runs on the thread that ended the span,
+    so keep it fast and thread-safe. Exceptions are logged and swallowed.
+
+    Args:
+        span: the ended span, its ``duration_ms``, ``status`` and ``attributes`` set.
 
     Return value: ignored (broadcast to every implementation).
     """

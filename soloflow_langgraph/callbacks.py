@@ -51,12 +51,16 @@ from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun,
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
 from soloflow_core.store.writer import MAX_JSON_DEPTH, cut_value
+from soloflow_core.tracing import PriceTable
 from soloflow_langgraph._ledger_link import LedgerLink
+from soloflow_langgraph.agent_trace import AgentTrace
 
 if TYPE_CHECKING:
     import pluggy
     from langchain_core.messages import BaseMessage
     from langchain_core.outputs import LLMResult
+
+    from soloflow_core.models import ModelPrice
 
 __all__ = ["CaptureHealth", "SoloFlowCallbackHandler"]
 
@@ -130,6 +134,10 @@ class _Capture:
     """tool_call_id → (model turn, position) of each tool call a model asked for."""
     turn_base: list[int] = field(default_factory=lambda: [0])
     """turn_base[t]: how many tool calls had started when model turn t ended."""
+    namespace: tuple[str | None, str | None] = (None, None)
+    """(user, agent) named by the invocation's ``metadata``; None: the handler's own."""
+    trace: AgentTrace | None = None
+    """The run's spans (``soloflow runs trace``), stored with it."""
 
 
 # --------------------------------------------------------------------------- payloads
@@ -253,6 +261,16 @@ def _model_result(response: LLMResult) -> tuple[dict[str, Any] | None, list[str 
     return usage, calls
 
 
+def _response_model(response: LLMResult) -> str | None:
+    """The model that answered, as the provider names it (``response_metadata``)."""
+    gens = response.generations[0] if response.generations else []
+    meta = getattr(getattr(gens[0], "message", None), "response_metadata", None) if gens else None
+    if not isinstance(meta, dict):
+        return None
+    name = meta.get("model_name") or meta.get("model")
+    return name if isinstance(name, str) and name else None
+
+
 def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
@@ -288,8 +306,10 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         database_url: where to store runs (see ``resolve_database_url``); ignored when
             ``store`` is given. With neither, the embedded default database.
         store: an open :class:`~soloflow_core.store.Store` to write to.
-        user_id: namespace of the runs.
-        agent_id: namespace of the runs.
+        user_id: namespace of the runs, unless an invocation's ``metadata`` names another
+            (``config={"metadata": {"soloflow_user_id": ..., "soloflow_agent_id": ...}}``):
+            one handler can serve a multi-tenant app.
+        agent_id: namespace of the runs (the same ``metadata`` override).
         plugin_manager: where ``soloflow_classify_task``, ``soloflow_step_finished`` and
             ``soloflow_run_finished`` are called; defaults to ``get_plugin_manager()``.
         detect: watch for repeated sequences as runs arrive (True, or a ``DetectorConfig``):
@@ -300,6 +320,10 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         spill_path: where runs that could not be stored go; defaults to next to a SQLite
             file (``<file>.spill.jsonl``), else in the SoloFlow data directory.
         spill_limit_bytes: the spill file's bound; a run past it is dropped and logged.
+        prices: model name → the user's own price (``ModelPrice``), over ``genai-prices``,
+            for the cost of each model call and the run's ``cost``.
+        trace: record each run's spans (``soloflow runs trace``, OpenTelemetry export when
+            configured) and price its model calls; False records the run alone.
 
     Attributes:
         last_run: the last task run written to the store.
@@ -326,11 +350,15 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         write_timeout: float = WRITE_TIMEOUT_S,
         spill_path: str | os.PathLike[str] | None = None,
         spill_limit_bytes: int = SPILL_LIMIT_BYTES,
+        prices: dict[str, ModelPrice] | None = None,
+        trace: bool = True,
     ) -> None:
         self.user_id = user_id
         self.agent_id = agent_id
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
         self._detect = detect
+        self.prices = PriceTable(prices)
+        self.trace = trace
         self.watcher: DetectionWatcher | None = None
         self.last_run: TaskRun | None = None
         self.runs_written = 0
@@ -338,7 +366,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         self.write_timeout = write_timeout
         self.spill_limit_bytes = spill_limit_bytes
         self._lock = threading.Lock()
-        # Run ids as ints: a UUID hashes in Python code, its int in C (a few µs per tool call).
+        # Run ids as ints: a UUID hashes in Python code, its int in C.
         self._root_of: dict[int, _Capture] = {}
         """Every run id of a root being captured → that root's capture."""
         self._runs: dict[int, _Capture] = {}
@@ -432,10 +460,15 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             state.members.append(run_id.int)
         return state
 
-    def _open_root(self, run_id: UUID, name: str | None, task: str | None) -> _Capture:
+    def _open_root(
+        self, run_id: UUID, name: str | None, task: str | None, metadata: Any = None
+    ) -> _Capture:
         now = datetime.now(UTC)
         key = run_id.int
-        state = _Capture(root_id=run_id, name=name, task=task, started_at=now, members=[key])
+        state = _Capture(root_id=run_id, name=name, task=task, started_at=now, members=[key],
+                         namespace=_namespace_of(metadata))
+        if self.trace:
+            state.trace = AgentTrace(run_id, name, prices=self.prices, plugin_manager=self.pm)
         self._root_of[key] = state
         self._runs[key] = state
         return state
@@ -456,7 +489,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             name = kwargs.get("name") or (serialized or {}).get("name")
             task = _task_from_inputs(inputs)
             with self._lock:
-                self._open_root(run_id, name, task)
+                self._open_root(run_id, name, task, kwargs.get("metadata"))
         else:
             with self._lock:
                 self._join(run_id, parent_run_id)
@@ -542,6 +575,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             state = self._join(run_id, parent_run_id)
             if state is not None:
                 state.open_models[run_id.int] = (started, model if isinstance(model, str) else None)
+                if state.trace is not None:
+                    state.trace.model_started(run_id, parent_run_id, model if isinstance(model, str) else None)
         return state
 
     @_never_raises
@@ -560,6 +595,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             if state is None:
                 return
             started, model = state.open_models.pop(run_id.int, (ended, None))
+            if state.trace is not None:
+                state.trace.model_ended(run_id, usage, _response_model(response))
             state.models.append((model, usage, (ended - started) * 1000, len(call_ids)))
             turn = len(state.turn_base)
             state.turn_base.append(len(state.calls))
@@ -580,6 +617,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             state = self._root_of.get(run_id.int)
             if state is not None:
                 state.open_models.pop(run_id.int, None)
+                if state.trace is not None:
+                    state.trace.model_ended(run_id, None, None, error=_error_text(error))
 
     # ------------------------------------------------------------------ tools
 
@@ -600,7 +639,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         call_id = kwargs.get("tool_call_id")
         with self._lock:
             if parent_run_id is None:  # a tool called directly: a one-call run
-                state: _Capture | None = self._open_root(run_id, name, None)
+                state: _Capture | None = self._open_root(run_id, name, None, kwargs.get("metadata"))
             else:
                 state = self._join(run_id, parent_run_id)
             if state is None:
@@ -616,6 +655,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             call = _Call(name, args, key, index, started, call_id, meta=_effects(kwargs.get("metadata")))
             state.calls.append(call)
             state.open_calls[run_id.int] = call
+            if state.trace is not None:
+                state.trace.tool_started(run_id, parent_run_id, name, call_id)
 
     @_never_raises
     def on_tool_end(
@@ -649,6 +690,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             call.error = failed
             call.duration_ms = (ended - call.started) * 1000
             call.tool_call_id = call.tool_call_id or call_id
+            if state.trace is not None:
+                state.trace.tool_ended(run_id, error if error is not None or not failed else str(output))
         hook = self.pm.hook.soloflow_step_finished
         if hook.get_hookimpls():
             step = StepRecord(
@@ -676,9 +719,22 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             for member in state.members:
                 self._root_of.pop(member, None)
         run = self._build_run(state, error)
+        spans = state.trace.finish(error) if state.trace is not None else []
+        if state.trace is not None:
+            run.cost = state.trace.run_cost
         if run.task:
             run.classification = self._classify(run.task)
-        self._write(run)
+        if self._write(run) and spans:
+            # On the writer thread too, waited for a bounded time; a trace is not spilled.
+            def store_spans() -> None:
+                self._ledger.connect().add_spans(
+                    run.run_id, spans, user_id=self.user_id, agent_id=self.agent_id
+                )
+
+            try:
+                self._ledger.call(store_spans, self.write_timeout)
+            except Exception:
+                logger.exception("SoloFlow capture: storing the trace of run %s failed", run.run_id)
 
     def _build_run(self, state: _Capture, error: str | None) -> TaskRun:
         models: list[ModelCall] = []
@@ -701,10 +757,11 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         meta: dict[str, Any] = {"agent_name": state.name}
         if error is not None:
             meta["error"] = error
+        user_id, agent_id = state.namespace
         return TaskRun(
             run_id=str(state.root_id),
-            user_id=self.user_id,
-            agent_id=self.agent_id,
+            user_id=user_id or self.user_id,
+            agent_id=agent_id or self.agent_id,
             task=state.task,
             answer=state.answer,
             success=error is None,
@@ -793,6 +850,17 @@ def _has_content(path: Path) -> bool:
 
 
 _EFFECT_KEYS = ("side_effects", "read_only")
+USER_KEY, AGENT_KEY = "soloflow_user_id", "soloflow_agent_id"
+"""The keys of an invocation's ``metadata`` naming its namespace (one handler, many users)."""
+
+
+def _namespace_of(metadata: Any) -> tuple[str | None, str | None]:
+    """(user, agent) from an invocation's ``config["metadata"]``; None where it names none."""
+    if not isinstance(metadata, dict):
+        return None, None
+    user, agent = metadata.get(USER_KEY), metadata.get(AGENT_KEY)
+    return (user if isinstance(user, str) and user else None,
+            agent if isinstance(agent, str) and agent else None)
 
 
 def _effects(metadata: Any) -> dict[str, Any] | None:

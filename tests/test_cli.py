@@ -111,6 +111,9 @@ def test_bad_lines_are_reported_and_good_ones_kept(sqlite_url, tmp_path):
     ],
 )
 def test_errors_are_one_clear_line(sqlite_url, args, message):
+    from soloflow_core.store import Store
+
+    Store.open(sqlite_url).close()  # an existing database: the errors are about the ids
     exe = shutil.which("soloflow") or str(__import__("pathlib").Path(sys.executable).with_name("soloflow"))
     proc = subprocess.run([exe, "--db", sqlite_url, *args], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1

@@ -11,9 +11,9 @@ def occ(task: str, args: list[dict], outputs: list) -> Occurrence:
 
 def test_constant_upstream_task_and_free_sources():
     occs = [
-        occ(f"refund order #{n} now", [{"order": n, "mode": "fast"}, {"cid": f"c{n}", "note": f"x{n}y"}],
+        occ(f"refund order #{n} now", [{"order": n, "mode": "fast"}, {"cid": f"c{n}", "note": note}],
             [{"customer": {"ids": [f"c{n}"]}}, "done"])
-        for n in (11, 22, 33)
+        for n, note in ((11, "blue"), (22, "red"), (33, "green"))
     ]
     g = generalize(occs)
     assert g.input_maps[0] == {"order": "{{_trigger.order}}", "mode": "fast"}

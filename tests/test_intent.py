@@ -17,6 +17,7 @@ from soloflow_core.memory.intent import (
     bind_inputs,
     judge_intent,
     read_request,
+    tool_actions,
 )
 from soloflow_core.models import FlowDefinition, FlowStep
 from soloflow_core.store.fulltext import tokenize
@@ -64,6 +65,9 @@ def test_words_in_any_form_are_the_same_word():
     ("请把我最新的发票发到 zoe@x.io", "script"),
     ("Schicken Sie mir bitte meine letzte Rechnung, zoe@x.io", "unknown to the job"),
     ("latest invoice " * 400 + "zoe@x.io", f"longer than {MAX_REQUEST_CHARS}"),
+    ("Please send all my latest invoices to zoe@x.io", "unknown to the job: all"),
+    ("Please send me any latest invoice, zoe@x.io", "unknown to the job: ani"),
+    ("Please send these latest invoices to zoe@x.io", "unknown to the job: these"),
 ])
 def test_near_misses_do_not_run(text: str, why: str):
     found = judge_intent(JOB, read_request(text))
@@ -97,6 +101,29 @@ def test_unknown_words_and_thin_evidence_do_not_run():
 ])
 def test_questions_retractions_other_people_and_plain_nouns_do_not_run(text: str):
     assert verdict(text) != "run"
+
+
+def test_the_job_s_own_effect_tool_names_its_action_and_nothing_more():
+    assert tool_actions(["send_email", "resetPassword", "lookup_account", "get-invoice-pdf"]) == {"send", "reset"}
+    job = JobEvidence.of([
+        "Please email me my latest invoice. My address is alice@example.com",
+        "email me my last invoice, grace@example.com",
+        "Could you email my most recent invoice to carol@example.net?",
+        "need my latest invoice emailed please, dan@example.com",
+    ])  # fmt: skip
+    request = "Please send my latest invoice to zed@example.com"
+    assert verdict(request, job) == "hint"  # 'send' is an action the texts never asked for
+    assert verdict(request, job, own_actions=tool_actions(["send_email"])) == "run"
+    # the flow's own action is no key word, no anchor, and vetoes nothing else's rules
+    for text in ("Please send an email to zed@example.com",  # none of the job's words
+                 "Please don't send my latest invoice to zed@example.com",  # negated
+                 "Please send my latest invoice to my boss, zed@example.com",  # someone else
+                 "Please send and delete my latest invoice, zed@example.com"):  # another action
+        assert verdict(text, job, own_actions={"send"}) != "run", text
+    # only verbs count: a tool named after a noun adds no word
+    assert verdict("Please invoice my latest email to zed@example.com", job,
+                   own_actions=tool_actions(["get_invoice_pdf"])) == verdict(
+        "Please invoice my latest email to zed@example.com", job)  # fmt: skip
 
 
 def test_inputs_are_bound_from_the_request_itself_with_their_shape():

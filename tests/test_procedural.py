@@ -201,6 +201,9 @@ def test_empty_or_wordless_context_finds_nothing_without_a_query(memory, store, 
     assert memory.find_workflow("alice", "bot", text) == []
 
 
+HANG_GUARD_S = 10.0
+
+
 def test_a_one_megabyte_context_is_searched_in_bounded_time(memory, store):
     seed(store)
     rng = random.Random(7)
@@ -209,12 +212,14 @@ def test_a_one_megabyte_context_is_searched_in_bounded_time(memory, store):
     assert len(context) >= 999_000
     start = time.perf_counter()
     found = memory.find_workflow("alice", "bot", context)
-    assert time.perf_counter() - start < 2.0
+    # a guard against a hang or a quadratic blow-up, not a speed target (benchmarks/ has those):
+    # linear work takes well under a second, a shared CI machine may be slow
+    assert time.perf_counter() - start < HANG_GUARD_S
     assert names(found)[0] == "Reset password"
     for blob in ("a" * 1_000_000, "查" * 1_000_000, "(" * 1_000_000, '"' * 1_000_000):
         start = time.perf_counter()
         memory.find_workflow("alice", "bot", blob)
-        assert time.perf_counter() - start < 2.0
+        assert time.perf_counter() - start < HANG_GUARD_S
 
 
 def test_flows_calling_a_tool_the_agent_lacks_are_left_out_or_marked(memory, store):

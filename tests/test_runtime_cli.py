@@ -180,20 +180,20 @@ def test_approval_across_processes(cli, tmp_path):
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         ids.append(out.splitlines()[0])
-        assert "waiting for approval" in out and f"soloflow flows approve {ids[-1]}" in out
+        assert "waiting for approval" in out and f"soloflow flows runs approve {ids[-1]}" in out
     yes, no = ids
     assert log_lines(cli.log) == []
 
-    waiting = cli("flows", "runs", "--waiting", "--json")
+    waiting = cli("flows", "runs", "list", "--waiting", "--json")
     assert waiting.returncode == 0, waiting.stderr
     assert sorted(r["run_id"] for r in json.loads(waiting.stdout)) == sorted(ids)
 
-    approve = cli("flows", "approve", yes, "--comment", "ok", *TOOLS_ARGS)
+    approve = cli("flows", "runs", "approve", yes, "--comment", "ok", *TOOLS_ARGS)
     assert approve.returncode == 0, approve.stderr
     assert "completed" in approve.stdout
     assert cli.effects(yes, "done") == ["charge", "notify"]
 
-    # `flows reject` takes no --tools (see test_reject_needs_no_tools); the rejection itself,
+    # `flows runs reject` takes no --tools (see test_reject_needs_no_tools); the rejection itself,
     # from this process, of a run that another process started:
     rejected = FlowRuntime(cli.store, tools=TOOLS).reject(no, comment="no")
     assert rejected.status == "cancelled" and rejected.outcome == "rejected"
@@ -243,7 +243,7 @@ def test_another_users_run_is_not_found(cli):
 def test_reject_needs_no_tools(cli):
     cli.store.register_flow(FlowDefinition.model_validate(APPROVAL_FLOW), source="user", **NS)
     run_id = FlowRuntime(cli.store, tools=TOOLS).run("refund", {"seed": "s"}).run_id  # waits at the gate
-    reject = cli("flows", "reject", run_id, "--comment", "no")
+    reject = cli("flows", "runs", "reject", run_id, "--comment", "no")
     assert reject.returncode == 0, reject.stderr
     assert f"rejected {run_id}: cancelled" in reject.stdout
     rec = cli.store.get_flow_run(run_id, **NS)

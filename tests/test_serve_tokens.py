@@ -88,5 +88,6 @@ def test_tokens_commands(db_url: str) -> None:
 
 def test_an_error_message_is_printed_as_written(sqlite_url: str) -> None:
     """Square brackets in an error are text, not rich markup (``[api]`` would vanish)."""
+    Store.open(sqlite_url).close()
     res = CliRunner().invoke(app, ["--db", sqlite_url, "tokens", "revoke", "[api]"])
     assert res.exit_code == 1 and "no API token '[api]' for user 'default'" in res.stderr

@@ -1,6 +1,6 @@
 """AgentDojo tasks as flows: real tools written elsewhere, checked by their own benchmark.
 
-Needs the optional extra: ``pip install "soloflow-engine[agentdojo]"`` (AgentDojo runs
+Needs the optional extra: ``pip install "soloflow-engine[benchmarks]"`` (AgentDojo runs
 offline; its environments ship inside the package). Importing this package does not import
 AgentDojo; the first function that needs it does, and names the extra when it is missing.
 

@@ -36,7 +36,7 @@ __all__ = [
 BENCHMARK_VERSION = "v1.2.2"
 """The AgentDojo benchmark version the flows in ``examples/agentdojo`` were made from."""
 
-INSTALL_HINT = 'pip install "soloflow-engine[agentdojo]"'
+INSTALL_HINT = 'pip install "soloflow-engine[benchmarks]"'
 
 _SUITES = ("workspace", "travel", "banking", "slack")
 

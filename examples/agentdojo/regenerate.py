@@ -1,6 +1,6 @@
 """Regenerate the AgentDojo flow files and score every one with its task's own check.
 
-    pip install "soloflow-engine[agentdojo]"          # from a checkout of the repository
+    pip install "soloflow-engine[benchmarks]"          # from a checkout of the repository
     python examples/agentdojo/regenerate.py            # write flows/, then run them all
     python examples/agentdojo/regenerate.py --check    # only run the flow files as they are
 

@@ -1,7 +1,7 @@
 """The template language of ``input_map`` values.
 
 ``{{_trigger.<name>}}`` is a flow input; ``{{<step_id>}}`` is a step's whole output and
-``{{<step_id>.<dotted.path>}}`` a field of it (JSON text is parsed first; a path segment
+``{{<step_id>.<dotted.path>}}`` a field of it (JSON or YAML text is parsed first, see :func:`maybe_json`; a path segment
 that is a whole number indexes a list). A string that is exactly one template renders to
 the referenced value itself (a dict stays a dict); templates inside longer text render as
 text (JSON for non-strings). Anything that is not a string is a constant, rendered
@@ -16,6 +16,16 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import yaml
+
+
+class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML's safe loader, with dates and times kept as the text they are (a tool argument
+    must stay JSON)."""
+
+
+_YamlLoader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
 
 TRIGGER = "_trigger"
 _TEMPLATE = re.compile(r"\{\{(.*?)\}\}")
@@ -72,8 +82,20 @@ def iter_references(value: Any, field: str = "") -> Iterator[tuple[str, Referenc
             yield from iter_references(v, f"{field}[{i}]")
 
 
+MAX_YAML_CHARS = 200_000
+"""Longer texts are not read as YAML (JSON text of any length still is)."""
+_YAML_LINE = re.compile(r"^(?:- |[\w][\w .-]*:(?: |$))", re.MULTILINE)
+
+
 def maybe_json(value: Any) -> Any:
-    """Parse ``value`` if it is JSON text of an object or array; else return it as is."""
+    """Parse ``value`` if it is JSON text of an object or array, or YAML text of a mapping
+    or a list (tools that answer in YAML, e.g. ``"- id_: '25'\n  location: Hall"``); else
+    return it as is.
+
+    YAML is read only from a text of several lines that starts like a YAML mapping or list
+    (a ``key:`` or ``- `` line); a text cut off mid-document is read up to its last
+    complete line.
+    """
     if isinstance(value, str):
         s = value.strip()
         if s[:1] in ("{", "[") and s[-1:] in ("}", "]"):
@@ -81,7 +103,21 @@ def maybe_json(value: Any) -> Any:
                 return json.loads(s)
             except ValueError:
                 return value
+        if "\n" in s and len(s) <= MAX_YAML_CHARS and _YAML_LINE.match(s):
+            parsed = _yaml(s)
+            if parsed is None and "\n" in s:
+                parsed = _yaml(s[: s.rindex("\n")])
+            if parsed is not None:
+                return parsed
     return value
+
+
+def _yaml(text: str) -> dict[Any, Any] | list[Any] | None:
+    try:
+        parsed = yaml.load(text, Loader=_YamlLoader)  # noqa: S506 - a safe loader
+    except (yaml.YAMLError, ValueError, TypeError):
+        return None
+    return parsed if isinstance(parsed, dict | list) and parsed else None
 
 
 def lookup(value: Any, path: tuple[str, ...], *, where: str) -> Any:

@@ -4,14 +4,27 @@ Given the aligned occurrences of a pattern (the task text and the calls of each)
 argument of every step gets one explanation, checked against every occurrence:
 
 1. ``constant``  — the same value everywhere → a literal in ``input_map``;
-2. ``upstream``  — equal to a field of an earlier step's output (dotted path; JSON text
-   parsed; nested objects and list items too) → ``{{<step_id>.<path>}}``; the nearest
+2. ``upstream``  — equal to a field of an earlier step's output (dotted path; JSON or YAML
+   text parsed; nested objects and list items too) → ``{{<step_id>.<path>}}``; the nearest
    earlier step and the shortest path win;
-3. ``task``      — appears in the task text → ``{{_trigger.<name>}}`` with an extraction rule;
-4. ``free``      — none of these → ``{{_trigger.<name>}}``, to be given by the caller.
+3. ``task``      — appears in the task text → ``{{_trigger.<name>}}`` with an extraction
+   rule: the word before the value when it is always the same, else the value's own shape
+   learned from its values (``aarav_ahmed_6699`` → lowercase words joined by ``_`` ending
+   in digits) when that shape finds the value first in every task;
+4. ``composed``  — a string made of such values and fixed text, the same in every
+   occurrence (``"Your invoice: https://x/INV-31.pdf"``) → a string template
+   (``"Your invoice: {{step_2.url}}"``, see :mod:`.composed`);
+5. ``constant`` too when one value holds in at least :data:`NEAR_CONSTANT_SHARE` of the
+   occurrences: the others are reported as outliers in the notes;
+6. ``free``      — none of these → ``{{_trigger.<name>}}``, to be given by the caller.
 
 Upstream is preferred over task when both hold: data that flows between steps stays
 correct even when the task text is phrased differently.
+
+A step that may have side effects gets no constant seen in one task only (occurrences that
+replay the same task text): a reservation id from three replays of one task is that task's
+value, not the flow's; it becomes an input instead. So does a value of such replays that
+stands in the task text, whatever the step.
 """
 
 from __future__ import annotations
@@ -23,7 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soloflow_core.errors import SoloFlowError
-from soloflow_core.flow.templates import maybe_json
+from soloflow_core.flow.templates import TRIGGER, maybe_json
+from soloflow_core.generalize.composed import compose_template, leaf_texts
 
 _MAX_LEAVES = 2000
 _MAX_DEPTH = 6
@@ -46,7 +60,7 @@ class Occurrence:
 
 @dataclass(slots=True)
 class ArgumentSource:
-    kind: str  # constant | upstream | task | free
+    kind: str  # constant | upstream | task | composed | free
     template: Any
     confidence: float
     input_name: str | None = None
@@ -166,6 +180,11 @@ def _json_type(values: list[Any]) -> str | None:
     return kinds.pop() if len(kinds) == 1 else None
 
 
+NEAR_CONSTANT_SHARE = 0.9
+"""A value this share of the occurrences agree on is a constant (the rest are outliers)."""
+NEAR_CONSTANT_MIN = 5
+"""Occurrences needed before a value that is not the same everywhere can be a constant."""
+
 _SHAPES = [
     ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
     ("integer", r"-?\d+"),
@@ -181,7 +200,7 @@ def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | No
         (s for s in _SHAPES if all(re.fullmatch(s[1], v) for v in values)), None
     )
     if shape is None:
-        return None
+        return _learned_rule(values, tasks)
     prefixes = set()
     for v, t in zip(values, tasks, strict=True):
         i = t.find(v)
@@ -191,13 +210,92 @@ def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | No
     anchor = prefixes.pop() if len(prefixes) == 1 else ""
     rule = {"shape": shape[0], "pattern": shape[1], "anchor": anchor}
     # The rule must give back the recorded value from every recorded task.
-    if all(extract_value(rule, t) == v for v, t in zip(values, tasks, strict=True)):
+    if _gives_back(rule, values, tasks):
         return rule
     if anchor:
         rule["anchor"] = ""
-        if all(extract_value(rule, t) == v for v, t in zip(values, tasks, strict=True)):
+        if _gives_back(rule, values, tasks):
             return rule
-    return None
+    return _learned_rule(values, tasks)
+
+
+def _learned_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
+    """The rule of the values' learned shape (:func:`learn_shape`), when it finds each value
+    first in its task."""
+    if len(values) < 2:
+        return None
+    pattern = learn_shape(values)
+    if pattern is None:
+        return None
+    rule = {"shape": "learned", "pattern": pattern, "anchor": ""}
+    return rule if _gives_back(rule, values, tasks) else None
+
+
+_CLASSES = (("[a-z]+", re.compile(r"[a-z]+")), ("[A-Z][a-z]+", re.compile(r"[A-Z][a-z]+")),
+            ("[A-Z]+", re.compile(r"[A-Z]+")), (r"\d+", re.compile(r"\d+")))
+_CLASS_NAMES = frozenset(name for name, _ in _CLASSES)
+
+
+def _shape_tokens(value: str) -> list[str] | None:
+    """``value`` as a list of character-class runs and literal separators, e.g.
+    ``mia_li_3668`` → ``["[a-z]+", "_", "[a-z]+", "_", "\\d+"]``; None for a value with
+    spaces or other characters than letters, digits and ``_-./:#@``."""
+    out: list[str] = []
+    pos = 0
+    while pos < len(value):
+        ch = value[pos]
+        if ch in "_-./:#@":
+            out.append(re.escape(ch))
+            pos += 1
+            continue
+        for token, rx in _CLASSES:
+            m = rx.match(value, pos)
+            if m:
+                out.append(token)
+                pos = m.end()
+                break
+        else:
+            return None
+    return out
+
+
+def _collapse(tokens: list[str]) -> str:
+    """The regex of ``tokens`` with each run of (class, separator) pairs written once, ``+``:
+    ``[a-z]+ _ [a-z]+ _ \\d+`` → ``(?:[a-z]+_)+\\d+``."""
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        unit = tokens[i : i + 2]
+        if len(unit) == 2 and unit[0] in _CLASS_NAMES and unit[1] not in _CLASS_NAMES:
+            while tokens[i : i + 2] == unit:
+                i += 2
+            out.append("(?:" + "".join(unit) + ")+")
+        else:
+            out.append(tokens[i])
+            i += 1
+    return "".join(out)
+
+
+def learn_shape(values: Sequence[str]) -> str | None:
+    """A regex every value matches whole, from their character classes: the same run of
+    letters, digits and separators (a repeated word-and-separator counted once, so
+    ``mia_li_3668`` and ``aarav_ahmed_6699`` and ``ana_de_la_cruz_1`` share
+    ``(?:[a-z]+_)+\\d+``). None when the values differ in shape or the shape is a single
+    class of characters (a plain word or number says nothing of where it stands).
+    """
+    shapes = set()
+    for v in values:
+        tokens = _shape_tokens(v)
+        if tokens is None or len(tokens) < 3:
+            return None
+        shapes.add(_collapse(tokens))
+        if len(shapes) > 1:
+            return None
+    return shapes.pop() if shapes else None
+
+
+def _gives_back(rule: dict[str, Any], values: list[str], tasks: list[str]) -> bool:
+    return all(extract_value(rule, t) == v for v, t in zip(values, tasks, strict=True))
 
 
 def extract_value(rule: dict[str, Any], task: str) -> str | None:
@@ -246,8 +344,74 @@ def check_occurrences(occurrences: Sequence[Occurrence]) -> None:
                                     f"{type(a).__name__}, not an object; record tool arguments as a dict")
 
 
+def _one_task(tasks: list[str]) -> bool:
+    """Whether every occurrence replays one task: the same, non-empty task text."""
+    return len(tasks) > 1 and bool(tasks[0]) and len(set(tasks)) == 1
+
+
+def _near_constant(canon: list[str]) -> tuple[int, list[int]] | None:
+    """(index of an occurrence with the common value, the outliers' indices) when one value
+    holds in at least :data:`NEAR_CONSTANT_SHARE` of at least :data:`NEAR_CONSTANT_MIN`
+    occurrences."""
+    if len(canon) < NEAR_CONSTANT_MIN:
+        return None
+    counts: dict[str, int] = {}
+    for c in canon:
+        counts[c] = counts.get(c, 0) + 1
+    best = max(counts, key=lambda c: counts[c])
+    if counts[best] < NEAR_CONSTANT_SHARE * len(canon):
+        return None
+    return canon.index(best), [k for k, c in enumerate(canon) if c != best]
+
+
+def _composed(
+    values: list[Any], i: int, parsed: list[list[Any]], inputs: Mapping[str, list[Any]]
+) -> str | None:
+    """A string template writing every occurrence's value from earlier outputs and inputs."""
+    if not all(isinstance(v, str) for v in values):
+        return None
+    sources: list[dict[str, str]] = []
+    for k in range(len(values)):
+        refs: dict[str, str] = {}
+        for name, per_occ in inputs.items():
+            for ref, text in leaf_texts(f"{TRIGGER}.{name}", per_occ[k]):
+                refs.setdefault(ref, text)
+        for j in range(i):
+            for ref, text in leaf_texts(f"step_{j + 1}", parsed[k][j]):
+                refs.setdefault(ref, text)
+        sources.append(refs)
+    return compose_template(values, sources)
+
+
+def _typical(occurrences: Sequence[Occurrence]) -> tuple[list[Occurrence], list[str]]:
+    """The occurrences without those whose arguments do not look like the others': where, at
+    some step, at least :data:`NEAR_CONSTANT_SHARE` of at least :data:`NEAR_CONSTANT_MIN`
+    occurrences pass one set of argument names and this one another (an unrelated call of the
+    same tool taken for the step), with a note naming each one left out."""
+    n = len(occurrences)
+    if n < NEAR_CONSTANT_MIN:
+        return list(occurrences), []
+    odd: dict[int, str] = {}
+    for i in range(len(occurrences[0].args)):
+        names = [tuple(sorted(o.args[i])) for o in occurrences]
+        counts: dict[tuple[str, ...], int] = {}
+        for keys in names:
+            counts[keys] = counts.get(keys, 0) + 1
+        usual = max(counts, key=lambda k: counts[k])
+        if counts[usual] == n or counts[usual] < NEAR_CONSTANT_SHARE * n:
+            continue
+        for k, keys in enumerate(names):
+            if keys != usual and k not in odd:
+                odd[k] = (f"occurrence {k + 1} left out: step_{i + 1} takes ({', '.join(keys)}) "
+                          f"where {counts[usual]} of {n} take ({', '.join(usual)})")
+    return [o for k, o in enumerate(occurrences) if k not in odd], [odd[k] for k in sorted(odd)]
+
+
 def generalize(
-    occurrences: Sequence[Occurrence], *, loops: Mapping[int, str] | None = None
+    occurrences: Sequence[Occurrence],
+    *,
+    loops: Mapping[int, str] | None = None,
+    side_effects: Sequence[bool | None] | None = None,
 ) -> Generalization:
     """Infer ``input_map``s, the flow's input schema and extraction rules.
 
@@ -255,11 +419,15 @@ def generalize(
         occurrences: the aligned occurrences (at least one).
         loops: step index → the argument a map step takes from its item; that argument is
             left to the caller, and the step's output is the list of its calls' outputs.
+        side_effects: per step, False when its tool is known to be read-only; True or None
+            (unknown) otherwise. A step that may have side effects takes no constant from
+            occurrences that all replay one task.
 
     Raises:
         SoloFlowError: the occurrences do not align (says which and why).
     """
     check_occurrences(occurrences)
+    occurrences, notes = _typical(occurrences)
     loops = dict(loops or {})
     n_steps = len(occurrences[0].args)
     input_maps: list[dict[str, Any]] = []
@@ -267,10 +435,12 @@ def generalize(
     props: dict[str, Any] = {}
     required: list[str] = []
     extraction: dict[str, dict[str, Any]] = {}
-    notes: list[str] = []
     used_names: dict[str, str] = {}  # canonical value list -> input name (one input, many uses)
     tasks = [o.task or "" for o in occurrences]
     parsed = [_parsed_outputs(o, n_steps, loops) for o in occurrences]
+    one_task = _one_task(tasks)
+    effects = list(side_effects or [])
+    input_values: dict[str, list[Any]] = {}  # input name -> its value per occurrence
     for i in range(n_steps):
         keys = [k for k in occurrences[0].args[i] if all(k in o.args[i] for o in occurrences)]
         dropped = sorted({k for o in occurrences for k in o.args[i]} - set(keys))
@@ -284,7 +454,9 @@ def generalize(
                 continue
             values = [o.args[i][key] for o in occurrences]
             canon = [canonical_json(v) for v in values]
-            if len(set(canon)) == 1:
+            writes = not (i < len(effects) and effects[i] is False)
+            same = len(set(canon)) == 1
+            if same and not one_task:
                 imap[key] = values[0]
                 srcs[key] = ArgumentSource("constant", values[0], 1.0 if len(values) > 1 else 0.5)
                 continue
@@ -307,6 +479,32 @@ def generalize(
                     notes.append(f"step_{i + 1}.{key}: {note}")
                 srcs[key] = ArgumentSource("upstream", tmpl, 1.0, note=note)
                 continue
+            if same and not (in_task or writes):
+                imap[key] = values[0]
+                srcs[key] = ArgumentSource("constant", values[0], 0.5)
+                continue
+            if same:
+                notes.append(f"step_{i + 1}.{key}: the same value in every occurrence, but all "
+                             "replay one task: an input, not a constant, as it "
+                             + ("is in the task text" if in_task else "feeds a step with side effects"))
+            if not in_task:
+                composed = _composed(values, i, parsed, input_values)
+                if composed is not None:
+                    imap[key] = composed
+                    srcs[key] = ArgumentSource("composed", composed, 0.9)
+                    continue
+            rule = learn_extraction(strs, tasks) if in_task else None
+            near = None if rule is not None or one_task else _near_constant(canon)
+            if near is not None:
+                k0, outliers = near
+                imap[key] = values[k0]
+                share = 1 - len(outliers) / len(values)
+                outlying = ", ".join(f"{strs[k]!r} (occurrence {k + 1})" for k in outliers[:5])
+                note = (f"the same value in {len(values) - len(outliers)} of {len(values)} "
+                        f"occurrences, a constant; outliers: {outlying}")
+                notes.append(f"step_{i + 1}.{key}: {note}")
+                srcs[key] = ArgumentSource("constant", values[k0], round(share, 3), note=note)
+                continue
             sig = "|".join(canon)
             name = used_names.get(sig)
             if name is None:
@@ -319,7 +517,7 @@ def generalize(
                                  "occurrences; input {name!r} left untyped".replace("{name!r}", repr(name)))
                 props[name]["examples"] = values[:3]
                 required.append(name)
-                rule = learn_extraction(strs, tasks) if in_task else None
+                input_values[name] = values
                 if rule is not None:
                     rule["type"] = jtype or "string"
                     extraction[name] = rule

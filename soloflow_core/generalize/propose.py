@@ -102,14 +102,16 @@ def propose(
             raise SoloFlowError(
                 f"flow {flow_name_for(tool_sequence)!r}: occurrences have {len(occurrences[0].args)} "
                 f"steps, the sequence {n}; pass the occurrences of this very sequence")
-        walks = _loops(n, occurrences, repeated_steps, notes)
-        gen = generalize(occurrences, loops={i: w.key for i, w in walks.items()})
-        notes += gen.notes
     effects: dict[str, bool | None] = {}
     for o in occurrences:
         for calls in o.step_calls:
             effects.update({k: v for k, v in side_effects_from_calls(calls).items() if k not in effects})
     effects.update(side_effects or {})
+    if occurrences:
+        walks = _loops(n, occurrences, repeated_steps, notes)
+        gen = generalize(occurrences, loops={i: w.key for i, w in walks.items()},
+                         side_effects=[effects.get(t) for t in tool_sequence])
+        notes += gen.notes
     input_maps = [dict(gen.input_maps[i]) if gen else {} for i in range(n)]
     map_over: list[str | None] = [None] * n
     confidence = gen.confidence() if gen else {}

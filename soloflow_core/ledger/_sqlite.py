@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
 BATCH_RUNS = 2000
 """Runs per transaction. Smaller than PostgreSQL's 5000: the last batch's checkpoint is the one
-the ingest waits for (see :class:`WalCheckpoints`); 2000 measured 3-5 % faster than 5000 on
-both benchmark ledgers of ``benchmarks/bench_ingest.py``, 1000 not faster."""
+the ingest waits for (see :class:`WalCheckpoints`). How the size was chosen:
+benchmarks/HISTORY.md#ingest."""
 
 
 @dataclass(slots=True)

@@ -68,6 +68,7 @@ __all__ = [
     "RequestText",
     "bind_inputs",
     "judge_intent",
+    "tool_actions",
     "read_request",
 ]
 
@@ -111,14 +112,16 @@ _CLAUSE_END = re.compile(r"[,.;:!?()\u2014\u2013]|\s-\s|\b(?:but|and|so|because|
                          re.IGNORECASE)  # fmt: skip
 
 FILLER = frozenset(
-    """a an the this that these those it its it's i i'm im me my mine myself we us our ours you
+    """a an the this that it its it's i i'm im me my mine myself we us our ours you
     your yours there here to for of on in at by with from into onto as and or but so also just
-    please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam some any get
+    please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam get
     got give gimme want wanted need needed like would'd let know tell quick quickly asap again
-    now right away really very much all can could would will u ya""".split()
+    now right away really very much can could would will u ya""".split()
 )
 """Words that say nothing of the job. Question words, auxiliaries, conditionals, verbs of
-action and other people's words are not here: they are what tells one job from another."""
+action, other people's words and quantifiers (``all``, ``any``, ``some``, ``these``: *which*
+of the things the job acts on) are not here: they are what tells one job from another —
+``refund all my orders`` is not ``refund my last order``."""
 _FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll", "re", "ve", "m"})
 """Parts of a value's wording (``e-mail``, ``my address is``) and of contractions."""
 _GREETING = frozenset({"hi", "hello", "hey", "dear", "ok", "okay", "so", "well", "please", "pls",
@@ -418,6 +421,7 @@ def judge_intent(
     *,
     keys: Collection[str] | None = None,
     other_jobs: Collection[str] = (),
+    own_actions: Collection[str] = (),
 ) -> IntentVerdict:
     """Whether ``request`` is the job of ``evidence`` (see the module docstring).
 
@@ -425,9 +429,12 @@ def judge_intent(
         keys: the job's key words in its namespace (default: its strong words).
         other_jobs: common words of the namespace's other jobs (reported when the request
             holds one its own job does not know).
+        own_actions: stems of the actions the job itself performs (:func:`tool_actions` of
+            its side-effecting tools: ``send`` for ``send_email``): known words, never
+            "another action". They are no key words and no anchors.
     """
     terms = request.terms
-    vocab = evidence.vocabulary
+    vocab = evidence.vocabulary | (frozenset(own_actions) & ACTION_STEMS)
     common = evidence.common()
     key_words = evidence.strong() if keys is None else frozenset(keys)
     known = tuple(t for t in terms if t in vocab)
@@ -466,7 +473,7 @@ def judge_intent(
     questions = [lead for lead in request.leads if lead not in evidence.familiar_leads()]
     if questions:
         reasons.append(f"it asks a question ({', '.join(questions)}…) the job's requests do not ask")
-    actions = [t for t in terms if t in ACTION_STEMS and t not in familiar]
+    actions = [t for t in terms if t in ACTION_STEMS and t not in familiar and t not in own_actions]
     if actions:
         reasons.append(f"asks for another action: {', '.join(actions)}")
     strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
@@ -476,6 +483,20 @@ def judge_intent(
         return IntentVerdict("run", round(score, 4), known, unknown)
     verdict: Verdict = "hint" if anchors else "none"
     return IntentVerdict(verdict, round(score, 4), known, unknown, tuple(reasons))
+
+
+def tool_actions(tool_names: Iterable[str]) -> frozenset[str]:
+    """The action stems named by tool names: ``send_email`` → ``send``, ``resetPassword`` →
+    ``reset``. Only verbs of :data:`ACTION_WORDS` count."""
+    out: set[str] = set()
+    for name in tool_names:
+        for part in _TOOL_NAME_PARTS.split(name):
+            if part and stem(part.lower()) in ACTION_STEMS:
+                out.add(stem(part.lower()))
+    return frozenset(out)
+
+
+_TOOL_NAME_PARTS = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
 
 
 # --------------------------------------------------------------------------- inputs

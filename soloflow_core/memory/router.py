@@ -32,6 +32,7 @@ from soloflow_core.memory.intent import (
     bind_inputs,
     judge_intent,
     read_request,
+    tool_actions,
 )
 from soloflow_core.models import SOURCE_USER
 
@@ -117,7 +118,8 @@ def decide_route(
                 others |= evidence[o.name].common()
         rivals = [evidence[o.name] for o in matches if o.name != m.name and jobs[o.name] != jobs[m.name]]
         keys = key_words(evidence[m.name], rivals)
-        verdict = judge_intent(evidence[m.name], read, keys=keys, other_jobs=others)
+        verdict = judge_intent(evidence[m.name], read, keys=keys, other_jobs=others,
+                               own_actions=tool_actions(jobs[m.name]))  # fmt: skip
         reasons = list(verdict.reasons)
         inputs: dict[str, Any] = {}
         if m.status != "active":

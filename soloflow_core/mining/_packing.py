@@ -49,9 +49,8 @@ def sorted_pairs(
 
 
 def distinct_values(values: IntArray) -> IntArray:
-    """The distinct values, ascending (np.unique without its first call's import of
-    numpy.ma, ~80 ms in a fresh process; np.compress, several times faster than a boolean
-    index on long arrays)."""
+    """The distinct values, ascending (as np.unique, without its import of numpy.ma;
+    np.compress rather than a boolean index)."""
     out = np.sort(values)
     return np.compress(np.concatenate(([True], out[1:] != out[:-1])), out) if len(out) else out
 

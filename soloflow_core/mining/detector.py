@@ -26,6 +26,7 @@ from soloflow_core.generalize.propose import propose_flow
 from soloflow_core.mining.options import RankingOptions
 from soloflow_core.mining.pipeline import MiningProgress, mine_ranked
 from soloflow_core.mining.ranking import with_measured_savings
+from soloflow_core.mining.replays import inert_tools, kept_calls, replay_key, without_calls
 from soloflow_core.mining.results import PatternOccurrence, RankedPattern
 from soloflow_core.models import (
     DetectorConfig,
@@ -43,6 +44,9 @@ MAX_EVIDENCE_RUNS = 200
 """Occurrences (so at most this many runs) read per candidate to measure savings and
 generalise arguments, evenly spread over its occurrences; support is always counted on
 the whole ledger."""
+INERT_SAMPLE_RUNS = 200
+"""Runs read, evenly spread over the ledger, to find the note-taking tools
+(:func:`~soloflow_core.mining.replays.inert_tools`) left out before mining."""
 MAX_LISTED_RUN_IDS = 1000
 """``run_ids`` lists at most this many runs (``occurrence_count`` is the full count)."""
 
@@ -269,6 +273,43 @@ def _finite(x: float) -> float:
     return round(x, 4) if math.isfinite(x) else 0.0
 
 
+def _inert(store: Store, ledger: _Ledger) -> set[str]:
+    """The note-taking tools of the ledger, judged on up to :data:`INERT_SAMPLE_RUNS` runs."""
+    n = ledger.columns.run_count
+    if n == 0:
+        return set()
+    step = max(n / INERT_SAMPLE_RUNS, 1.0)
+    picked = {min(int(k * step), n - 1) for k in range(min(n, INERT_SAMPLE_RUNS))}
+    return inert_tools(_evidence(store, ledger, picked).values())
+
+
+def _without_calls(evidence: dict[int, EvidenceRun], drop: set[str]) -> dict[int, EvidenceRun]:
+    """The runs as the miner saw them (:func:`kept_calls`)."""
+    out = {}
+    for r, run in evidence.items():
+        calls = run.tool_calls
+        keep = kept_calls([c.name for c in calls], [c.error for c in calls], drop)
+        out[r] = run if all(keep) else replace(run, tool_calls=[c for c, k in zip(calls, keep, strict=True) if k])
+    return out
+
+
+def _replays(
+    pattern: RankedPattern, sample: list[PatternOccurrence], evidence: dict[int, EvidenceRun]
+) -> tuple[int, int]:
+    """(distinct pieces of evidence, occurrences read) among the sampled occurrences: those
+    that replay one task with the same values count once (:func:`replay_key`)."""
+    keys: set[object] = set()
+    read = 0
+    for k, occ in enumerate(sample):
+        run = evidence.get(occ.run)
+        if run is None or any(c is None for c in occ.calls):
+            continue
+        read += 1
+        args = [run.tool_calls[c].args for c in occ.calls if c is not None]
+        keys.add(replay_key(run.task, args) or k)
+    return len(keys), read
+
+
 def _candidate(
     pattern: RankedPattern,
     sample: list[PatternOccurrence],
@@ -285,6 +326,17 @@ def _candidate(
     p, sample = _checked(pattern, sample, evidence)
     if p.support < config.min_occurrences:
         return None
+    distinct, read = _replays(p, sample, evidence)
+    if read and distinct < read:
+        share = distinct / read
+        if p.support * share < config.min_occurrences:
+            return None
+        p = replace(
+            p,
+            score=p.score * share,
+            explanation=p.explanation + f" {read - distinct} of {read} occurrences replay a task "
+            "already counted (same task text and values): counted once.",
+        )
     p = _measured(p, sample, evidence)
     names = list(p.names)
     key = dedupe_key_for(names)
@@ -355,6 +407,8 @@ def detect_candidates(
         if (user, agent) not in scope:
             scope.append((user, agent))
     ledger = _read(store, scope, config, columns)
+    inert = _inert(store, ledger)
+    ledger = replace(ledger, columns=without_calls(ledger.columns, inert))
     cols = ledger.columns
     decided = {
         k
@@ -375,7 +429,8 @@ def detect_candidates(
     )
     # Decided and registered patterns still take part in the cover (they explain their
     # runs, so their fragments are not proposed instead); they are dropped afterwards.
-    top_k = config.max_candidates + min(
+    # Room for the patterns the runs disqualify (see _candidate) to be replaced too.
+    top_k = 2 * config.max_candidates + min(
         len(decided) + len(registered), 4 * config.max_candidates + 20
     )
     ranked = mine_ranked(
@@ -401,12 +456,16 @@ def detect_candidates(
         if not batch:
             break
         samples = [_evidence_sample(p) for p in batch]
-        evidence = _evidence(store, ledger, {o.run for sample in samples for o in sample})
+        evidence = _without_calls(
+            _evidence(store, ledger, {o.run for sample in samples for o in sample}), inert
+        )
         for pattern, sample in zip(batch, samples, strict=True):
             cand = _candidate(pattern, sample, evidence, cols, config,
                               user_id=user_id, agent_id=agent_id, now=now)  # fmt: skip
             if cand is not None:
                 out.append(cand)
+    # Replays counted once may lower a pattern's score below the next one's.
+    out.sort(key=lambda c: -(c.score_bits or 0.0))
     if save and out:
         store.save_candidates(out)
     return out

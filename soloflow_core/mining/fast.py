@@ -6,7 +6,7 @@ The ledger is one array of integer tool codes (all runs concatenated, laid out f
 (*k*+1)-gram at *p* is the *k*-gram at *p* plus the tool at *p*+*k*; it can only be frequent
 when the *k*-gram at *p*+1 is frequent too (its suffix), so positions whose suffix died are
 dropped before any sorting. Grouping is one sort of (gram key, position) packed in an int64
-(a plain sort, several times faster than a stable argsort), which also leaves each gram's
+(a plain sort rather than a stable argsort), which also leaves each gram's
 positions, hence its runs, in order: support is the number of distinct runs, counted by
 comparing neighbours. The work per level is the number of positions still inside a
 frequent gram.
@@ -133,7 +133,7 @@ def _sorted_groups(
     key: IntArray, pos: IntArray, key_max: int, pos_bits: int
 ) -> tuple[IntArray, IntArray]:
     """``(key, pos)`` pairs sorted by key, then position: one packed sort when both fit in
-    63 bits (several times faster than a stable argsort), else a lexsort. ``key`` (int64,
+    63 bits (a plain sort), else a lexsort. ``key`` (int64,
     the caller's to drop) is packed, sorted and unpacked in place: one fresh array, not four."""
     if key_max < 2 ** (63 - pos_bits):
         packed = np.left_shift(key, pos_bits, out=key)

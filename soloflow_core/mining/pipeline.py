@@ -123,7 +123,7 @@ def _kept_calls(cols: Any, keep: BoolArray, lengths: IntArray) -> tuple[IntArray
     codes, errors = np.asarray(cols.codes), np.asarray(cols.errors, dtype=bool)
     if keep.all():
         return codes, errors
-    calls = np.repeat(keep, lengths)  # np.compress: several times faster than a boolean index
+    calls = np.repeat(keep, lengths)  # np.compress rather than a boolean index
     return np.compress(calls, codes), np.compress(calls, errors)
 
 

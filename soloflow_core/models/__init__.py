@@ -7,7 +7,7 @@ from soloflow_core.models.candidates import (
     candidate_id_for,
     dedupe_key_for,
 )
-from soloflow_core.models.config import DetectorConfig, SoloFlowConfig
+from soloflow_core.models.config import DetectorConfig, ModelPrice, SoloFlowConfig
 from soloflow_core.models.flows import (
     SOURCE_LEARNED,
     SOURCE_USER,
@@ -39,6 +39,7 @@ __all__ = [
     "FlowStep",
     "MatchType",
     "ModelCall",
+    "ModelPrice",
     "SoloFlowConfig",
     "StepRecord",
     "TaskRun",

@@ -31,6 +31,15 @@ class DetectorConfig(BaseModel):
     stricter on large ledgers). See docs/mining.md."""
 
 
+class ModelPrice(BaseModel):
+    """A user's own price of a model, in USD per million tokens (overrides ``genai-prices``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
 class SoloFlowConfig(BaseModel):
     """What a SoloFlow process runs with. Handed to every plugin by ``soloflow_configure``."""
 
@@ -40,3 +49,5 @@ class SoloFlowConfig(BaseModel):
     user_id: str = "default"
     agent_id: str = "default"
     detector: DetectorConfig = Field(default_factory=DetectorConfig)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    """Model name → the user's own price; other models are priced by ``genai-prices``."""

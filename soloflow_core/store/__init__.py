@@ -1,7 +1,7 @@
 """Store: SQLite (WAL) embedded, PostgreSQL by URL; the same code for both.
 
 ``Store.open(url)`` opens (and migrates) the database; :class:`Store` holds every read and
-write of runs, candidates, flows, flow runs, memory, API tokens and skill imports. The records below are what its
+write of runs, candidates, flows, flow runs, memory, API tokens, skill imports and traces. The records below are what its
 methods return.
 """
 
@@ -12,6 +12,7 @@ from soloflow_core.store.procedural import FlowHit, FlowMeta
 from soloflow_core.store.repository import FlowRecord, RunSequence, RunSummary, Store
 from soloflow_core.store.skills import SkillImport
 from soloflow_core.store.tokens import ApiToken, IssuedToken
+from soloflow_core.store.traces import NamespaceCost
 
 __all__ = [
     "ApiToken",
@@ -20,6 +21,7 @@ __all__ = [
     "FlowRecord",
     "FlowRunRecord",
     "IssuedToken",
+    "NamespaceCost",
     "RunSequence",
     "RunSummary",
     "SkillImport",

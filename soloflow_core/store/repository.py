@@ -34,9 +34,11 @@ from soloflow_core.store.engine import (
 )
 from soloflow_core.store.evidence import FlowEvidenceStore
 from soloflow_core.store.flowruns import FlowRunStore
+from soloflow_core.store.namespaces import NamespaceStore
 from soloflow_core.store.procedural import ProceduralStore, insert_flow_version
 from soloflow_core.store.skills import SkillImportStore
 from soloflow_core.store.tokens import TokenStore
+from soloflow_core.store.traces import TraceStore
 from soloflow_core.store.usage import UsageStore
 from soloflow_core.store.writer import (
     AnyRun,
@@ -156,7 +158,7 @@ class FlowRecord:
 
 
 class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillImportStore,
-            UsageStore):
+            UsageStore, NamespaceStore, TraceStore):
     """Runs, candidates, flows and their evidence, flow runs, API tokens and skill imports in
     one database (SQLite or PostgreSQL).
 

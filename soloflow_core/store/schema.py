@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0008"
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -303,4 +303,26 @@ skill_imports = sa.Table(
     sa.Column("provenance", JSONType, nullable=False),
     sa.Column("imported_at", TS, nullable=False),
     sa.UniqueConstraint("user_id", "agent_id", "flow_name", "flow_version", name="uq_sf_skill_imports_ns_flow"),
+)
+
+# 0008: traces (soloflow_core.store.traces): the spans of an agent run or a flow run, keyed by
+# the run's id; ``pos`` keeps the order they started in.
+spans = sa.Table(
+    "sf_spans",
+    metadata,
+    sa.Column("user_id", sa.String(255), nullable=False),
+    sa.Column("agent_id", sa.String(255), nullable=False),
+    sa.Column("run_id", sa.String(512), nullable=False),
+    sa.Column("span_id", sa.String(16), nullable=False),
+    sa.Column("pos", sa.Integer, nullable=False),
+    sa.Column("trace_id", sa.String(32), nullable=False),
+    sa.Column("parent_id", sa.String(16)),
+    sa.Column("name", sa.String(512), nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("start_at", TS, nullable=False),
+    sa.Column("duration_ms", sa.Float),
+    sa.Column("status", sa.String(8), nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("attributes", JSONType, nullable=False),
+    sa.PrimaryKeyConstraint("user_id", "agent_id", "run_id", "span_id", name="pk_sf_spans"),
 )

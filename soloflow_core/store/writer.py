@@ -314,7 +314,7 @@ def insert_returning(conn: Connection, fresh: Sequence[AnyRun], created: datetim
 
 
 # Python's sqlite3 binds an int, float or str directly but sends None and bool through its
-# adapter lookup, at ~0.4 µs a value: most of the cost of a tool-call row. So no None or
+# adapter lookup, the larger part of the cost of a tool-call row. So no None or
 # bool is bound: a nullable text column takes int 0 for NULL (``NULLIF(?, 0)``; text never
 # equals an integer), a nullable boolean 1/0, or 2 for NULL (``NULLIF(?, 2)``), and a REAL
 # column NaN, which SQLite stores as NULL (as ``jsonable`` turns NaN and infinities into

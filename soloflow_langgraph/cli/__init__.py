@@ -6,6 +6,7 @@ from soloflow_langgraph.cli import (  # noqa: F401,E402  (registers commands)
     flows_cmd,
     mcp_cmd,  # `soloflow mcp [--http]`
     memory_cmd,  # `soloflow memory search | prune`
+    namespaces_cmd,  # `soloflow namespaces`
     procedural_cmd,  # `soloflow flows find` and `flows versions`
     runs_cmd,
     sequential_cmd,  # noqa: F401,E402  (registers `soloflow sequential`)
@@ -13,6 +14,7 @@ from soloflow_langgraph.cli import (  # noqa: F401,E402  (registers commands)
     skills_cmd,  # `soloflow skills export | import`
     stats_cmd,  # `soloflow flows stats`
     tokens_cmd,  # `soloflow tokens create | list | revoke`
+    trace_cmd,  # `soloflow runs trace`, `soloflow flows runs trace`
 )
 from soloflow_langgraph.cli.app import app, main
 

@@ -1,7 +1,7 @@
 """A flow run from the command line: its runtime, its report, the answer to its approval.
 
-Shared by ``soloflow flows run|resume|...`` (:mod:`.flowrun_cmd`) and ``soloflow flows
-approve|reject frun_…`` (:mod:`.flows_cmd`).
+Shared by ``soloflow flows run|resume|...`` and ``soloflow flows runs approve|reject``
+(:mod:`.flowrun_cmd`).
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def report_result(result: FlowRunResult, as_json: bool) -> None:
     elif result.status == "waiting":
         question = (result.interrupt or {}).get("question", "approval needed")
         out.print(f"[yellow]waiting for approval[/]: {question}\n"
-                  f"  soloflow flows approve {result.run_id}   |   soloflow flows reject {result.run_id}")
+                  f"  soloflow flows runs approve {result.run_id}   |   soloflow flows runs reject {result.run_id}",
+                  highlight=False)
     elif result.status == "fallback":
         out.print(f"[yellow]fallback[/]: {result.handoff}")
     elif result.status == "cancelled":
@@ -72,7 +73,7 @@ def report_result(result: FlowRunResult, as_json: bool) -> None:
 
 
 def decide(ctx: typer.Context, run_id: str, *, approved: bool, comment: str | None, tools: list[str]) -> None:
-    """`flows approve|reject frun_…`: answer a run waiting for approval."""
+    """`flows runs approve|reject RUN_ID`: answer a run waiting for approval."""
     runtime = runtime_for(ctx, tools)
     result = runtime.approve(run_id, approved=approved, comment=comment)
     if not approved:

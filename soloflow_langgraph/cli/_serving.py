@@ -35,7 +35,7 @@ def service_for(ctx: typer.Context, tools: list[str]) -> SoloFlowService:
     from soloflow_langgraph.server.service import SoloFlowService
 
     c: Context = ctx.obj
-    store = c.store()
+    store = c.store(create=True)  # a server may start before anything is stored
     service = SoloFlowService(store, tools=[t for spec in tools for t in load_tools(spec)],
                               plugin_manager=get_plugin_manager())
     ctx.call_on_close(store.close)

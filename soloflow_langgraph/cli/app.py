@@ -40,7 +40,7 @@ app = typer.Typer(
     name="soloflow",
     help="SoloFlow: capture agent tool calls, detect repeated workflows, run them as flows.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -55,13 +55,19 @@ class Context:
     db: str | None
     user: str
     agent: str
+    command: typer.Context | None = None
+    """The invocation's root context."""
     _store: Store | None = None
 
-    def store(self) -> Store:
+    def store(self, *, create: bool = False) -> Store:
+        """The database the command works on, opened once. Only a command that writes
+        passes ``create``: for the others a missing SQLite file is an error naming it."""
         if self._store is None:
-            from soloflow_core.store import Store  # SQLAlchemy: only for commands that use it
+            from soloflow_langgraph.cli._database import open_store  # SQLAlchemy: only when used
 
-            self._store = Store.open(self.db)
+            self._store = open_store(self.db, create=create)
+            if self.command is not None:  # closed when the invocation ends, after the command's own
+                self.command.call_on_close(self._store.close)
         return self._store
 
     @property
@@ -75,9 +81,19 @@ class Context:
         return load_learning_config()
 
 
+def _version(value: bool) -> None:
+    if value:
+        from soloflow_core import __version__
+
+        sys.stdout.write(f"soloflow {__version__}\n")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
     ctx: typer.Context,
+    _show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
     db: str | None = typer.Option(
         None, "--db", envvar="SOLOFLOW_DATABASE_URL",
         help="Database URL (sqlite:///file.db, postgresql://...) or a SQLite file path. "
@@ -86,7 +102,7 @@ def _global(
     user: str = typer.Option("default", "--user", envvar="SOLOFLOW_USER", help="Your user id (namespace)."),
     agent: str = typer.Option("default", "--agent", envvar="SOLOFLOW_AGENT", help="The agent id (namespace)."),
 ) -> None:
-    ctx.obj = Context(db=db, user=user, agent=agent)
+    ctx.obj = Context(db=db, user=user, agent=agent, command=ctx)
 
 
 def print_json(value: Any) -> None:

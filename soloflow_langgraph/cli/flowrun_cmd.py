@@ -1,4 +1,5 @@
-"""``soloflow flows run | resume | status | cancel | history | runs | prune``: flow runs."""
+"""``soloflow flows run | resume | status | cancel | history | prune`` and ``soloflow flows
+runs list | approve | reject``: flow runs."""
 
 from __future__ import annotations
 
@@ -7,29 +8,42 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from soloflow_langgraph.cli._flow_runs import report_result, runtime_for
+from soloflow_langgraph.cli._flow_runs import decide, report_result, runtime_for
+from soloflow_langgraph.cli._resolve import resolve_flow, resolve_id
 from soloflow_langgraph.cli.app import Context, fail, out, print_json
 from soloflow_langgraph.cli.flows_cmd import flows_app
+from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces, id_column
 
 if TYPE_CHECKING:
     pass
 
 _TOOLS_HELP = "module:ATTR naming tools the steps call (repeatable); plugins register the rest."
+_RUN_HELP = "The flow run id (frun_…), or a unique prefix of it."
+
+runs_app = typer.Typer(help="Flow runs: list them, answer the ones waiting for approval.",
+                       no_args_is_help=True)
+flows_app.add_typer(runs_app, name="runs")
+
+
+def _run_id(ctx: typer.Context, typed: str) -> str:
+    return resolve_id(ctx.obj, "flow_run", typed)
 
 
 @flows_app.command("run")
 def run(
     ctx: typer.Context,
-    name: str = typer.Argument(..., help="The flow's name."),
+    name: str = typer.Argument(..., help="The flow's name, or a unique prefix of it or of its slug."),
     input_json: str = typer.Option("{}", "--input", help="The flow inputs as a JSON object."),
     task: str | None = typer.Option(None, "--task", help="Recover missing inputs from this task text."),
     tools: list[str] = typer.Option([], "--tools", help=_TOOLS_HELP),
-    as_json: bool = typer.Option(False, "--json", help="After the run id line, the result as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Only the result as JSON (it holds the run id)."),
 ) -> None:
-    """Run a registered flow with no model call. The first line printed is the flow run
-    id (printed before any step runs: use it with `flows status`/`cancel` meanwhile)."""
+    """Run a registered flow with no model call. Without --json, the first line printed is
+    the flow run id (printed before any step runs: use it with `flows status`/`cancel`
+    meanwhile)."""
     from soloflow_langgraph.runtime.inputs import inputs_from_task
 
     try:
@@ -39,34 +53,35 @@ def run(
     if not isinstance(inputs, dict):
         fail("--input must be a JSON object, e.g. '{\"email\": \"a@b.c\"}'")
     runtime = runtime_for(ctx, tools)
-    flow = runtime.flow(name)
+    flow = runtime.flow(resolve_flow(ctx.obj, name))
     if task:
         inputs = {**inputs_from_task(flow, task), **inputs}
-    result = runtime.run(flow, inputs, on_started=lambda run_id: print(run_id, flush=True))
+    started = None if as_json else (lambda run_id: print(run_id, flush=True))
+    result = runtime.run(flow, inputs, on_started=started)
     report_result(result, as_json)
 
 
 @flows_app.command("resume")
 def resume(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="The flow run id (frun_…)."),
+    run_id: str = typer.Argument(..., help=_RUN_HELP),
     tools: list[str] = typer.Option([], "--tools", help=_TOOLS_HELP),
     force: bool = typer.Option(False, "--force", help="Even if the process that ran it seems alive."),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Carry on a run whose process ended: completed steps are not run again."""
-    report_result(runtime_for(ctx, tools).resume(run_id, force=force), as_json)
+    report_result(runtime_for(ctx, tools).resume(_run_id(ctx, run_id), force=force), as_json)
 
 
 @flows_app.command("status")
 def status(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="The flow run id (frun_…)."),
+    run_id: str = typer.Argument(..., help=_RUN_HELP),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """A flow run's state and its steps' states."""
     c: Context = ctx.obj
-    rec = c.store().get_flow_run(run_id, **c.ns)
+    rec = c.store().get_flow_run(_run_id(ctx, run_id), **c.ns)
     if as_json:
         print_json({"run_id": rec.id, "flow": rec.flow_name, "version": rec.flow_version, "state": rec.state,
                     "outcome": rec.outcome, "waiting_for_approval": rec.waiting_for_approval,
@@ -88,8 +103,9 @@ def status(
 
 
 @flows_app.command("cancel")
-def cancel(ctx: typer.Context, run_id: str = typer.Argument(..., help="The flow run id (frun_…).")) -> None:
+def cancel(ctx: typer.Context, run_id: str = typer.Argument(..., help=_RUN_HELP)) -> None:
     """Cancel a flow run, from any process: a running one stops before its next step."""
+    run_id = _run_id(ctx, run_id)
     rec = runtime_for(ctx, []).cancel(run_id)
     if rec.terminal:
         out.print(f"{run_id}: {rec.state}")
@@ -100,12 +116,12 @@ def cancel(ctx: typer.Context, run_id: str = typer.Argument(..., help="The flow 
 @flows_app.command("history")
 def history(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="The flow run id (frun_…)."),
+    run_id: str = typer.Argument(..., help=_RUN_HELP),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Every recorded state transition of a flow run and its steps, oldest first."""
     c: Context = ctx.obj
-    moves = c.store().flow_run_history(run_id, **c.ns)
+    moves = c.store().flow_run_history(_run_id(ctx, run_id), **c.ns)
     if as_json:
         print_json([{"at": m.at, "step": m.step_key, "from": m.from_state, "to": m.to_state,
                      "detail": m.detail} for m in moves])
@@ -117,10 +133,10 @@ def history(
     out.print(table)
 
 
-@flows_app.command("runs")
+@runs_app.command("list")
 def runs(
     ctx: typer.Context,
-    flow: str | None = typer.Option(None, "--flow", help="Only this flow's runs."),
+    flow: str | None = typer.Option(None, "--flow", help="Only this flow's runs (its name or a unique prefix)."),
     state: str | None = typer.Option(None, "--state", help="draft | active | running | completed | failed | cancelled"),
     waiting: bool = typer.Option(False, "--waiting", help="Only runs waiting for approval."),
     limit: int = typer.Option(50, "--limit"),
@@ -129,6 +145,8 @@ def runs(
     """List flow runs, newest first."""
     c: Context = ctx.obj
     store = c.store()
+    if flow is not None:
+        flow = resolve_flow(c, flow)
     rows: list[dict[str, Any]] = store.list_flow_runs(flow_name=flow, state="running" if waiting else state,
                                                       limit=limit, **c.ns)
     if waiting:
@@ -138,11 +156,37 @@ def runs(
                      "state": r["status"], "outcome": r["outcome"], "started_at": r["started_at"],
                      "ended_at": r["ended_at"]} for r in rows])
         return
-    table = Table("run", "flow", "state", "outcome", "started")
+    table = Table()
+    id_column(table, "run", [r["id"] for r in rows])
+    for header in ("flow", "state", "outcome", "started"):
+        table.add_column(header)
     for r in rows:
-        table.add_row(r["id"], f"{r['flow_name']} v{r['flow_version']}", r["status"], r["outcome"] or "",
-                      r["started_at"].isoformat(timespec="seconds"))
+        table.add_row(r["id"], escape(f"{r['flow_name']} v{r['flow_version']}"), r["status"],
+                      r["outcome"] or "", r["started_at"].isoformat(timespec="seconds"))
     out.print(table)
+    if not rows and flow is None and state is None and not waiting:
+        hint_other_namespaces(c, "flow runs")
+
+
+@runs_app.command("approve")
+def approve_run(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="A flow run waiting for approval (frun_…), or a unique prefix."),
+    comment: str | None = typer.Option(None, "--comment", help="Recorded with the decision."),
+    tools: list[str] = typer.Option([], "--tools", help=_TOOLS_HELP),
+) -> None:
+    """Let a flow run that waits for approval go on: this process runs the rest of it."""
+    decide(ctx, _run_id(ctx, run_id), approved=True, comment=comment, tools=tools)
+
+
+@runs_app.command("reject")
+def reject_run(
+    ctx: typer.Context,
+    run_id: str = typer.Argument(..., help="A flow run waiting for approval (frun_…), or a unique prefix."),
+    comment: str | None = typer.Option(None, "--comment", help="Recorded with the decision."),
+) -> None:
+    """Reject a flow run that waits for approval: it ends cancelled, outcome rejected."""
+    decide(ctx, _run_id(ctx, run_id), approved=False, comment=comment, tools=[])
 
 
 @flows_app.command("prune")

@@ -20,8 +20,10 @@ from soloflow_core.learning.promotion import (
 )
 from soloflow_core.models import SOURCE_USER
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph.cli._flow_runs import decide, load_tools
+from soloflow_langgraph.cli._flow_runs import load_tools
+from soloflow_langgraph.cli._resolve import resolve_flow, resolve_id
 from soloflow_langgraph.cli.app import Context, app, fail, out, print_json
+from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces, id_column
 
 if TYPE_CHECKING:
     from soloflow_core.learning.quality import QualityScore
@@ -34,40 +36,33 @@ flows_app = typer.Typer(help="Flow candidates and registered flows.", no_args_is
 app.add_typer(flows_app, name="flows")
 
 
-RUN_PREFIX = "frun_"
+_CANDIDATE_HELP = "A candidate id (from `soloflow detect`), or a unique prefix of it."
 
 
 @flows_app.command("approve")
 def approve(
     ctx: typer.Context,
-    candidate_id: str = typer.Argument(..., help="A candidate (from `soloflow detect`) or a flow run waiting for approval (frun_…)."),
-    comment: str | None = typer.Option(None, "--comment", help="For a flow run: recorded with the decision."),
-    tools: list[str] = typer.Option([], "--tools", help="For a flow run: module:ATTR naming tools its steps call."),
+    candidate_id: str = typer.Argument(..., help=_CANDIDATE_HELP),
 ) -> None:
-    """Register a candidate's proposed flow, or let a flow run that waits for approval go on."""
-    if candidate_id.startswith(RUN_PREFIX):
-        decide(ctx, candidate_id, approved=True, comment=comment, tools=tools)
-        return
+    """Register a candidate's proposed flow. (A flow run waiting for approval:
+    `soloflow flows runs approve RUN_ID`.)"""
     c: Context = ctx.obj
-    flow = approve_candidate(c.store(), candidate_id, pm=get_plugin_manager(),
-                             config=c.learning_config(), **c.ns)
-    out.print(f"registered flow [bold]{flow.name}[/] version {flow.version}")
+    flow = approve_candidate(c.store(), resolve_id(c, "candidate", candidate_id),
+                             pm=get_plugin_manager(), config=c.learning_config(), **c.ns)
+    out.print(f"registered flow [bold]{escape(flow.name)}[/] version {flow.version}")
 
 
 @flows_app.command("reject")
 def reject(
     ctx: typer.Context,
-    candidate_id: str = typer.Argument(..., help="A candidate (from `soloflow detect`) or a flow run waiting for approval (frun_…)."),
-    comment: str | None = typer.Option(None, "--comment", help="For a flow run: recorded with the decision."),
+    candidate_id: str = typer.Argument(..., help=_CANDIDATE_HELP),
 ) -> None:
-    """Reject a candidate (the same sequence is not proposed again), or a flow run waiting
-    for approval (it is cancelled)."""
-    if candidate_id.startswith(RUN_PREFIX):
-        decide(ctx, candidate_id, approved=False, comment=comment, tools=[])
-        return
+    """Reject a candidate: the same sequence is not proposed again. (A flow run waiting for
+    approval: `soloflow flows runs reject RUN_ID`.)"""
     c: Context = ctx.obj
-    reject_candidate(c.store(), candidate_id, **c.ns)
-    out.print(f"rejected {candidate_id}")
+    cand_id = resolve_id(c, "candidate", candidate_id)
+    reject_candidate(c.store(), cand_id, **c.ns)
+    out.print(f"rejected {cand_id}", markup=False, highlight=False)
 
 
 @flows_app.command("candidates")
@@ -82,13 +77,18 @@ def candidates(
     if as_json:
         print_json([x.model_dump(mode="json") for x in cands])
         return
-    table = Table("candidate", "status", "runs", "fidelity", "confidence", "sequence")
+    table = Table()
+    id_column(table, "candidate", [x.id for x in cands])
+    for header in ("status", "runs", "fidelity", "confidence", "sequence"):
+        table.add_column(header)
     for x in cands:
         table.add_row(x.id, x.status, str(x.occurrence_count),
                       "-" if x.fidelity is None else f"{x.fidelity:.2f}",
                       "-" if x.confidence is None else f"{x.confidence:.2f}",
                       " → ".join(x.tool_sequence))
     out.print(table)
+    if not cands:
+        hint_other_namespaces(c, "candidates")
     for x in cands:
         if x.status == "pending" and x.divergences:
             out.print(f"[yellow]{x.id}[/] diverged in replay:\n{describe_divergences(x)}", highlight=False)
@@ -97,7 +97,7 @@ def candidates(
 @flows_app.command("verify")
 def verify(
     ctx: typer.Context,
-    candidate_id: str = typer.Argument(..., help="From `soloflow detect`."),
+    candidate_id: str = typer.Argument(..., help=_CANDIDATE_HELP),
     threshold: float = typer.Option(
         DEFAULT_PROMOTION_THRESHOLD, "--threshold", envvar="SOLOFLOW_PROMOTION_THRESHOLD",
         help="Fidelity needed for automatic promotion.", min=0.0, max=1.0),
@@ -108,6 +108,7 @@ def verify(
     from soloflow_langgraph.verify import verify_candidate
 
     c: Context = ctx.obj
+    candidate_id = resolve_id(c, "candidate", candidate_id)
     cand, report = verify_candidate(c.store(), candidate_id, **c.ns)
     promoted = None
     promotable = report.passes(threshold) and report.held_out >= MIN_HELD_OUT
@@ -145,6 +146,10 @@ def verify(
                   f"needs {MIN_HELD_OUT}; a person must approve or reject it.[/]", highlight=False)
 
 
+_FLOW_HELP = ("The flow's name, a unique prefix of it (any case), or of its slug "
+              "(auto-find-customer…).")
+
+
 @flows_app.command("list")
 def list_flows(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="JSON only.")) -> None:
     """List registered flows (latest version of each)."""
@@ -171,6 +176,8 @@ def list_flows(ctx: typer.Context, as_json: bool = typer.Option(False, "--json",
                       ", ".join((r.flow.input_schema or {}).get("properties", {})),
                       "-" if q is None else _quality_cell(q))
     out.print(table)
+    if not records:
+        hint_other_namespaces(c, "flows")
 
 
 def _quality_cell(q: QualityScore) -> str:
@@ -181,7 +188,7 @@ def _quality_cell(q: QualityScore) -> str:
 @flows_app.command("show")
 def show(
     ctx: typer.Context,
-    name: str = typer.Argument(..., help="The flow's name."),
+    name: str = typer.Argument(..., help=_FLOW_HELP),
     version: int | None = typer.Option(None, "--version", help="Default: the latest."),
     mermaid: bool = typer.Option(False, "--mermaid", help="Print only the Mermaid diagram."),
     as_json: bool = typer.Option(False, "--json", help="Print only the definition as JSON."),
@@ -190,6 +197,7 @@ def show(
     from soloflow_langgraph.compile.graph import flow_mermaid
 
     c: Context = ctx.obj
+    name = resolve_flow(c, name)
     record = c.store().get_flow(name, version=version, **c.ns)
     if mermaid:
         print(flow_mermaid(record.flow))
@@ -270,7 +278,7 @@ def submit(
     flow, layers, problems = _check_flow_file(file, tools)
     if problems or flow is None:
         _report_problems(file, problems, as_json)  # before the store is opened: nothing stored
-    registered = submit_flow(c.store(), flow, pm=get_plugin_manager(), **c.ns)
+    registered = submit_flow(c.store(create=True), flow, pm=get_plugin_manager(), **c.ns)
     if as_json:
         print_json({"name": registered.name, "version": registered.version, "source": SOURCE_USER,
                     "layers": layers})

@@ -11,7 +11,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, 
 from rich.table import Table
 
 from soloflow_core.models import DetectorConfig
+from soloflow_langgraph.cli._resolve import resolve_id
 from soloflow_langgraph.cli.app import Context, app, err, out, print_json
+from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces, id_column
 
 runs_app = typer.Typer(help="The captured task runs (the ledger).", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
@@ -55,7 +57,7 @@ def ingest(
         if not f.is_file():
             err.print(f"[bold red]error:[/] {f}: no such file")
             raise typer.Exit(1)
-    store = c.store()
+    store = c.store(create=True)
     total = sum(f.stat().st_size for f in files)
     with Progress(
         TextColumn("[bold]ingest"), BarColumn(), TextColumn("{task.fields[lines]:,} lines"),
@@ -113,24 +115,33 @@ def runs_list(
             for r in rows
         ])
         return
-    table = Table("run id", "task", "ok", "tools", "model calls", "tokens", title=f"task runs ({c.user}/{c.agent})")
+    cost = c.store().namespace_cost(**c.ns)
+    caption = f"namespace cost: ${cost.total_usd:.4f} over {cost.priced_runs} priced run(s)" + (
+        f", {cost.unpriced_runs} unpriced" if cost.unpriced_runs else "")
+    table = Table(title=f"task runs ({c.user}/{c.agent})", caption=caption)
+    id_column(table, "run id", [r.run_id for r in rows])
+    for header in ("task", "ok", "tools", "model calls", "tokens", "cost"):
+        table.add_column(header)
     for r in rows:
         task = (r.task or "").replace("\n", " ")
+        priced = f"${r.cost:.4f}" if r.cost is not None else ("unpriced" if r.model_call_count else "")
         table.add_row(r.run_id, task[:60] + ("…" if len(task) > 60 else ""),
                       {True: "✓", False: "✗", None: "?"}[r.success], str(r.tool_count),
-                      str(r.model_call_count), "" if r.tokens is None else str(r.tokens))
+                      str(r.model_call_count), "" if r.tokens is None else str(r.tokens), priced)
     out.print(table)
+    if not rows:
+        hint_other_namespaces(c, "task runs")
 
 
 @runs_app.command("show")
 def runs_show(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="The run id."),
+    run_id: str = typer.Argument(..., help="The run id, or a unique prefix of it."),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Show one task run with its tool calls."""
     c: Context = ctx.obj
-    run = c.store().get_run(run_id, **c.ns)
+    run = c.store().get_run(resolve_id(c, "run", run_id), **c.ns)
     if as_json:
         print_json(run.model_dump(mode="json"))
         return
@@ -219,7 +230,10 @@ def detect(
             if failed:
                 out.print(f"{failed} failed run(s) were left out; [bold]--include-failed[/] counts them")
         return
-    table = Table("candidate", "runs", "match", "tokens saved", "bits", "sequence", title="flow candidates")
+    table = Table(title="flow candidates")
+    id_column(table, "candidate", [cand.id for cand in cands])
+    for header in ("runs", "match", "tokens saved", "bits", "sequence"):
+        table.add_column(header)
     for cand in cands:
         seq = " → ".join(
             f"{name}×n" if i in cand.repeated_steps else name for i, name in enumerate(cand.tool_sequence)

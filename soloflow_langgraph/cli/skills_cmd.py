@@ -52,7 +52,7 @@ def import_(
     from soloflow_langgraph.skills import import_skill
 
     c: Context = ctx.obj
-    store = c.store()
+    store = c.store(create=True)
     ctx.call_on_close(store.close)
     done = import_skill(store, directory, tools=[t for spec in tools for t in load_tools(spec)],
                         plugin_manager=get_plugin_manager(), **c.ns)

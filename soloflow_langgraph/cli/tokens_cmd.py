@@ -20,9 +20,10 @@ _USER = typer.Option(None, "--user", help="The token's user (default: the global
 _AGENT = typer.Option(None, "--agent", help="The token's agent (default: the global --agent).")
 
 
-def _ns(ctx: typer.Context, user: str | None, agent: str | None) -> tuple[Store, str, str]:
+def _ns(ctx: typer.Context, user: str | None, agent: str | None, *, create: bool = False
+        ) -> tuple[Store, str, str]:
     c: Context = ctx.obj
-    store = c.store()
+    store = c.store(create=create)
     ctx.call_on_close(store.close)
     return store, user or c.user, agent or c.agent
 
@@ -37,7 +38,7 @@ def create(
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Create a token for a namespace. The token is printed this once: it is stored hashed."""
-    store, user_id, agent_id = _ns(ctx, user, agent)
+    store, user_id, agent_id = _ns(ctx, user, agent, create=True)
     issued = store.create_api_token(user_id=user_id, agent_id=agent_id, scope=scope, label=label)
     if as_json:
         print_json({**issued.record.as_dict(), "token": issued.token})

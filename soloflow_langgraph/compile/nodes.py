@@ -285,7 +285,7 @@ class StepNode:
         # Every field is already of its type (a validated flow's skill key, the rendered
         # arguments dict, a bool, a float): no validation pass at every step. ``meta`` is
         # given too: for a field left to its ``default_factory`` pydantic inspects the
-        # factory's signature on every construct (about 10 µs).
+        # factory's signature on every construct.
         call = ToolCall.model_construct(set(_REPORTED), name=self.spec.step.skill_key, args=dict(kwargs), output=out,
                                         error=error, duration_ms=(time.perf_counter() - start) * 1000, meta={})
         for cb in callbacks:

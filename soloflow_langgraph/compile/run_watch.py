@@ -2,8 +2,8 @@
 caller.
 
 :func:`~soloflow_langgraph.compile.step_call.call_with_limit` hands every sync call to a daemon
-thread so that the step stops waiting at ``timeout_seconds``; on a 2-core VM each hand-off
-costs two cross-CPU wake-ups (~75–150 µs per step, most of a trivial step's overhead). The
+thread so that the step stops waiting at ``timeout_seconds``; each hand-off costs two thread
+wake-ups, most of a trivial step's overhead. The
 runtime instead runs the whole invocation of a run (``graph.invoke``) on one daemon thread —
 one hand-off per run — and the steps that LangGraph runs on that thread (every step of a
 superstep with one task) call their executor in line. The caller waits for the invocation

@@ -12,12 +12,10 @@ away (daemon threads don't keep the process alive). An async executor (a corouti
 function, or a LangChain tool with only a coroutine) runs in its own event loop on that
 thread under ``asyncio.wait_for``, so it is cancelled at the limit.
 
-The hand-off costs ~75 µs per step on a 2-core VM (two cross-CPU wake-ups; ~25 µs with both
-threads on one CPU), measured in ``benchmarks/bench_runtime.py``. Calling in line under a
-``SIGALRM`` timer instead was tried (2026-11-25) and dropped: the interrupt could land in a
-nested flow's own bookkeeping or in LangChain's callbacks, a call blocked in C code that
-retries on ``EINTR`` (a database driver) or a tool using ``SIGALRM`` itself kept the step far
-past its limit, and a bare ``except:`` swallowed it — the thread keeps the step's time bounded.
+The hand-off costs two thread wake-ups per step (figures: ``benchmarks/bench_runtime.py``).
+No ``SIGALRM`` timer: a signal can land in a nested flow's bookkeeping or in LangChain's
+callbacks, C code that retries on ``EINTR`` ignores it, and a bare ``except:`` swallows it —
+only a thread keeps the step's time bounded.
 """
 
 from __future__ import annotations

@@ -23,7 +23,8 @@ request is that flow's job.
   turn, a call that would repeat a side-effecting step another call of the turn does (the
   flow's own tool, or a second flow with the same step) is refused — approving the waiting
   run does its steps once;
-- **learning**: :attr:`SoloFlowMiddleware.callbacks` captures each run into the store; the
+- **learning**: the middleware's hooks capture each run of its agent into the store
+  (:mod:`.capture`, through the handler of :attr:`SoloFlowMiddleware.callbacks`); the
   :class:`~soloflow_core.learning.service.LearningService` turns repeated runs into
   candidates and flows, and credits flows whose job the agent did itself
   (:func:`~soloflow_core.learning.records.record_agent_run`). Every flow run (routed, or
@@ -40,7 +41,7 @@ Example::
     mw = SoloFlowMiddleware(store, user_id="alice", agent_id="support", tools=TOOLS,
                             config=LearningConfig(auto_execute=True))
     agent = create_agent(model, tools=TOOLS, middleware=[mw])
-    agent.invoke({"messages": [("user", task)]}, config={"callbacks": mw.callbacks})
+    agent.invoke({"messages": [("user", task)]})  # captured by the middleware's own hooks
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
 from soloflow_core.memory.router import RouteDecision, decide_route
 from soloflow_core.models import FlowDefinition
 from soloflow_core.plugins import get_plugin_manager
+from soloflow_langgraph.routing.capture import HookCapture
 from soloflow_langgraph.routing.hints import FLOW_RUN_TOOL, RUNS_SEEN, OfferedFlows, output_text
 from soloflow_langgraph.routing.tools import waiting_text
 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
@@ -105,6 +107,9 @@ class SoloFlowState(AgentState[Any]):
     """The agent state with this middleware's per-invocation notes (private)."""
 
     soloflow: NotRequired[Annotated[dict[str, Any] | None, PrivateStateAttr]]
+    soloflow_capture: NotRequired[Annotated[str | None, PrivateStateAttr]]
+    """The id of the task run this invocation is captured as (None: a handler passed in
+    ``config["callbacks"]`` captures it)."""
 
 
 # --------------------------------------------------------------------------- the middleware
@@ -199,6 +204,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         self.tools = [*typed, self.flows.flow_run_tool()]
         self._own = {t.name for t in self.tools}
         self._handler: SoloFlowCallbackHandler | None = None
+        self._capture: HookCapture | None = None
 
     @property
     def runtime(self) -> FlowRuntime:
@@ -211,8 +217,10 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
 
     @property
     def callbacks(self) -> list[Any]:
-        """``[handler]`` capturing each run into the store (and so into learning): pass as
-        ``config={"callbacks": mw.callbacks}`` or ``agent.with_config(callbacks=...)``."""
+        """``[handler]``: the handler the middleware captures its agent's runs with. Not
+        needed in ``config`` (the middleware's hooks report to it); passing it there, or any
+        SoloFlow handler on the same store, records each run once, through the callbacks
+        (which also see calls the hooks do not, such as a routed flow's tool calls)."""
         if self._handler is None:
             from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
 
@@ -236,9 +244,38 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
             stats=lambda name: self.learning.stats(self.user_id, self.agent_id, name),
         )  # fmt: skip
 
+    @property
+    def _hooks(self) -> HookCapture:
+        if self._capture is None:
+            self._capture = HookCapture(self.callbacks[0])
+        return self._capture
+
     @hook_config(can_jump_to=["end"])
     def before_agent(self, state: SoloFlowState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Find the flows for the task; run one with no model call when the task is its job."""
+        """Open the invocation's task run; find the flows for the task; run one with no
+        model call when the task is its job."""
+        root = self._hooks.start(list(state.get("messages") or []))
+        try:
+            update = self._route_or_note(state)
+        except BaseException as exc:
+            if root is not None:
+                self._hooks.fail(root, exc)
+            raise
+        return {**(update or {}), "soloflow_capture": root}
+
+    def after_agent(self, state: SoloFlowState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Store the invocation's task run (its answer is the last message)."""
+        root = state.get("soloflow_capture")
+        if root:
+            self._hooks.finish(root, list(state.get("messages") or []))
+        return None
+
+    async def aafter_agent(
+        self, state: SoloFlowState, runtime: Runtime[Any]
+    ) -> dict[str, Any] | None:
+        return await asyncio.to_thread(self.after_agent, state, runtime)
+
+    def _route_or_note(self, state: SoloFlowState) -> dict[str, Any] | None:
         task, humans = task_of(state.get("messages") or [])
         matches = self.flows.find(task)
         note: dict[str, Any] = {
@@ -372,14 +409,36 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
     def wrap_model_call(
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
-        return handler(self._prepare(request))
+        request = self._prepare(request)
+        root = _capture_id(request.state)
+        if root is None:
+            return handler(request)
+        call = self._hooks.model_started(root, request)
+        try:
+            response = handler(request)
+        except BaseException as exc:
+            self._hooks.call_failed(root, call, exc, tool=False)
+            raise
+        self._hooks.model_ended(root, call, response)
+        return response
 
     async def awrap_model_call(
         self,
         request: ModelRequest[Any],
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
-        return await handler(await asyncio.to_thread(self._prepare, request))
+        request = await asyncio.to_thread(self._prepare, request)
+        root = _capture_id(request.state)
+        if root is None:
+            return await handler(request)
+        call = self._hooks.model_started(root, request)
+        try:
+            response = await handler(request)
+        except BaseException as exc:
+            self._hooks.call_failed(root, call, exc, tool=False)
+            raise
+        self._hooks.model_ended(root, call, response)
+        return response
 
     # ------------------------------------------------------------------ each tool call
 
@@ -440,6 +499,21 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
     ) -> ToolResult:
+        root = _capture_id(request.state)
+        if root is None:
+            return self._guarded_tool_call(request, handler)
+        call = self._hooks.tool_started(root, request)
+        try:
+            response = self._guarded_tool_call(request, handler)
+        except BaseException as exc:
+            self._hooks.call_failed(root, call, exc, tool=True)
+            raise
+        self._hooks.tool_ended(root, call, response)
+        return response
+
+    def _guarded_tool_call(
+        self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
+    ) -> ToolResult:
         refusal = self._refusal(request)
         if refusal is not None:
             return refusal
@@ -458,6 +532,23 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
+        root = _capture_id(request.state)
+        if root is None:
+            return await self._aguarded_tool_call(request, handler)
+        call = self._hooks.tool_started(root, request)
+        try:
+            response = await self._aguarded_tool_call(request, handler)
+        except BaseException as exc:
+            self._hooks.call_failed(root, call, exc, tool=True)
+            raise
+        self._hooks.tool_ended(root, call, response)
+        return response
+
+    async def _aguarded_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
+    ) -> ToolResult:
         refusal = await asyncio.to_thread(self._refusal, request)
         if refusal is not None:
             return refusal
@@ -470,6 +561,12 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         finally:
             RUNS_SEEN.reset(token)
         return await asyncio.to_thread(self._after_flow_call, request, response, seen)
+
+
+def _capture_id(state: Any) -> str | None:
+    """The task run the invocation is captured as, from the state ``before_agent`` wrote."""
+    root = state.get("soloflow_capture") if isinstance(state, dict) else None
+    return root if isinstance(root, str) else None
 
 
 def _refused(call: Any, text: str) -> ToolMessage:

@@ -250,7 +250,7 @@ def waiting_text(flow_name: str, run_id: str | None) -> str:
     """What the model (or the user) is told about a run waiting for a person's approval."""
     return (
         f"The flow {flow_name!r} is waiting for a person's approval (flow run {run_id}): it "
-        f"runs once they approve it (`soloflow flows approve {run_id}`). Do not do its steps "
+        f"runs once they approve it (`soloflow flows runs approve {run_id}`). Do not do its steps "
         "yourself meanwhile; tell the user it awaits approval."
     )
 

@@ -25,6 +25,7 @@ Example::
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import queue
@@ -32,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -55,6 +57,7 @@ from soloflow_core.store.writer import json_text
 from soloflow_langgraph.compile.graph import begin_ahead_plan, compile_flow
 from soloflow_langgraph.compile.nodes import HALTED, FlowContext
 from soloflow_langgraph.compile.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
+from soloflow_langgraph.runtime.flow_trace import FlowTrace
 from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs
 from soloflow_langgraph.runtime.results import FlowRunResult
 from soloflow_langgraph.runtime.support import (
@@ -76,12 +79,26 @@ interrupted in this process to stop writing (``FlowRuntime._await_stopped``)."""
 
 if TYPE_CHECKING:
     import pluggy
+    from langchain_core.runnables import RunnableConfig
     from langgraph.graph.state import CompiledStateGraph
 
     from soloflow_core.store import Store
     from soloflow_core.store.flowruns import FlowRunRecord, Transition
 
 log = logging.getLogger(__name__)
+
+_CALLER_CONFIG: ContextVar[RunnableConfig | None] = ContextVar("soloflow_caller_config", default=None)
+"""The ``config`` given to :meth:`FlowRuntime.run`, while that run is driven."""
+_PASSED_ON = ("callbacks", "tags", "metadata", "run_name")
+
+
+def _graph_config(run_id: str) -> dict[str, Any]:
+    """The config a run's graph is invoked with: its thread, and what the caller's
+    ``RunnableConfig`` says about callbacks, tags, metadata and the run's name."""
+    caller = _CALLER_CONFIG.get() or {}
+    cfg: dict[str, Any] = {k: caller[k] for k in _PASSED_ON if caller.get(k) is not None}  # type: ignore[literal-required]
+    cfg["configurable"] = {"thread_id": run_id}
+    return cfg
 
 Retention = Literal["delete_on_finish", "keep"]
 
@@ -150,6 +167,8 @@ class FlowRuntime:
         self._lock = threading.Lock()
         self._stopping: dict[str, RunWatch] = {}
         """Runs whose invocation was interrupted in this process, until they go on here."""
+        self._traces: dict[str, FlowTrace] = {}
+        """The trace of each invocation going on, by run id."""
 
     def close(self) -> None:
         """Close the checkpointer's connection if this runtime opened it (the store is the
@@ -220,14 +239,24 @@ class FlowRuntime:
     # ------------------------------------------------------------------ running
 
     def run(self, flow: FlowDefinition | str, inputs: dict[str, Any] | None = None, *,
-            run_id: str | None = None, on_started: Callable[[str], None] | None = None) -> FlowRunResult:
+            run_id: str | None = None, on_started: Callable[[str], None] | None = None,
+            config: RunnableConfig | None = None) -> FlowRunResult:
         """Start a run and drive it until it ends or waits for approval. ``on_started``
-        gets the run id once the run is recorded, before its first step.
+        gets the run id once the run is recorded, before its first step. ``config``: the
+        caller's ``RunnableConfig``; its ``callbacks``, ``tags``, ``metadata`` and
+        ``run_name`` follow the run's graph, down to every step's tool (the thread id stays
+        the run's own).
 
         Raises:
             FlowValidationError: the flow or the inputs are invalid (nothing is recorded).
             NotFoundError: no such registered flow.
         """
+        if config is not None:
+            token = _CALLER_CONFIG.set(config)
+            try:
+                return self.run(flow, inputs, run_id=run_id, on_started=on_started)
+            finally:
+                _CALLER_CONFIG.reset(token)
         given = dict(inputs or {})
         if isinstance(flow, str):
             return self._run_by_name(flow, given, run_id, on_started)
@@ -247,6 +276,14 @@ class FlowRuntime:
         if on_started is not None:
             on_started(run_id)
         return self._drive(flow, graph, run_id, journal, {"inputs": inputs})
+
+    async def arun(self, flow: FlowDefinition | str, inputs: dict[str, Any] | None = None, *,
+                   run_id: str | None = None, on_started: Callable[[str], None] | None = None,
+                   config: RunnableConfig | None = None) -> FlowRunResult:
+        """:meth:`run` from async code: the run goes on a worker thread (its steps' tools
+        are called as in :meth:`run`), the event loop stays free."""
+        return await asyncio.to_thread(self.run, flow, inputs, run_id=run_id, on_started=on_started,
+                                       config=config)
 
     def _new_run_journal(self, flow: FlowDefinition, run_id: str) -> StepJournal:
         """The journal of a run just recorded, its first steps already being begun (in the
@@ -360,8 +397,8 @@ class FlowRuntime:
                                          run_id=run_id)
         if rec.waiting_for_approval:
             raise InvalidTransitionError(
-                f"flow run {run_id!r} waits for approval: `soloflow flows approve {run_id}` or "
-                f"`soloflow flows reject {run_id}`", run_id=run_id)
+                f"flow run {run_id!r} waits for approval: `soloflow flows runs approve {run_id}` or "
+                f"`soloflow flows runs reject {run_id}`", run_id=run_id)
         alive = owner_alive(rec.owner)
         if alive and rec.owner != self.owner and not force:
             raise InvalidTransitionError(
@@ -471,9 +508,12 @@ class FlowRuntime:
 
     def _on_step(self, steps: list[ToolCall], run_id: str):  # type: ignore[no-untyped-def]
         pm = self.pm
+        trace = self._traces.get(run_id)
 
         def on_step(step: FlowStep, call: ToolCall, index: int) -> None:
             steps.append(call)
+            if trace is not None:
+                trace.step_called(step, call, index)
             if pm is not None and pm.hook.soloflow_step_finished.get_hookimpls():
                 try:
                     pm.hook.soloflow_step_finished(step=StepRecord(
@@ -486,7 +526,19 @@ class FlowRuntime:
 
     def _drive(self, flow: FlowDefinition, graph: CompiledStateGraph, run_id: str,
                journal: StepJournal, payload: Any) -> FlowRunResult:
-        result = self._invoke(flow, graph, run_id, journal, payload)
+        resumed = not (isinstance(payload, dict) and "inputs" in payload)
+        trace = FlowTrace(flow, run_id, user_id=self.user_id, agent_id=self.agent_id, store=self.store,
+                          plugin_manager=self.pm, resumed=resumed)
+        self._traces[run_id] = trace
+        try:
+            with trace.current():
+                result = self._invoke(flow, graph, run_id, journal, payload)
+        except BaseException as exc:
+            trace.finish(None, error=f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self._traces.pop(run_id, None)
+        trace.finish(result)
         self._record_outcome(flow, result)
         if self.on_finished is not None and result.status != "waiting":
             try:
@@ -514,7 +566,7 @@ class FlowRuntime:
                 journal: StepJournal, payload: Any) -> FlowRunResult:
         steps: list[ToolCall] = []
         ctx = FlowContext(journal=journal, on_step=self._on_step(steps, run_id), run_id=run_id)
-        cfg: Any = {"configurable": {"thread_id": run_id}}
+        cfg: Any = _graph_config(run_id)
         invoke: Any = graph.invoke  # LangGraph's overloads type context as None
         start = time.perf_counter()
         try:

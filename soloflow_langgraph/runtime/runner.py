@@ -12,6 +12,7 @@ from soloflow_langgraph.runtime.results import FlowRunResult
 
 if TYPE_CHECKING:
     import pluggy
+    from langchain_core.runnables import RunnableConfig
 
     from soloflow_core.flow.executors import ExecutorRegistry
     from soloflow_core.store import Store
@@ -30,11 +31,13 @@ def run_flow(
     user_id: str = "default",
     agent_id: str = "default",
     raise_on_failure: bool = False,
+    config: RunnableConfig | None = None,
 ) -> FlowRunResult:
     """Run ``flow`` once with no model call; recorded (and durable) in ``store`` when given.
 
-    A shortcut for ``FlowRuntime(store, ...).run(flow, inputs)``; a flow that
-    ``requires_approval`` returns with status ``waiting``.
+    A shortcut for ``FlowRuntime(store, ...).run(flow, inputs, config=config)``; a flow that
+    ``requires_approval`` returns with status ``waiting``. ``config``'s callbacks, tags and
+    metadata reach every step's tool.
 
     Raises:
         FlowValidationError: the flow or the inputs are invalid (nothing is run).
@@ -43,7 +46,7 @@ def run_flow(
     checkpointer: Any = None if store is not None or flow.requires_approval else False
     with FlowRuntime(store, tools=tools, plugin_manager=plugin_manager, registry=registry,
                      user_id=user_id, agent_id=agent_id, checkpointer=checkpointer) as runtime:
-        result = runtime.run(flow, inputs)
+        result = runtime.run(flow, inputs, config=config)
     if raise_on_failure and result.status not in ("completed", "waiting"):
         raise FlowRunError(
             f"flow {flow.name!r} {result.status} at step {result.failed_step!r}: {result.error}",

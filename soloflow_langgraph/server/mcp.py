@@ -463,7 +463,7 @@ def _run_text(r: RunOutcomeView) -> str:
         question = r.interrupt.get("question") if isinstance(r.interrupt, dict) else None
         return (f"flow run {r.run_id} of {r.flow!r} waits for a person's approval"
                 + (f" ({question})" if question else "")
-                + f": `soloflow flows approve {r.run_id}`; follow it with soloflow_status.")
+                + f": `soloflow flows runs approve {r.run_id}`; follow it with soloflow_status.")
     if r.status == "running":
         return f"flow run {r.run_id} of {r.flow!r} is still running; follow it with soloflow_status."
     if r.status == "fallback":

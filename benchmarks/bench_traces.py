@@ -1,0 +1,203 @@
+"""Tracing's cost, side by side in one run: a real ``create_agent`` loop, and the events of one
+real invocation replayed into the handler (its own cost, without the loop's noise).
+
+Variants (each a handler on the same SQLite store; scripted model, one ``add`` tool, 10
+tool-call turns per invocation; round-robin; the median of the reps):
+
+(ii)  a no-op handler: the cost of being a callback at all;
+(iii) the SoloFlow handler with ``trace=False``: the run alone, as before traces;
+(iv)  the SoloFlow handler with traces stored (spans, prices, one more write per run);
+(v)   (iv) with OpenTelemetry export on (the SDK's batch processor, an exporter that accepts
+      and drops every batch: the export's cost on the agent's threads).
+
+Times are **CPU time of the process** (``time.process_time``: every thread), per tool call,
+so that other processes on a shared machine do not blur them. Targets (issue 23): (iv) - (iii)
+≤ 50 µs per tool call; (v) - (iii) ≤ 100 µs.
+
+Usage::
+
+    python benchmarks/bench_traces.py [--quick] [--reps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.tools import tool
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from soloflow_core.plugins import get_plugin_manager
+from soloflow_core.store import Store
+from soloflow_core.tracing import configure_tracing
+from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
+from soloflow_langgraph.testing import ScriptedChatModel
+
+NOOP, BASE, TRACED, OTEL = ("(ii) no-op handler", "(iii) SoloFlow, trace=False", "(iv) SoloFlow, traces stored",
+                            "(v) (iv) + OpenTelemetry export")
+UNWRITTEN = "(iv-a) (iv), spans built, not written"
+TURNS = 10
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def script(messages: list[BaseMessage]) -> AIMessage:
+    done = sum(isinstance(m, ToolMessage) for m in messages)
+    if done < TURNS:
+        return AIMessage(content="", tool_calls=[{"name": "add", "args": {"a": done, "b": 1}, "id": f"c{done}",
+                                                  "type": "tool_call"}],
+                         response_metadata={"model_name": "gpt-4o"})  # fmt: skip
+    return AIMessage(content=f"sum done after {done} calls", response_metadata={"model_name": "gpt-4o"})
+
+
+class NoOpHandler(BaseCallbackHandler):
+    run_inline = True
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        pass  # the base class raises here, which makes LangChain fall back to on_llm_start
+
+
+class Recorder(BaseCallbackHandler):
+    """Records the callback events of one invocation, to replay them."""
+
+    run_inline = True
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+
+    def __getattribute__(self, name: str) -> Any:
+        if name.startswith("on_"):
+            return lambda *a, **kw: self.events.append((name, a, kw))
+        return super().__getattribute__(name)
+
+
+class SpansNotWritten:
+    """A store whose ``add_spans`` writes nothing: splits building the spans from writing them."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def add_spans(self, *args: Any, **kwargs: Any) -> int:
+        return 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+class DropExporter(SpanExporter):
+    """Accepts every batch and keeps nothing."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def measure(variants: dict[str, Callable[[], int]], reps: int) -> dict[str, list[float]]:
+    """CPU µs per tool call of each variant, one entry per rep, round-robin."""
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for fn in variants.values():
+        fn()  # warm-up
+    for _ in range(reps):
+        for name, fn in variants.items():
+            gc.collect()
+            start = time.process_time()
+            calls = fn()
+            times[name].append((time.process_time() - start) * 1e6 / calls)
+    return times
+
+
+def report(title: str, times: dict[str, list[float]]) -> dict[str, float]:
+    med = {name: statistics.median(v) for name, v in times.items()}
+    print(f"\n{title}\n  {'variant':<36} {'median CPU µs/call':>18} {'min':>8} {'vs (iii)':>9}")
+    for name, v in times.items():
+        delta = f"{med[name] - med[BASE]:+.1f}" if name not in (NOOP, BASE) else ""
+        print(f"  {name:<36} {med[name]:>18.1f} {min(v):>8.1f} {delta:>9}")
+    return med
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer invocations, 7 reps")
+    parser.add_argument("--reps", type=int, default=None)
+    opts = parser.parse_args(argv)
+    reps = max(5, opts.reps or (7 if opts.quick else 15))
+    invokes = 4 if opts.quick else 8
+    tmp = Path(tempfile.mkdtemp(prefix="soloflow-bench-traces-"))
+    store = Store.open(f"sqlite:///{tmp / 'bench.db'}")
+    pm = get_plugin_manager()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DropExporter()))
+    agent: Any = create_agent(ScriptedChatModel(script=script), tools=[add], name="bench_agent")
+    print(f"bench_traces: Python {sys.version.split()[0]}, {reps} reps, median of CPU time reported")
+
+    def solo(trace: bool) -> SoloFlowCallbackHandler:
+        return SoloFlowCallbackHandler(store=store, user_id="bench", agent_id="bench", plugin_manager=pm, trace=trace)
+
+    unwritten = solo(True)
+    unwritten.store = SpansNotWritten(store)  # type: ignore[assignment]
+
+    def loop(handler: Any, export: bool = False) -> Callable[[], int]:
+        def run() -> int:
+            configure_tracing(provider if export else None)
+            for i in range(invokes):
+                agent.invoke({"messages": [("user", f"add things {i}")]}, config={"callbacks": [handler]})
+            configure_tracing(None)
+            return invokes * TURNS
+
+        return run
+
+    recorder = Recorder()
+    agent.invoke({"messages": [("user", "record me")]}, config={"callbacks": [recorder]})
+    copies = invokes * 4
+
+    def replay(handler: Any, export: bool = False) -> Callable[[], int]:
+        def run() -> int:
+            configure_tracing(provider if export else None)
+            for _ in range(copies):
+                ids: dict[Any, uuid.UUID] = {}
+                for name, args, kw in recorder.events:
+                    kw = dict(kw)
+                    for key in ("run_id", "parent_run_id"):
+                        if kw.get(key) is not None:
+                            kw[key] = ids.setdefault(kw[key], uuid.uuid4())
+                    getattr(handler, name)(*args, **kw)
+            configure_tracing(None)
+            return copies * TURNS
+
+        return run
+
+    try:
+        loop_med = report("create_agent loop (the model turn included)", measure(
+            {NOOP: loop(NoOpHandler()), BASE: loop(solo(False)), TRACED: loop(solo(True)),
+             OTEL: loop(solo(True), export=True)}, reps))  # fmt: skip
+        rep_med = report("one invocation's events replayed into the handler", measure(
+            {NOOP: replay(NoOpHandler()), BASE: replay(solo(False)), UNWRITTEN: replay(unwritten),
+             TRACED: replay(solo(True)), OTEL: replay(solo(True), export=True)}, reps))  # fmt: skip
+        for title, med in (("agent loop", loop_med), ("replayed", rep_med)):
+            print(f"\n  {title}: traces stored {med[TRACED] - med[BASE]:+.1f} µs per tool call (target ≤ +50), "
+                  f"with OpenTelemetry {med[OTEL] - med[BASE]:+.1f} µs (target ≤ +100)")
+    finally:
+        provider.shutdown()
+        store.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

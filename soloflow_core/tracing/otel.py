@@ -1,0 +1,161 @@
+"""Live export to OpenTelemetry (the ``otel`` extra: ``pip install 'soloflow-engine[otel]'``).
+
+``configure_tracing(tracer_provider)`` in code, or the standard ``OTEL_EXPORTER_OTLP_ENDPOINT``
+(or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) in the environment: every span SoloFlow records is
+started and ended as an OpenTelemetry span as it happens, with the GenAI semantic-convention
+attributes it already carries. Export runs on the SDK's batch processor thread, so it never
+blocks the agent or the flow; a collector that cannot be reached is logged once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from soloflow_core.tracing.spans import Span
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+    from opentelemetry.trace import TracerProvider
+
+__all__ = ["OpenTelemetryBridge", "active_listener", "configure_tracing", "configure_tracing_from_env"]
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_bridge: OpenTelemetryBridge | None = None
+_from_env_done = False
+_ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def configure_tracing(tracer_provider: TracerProvider | None) -> None:
+    """Export every span from now on through ``tracer_provider`` (None: stop exporting).
+
+    Example:
+        >>> from opentelemetry.sdk.trace import TracerProvider  # doctest: +SKIP
+        >>> configure_tracing(TracerProvider())  # doctest: +SKIP
+    """
+    global _bridge, _from_env_done
+    with _lock:
+        _from_env_done = True  # code decides: the environment is not read any more
+        _bridge = None if tracer_provider is None else OpenTelemetryBridge(tracer_provider)
+
+
+def configure_tracing_from_env() -> OpenTelemetryBridge | None:
+    """Export through an OTLP/HTTP exporter configured by the ``OTEL_EXPORTER_OTLP_*`` (and
+    ``OTEL_SERVICE_NAME``) variables as they are now; None when no endpoint is set. This is
+    what the first span does by itself; call it to read the environment again."""
+    global _bridge, _from_env_done
+    with _lock:
+        _from_env_done = True
+        _bridge = _bridge_from_env() if any(os.environ.get(name) for name in _ENV) else None
+        return _bridge
+
+
+def active_listener() -> OpenTelemetryBridge | None:
+    """The bridge spans go to: the configured one, else one built once from the standard
+    ``OTEL_EXPORTER_OTLP_*`` variables (when set and the ``otel`` extra is installed)."""
+    global _bridge, _from_env_done
+    if _from_env_done:
+        return _bridge
+    with _lock:
+        if not _from_env_done:
+            _from_env_done = True
+            if any(os.environ.get(name) for name in _ENV):
+                _bridge = _bridge_from_env()
+    return _bridge
+
+
+def _bridge_from_env() -> OpenTelemetryBridge | None:
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        log.warning("OTEL_EXPORTER_OTLP_ENDPOINT is set but the otel extra is not installed "
+                    "(pip install 'soloflow-engine[otel]'): spans are not exported")
+        return None
+    service = os.environ.get("OTEL_SERVICE_NAME") or "soloflow"
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    exporter = cast("SpanExporter", LoggedOnceExporter(OTLPSpanExporter()))  # a SpanExporter in all but name
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+    return OpenTelemetryBridge(provider)
+
+
+class LoggedOnceExporter:
+    """Wraps a span exporter: a failed export is logged once (not on every batch) and the
+    spans are dropped; the wrapped exporter's own log is quietened after that."""
+
+    def __init__(self, exporter: Any) -> None:
+        self.exporter = exporter
+        self._failed = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        try:
+            result = self.exporter.export(spans)
+        except Exception as exc:
+            result = SpanExportResult.FAILURE
+            reason: str = f"{type(exc).__name__}: {exc}"
+        else:
+            reason = "the exporter reported a failure"
+        if result is not SpanExportResult.SUCCESS and not self._failed:
+            self._failed = True
+            log.warning("OpenTelemetry export failed (%s); spans are dropped until the collector "
+                        "answers, and this is not logged again", reason)
+            logging.getLogger(type(self.exporter).__module__).setLevel(logging.CRITICAL)
+        return result
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.exporter.force_flush(timeout_millis))
+
+
+def _ns(span: Span) -> int:
+    return int(span.start.timestamp() * 1_000_000) * 1000
+
+
+class OpenTelemetryBridge:
+    """Starts an OpenTelemetry span when a SoloFlow span starts and ends it when it ends, under
+    the OpenTelemetry span of its parent (a :class:`~soloflow_core.tracing.recorder.SpanListener`)."""
+
+    def __init__(self, tracer_provider: TracerProvider) -> None:
+        from opentelemetry import trace
+
+        self._trace = trace
+        self.provider = tracer_provider
+        self.tracer = tracer_provider.get_tracer("soloflow")
+        self._open: dict[str, Any] = {}
+
+    def span_started(self, span: Span) -> None:
+        trace = self._trace
+        parent = self._open.get(span.parent) if span.parent else None
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        kind = trace.SpanKind.CLIENT if span.kind == "chat" else trace.SpanKind.INTERNAL
+        self._open[span.id] = self.tracer.start_span(span.name, context=context, kind=kind,
+                                                     attributes=span.attributes, start_time=_ns(span))
+
+    def span_ended(self, span: Span) -> None:
+        otel = self._open.pop(span.id, None)
+        if otel is None:
+            return
+        otel.set_attributes(span.attributes)
+        if span.error is not None:
+            otel.set_status(self._trace.Status(self._trace.StatusCode.ERROR, span.error))
+            otel.set_attribute("error.type", span.error.split(":", 1)[0])
+        elif span.status == "ok":
+            otel.set_status(self._trace.Status(self._trace.StatusCode.OK))
+        otel.end(end_time=_ns(span) + int((span.duration_ms or 0.0) * 1_000_000))
+
+    def current(self, span: Span) -> Any:
+        """The OpenTelemetry span of an open SoloFlow span (to make it current around a
+        step's call, so the user's own instrumented calls nest under it), or None."""
+        return self._open.get(span.id)

@@ -1,0 +1,80 @@
+"""Cost of a model call: ``genai-prices`` (a maintained price table that works offline),
+overridden by a user's own prices.
+
+A model no table knows is *unpriced* (``None``), never 0: a roll-up over unpriced calls says
+so instead of showing a cost that is too low.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+from soloflow_core.models.config import ModelPrice
+
+__all__ = ["PriceTable"]
+
+log = logging.getLogger(__name__)
+_MTOK = Decimal(1_000_000)
+
+
+class PriceTable:
+    """Prices model calls in USD.
+
+    Args:
+        overrides: model name → :class:`~soloflow_core.models.ModelPrice`; a name given here
+            is priced from it, whatever ``genai-prices`` says.
+
+    Example:
+        >>> PriceTable().price("gpt-4o", input_tokens=1000, output_tokens=100)
+        Decimal('0.0035')
+        >>> PriceTable().price("my-own-model", input_tokens=1, output_tokens=1) is None
+        True
+    """
+
+    def __init__(self, overrides: Mapping[str, ModelPrice] | None = None) -> None:
+        self.overrides = dict(overrides or {})
+
+    def price(self, model: str | None, *, input_tokens: int, output_tokens: int) -> Decimal | None:
+        """The call's cost in USD, or None when the model is unknown (unpriced)."""
+        if not model:
+            return None
+        own = self.overrides.get(model)
+        if own is not None:
+            return (Decimal(str(own.input_per_mtok)) * input_tokens
+                    + Decimal(str(own.output_per_mtok)) * output_tokens) / _MTOK  # fmt: skip
+        return _table_price(model, input_tokens, output_tokens)
+
+
+def _table_price(model: str, input_tokens: int, output_tokens: int) -> Decimal | None:
+    rates = _rates(model)
+    if rates is None:
+        return None
+    if isinstance(rates, tuple):
+        return (rates[0] * input_tokens + rates[1] * output_tokens) / _MTOK
+    from genai_prices import Usage
+
+    return Decimal(rates.calc_price(Usage(input_tokens=input_tokens, output_tokens=output_tokens))["total_price"])
+
+
+@lru_cache(maxsize=1024)
+def _rates(model: str) -> tuple[Decimal, Decimal] | Any | None:
+    """The model's price per million input and output tokens, found once per model (finding it
+    costs hundreds of µs); the table's own price object when its prices are tiered; None when
+    the table does not know the model."""
+    try:
+        from genai_prices import Usage, calc_price
+    except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
+        log.warning("genai-prices is not installed: model calls are unpriced")
+        return None
+    try:
+        price = calc_price(Usage(input_tokens=0, output_tokens=0), model_ref=model).model_price
+    except LookupError:
+        return None
+    inp, out = price.input_mtok, price.output_mtok
+    if isinstance(inp, Decimal | int | None) and isinstance(out, Decimal | int | None):
+        return Decimal(inp or 0), Decimal(out or 0)
+    return price

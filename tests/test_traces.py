@@ -1,0 +1,188 @@
+"""Traces: the spans of a real create_agent run, stored and read back on both stores, costs
+from genai-prices, the tree with its roll-ups and critical path, the OTLP JSON form."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from genai_prices import Usage, calc_price
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+
+from soloflow_core import hookimpl
+from soloflow_core.models import ModelPrice
+from soloflow_core.store import Store
+from soloflow_core.tracing import Span, build_tree, otlp_json, tree_json
+from soloflow_core.tracing.pricing import PriceTable
+from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
+from soloflow_langgraph.testing import ScriptedChatModel
+
+MODEL = "gpt-4o"
+
+
+@tool
+def find_customer(email: str) -> str:
+    """Look up a customer by email."""
+    return "C-1"
+
+
+@tool
+def track_shipment(order_id: str) -> str:
+    """Track an order's shipment."""
+    return f"{order_id}: in transit"
+
+
+def _reply(content: str, calls: list[tuple[str, dict[str, Any], str]], inp: int, out: int,
+           model: str = MODEL) -> AIMessage:
+    return AIMessage(
+        content=content,
+        tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"} for n, a, i in calls],
+        usage_metadata={"input_tokens": inp, "output_tokens": out, "total_tokens": inp + out},
+        response_metadata={"model_name": model},
+    )
+
+
+def _run_agent(store: Store, *, model: str = MODEL, **handler_kw: Any) -> SoloFlowCallbackHandler:
+    replies = [
+        _reply("", [("find_customer", {"email": "a@x"}, "c1")], 1200, 40, model),
+        _reply("", [("track_shipment", {"order_id": "O-1"}, "c2"), ("track_shipment", {"order_id": "O-2"}, "c3")],
+               1500, 60, model),
+        _reply("Both in transit.", [], 1800, 25, model),
+    ]
+    agent = create_agent(ScriptedChatModel(responses=replies, model_name="scripted-request"),
+                         tools=[find_customer, track_shipment], name="support_agent")
+    handler = SoloFlowCallbackHandler(store=store, **handler_kw)
+    agent.invoke({"messages": [("user", "Where are my orders?")]}, config={"callbacks": [handler]})
+    return handler
+
+
+def _price(inp: int, out: int, model: str = MODEL) -> Decimal:
+    return Decimal(calc_price(Usage(input_tokens=inp, output_tokens=out), model_ref=model).total_price)
+
+
+def test_agent_run_trace_is_stored_node_by_node(store: Store) -> None:
+    handler = _run_agent(store)
+    run = handler.last_run
+    assert run is not None
+    spans = store.get_spans(run.run_id, user_id="default", agent_id="default")
+    assert [s.kind for s in spans] == ["invoke_agent", "chat", "execute_tool", "chat", "execute_tool",
+                                       "execute_tool", "chat"]
+    root = spans[0]
+    assert root.parent is None and root.name == "invoke_agent support_agent"
+    assert root.attributes == {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"}
+    assert root.trace_id == run.run_id.replace("-", "")
+    assert all(s.parent == root.id and s.trace_id == root.trace_id for s in spans[1:])
+    assert len({s.id for s in spans}) == 7 and all(s.status == "ok" and s.error is None for s in spans)
+    chats = [s for s in spans if s.kind == "chat"]
+    for chat, (inp, out) in zip(chats, [(1200, 40), (1500, 60), (1800, 25)], strict=True):
+        assert chat.name == "chat scripted-request"
+        assert chat.attributes["gen_ai.request.model"] == "scripted-request"
+        assert chat.attributes["gen_ai.response.model"] == MODEL
+        assert chat.attributes["gen_ai.usage.input_tokens"] == inp
+        assert chat.attributes["gen_ai.usage.output_tokens"] == out
+        assert Decimal(str(chat.attributes["soloflow.cost_usd"])) == _price(inp, out)
+    tools = [s for s in spans if s.kind == "execute_tool"]
+    assert [(t.attributes["gen_ai.tool.name"], t.attributes["gen_ai.tool.call.id"]) for t in tools] == [
+        ("find_customer", "c1"), ("track_shipment", "c2"), ("track_shipment", "c3")]
+    # Wall-clock starts in order, every span inside its root's time.
+    assert all(s.duration_ms is not None and s.duration_ms >= 0 for s in spans)
+    assert root.end is not None and all(root.start <= s.start and s.end <= root.end for s in spans[1:])
+    # The run's cost: the sum of its calls' costs (all priced).
+    expected = _price(1200, 40) + _price(1500, 60) + _price(1800, 25)
+    assert run.cost == pytest.approx(float(expected))
+    assert store.get_run(run.run_id, user_id="default", agent_id="default").cost == pytest.approx(float(expected))
+    # The tree: roll-ups on the root, the critical path through its last child.
+    (node,) = build_tree(spans)
+    assert (node.input_tokens, node.output_tokens) == (4500, 125)
+    assert node.cost == pytest.approx(expected) and node.unpriced == 0 and node.critical
+    # Sequential turns are all on it; of the two parallel tool calls, the one that ended last.
+    crit = [c.span.kind for c in node.children if c.critical]
+    assert node.children[-1].critical and crit[:3] == ["chat", "execute_tool", "chat"] and len(crit) >= 5
+    handler.close()
+
+
+def test_spans_read_back_exactly(store: Store) -> None:
+    start = datetime(2026, 11, 27, 13, 1, 2, 345678, tzinfo=UTC)
+    spans = [
+        Span(trace_id="ab" * 16, id="0123456789abcdef", parent=None, name="invoke_flow f", kind="invoke_flow",
+             start=start, duration_ms=12.345678901, status="error", error="ValueError: boom",
+             attributes={"soloflow.flow.name": "f", "soloflow.flow.version": 3, "x": 0.1 + 0.2, "ok": True}),
+        Span(trace_id="ab" * 16, id="fedcba9876543210", parent="0123456789abcdef", name="step s", kind="step",
+             start=start, duration_ms=None, status="unset"),
+    ]
+    assert store.add_spans("run-1", spans, user_id="u", agent_id="a") == 2
+    assert store.add_spans("run-1", spans, user_id="u", agent_id="a") == 0  # kept already
+    assert store.get_spans("run-1", user_id="u", agent_id="a") == spans
+    assert store.get_spans("run-1", user_id="u", agent_id="other") == []
+
+
+def test_unknown_model_is_unpriced_not_zero(store: Store) -> None:
+    handler = _run_agent(store, model="no-such-model-anywhere")
+    run = handler.last_run
+    assert run is not None and run.cost is None
+    spans = store.get_spans(run.run_id, user_id="default", agent_id="default")
+    chats = [s for s in spans if s.kind == "chat"]
+    assert all(c.attributes["soloflow.unpriced"] is True and "soloflow.cost_usd" not in c.attributes for c in chats)
+    (node,) = build_tree(spans)
+    assert node.unpriced == 3 and node.cost_text == "unpriced"
+    assert tree_json([node])[0]["cost_usd"] is None
+    handler.close()
+
+
+def test_user_prices_override_the_table(store: Store) -> None:
+    own = {MODEL: ModelPrice(input_per_mtok=1.0, output_per_mtok=2.0)}
+    handler = _run_agent(store, prices=own)
+    run = handler.last_run
+    assert run is not None
+    assert run.cost == pytest.approx((4500 * 1.0 + 125 * 2.0) / 1e6)
+    assert PriceTable(own).price(MODEL, input_tokens=1_000_000, output_tokens=0) == Decimal(1)
+    handler.close()
+
+
+def test_otlp_json_form(store: Store) -> None:
+    handler = _run_agent(store)
+    assert handler.last_run is not None
+    spans = store.get_spans(handler.last_run.run_id, user_id="default", agent_id="default")
+    doc = json.loads(json.dumps(otlp_json(spans)))
+    out = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    assert [s["spanId"] for s in out] == [s.id for s in spans]
+    assert out[0]["parentSpanId"] == "" and all(s["parentSpanId"] == spans[0].id for s in out[1:])
+    chat = out[1]
+    assert chat["kind"] == 3 and chat["status"] == {"code": 1}
+    attrs = {a["key"]: a["value"] for a in chat["attributes"]}
+    assert attrs["gen_ai.usage.input_tokens"] == {"intValue": "1200"}
+    assert attrs["gen_ai.operation.name"] == {"stringValue": "chat"}
+    assert int(chat["endTimeUnixNano"]) >= int(chat["startTimeUnixNano"])
+    handler.close()
+
+
+def test_soloflow_span_finished(store: Store, pm: Any) -> None:
+    seen: list[tuple[str, str]] = []
+
+    class Exporter:
+        @hookimpl
+        def soloflow_span_finished(self, span: Span) -> None:
+            assert span.duration_ms is not None
+            seen.append((span.kind, span.status))
+
+    pm.register(Exporter())
+    _run_agent(store, plugin_manager=pm).close()
+    # Children end before their parent: the agent's span is the last to finish.
+    assert seen[-1] == ("invoke_agent", "ok")
+    assert sorted(k for k, _ in seen) == sorted(["invoke_agent"] + ["chat"] * 3 + ["execute_tool"] * 3)
+
+
+def test_cost_rolls_up_per_namespace(store: Store) -> None:
+    _run_agent(store, user_id="ns-cost", agent_id="a").close()
+    _run_agent(store, user_id="ns-cost", agent_id="a").close()
+    _run_agent(store, user_id="ns-cost", agent_id="a", model="no-such-model-anywhere").close()
+    one = _price(1200, 40) + _price(1500, 60) + _price(1800, 25)
+    cost = store.namespace_cost(user_id="ns-cost", agent_id="a")
+    assert (cost.priced_runs, cost.unpriced_runs) == (2, 1)
+    assert cost.total_usd == pytest.approx(float(2 * one))
+    assert store.namespace_cost(user_id="ns-cost", agent_id="b").priced_runs == 0
