@@ -6,8 +6,12 @@ call, every model call's token usage. Everything stays in memory while the run g
 the root ends, the run is written with one ``Store.add_run`` call before ``invoke`` /
 ``ainvoke`` returns, so a process that exits right after still has it.
 
-The handler never breaks the agent: every callback catches and logs its own errors, and a
-failed write keeps the run in ``handler.unsaved`` for :meth:`SoloFlowCallbackHandler.flush`.
+The handler never breaks the agent nor holds it up: every callback catches and logs its own
+errors; the write runs on the handler's writer thread and the agent waits for it at most
+``write_timeout`` seconds (:data:`WRITE_TIMEOUT_S`); a run that is not stored by then (store
+unreachable, locked, its file deleted...) is appended to the spill file next to the store, which
+the next handler (or ``soloflow ingest --spill PATH``) writes back. ``handler.health()`` says
+how the capture is doing (see ``docs/ledger.md``, "When the store is unavailable").
 
 Example:
     >>> handler = SoloFlowCallbackHandler(database_url="sqlite:///runs.db")  # doctest: +SKIP
@@ -24,21 +28,31 @@ import functools
 import json
 import logging
 import math
+import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
+from soloflow_core.ledger.spill import (
+    SPILL_LIMIT_BYTES,
+    append_spill,
+    write_back_spill,
+)
 from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun, ToolCall
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
+from soloflow_core.store.writer import MAX_JSON_DEPTH, cut_value
 from soloflow_core.tracing import PriceTable
+from soloflow_langgraph._ledger_link import LedgerLink
 from soloflow_langgraph.agent_trace import AgentTrace
 
 if TYPE_CHECKING:
@@ -48,13 +62,35 @@ if TYPE_CHECKING:
 
     from soloflow_core.models import ModelPrice
 
-__all__ = ["SoloFlowCallbackHandler"]
+__all__ = ["CaptureHealth", "SoloFlowCallbackHandler"]
 
 logger = logging.getLogger(__name__)
 
 _P = ParamSpec("_P")
 _NO_POSITION = 1 << 30
 """Sort position of a tool call no model asked for: after the calls a model asked for."""
+WRITE_TIMEOUT_S = 2.0
+"""How long the agent waits, at most, for its run to be stored before it is spilled."""
+MAX_UNSAVED = 1000
+"""How many unstored runs ``handler.unsaved`` keeps in memory (all are in the spill file)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureHealth:
+    """How a :class:`SoloFlowCallbackHandler` is doing: ``handler.health()``."""
+
+    ok: bool
+    """True when the last write reached the store and nothing is waiting to be written back."""
+    problem: str | None
+    """What is wrong (the last problem seen), None when ``ok``."""
+    runs_written: int
+    """Runs this handler stored."""
+    runs_spilled: int
+    """Runs this handler could not store in time and appended to the spill file."""
+    runs_dropped: int
+    """Runs lost: the spill file was full or could not be written (each logged as an error)."""
+    spill_path: str | None
+    """The spill file (JSON lines, the ledger format), None for an in-memory store."""
 
 
 # --------------------------------------------------------------------------- in-memory records
@@ -186,16 +222,19 @@ def _args_from(input_str: str, inputs: dict[str, Any] | None) -> dict[str, Any]:
     return {"input": input_str}
 
 
-def _plain(value: Any) -> Any:
-    """A JSON-able copy of ``value``: anything JSON cannot hold becomes its ``str``."""
+def _plain(value: Any, depth: int = 0) -> Any:
+    """A JSON-able copy of ``value``: anything JSON cannot hold becomes its ``str``; arrays
+    and objects nested deeper than the store keeps are cut (``docs/ledger.md``, Limits)."""
     if value is None or isinstance(value, str | bool | int):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict | list | tuple) and depth >= MAX_JSON_DEPTH:
+        return cut_value(value)
     if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [_plain(v, depth + 1) for v in value]
     return str(value)
 
 
@@ -277,6 +316,10 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             an O(run length) check after each run, and a full detection on a background
             thread when a new candidate may exist; candidates are stored pending and listed
             in ``handler.watcher.proposed``.
+        write_timeout: how long the agent waits, at most, for its run's write (seconds).
+        spill_path: where runs that could not be stored go; defaults to next to a SQLite
+            file (``<file>.spill.jsonl``), else in the SoloFlow data directory.
+        spill_limit_bytes: the spill file's bound; a run past it is dropped and logged.
         prices: model name → the user's own price (``ModelPrice``), over ``genai-prices``,
             for the cost of each model call and the run's ``cost``.
         trace: record each run's spans (``soloflow runs trace``, OpenTelemetry export when
@@ -285,7 +328,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
     Attributes:
         last_run: the last task run written to the store.
         runs_written: how many task runs this handler has written.
-        unsaved: runs whose write failed, kept for :meth:`flush`.
+        unsaved: runs this handler spilled and has not stored since (the latest
+            :data:`MAX_UNSAVED`), for :meth:`flush`.
     """
 
     raise_error = False
@@ -303,40 +347,102 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         agent_id: str = "default",
         plugin_manager: pluggy.PluginManager | None = None,
         detect: bool | DetectorConfig = False,
+        write_timeout: float = WRITE_TIMEOUT_S,
+        spill_path: str | os.PathLike[str] | None = None,
+        spill_limit_bytes: int = SPILL_LIMIT_BYTES,
         prices: dict[str, ModelPrice] | None = None,
         trace: bool = True,
     ) -> None:
-        self._owns_store = store is None
-        self.store = store if store is not None else Store.open(database_url)
         self.user_id = user_id
         self.agent_id = agent_id
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
+        self._detect = detect
         self.prices = PriceTable(prices)
         self.trace = trace
         self.watcher: DetectionWatcher | None = None
-        if detect:
-            config = detect if isinstance(detect, DetectorConfig) else None
-            self.watcher = DetectionWatcher(self.store, config)
         self.last_run: TaskRun | None = None
         self.runs_written = 0
         self.unsaved: list[TaskRun] = []
+        self.write_timeout = write_timeout
+        self.spill_limit_bytes = spill_limit_bytes
         self._lock = threading.Lock()
         # Run ids as ints: a UUID hashes in Python code, its int in C.
         self._root_of: dict[int, _Capture] = {}
         """Every run id of a root being captured → that root's capture."""
         self._runs: dict[int, _Capture] = {}
         """Root run id → its capture."""
+        self._ledger = LedgerLink(store, database_url, self._connected)
+        self.store: Store | None = self._ledger.store
+        self.spill_path: Path | None = (
+            Path(spill_path) if spill_path is not None else self._ledger.default_spill_path()
+        )
+        self._runs_spilled = 0
+        self._runs_dropped = 0
+        if self.store is not None:
+            self._connected(self.store)
+
+    def health(self) -> CaptureHealth:
+        """How the capture is doing; cheap, no database round trip."""
+        problem = self._ledger.problem
+        return CaptureHealth(
+            ok=problem is None and not self.unsaved,
+            problem=problem or (f"{len(self.unsaved)} runs wait in the spill file"
+                                if self.unsaved else None),
+            runs_written=self.runs_written,
+            runs_spilled=self._runs_spilled,
+            runs_dropped=self._runs_dropped,
+            spill_path=str(self.spill_path) if self.spill_path is not None else None,
+        )
 
     def flush(self) -> int:
-        """Retry writing the runs in ``unsaved``; return how many are now stored."""
+        """Store the runs in ``unsaved`` now, then write back the whole spill file (runs of
+        earlier processes too); return how many of ``unsaved`` are now stored."""
         with self._lock:
-            pending, self.unsaved = self.unsaved, []
-        return sum(1 for run in pending if self._write(run))
+            pending = list(self.unsaved)
+        stored = 0
+        for run in pending:
+            try:
+                fresh = self._ledger.call(functools.partial(self._ledger.store_run, run),
+                                          self.write_timeout)
+            except Exception as exc:
+                self._ledger.report("flush", f"storing run {run.run_id} failed: {_error_text(exc)}")
+                continue
+            with self._lock:
+                self.unsaved = [r for r in self.unsaved if r is not run]
+            self._written(run, fresh)
+            stored += 1
+        if not self.unsaved and self.spill_path is not None:
+            try:
+                self._ledger.call(self._write_back, self.write_timeout)
+            except Exception as exc:
+                self._ledger.report("write-back", f"writing back the spill file failed: {exc}")
+        return stored
 
     def close(self) -> None:
-        """Close the store if this handler opened it (from ``database_url``)."""
-        if self._owns_store:
-            self.store.close()
+        """Stop the writer thread; close the store if this handler opened it."""
+        self._ledger.close()
+
+    def _connected(self, store: Store) -> None:
+        """The store answers: set up what needs it, write back what an earlier process spilled."""
+        self.store = store
+        if self._detect and (self.watcher is None or self.watcher.store is not store):
+            config = self._detect if isinstance(self._detect, DetectorConfig) else None
+            self.watcher = DetectionWatcher(store, config)
+        if self.spill_path is not None and _has_content(self.spill_path):
+            self._ledger.submit(self._write_back)
+
+    def _write_back(self) -> int:
+        store = self._ledger.connect()
+        assert self.spill_path is not None
+        report = write_back_spill(store, self.spill_path)
+        if report.runs_written or report.errors:
+            logger.warning(
+                "SoloFlow capture: wrote back %d runs from the spill file %s (%d already stored, "
+                "%d bad lines%s)", report.runs_written, self.spill_path,
+                report.runs_skipped_existing, len(report.errors),
+                "".join(f"; {e}" for e in report.errors[:5]),
+            )
+        return report.runs_written
 
     @property
     def in_flight(self) -> int:
@@ -619,8 +725,14 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         if run.task:
             run.classification = self._classify(run.task)
         if self._write(run) and spans:
+            # On the writer thread too, waited for a bounded time; a trace is not spilled.
+            def store_spans() -> None:
+                self._ledger.connect().add_spans(
+                    run.run_id, spans, user_id=self.user_id, agent_id=self.agent_id
+                )
+
             try:
-                self.store.add_spans(run.run_id, spans, user_id=self.user_id, agent_id=self.agent_id)
+                self._ledger.call(store_spans, self.write_timeout)
             except Exception:
                 logger.exception("SoloFlow capture: storing the trace of run %s failed", run.run_id)
 
@@ -673,18 +785,45 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         return label if isinstance(label, str) else None
 
     def _write(self, run: TaskRun) -> bool:
-        """Store ``run`` in one transaction; on failure keep it in ``unsaved``."""
+        """Store ``run`` on the writer thread, waiting at most ``write_timeout``; a run not
+        stored by then is spilled (a write still under way may finish later: writing back
+        skips a run already stored)."""
         try:
-            fresh = self.store.add_run(run)
-        except Exception:
-            logger.exception(
-                "SoloFlow capture: storing run %s failed; kept in handler.unsaved "
-                "(retry with handler.flush())",
-                run.run_id,
-            )
-            with self._lock:
-                self.unsaved.append(run)
+            fresh = self._ledger.call(lambda: self._ledger.store_run(run), self.write_timeout)
+        except FutureTimeout:
+            self._spill(run, f"the store did not answer within {self.write_timeout:g} s")
             return False
+        except Exception as exc:
+            self._spill(run, _error_text(exc))
+            return False
+        self._written(run, fresh)
+        return True
+
+    def _spill(self, run: TaskRun, why: str) -> None:
+        where = self.spill_path
+        kept = 0
+        if where is not None:
+            try:
+                kept = append_spill(where, [run], limit_bytes=self.spill_limit_bytes)
+            except OSError as exc:
+                why += f"; the spill file {where} cannot be written ({exc.strerror})"
+            else:
+                if not kept:
+                    why += f"; the spill file {where} is full ({self.spill_limit_bytes:,} bytes)"
+        with self._lock:
+            if kept:
+                self._runs_spilled += 1
+                self.unsaved = [*self.unsaved[-(MAX_UNSAVED - 1):], run]
+            else:
+                self._runs_dropped += 1
+        if kept:
+            self._ledger.report("spill", f"storing run {run.run_id} failed: {why}; kept in the "
+                                f"spill file {where} and handler.unsaved (handler.flush(), or "
+                                f"`soloflow ingest --spill {where}`, writes it back)")
+        else:
+            logger.error("SoloFlow capture: run %s is LOST: %s", run.run_id, why)
+
+    def _written(self, run: TaskRun, fresh: bool) -> None:
         if not fresh:
             logger.warning("SoloFlow capture: run %s was already stored", run.run_id)
         with self._lock:
@@ -701,7 +840,13 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
                 hook(run=run)
             except Exception:
                 logger.exception("SoloFlow capture: a soloflow_run_finished plugin failed")
-        return True
+
+
+def _has_content(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
 
 
 _EFFECT_KEYS = ("side_effects", "read_only")

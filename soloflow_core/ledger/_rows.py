@@ -30,6 +30,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
+import re
 import zlib
 from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
@@ -46,6 +47,15 @@ MAX_MODEL = 255
 MAX_CLASSIFICATION = 64
 MAX_INT = 2**31 - 1
 """Token counts are 32-bit integer columns on PostgreSQL."""
+MAX_DEPTH = 64
+"""How deep arrays and objects may nest in a free-form value (``args``, ``output``, ``meta``, an
+unknown field): ``{"a": [1]}`` is 2 deep. The store writes deeper values of a capture cut at this
+depth (``soloflow_core.store.writer.MAX_JSON_DEPTH``, a test pins the two equal)."""
+MAX_LINE_BYTES = 16 << 20
+"""The longest ledger line (one record) read: 16 MiB."""
+MAX_DIGITS = 4300
+"""The most digits an integer may have: Python's default limit for converting text to int
+(``sys.get_int_max_str_digits``), which every later reading of the stored JSON meets."""
 
 RUN_KEYS = frozenset(
     (
@@ -164,7 +174,7 @@ def add_line(
     ``user``/``agent`` are the caller's namespace; without ``keep_namespaces`` the run is
     claimed for it, as :func:`soloflow_core.ledger.ingest` does.
     """
-    if _NUL_ESCAPE in data:
+    if _NUL_ESCAPE in data or len(data) > MAX_LINE_BYTES:
         return False
     if not data.isascii():
         try:
@@ -174,8 +184,32 @@ def add_line(
     try:
         run = _decode(data)
         return _add_run(rows, ordinal, run, user, agent, keep_namespaces)
-    except (_Unusual, msgspec.MsgspecError, ValueError, TypeError, OverflowError):
+    except (_Unusual, msgspec.MsgspecError, ValueError, TypeError, OverflowError, RecursionError):
         return False
+
+
+_LONG_NUMBER = re.compile(f"(?<![0-9])[0-9]{{{MAX_DIGITS + 1}}}")
+"""More than :data:`MAX_DIGITS` digits in a row (a match starts only where a run of digits does,
+so the search stays linear)."""
+
+
+def _long_number(raw: str) -> bool:
+    """Whether the JSON text ``raw`` may hold an integer of more than :data:`MAX_DIGITS` digits
+    (digits in strings count too: the line is then left to the checked path)."""
+    if len(raw) <= MAX_DIGITS or sum(map(raw.count, _DIGITS)) <= MAX_DIGITS:
+        return False  # too few digits in all (ten C scans, cheaper than one regex search)
+    return _LONG_NUMBER.search(raw) is not None
+
+
+_DIGITS = "0123456789"
+
+
+def _shallow(raw: str) -> bool:
+    """True when the JSON text ``raw`` cannot nest deeper than :data:`MAX_DEPTH`: it opens fewer
+    arrays and objects than that (brackets inside strings count too, so this bounds the
+    depth from above). A value it cannot vouch for defers its line to the checked path,
+    which measures the depth exactly."""
+    return raw.count("[") + raw.count("{") <= MAX_DEPTH
 
 
 # Decoders for records with unknown top-level fields (they go to ``meta``), one per set of
@@ -284,7 +318,7 @@ def _add_run(
         0 if classification is None else classification,
         _stamp(run.started_at),
         _stamp(run.ended_at),
-        _ENCODE(meta).decode(),
+        _meta_text(meta),
         0 if run.answer is None else run.answer,
     )
     rows.runs.append(run_row)
@@ -296,8 +330,23 @@ def _add_run(
     return True
 
 
+def _meta_text(meta: dict[str, Any]) -> str:
+    text = _ENCODE(meta).decode()
+    if not _shallow(text):
+        raise _Unusual
+    return text
+
+
 def _call_row(ordinal: int, user: str, agent: str, seq: int, c: _ToolCall) -> tuple[Any, ...]:
     args = str(c.args, "utf-8")
+    output = str(c.output, "utf-8")
+    if (
+        not _shallow(args)
+        or (output[0] in "[{" and not _shallow(output))
+        or _long_number(args)
+        or (output[0] != '"' and _long_number(output))
+    ):
+        raise _Unusual
     if args[0] != "{":
         if args != "null":
             raise _Unusual
@@ -310,11 +359,11 @@ def _call_row(ordinal: int, user: str, agent: str, seq: int, c: _ToolCall) -> tu
         seq,
         c.name,
         args,
-        str(c.output, "utf-8"),
+        output,
         _BOOL[c.error],
         _NAN if d is None else d,
         0 if call_id is None else call_id,
-        _ENCODE(meta).decode() if meta else "null",
+        _meta_text(meta) if meta else "null",
     )
 
 

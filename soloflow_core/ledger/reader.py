@@ -30,7 +30,10 @@ from soloflow_core.errors import LedgerError
 from soloflow_core.ledger._rows import (
     EXTRA_KEY,
     MAX_CLASSIFICATION,
+    MAX_DEPTH,
+    MAX_DIGITS,
     MAX_INT,
+    MAX_LINE_BYTES,
     MAX_MODEL,
     MAX_NAMESPACE,
     MAX_RUN_ID,
@@ -61,6 +64,27 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
+
+
+class _LongNumber:
+    """What the checked path reads for an integer of more than :data:`MAX_DIGITS` digits (Python
+    refuses to convert it): the field that holds it is then reported by its path."""
+
+    __slots__ = ("digits",)
+
+    def __init__(self, digits: int) -> None:
+        self.digits = digits
+
+
+def _read_int(text: str) -> int | _LongNumber:
+    digits = len(text) - (text[0] == "-")
+    return int(text) if digits <= MAX_DIGITS else _LongNumber(digits)
+
+
+_TOO_LONG = 10**MAX_DIGITS
+"""The smallest integer of more than :data:`MAX_DIGITS` digits."""
+_SHORT_BITS = _TOO_LONG.bit_length() - 8
+"""An int of fewer bits is shorter than :data:`_TOO_LONG` (the cheap test first)."""
 
 
 # ---------------------------------------------------------------------- parse one record
@@ -103,9 +127,61 @@ def parse_record(obj: dict[str, Any], *, default_user: str, default_agent: str) 
             "meta",
         ),
     }
+    for key, value in obj.items():
+        if key == "meta" or key not in RUN_FIELDS:
+            _check_free_form(value, key)
+    for i, call in enumerate(calls):
+        for key, value in call.items():
+            if key in _FREE_FORM_CALL_FIELDS or key not in TOOL_CALL_FIELDS:
+                _check_free_form(value, f"tool_calls[{i}].{key}")
     # One validation for the whole run, the calls being plain dicts: a model per call costs
     # as much as all the checks above.
     return _build(TaskRun, values, "")
+
+
+_FREE_FORM_CALL_FIELDS = frozenset(("args", "output", "meta"))
+
+
+def _check_free_form(value: Any, where: str) -> None:
+    """Refuse a free-form value the store could not keep whole: arrays and objects nested
+    deeper than :data:`MAX_DEPTH`, an integer of more than :data:`MAX_DIGITS` digits.
+
+    Iterative, so that no depth of input exhausts Python's stack here."""
+    if not isinstance(value, dict | list):
+        _check_scalar(value, where)
+        return
+    stack: list[tuple[Any, str, int]] = [(value, where, 1)]
+    while stack:
+        item, path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise LedgerError(
+                f"{where}: arrays and objects nest more than {MAX_DEPTH} deep, the limit "
+                f"(at {_short(path)}); store such a value as a JSON string"
+            )
+        children = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, child in children:
+            child_path = f"{path}[{key}]" if isinstance(key, int) else f"{path}.{key}"
+            if isinstance(child, dict | list):
+                stack.append((child, child_path, depth + 1))
+            else:
+                _check_scalar(child, child_path)
+
+
+def _short(path: str) -> str:
+    return path if len(path) <= 80 else path[:40] + "..." + path[-37:]
+
+
+def _check_scalar(value: Any, where: str) -> None:
+    if isinstance(value, _LongNumber) or (
+        type(value) is int and value.bit_length() > _SHORT_BITS and abs(value) >= _TOO_LONG
+    ):
+        got = _describe(value) if isinstance(value, _LongNumber) else "a longer integer"
+        _fail(
+            _short(where),
+            f"an integer may have at most {MAX_DIGITS} digits",
+            got=got,
+            hint="write such a number as a string",
+        )
 
 
 def _tool_call(obj: Any, where: str) -> dict[str, Any]:
@@ -184,6 +260,8 @@ def _describe(value: Any) -> str:
         return "nothing"
     if value is None:
         return "null"
+    if isinstance(value, _LongNumber):
+        return f"a number of {value.digits} digits"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -425,6 +503,18 @@ def read_records(
 
 
 def parse_line(data: bytes, default_user: str, default_agent: str) -> TaskRun | RunRow:
+    """One ledger line as a run: the fast lane's :class:`RunRow`, or the checked path's
+    :class:`TaskRun`.
+
+    Raises:
+        LedgerError: the line is not a valid record, or exceeds a limit (:data:`MAX_LINE_BYTES`,
+            :data:`MAX_DEPTH`, :data:`MAX_DIGITS`); the message names the field at fault.
+    """
+    if len(data) > MAX_LINE_BYTES:
+        raise LedgerError(
+            f"the line is {len(data):,} bytes; a record may be at most {MAX_LINE_BYTES:,} bytes "
+            "(16 MiB): keep large outputs out of the ledger or cut them"
+        )
     run = _parse_plain(data, default_user, default_agent)
     if run is not None:
         return run
@@ -435,17 +525,43 @@ def parse_line(data: bytes, default_user: str, default_agent: str) -> TaskRun | 
             f"not valid UTF-8 (byte {exc.start + 1} of the line); re-encode the file as UTF-8"
         ) from None
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_int=_read_int)
     except json.JSONDecodeError as exc:
         raise LedgerError(
             f"not valid JSON: {exc.msg} at column {exc.colno}; "
             "each line must hold one whole JSON object"
         ) from None
     except RecursionError:
-        raise LedgerError("not valid JSON: nested too deeply") from None
+        raise LedgerError(
+            f"arrays and objects nest more than {MAX_DEPTH} deep, the limit (from column "
+            f"{_too_deep_at(text)}); store such a value as a JSON string"
+        ) from None
     if not isinstance(obj, dict):
         raise LedgerError(f"a record must be a JSON object {{...}}, got {_describe(obj)}")
     return parse_record(obj, default_user=default_user, default_agent=default_agent)
+
+
+def _too_deep_at(text: str) -> int:
+    """The column (from 1) where the record's JSON passes :data:`MAX_DEPTH` levels inside a
+    field (the record's own object and a call's list and object do not count)."""
+    depth, in_string, escaped = 0, False, False
+    for column, char in enumerate(text, start=1):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_DEPTH + 3:
+                return column
+        elif char in "]}":
+            depth -= 1
+    return 1
 
 
 # ---------------------------------------------------------------------- the fast lane
@@ -469,8 +585,18 @@ def _parse_plain(data: bytes, default_user: str, default_agent: str) -> RunRow |
     if type(obj) is not dict:
         return None
     try:
-        return _plain_run(obj, default_user, default_agent)
-    except (LedgerError, ValueError, TypeError, OverflowError):
+        run = _plain_run(obj, default_user, default_agent)
+        if run is not None and data.count(b"[") + data.count(b"{") > MAX_DEPTH:
+            # Deep enough to need a look (brackets in strings count too): the checked path
+            # reports the value at fault, if any.
+            for key, value in obj.items():
+                if key == "meta" or key not in RUN_FIELDS:
+                    _check_free_form(value, key)
+            for call in run.tool_calls:
+                for value in (call.args, call.output, call.meta):
+                    _check_free_form(value, "")
+        return run
+    except (LedgerError, ValueError, TypeError, OverflowError, RecursionError):
         return None
 
 

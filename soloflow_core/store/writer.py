@@ -128,22 +128,53 @@ def storable_text(value: str) -> str:
     return value
 
 
-def jsonable(value: Any) -> Any:
+MAX_JSON_DEPTH = 64
+"""How deep arrays and objects nest in a stored free-form value (``args``, ``output``,
+``meta``); the ledger refuses deeper records by name (``soloflow_core.ledger._rows.MAX_DEPTH``,
+equal), a capture's deeper value is cut there (:func:`cut_value`)."""
+CUT_MARKER = "[soloflow: cut, nested deeper than 64] "
+"""How a cut value starts: the marker, then the first :data:`CUT_TEXT` characters of the cut
+part's JSON (or of its ``repr``)."""
+CUT_TEXT = 2000
+_TOO_LONG = 10**4300
+_LONG_INT = "[soloflow: cut, an integer of more than 4300 digits]"
+
+
+def cut_value(value: Any) -> str:
+    """What the store keeps of a value nested deeper than :data:`MAX_JSON_DEPTH`: a string,
+    :data:`CUT_MARKER` and the start of the value's text."""
+    try:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            text = repr(value)
+        except (ValueError, RecursionError):
+            text = type(value).__name__
+    return storable_text(CUT_MARKER + text[:CUT_TEXT])
+
+
+def jsonable(value: Any, _depth: int = 0) -> Any:
     """A JSON-safe copy: non-JSON values become strings, NaN/inf become None, text is
-    made storable (see ``storable_text``)."""
-    if value is None or isinstance(value, bool | int):
+    made storable (see ``storable_text``), an integer of more than 4300 digits (which Python
+    would refuse to write) becomes a marker string, arrays and objects nested deeper than :data:`MAX_JSON_DEPTH` are cut
+    (:func:`cut_value`)."""
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        return value if value.bit_length() < 14000 or abs(value) < _TOO_LONG else _LONG_INT
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, str):
         return storable_text(value)
+    if isinstance(value, dict | list | tuple) and _depth >= MAX_JSON_DEPTH:
+        return cut_value(value)
     if isinstance(value, dict):
-        return {storable_text(str(k)): jsonable(v) for k, v in value.items()}
+        return {storable_text(str(k)): jsonable(v, _depth + 1) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
+        return [jsonable(v, _depth + 1) for v in value]
     try:
-        return jsonable(json.loads(json.dumps(value, default=str)))
-    except (TypeError, ValueError):
+        return jsonable(json.loads(json.dumps(value, default=str)), _depth)
+    except (TypeError, ValueError, RecursionError):
         return str(value)
 
 
@@ -189,7 +220,25 @@ def json_text(value: Any) -> str:
     for marker in _NEEDS_JSONABLE:
         if marker in text:
             return json.dumps(jsonable(value))
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and too_deep(value):
+        return json.dumps(jsonable(value))
     return text
+
+
+def too_deep(value: Any) -> bool:
+    """Whether arrays and objects (lists, tuples, dicts) nest deeper than
+    :data:`MAX_JSON_DEPTH` in ``value``; iterative, so any depth is measured."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list | tuple):
+            continue
+        if depth >= MAX_JSON_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in item)
+    return False
 
 
 def parsed_json_text(value: Any) -> str:

@@ -6,6 +6,7 @@ import gc
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.table import Table
 
@@ -21,7 +22,7 @@ app.add_typer(runs_app, name="runs")
 @app.command()
 def ingest(
     ctx: typer.Context,
-    files: list[Path] = typer.Argument(..., help="Ledger files: JSON Lines, optionally .gz."),
+    files: list[Path] = typer.Argument(None, help="Ledger files: JSON Lines, optionally .gz."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON only."),
     strict: bool = typer.Option(False, "--strict", help="Exit 1 when any line was bad (good lines are still kept)."),
     keep_namespaces: bool = typer.Option(
@@ -29,11 +30,29 @@ def ingest(
         help="Store each run under the user_id/agent_id its record names (operators ingesting a "
         "fleet's ledger). Default: every run goes to --user/--agent.",
     ),
+    spill: Path | None = typer.Option(
+        None, "--spill", metavar="PATH",
+        help="Write back a capture's spill file (runs it could not store; each into its own "
+        "namespace), then empty it.",
+    ),
 ) -> None:
     """Read ledger files into the store. Bad lines are reported with their line number and skipped."""
     from soloflow_core.ledger import ingest as do_ingest
+    from soloflow_core.ledger.spill import write_back_spill
 
     c: Context = ctx.obj
+    files = list(files or [])
+    if spill is not None:
+        if files:
+            err.print("[bold red]error:[/] give either ledger files or --spill PATH, not both")
+            raise typer.Exit(2)
+        if not spill.is_file():
+            err.print(f"[bold red]error:[/] {escape(str(spill))}: no such spill file", soft_wrap=True)
+            raise typer.Exit(1)
+        files = [spill]
+    elif not files:
+        err.print("[bold red]error:[/] give ledger files to read, or --spill PATH")
+        raise typer.Exit(2)
     for f in files:
         if not f.is_file():
             err.print(f"[bold red]error:[/] {f}: no such file")
@@ -50,8 +69,11 @@ def ingest(
         def on_progress(lines: int, done: int, _total: int) -> None:
             progress.update(task, completed=done, lines=lines)
 
-        report = do_ingest(store, files, default_user=c.user, default_agent=c.agent,
-                           on_progress=on_progress, keep_namespaces=keep_namespaces)
+        if spill is not None:
+            report = write_back_spill(store, spill)
+        else:
+            report = do_ingest(store, files, default_user=c.user, default_agent=c.agent,
+                               on_progress=on_progress, keep_namespaces=keep_namespaces)
     for e in report.errors[:50]:
         err.print(f"[yellow]skipped[/] {e}", highlight=False, soft_wrap=True)
     if len(report.errors) > 50:
