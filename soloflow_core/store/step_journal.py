@@ -83,10 +83,9 @@ class StoreStepJournal(FinishingJournal):
                                        .where(t.flow_runs.c.id == self.run_id)).scalar())
             row = self._step(conn, step_key)
             if row is not None and row.state == StepState.COMPLETED:
-                return StepBegin(done=True, output=row.output, attempt=row.attempts,
-                                 cancelled=False, idempotency_key=key)
+                return StepBegin.completed_before(key, output=row.output, attempt=row.attempts)
             if cancel:
-                return StepBegin(done=False, output=None, attempt=0, cancelled=True, idempotency_key=key)
+                return StepBegin.run_cancelled(key)
             moves = begin_moves(self.run_id, step_key, None if row is None else row.state)
             attempt = (0 if row is None else row.attempts) + 1
             if row is None:
@@ -101,7 +100,7 @@ class StoreStepJournal(FinishingJournal):
                 row is not None and row.state == StepState.RUNNING) else None
             self._moves(conn, step_key, moves, detail, at)
             conn.execute(sa.update(t.flow_runs).where(t.flow_runs.c.id == self.run_id).values(updated_at=at))
-        return StepBegin(done=False, output=None, attempt=attempt, cancelled=False, idempotency_key=key)
+        return StepBegin.start(key, attempt=attempt)
 
     def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
                 step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:

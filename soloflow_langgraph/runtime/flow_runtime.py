@@ -52,18 +52,18 @@ from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import json_text
-from soloflow_langgraph.compile.graph import begin_ahead_plan, compile_flow
+from soloflow_langgraph.compile.graph import compile_flow
 from soloflow_langgraph.compile.nodes import HALTED, FlowContext
 from soloflow_langgraph.compile.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
 from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs
 from soloflow_langgraph.runtime.results import FlowRunResult
 from soloflow_langgraph.runtime.support import (
-    NOT_CALLED,
     RETENTION_BATCH,
     RETENTION_LINGER,
-    default_checkpointer,
+    OwnedCheckpointer,
     delete_checkpoints,
     handoff_text,
+    open_checkpointer,
     owner_alive,
     process_owner,
     recover_completions,
@@ -84,10 +84,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Retention = Literal["delete_on_finish", "keep"]
-
-
-class _StartRefused(Exception):
-    """A run's carried start found a newer version of its flow: nothing was recorded."""
 
 
 class FlowRuntime:
@@ -133,8 +129,8 @@ class FlowRuntime:
             registry = build_executor_registry(plugin_manager, tools=tools)
         self.pm = plugin_manager
         self.registry = registry
-        self._owns_checkpointer = checkpointer is None
-        self.checkpointer = checkpointer if checkpointer is not None else default_checkpointer(store)
+        self._owned: OwnedCheckpointer | None = open_checkpointer(store) if checkpointer is None else None
+        self.checkpointer = checkpointer if self._owned is None else self._owned.saver
         self.durability, self.retention = durability, retention
         self.owner = process_owner()
         self.on_finished = on_finished
@@ -143,10 +139,9 @@ class FlowRuntime:
         self._definitions: dict[tuple[str, int], FlowDefinition] = {}
         self._def_json: dict[tuple[str, int], tuple[FlowDefinition, str]] = {}
         self._latest: dict[str, FlowDefinition] = {}
-        self._first_steps: dict[tuple[str, int], tuple[FlowDefinition, list[tuple[str, str]]]] = {}
         self._janitor: queue.Queue[str] | None = None
         self._flush = threading.Event()
-        self._retention_saver: Any = None
+        self._retention: OwnedCheckpointer | None = None
         self._lock = threading.Lock()
         self._stopping: dict[str, RunWatch] = {}
         """Runs whose invocation was interrupted in this process, until they go on here."""
@@ -158,12 +153,9 @@ class FlowRuntime:
             self._flush.set()  # no more lingering: delete what is queued now
             self._janitor.join()
             self._flush.clear()
-        closer = getattr(self.checkpointer, "soloflow_close", None)
-        if self._owns_checkpointer and closer is not None:
-            closer()
-        deleter, self._retention_saver = self._retention_saver, None
-        if deleter is not None and deleter is not self.checkpointer:
-            getattr(deleter, "soloflow_close", lambda: None)()
+        for owned in (self._owned, self._retention):
+            if owned is not None:
+                owned.close()
 
     def __enter__(self) -> FlowRuntime:
         return self
@@ -234,13 +226,10 @@ class FlowRuntime:
         inputs = apply_input_defaults(flow, given)
         check_inputs(flow, inputs)
         graph = self.graph(flow)
-        carried = self._carried_start(flow, inputs, run_id, on_started, if_latest=False)
-        if carried is not None:
-            return self._drive(flow, graph, *carried, {"inputs": inputs})
         if self.store is not None:
             run_id = self.store.start_flow_run(flow, inputs, definition_json=self._definition_json(flow),
                                                **self._start_kw(run_id))
-            journal: StepJournal = self._new_run_journal(flow, run_id)
+            journal: StepJournal = self._journal(run_id)
         else:
             run_id = run_id or "frun_" + uuid.uuid4().hex
             journal = InMemoryStepJournal(run_id)
@@ -248,62 +237,10 @@ class FlowRuntime:
             on_started(run_id)
         return self._drive(flow, graph, run_id, journal, {"inputs": inputs})
 
-    def _new_run_journal(self, flow: FlowDefinition, run_id: str) -> StepJournal:
-        """The journal of a run just recorded, its first steps already being begun (in the
-        background, while LangGraph writes the run's first checkpoints)."""
-        journal = self._journal(run_id)
-        journal.begin_ahead(self._first_steps_of(flow))
-        return journal
-
-    def _first_steps_of(self, flow: FlowDefinition) -> list[tuple[str, str]]:
-        """The steps a run of ``flow`` begins ahead as it starts (cached per version)."""
-        key = (flow.name, flow.version)
-        hit = self._first_steps.get(key)
-        if hit is None or not (hit[0] is flow or hit[0] == flow):
-            first = [(sid, sid) for sid, _ in begin_ahead_plan(flow).get(None, ())]
-            hit = self._first_steps[key] = (flow, first)
-        return hit[1]
-
-    def _carried_start(self, flow: FlowDefinition, inputs: dict[str, Any], run_id: str | None,
-                       on_started: Callable[[str], None] | None, *, if_latest: bool
-                       ) -> tuple[str, StepJournal] | None:
-        """A new run recorded with its first steps' begins, in one write: on PostgreSQL its
-        statement rides before theirs in LangGraph's first checkpoint save of the run (the
-        runtime's own checkpointer), on SQLite one transaction, written here. Its id and journal; None when
-        it cannot — an id given by the caller (whose thread may hold checkpoints), an
-        ``on_started`` (promised the id once the run is recorded, before the graph starts), a
-        flow that begins no step ahead (an approval gate) — and the run is recorded first, on
-        its own. A start refused because a newer version was registered (``if_latest``)
-        raises ``_StartRefused``: here on SQLite, from ``_drive`` on PostgreSQL."""
-        if run_id is not None or on_started is not None or self.store is None:
-            return None
-        first = self._first_steps_of(flow)
-        if not first:
-            return None
-        new_id = "frun_" + uuid.uuid4().hex
-        journal = self._journal(new_id)
-        if not self.store.carry_flow_run_start(journal, flow, inputs, definition_json=self._definition_json(flow),
-                                               if_latest=if_latest, user_id=self.user_id, agent_id=self.agent_id,
-                                               owner=self.owner):
-            return None
-        journal.begin_ahead(first)
-        # Without a carrier (SQLite) begin_ahead has just written the start: its answer is in.
-        # (With one, asking now would take the ride back from the first save.)
-        if not self._carries() and not journal.start_recorded():  # raises if the start failed
-            raise _StartRefused(new_id)
-        return new_id, journal
-
     def _journal(self, run_id: str) -> StepJournal:
-        """The run's journal as the runtime drives it: completions held for the next write,
-        and — with the runtime's PostgreSQL checkpointer — begins written ahead carried in
-        the checkpoint's saves."""
-        carrier = functools.partial(self.checkpointer.ride, run_id) if self._carries() else None
-        return self._need_store().step_journal(run_id, defer_completions=True, carrier=carrier)
-
-    def _carries(self) -> bool:
-        """Whether the checkpointer carries the journal's writes in its saves (the runtime's
-        own on PostgreSQL; not with ``durability="exit"``, which saves only at the end)."""
-        return bool(getattr(self.checkpointer, "carries_journal", False)) and self.durability != "exit"
+        """The run's journal as the runtime drives it: each step's completion deferred to the
+        run's next journal write (see ``Store.step_journal``)."""
+        return self._need_store().step_journal(run_id, defer_completions=True)
 
     def _start_kw(self, run_id: str | None) -> dict[str, Any]:
         return {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": run_id, "owner": self.owner}
@@ -328,13 +265,6 @@ class FlowRuntime:
                 self._latest.pop(name, None)  # maybe written for a newer version: look
                 continue
             graph = self.graph(flow)
-            try:
-                carried = self._carried_start(flow, inputs, run_id, on_started, if_latest=True)
-                if carried is not None:
-                    return self._drive(flow, graph, *carried, {"inputs": inputs})
-            except _StartRefused:  # a newer version was registered
-                self._latest.pop(name, None)
-                continue
             started = self.store.start_latest_flow_run(flow, inputs, definition_json=self._definition_json(flow),
                                                        **self._start_kw(run_id))
             if started is None:  # a newer version was registered
@@ -342,7 +272,7 @@ class FlowRuntime:
                 continue
             if on_started is not None:
                 on_started(started)
-            return self._drive(flow, graph, started, self._new_run_journal(flow, started), {"inputs": inputs})
+            return self._drive(flow, graph, started, self._journal(started), {"inputs": inputs})
         # Versions kept coming: run the one the store names now.
         return self.run(self.flow(name), given, run_id=run_id, on_started=on_started)
 
@@ -525,13 +455,6 @@ class FlowRuntime:
                 # skipped and the run ends by the halt (fallback, compensation, cancel).
                 state = self._invoke_once(flow, invoke, Command(resume={HALTED: True}), cfg, ctx)
         except Exception as exc:
-            self._check_started(run_id, journal)
-            ended = journal.ended_ahead()
-            if ended is not None and ended[0] == RunState.COMPLETED.value:
-                # The run's end was recorded with its last step's writes; a save after it (the
-                # final checkpoint) failed. Every step completed: report what the store says.
-                log.warning("flow run %r: completed, but a checkpoint save after its end failed: %s", run_id, exc)
-                return self._ended_early(flow, run_id, journal, ended[1], steps, start)
             step_id = getattr(exc, "step", None)
             err = f"{type(exc).__name__}: {exc}" if step_id is None else str(exc)
             self._finish(run_id, RunState.FAILED, journal, error=err, outcome="failed")
@@ -540,15 +463,13 @@ class FlowRuntime:
             return FlowRunResult(run_id, flow.name, "failed", None, done, {str(step_id): str(exc)}, steps,
                                  (time.perf_counter() - start) * 1000, state=RunState.FAILED.value,
                                  failed_step=step_id, error=err)
-        self._check_started(run_id, journal)
         ms = (time.perf_counter() - start) * 1000
         results = dict(state.get("results") or {})
         errors = dict(state.get("errors") or {})
         skipped = dict(state.get("skipped") or {})
         common: dict[str, Any] = {"skipped": skipped}
         if "__interrupt__" in state:
-            journal.release_ahead(NOT_CALLED)
-            journal.flush()  # the completions held back: the run waits, maybe for days
+            journal.flush()  # the deferred completions: the run waits, maybe for days
             payloads = [getattr(i, "value", i) for i in state["__interrupt__"]]
             return FlowRunResult(run_id, flow.name, "waiting", None, results, errors, steps, ms,
                                  state=RunState.RUNNING.value, interrupt=payloads[0] if payloads else None,
@@ -582,35 +503,12 @@ class FlowRuntime:
         return FlowRunResult(run_id, flow.name, "completed", output, results, errors, steps, ms,
                              state=RunState.COMPLETED.value, outcome="completed", **common)
 
-    def _check_started(self, run_id: str, journal: StepJournal) -> None:
-        """After a run's invocation: when its start rode in the first save and did not
-        record the run, delete what LangGraph saved of it and raise (``_StartRefused``: a
-        newer version of the flow; else the start's error)."""
-        try:
-            started = journal.start_recorded()
-        except BaseException:
-            self._cleanup(run_id, force=True, now=True)
-            raise
-        if started is False:
-            self._cleanup(run_id, force=True, now=True)
-            raise _StartRefused(run_id)
-
     def _invoke_once(self, flow: FlowDefinition, invoke: Any, payload: Any, cfg: Any, ctx: FlowContext) -> Any:
         if self.checkpointer and self.durability == "sync":
             return self._invoke_watched(flow, invoke, payload, cfg, ctx)
         if self.checkpointer:
             return invoke(payload, cfg, context=ctx, durability=self.durability)
         return invoke(payload, cfg, context=ctx)  # LangGraph warns about durability without a checkpointer
-
-    def _ended_early(self, flow: FlowDefinition, run_id: str, journal: StepJournal, outputs: Any,
-                     steps: list[ToolCall], start: float) -> FlowRunResult:
-        """The result of a run whose end was recorded (``finish_ahead``) before its graph's
-        invocation failed; its outputs as recorded, its results from the journal."""
-        self._finish(run_id, RunState.COMPLETED, journal, outcome="completed", outputs=outputs)
-        results = {sid: out for _, sid, out in journal.completed_order()}
-        return FlowRunResult(run_id, flow.name, "completed", (outputs or {}).get("output"), results,
-                             dict((outputs or {}).get("errors") or {}), steps, (time.perf_counter() - start) * 1000,
-                             state=RunState.COMPLETED.value, outcome="completed", skipped={})
 
     def _invoke_watched(self, flow: FlowDefinition, invoke: Any, payload: Any, cfg: Any,
                         ctx: FlowContext) -> Any:
@@ -653,33 +551,30 @@ class FlowRuntime:
             self._stopping.pop(run_id, None)
 
     def _finish(self, run_id: str, state: RunState, journal: StepJournal, **kw: Any) -> None:
-        """Record the run's end (with the completions its journal holds back) and let its
+        """Record the run's end (with the completions its journal deferred) and let its
         checkpoints go."""
-        journal.release_ahead(NOT_CALLED)
         if self.store is None:
             journal.flush()
-        elif journal.ended_ahead() == (state.value, kw.get("outputs"), kw.get("outcome")):
-            pass  # recorded with the last step's writes, in their checkpoint transaction
         else:
             try:
                 # With a checkpointer of the caller's (maybe another database) the end commits
                 # synchronously: see FlowRunStore.finish_flow_run.
-                self.store.finish_flow_run(run_id, status=state, synchronous=not self._owns_checkpointer,
+                self.store.finish_flow_run(run_id, status=state, synchronous=self._owned is None,
                                            journal=journal, **kw)
             except InvalidTransitionError:
                 log.warning("flow run %r had already ended", run_id)
                 journal.flush()
         self._cleanup(run_id)
 
-    def _cleanup(self, run_id: str, *, force: bool = False, now: bool = False) -> None:
+    def _cleanup(self, run_id: str) -> None:
         """Delete the run's checkpoints (retention): in batches on a background thread when
         the runtime owns its checkpointer, so a run's result does not wait for it (``close()``
         waits for what is queued); at once with a checkpointer the caller passed in."""
-        if self.retention != "delete_on_finish" and not force:
+        if self.retention != "delete_on_finish":
             return
         if getattr(self.checkpointer, "delete_thread", None) is None:
             return
-        if now or not self._owns_checkpointer:
+        if self._owned is None:
             # A checkpointer the caller passed in may be closed by them at any time.
             self._delete([run_id])
             return
@@ -722,10 +617,11 @@ class FlowRuntime:
         """The checkpointer the retention thread deletes through: a second one on the same
         database with its own connection, so running flows never wait for a deletion behind
         their checkpointer's connection lock."""
-        if self._retention_saver is None:
-            self._retention_saver = (default_checkpointer(self.store)
-                                     if getattr(self.checkpointer, "soloflow_close", None) else self.checkpointer)
-        return self._retention_saver
+        if self._owned is None or not self._owned.connected:
+            return self.checkpointer
+        if self._retention is None:
+            self._retention = open_checkpointer(self.store)
+        return self._retention.saver
 
 
 __all__ = ["FlowRuntime", "Retention"]
