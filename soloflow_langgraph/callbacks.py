@@ -38,6 +38,7 @@ from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun, ToolCall
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
+from soloflow_langgraph._messages import content_text
 
 if TYPE_CHECKING:
     import pluggy
@@ -100,16 +101,7 @@ class _Capture:
 
 
 def _text(content: Any) -> str | None:
-    if isinstance(content, str):
-        return content or None
-    if isinstance(content, list):
-        parts = [
-            b if isinstance(b, str) else str(b.get("text", ""))
-            for b in content
-            if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
-        ]
-        return "".join(parts) or None
-    return None
+    return content_text(content) or None
 
 
 def _human_text(message: Any) -> str | None:

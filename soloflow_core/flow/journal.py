@@ -126,9 +126,9 @@ class InMemoryStepJournal(StepJournal):
         self.transitions: list[tuple[datetime, str, str | None, str, str | None]] = []
         self.cancel_requested = False
 
-    def _move(self, step_key: str, entry: _Entry | None, new: StepState, detail: str | None = None) -> None:
+    def _move(self, step_key: str, entry: _Entry | None, *, new: StepState, detail: str | None = None) -> None:
         old = None if entry is None else entry.state
-        check_step_transition(self.run_id, step_key, old, new)
+        check_step_transition(self.run_id, step_key, current=old, new=new)
         self.transitions.append((datetime.now(UTC), step_key, old, new.value, detail))
         if entry is not None:
             entry.state = new
@@ -145,26 +145,26 @@ class InMemoryStepJournal(StepJournal):
                 self.transitions.append((datetime.now(UTC), step_key, None, StepState.PENDING.value, None))
                 e = self._steps[step_key] = _Entry(step_id, StepState.PENDING)
             if e.state is StepState.RUNNING:
-                self._move(step_key, e, StepState.FAILED, RERUN)
+                self._move(step_key, e, new=StepState.FAILED, detail=RERUN)
             if e.state in (StepState.PENDING, StepState.FAILED):
-                self._move(step_key, e, StepState.READY)
-            self._move(step_key, e, StepState.RUNNING)
+                self._move(step_key, e, new=StepState.READY)
+            self._move(step_key, e, new=StepState.RUNNING)
             e.attempts += 1
             return StepBegin.start(key, attempt=e.attempts)
 
     def succeeded(self, step_key: str, output: Any) -> None:
         with self._lock:
             e = self._steps[step_key]
-            self._move(step_key, e, StepState.COMPLETED)
+            self._move(step_key, e, new=StepState.COMPLETED)
             self._seq += 1
             e.output, e.seq = output, self._seq
 
     def failed(self, step_key: str, error: str, *, retry: bool) -> None:
         with self._lock:
             e = self._steps[step_key]
-            self._move(step_key, e, StepState.FAILED, error)
+            self._move(step_key, e, new=StepState.FAILED, detail=error)
             if retry:
-                self._move(step_key, e, StepState.READY)
+                self._move(step_key, e, new=StepState.READY)
 
     def skipped(self, step_key: str, step_id: str, reason: str) -> None:
         with self._lock:
@@ -174,13 +174,13 @@ class InMemoryStepJournal(StepJournal):
             if e is None:
                 self.transitions.append((datetime.now(UTC), step_key, None, StepState.PENDING.value, None))
                 e = self._steps[step_key] = _Entry(step_id, StepState.PENDING)
-            self._move(step_key, e, StepState.SKIPPED, reason)
+            self._move(step_key, e, new=StepState.SKIPPED, detail=reason)
 
     def compensated(self, step_key: str, detail: str) -> None:
         with self._lock:
             e = self._steps[step_key]
             if e.state is not StepState.COMPENSATED:
-                self._move(step_key, e, StepState.COMPENSATED, detail)
+                self._move(step_key, e, new=StepState.COMPENSATED, detail=detail)
 
     def state_of(self, step_key: str) -> str | None:
         with self._lock:

@@ -74,7 +74,7 @@ _PG_COMPLETE_THEN_BEGIN = (
 the completion did not apply. Returns (completions, begins)."""
 
 
-def pg_complete_params(run_id: str, step_key: str, text: str, when: datetime) -> tuple[Any, ...]:
+def pg_complete_params(run_id: str, step_key: str, *, text: str, when: datetime) -> tuple[Any, ...]:
     """The parameters of ``_PG_COMPLETE`` (and of the completion that opens the statements
     built on it): the output as JSON text, completed at ``when``."""
     return (when, when, text, run_id, step_key)
@@ -93,12 +93,12 @@ PG_COMPLETE_THEN_FINISH = (
 (PostgreSQL); no end when the completion did not apply. Returns (completions, ends)."""
 
 
-def pg_complete_then_finish_params(run_id: str, step_key: str, text: str, when: datetime, *, status: str,
+def pg_complete_then_finish_params(run_id: str, step_key: str, *, text: str, when: datetime, status: str,
                                    outputs: str, error: str | None, outcome: str | None,
                                    note: str | None) -> tuple[Any, ...]:
     """The parameters of ``PG_COMPLETE_THEN_FINISH``: the completion's, then the end's (at now)."""
     at = now()
-    return (*pg_complete_params(run_id, step_key, text, when), status, outputs, error, outcome, at, at,
+    return (*pg_complete_params(run_id, step_key, text=text, when=when), status, outputs, error, outcome, at, at,
             run_id, status, at, note)
 
 
@@ -196,7 +196,7 @@ class DriverStepJournal(FinishingJournal):
                 if cur.rowcount == 1:
                     continue
             else:
-                cur.execute(_PG_COMPLETE, pg_complete_params(self.run_id, step_key, text, when))
+                cur.execute(_PG_COMPLETE, pg_complete_params(self.run_id, step_key, text=text, when=when))
                 if cur.fetchall():
                     continue
             self._finish_in(cur, step_key, StepState.COMPLETED, output=output)
@@ -240,7 +240,7 @@ class DriverStepJournal(FinishingJournal):
             step_key, output, when = held[0]
             try:
                 if driver_statement(self._engine, _PG_COMPLETE,
-                                    pg_complete_params(self.run_id, step_key, json_text(output), when)):
+                                    pg_complete_params(self.run_id, step_key, text=json_text(output), when=when)):
                     return
             except BaseException:
                 self._give_back(held)
@@ -248,7 +248,7 @@ class DriverStepJournal(FinishingJournal):
         self._give_back(held)
         self._write(self._flushing(lambda cur: None))
 
-    def _rows(self, step_key: str, moves: Sequence[tuple[str | None, str]], detail: str | None,
+    def _rows(self, step_key: str, *, moves: Sequence[tuple[str | None, str]], detail: str | None,
               at: Any) -> list[tuple[Any, ...]]:
         text = None if detail is None else storable_text(detail)
         return [(self.run_id, step_key, a, b, at, text) for a, b in moves]
@@ -261,7 +261,7 @@ class DriverStepJournal(FinishingJournal):
 
         def work(cur: Any) -> StepBegin:
             # SQLite, a new step of a live run: one insert, no read.
-            if self._sqlite and self._sqlite_begin_new(cur, step_key, step_id, self._stamp(now())):
+            if self._sqlite and self._sqlite_begin_new(cur, step_key, step_id=step_id, at=self._stamp(now())):
                 return StepBegin.start(key, attempt=1)
             cur.execute(sql.begin_read, (step_key, self.run_id))
             row = cur.fetchone()
@@ -280,12 +280,12 @@ class DriverStepJournal(FinishingJournal):
             at = self._stamp(now())
             cur.execute(sql.upsert_running, (self.run_id, step_key, step_id, attempt, key, at))
             detail = RERUN if state == StepState.RUNNING else None
-            insert_transitions(cur, sql, self._rows(step_key, moves, detail, at))
+            insert_transitions(cur, sql, self._rows(step_key, moves=moves, detail=detail, at=at))
             return StepBegin.start(key, attempt=attempt)
 
         return self._write(self._flushing(work))
 
-    def _sqlite_begin_new(self, cur: Any, step_key: str, step_id: str, at: Any) -> bool:
+    def _sqlite_begin_new(self, cur: Any, step_key: str, *, step_id: str, at: Any) -> bool:
         """Record a new step of a live run as running (SQLite, in the open transaction);
         whether it applied (False: the run is cancelled or missing, or the step was recorded
         before — the checked path then decides)."""
@@ -317,7 +317,7 @@ class DriverStepJournal(FinishingJournal):
         if not held:
             return _PG_BEGIN, (step_key, step_id, key, at, at, self.run_id)
         (done_key, output, when), = held
-        return _PG_COMPLETE_THEN_BEGIN, (*pg_complete_params(self.run_id, done_key, json_text(output), when),
+        return _PG_COMPLETE_THEN_BEGIN, (*pg_complete_params(self.run_id, done_key, text=json_text(output), when=when),
                                          step_key, step_id, key, at, at, self.run_id)
 
     def _pg_begun(self, rows: list[tuple[Any, ...]], held: list[tuple[str, Any, datetime]]) -> bool:
@@ -342,7 +342,7 @@ class DriverStepJournal(FinishingJournal):
         current, top = row
         if current == state:
             return
-        moves, final = finish_moves(self.run_id, step_key, current, state, then)
+        moves, final = finish_moves(self.run_id, step_key, current=current, state=state, then=then)
         at = self._stamp(now())
         done = state is StepState.COMPLETED
         seq: int | None = None
@@ -358,7 +358,7 @@ class DriverStepJournal(FinishingJournal):
                                               idempotency_key(self.run_id, step_key), err, at))
         else:
             cur.execute(sql.update_finished, (final.value, at, out_text, seq, err, self.run_id, step_key))
-        insert_transitions(cur, sql, self._rows(step_key, moves, detail or error, at))
+        insert_transitions(cur, sql, self._rows(step_key, moves=moves, detail=detail or error, at=at))
 
     def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
                 step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
@@ -373,7 +373,7 @@ class DriverStepJournal(FinishingJournal):
         if not self._sqlite:
             at = now()
             if not driver_statement(self._engine, _PG_COMPLETE,
-                                    pg_complete_params(self.run_id, step_key, json_text(output), at)):
+                                    pg_complete_params(self.run_id, step_key, text=json_text(output), when=at)):
                 self._finish(step_key, StepState.COMPLETED, output=output)
             return
 

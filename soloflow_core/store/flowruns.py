@@ -335,7 +335,7 @@ class FlowRunStore:
                 step_key, text, when = one
                 try:
                     completed, ended = driver_statement(engine, PG_COMPLETE_THEN_FINISH, pg_complete_then_finish_params(
-                        run_id, step_key, text, when, status=str(status), outputs=json_text(outputs), error=err,
+                        run_id, step_key, text=text, when=when, status=str(status), outputs=json_text(outputs), error=err,
                         outcome=outcome, note=note_text))[0]
                 except BaseException:
                     deferring.give_back(step_key, text, when)
@@ -453,14 +453,11 @@ class FlowRunStore:
         out: list[Transition] = []
         for at, step_key, old, new, detail in rows:
             if old is None and new == RunState.RUNNING:  # a start or a begin, stored as one row
-                if step_key is None:
-                    out += [Transition(at, None, None, RunState.DRAFT.value, None),
-                            Transition(at, None, RunState.DRAFT.value, RunState.ACTIVE.value, _STARTED),
-                            Transition(at, None, RunState.ACTIVE.value, new, detail)]
-                else:
-                    out += [Transition(at, step_key, None, StepState.PENDING.value, None),
-                            Transition(at, step_key, StepState.PENDING.value, StepState.READY.value, None),
-                            Transition(at, step_key, StepState.READY.value, new, detail)]
+                chain = ([None, RunState.DRAFT.value, RunState.ACTIVE.value, new] if step_key is None
+                         else [None, StepState.PENDING.value, StepState.READY.value, new])
+                notes = [None, _STARTED if step_key is None else None, detail]
+                out += [Transition(at=at, step_key=step_key, from_state=a, to_state=b, detail=note)
+                        for a, b, note in zip(chain, chain[1:], notes, strict=False)]
                 continue
             out.append(Transition(at=at, step_key=step_key, from_state=old, to_state=new, detail=detail))
         return out

@@ -268,7 +268,7 @@ class StepNode:
             return {"map_parts": {sid: {int(state["map_index"]): out}}}
         return {"results": {sid: out}}
 
-    def _report(self, ctx: FlowContext, kwargs: dict[str, Any], out: Any, error: bool, start: float) -> None:
+    def _report(self, ctx: FlowContext, kwargs: dict[str, Any], *, out: Any, error: bool, start: float) -> None:
         callbacks = [cb for cb in (self.spec.on_step, ctx.on_step) if cb is not None]
         if not callbacks:
             return
@@ -331,7 +331,7 @@ class StepNode:
                     failure = exc
             if failure is not None:
                 err, failure = failure, None
-                self._report(ctx, kwargs, _error_text(err), True, start)
+                self._report(ctx, kwargs, out=_error_text(err), error=True, start=start)
                 retry = attempt <= step.retry_max
                 ctx.journal.failed(key, _error_text(err), retry=retry)
                 if not retry:
@@ -348,7 +348,7 @@ class StepNode:
                 attempt = max(attempt + 1, again.attempt)
                 idem = again.idempotency_key
                 continue
-            self._report(ctx, kwargs, out, False, start)
+            self._report(ctx, kwargs, out=out, error=False, start=start)
             out = state_value(out)
             ctx.journal.succeeded(key, out)
             return self._done(state, out)
@@ -505,12 +505,12 @@ class Finalize:
             spec = self.specs.get(sid)
             if spec is None or spec.step.compensation is None or sid not in results:
                 continue
-            err = self._undo(ctx, spec, state, results)
+            err = self._undo(ctx, spec, state=state, results=results)
             if err is not None:
                 errors[sid] = err
         return {"compensation_errors": errors} if errors else {}
 
-    def _undo(self, ctx: FlowContext, spec: StepSpec, state: Mapping[str, Any],
+    def _undo(self, ctx: FlowContext, spec: StepSpec, *, state: Mapping[str, Any],
               results: dict[str, Any]) -> str | None:
         comp = spec.step.compensation
         assert comp is not None and spec.comp_info is not None

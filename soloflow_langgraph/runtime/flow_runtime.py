@@ -56,7 +56,7 @@ from soloflow_langgraph.compile.graph import compile_flow
 from soloflow_langgraph.compile.nodes import HALTED, FlowContext
 from soloflow_langgraph.compile.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
 from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs
-from soloflow_langgraph.runtime.results import FlowRunResult
+from soloflow_langgraph.runtime.results import FlowRunResult, RunOutcome
 from soloflow_langgraph.runtime.support import (
     RETENTION_BATCH,
     RETENTION_LINGER,
@@ -222,7 +222,7 @@ class FlowRuntime:
         """
         given = dict(inputs or {})
         if isinstance(flow, str):
-            return self._run_by_name(flow, given, run_id, on_started)
+            return self._run_by_name(flow, given, run_id=run_id, on_started=on_started)
         inputs = apply_input_defaults(flow, given)
         check_inputs(flow, inputs)
         graph = self.graph(flow)
@@ -235,7 +235,7 @@ class FlowRuntime:
             journal = InMemoryStepJournal(run_id)
         if on_started is not None:
             on_started(run_id)
-        return self._drive(flow, graph, run_id, journal, {"inputs": inputs})
+        return self._drive(flow, graph, run_id=run_id, journal=journal, payload={"inputs": inputs})
 
     def _journal(self, run_id: str) -> StepJournal:
         """The run's journal as the runtime drives it: each step's completion deferred to the
@@ -245,7 +245,7 @@ class FlowRuntime:
     def _start_kw(self, run_id: str | None) -> dict[str, Any]:
         return {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": run_id, "owner": self.owner}
 
-    def _run_by_name(self, name: str, given: dict[str, Any], run_id: str | None,
+    def _run_by_name(self, name: str, given: dict[str, Any], *, run_id: str | None,
                      on_started: Callable[[str], None] | None) -> FlowRunResult:
         """Run the newest version of ``name``. The runtime starts the newest version it knows
         of, and the statement that records the run checks it still is (no version read per
@@ -272,7 +272,8 @@ class FlowRuntime:
                 continue
             if on_started is not None:
                 on_started(started)
-            return self._drive(flow, graph, started, self._journal(started), {"inputs": inputs})
+            return self._drive(flow, graph, run_id=started, journal=self._journal(started),
+                               payload={"inputs": inputs})
         # Versions kept coming: run the one the store names now.
         return self.run(self.flow(name), given, run_id=run_id, on_started=on_started)
 
@@ -324,8 +325,8 @@ class FlowRuntime:
         store.finish_flow_run(rec.id, status=RunState.CANCELLED, outcome="rejected", error=reason)
         self._cleanup(rec.id)
         results = {s.step_id: s.output for s in rec.steps if s.state == "completed"}
-        return FlowRunResult(rec.id, rec.flow_name, "cancelled", None, results, {}, [], 0.0,
-                             state=RunState.CANCELLED.value, outcome="rejected", error=reason)
+        return FlowRunResult(run_id=rec.id, flow=rec.flow_name, status="cancelled", outcome="rejected",
+                             results=results, error=reason)
 
     def reject(self, run_id: str, *, comment: str | None = None) -> FlowRunResult:
         return self.approve(run_id, approved=False, comment=comment)
@@ -397,7 +398,7 @@ class FlowRuntime:
             # journal keeps completed steps from running again.
             payload = None if snapshot.next or snapshot.values else {"inputs": rec.inputs or {}}
             recover_completions(rec, snapshot, journal)
-        return self._drive(flow, graph, rec.id, journal, payload)
+        return self._drive(flow, graph, run_id=rec.id, journal=journal, payload=payload)
 
     def _on_step(self, steps: list[ToolCall], run_id: str):  # type: ignore[no-untyped-def]
         pm = self.pm
@@ -414,9 +415,9 @@ class FlowRuntime:
 
         return on_step
 
-    def _drive(self, flow: FlowDefinition, graph: CompiledStateGraph, run_id: str,
+    def _drive(self, flow: FlowDefinition, graph: CompiledStateGraph, *, run_id: str,
                journal: StepJournal, payload: Any) -> FlowRunResult:
-        result = self._invoke(flow, graph, run_id, journal, payload)
+        result = self._invoke(flow, graph, run_id=run_id, journal=journal, payload=payload)
         self._record_outcome(flow, result)
         if self.on_finished is not None and result.status != "waiting":
             try:
@@ -440,7 +441,7 @@ class FlowRuntime:
         except SoloFlowError:
             log.exception("recording the outcome of flow run %r failed", result.run_id)
 
-    def _invoke(self, flow: FlowDefinition, graph: CompiledStateGraph, run_id: str,
+    def _invoke(self, flow: FlowDefinition, graph: CompiledStateGraph, *, run_id: str,
                 journal: StepJournal, payload: Any) -> FlowRunResult:
         steps: list[ToolCall] = []
         ctx = FlowContext(journal=journal, on_step=self._on_step(steps, run_id), run_id=run_id)
@@ -448,31 +449,31 @@ class FlowRuntime:
         invoke: Any = graph.invoke  # LangGraph's overloads type context as None
         start = time.perf_counter()
         try:
-            state = self._invoke_once(flow, invoke, payload, cfg, ctx)
+            state = self._invoke_once(flow, invoke, payload=payload, cfg=cfg, ctx=ctx)
             if "__interrupt__" in state and state.get("halt"):
                 # A step halted the run in the superstep in which the approval gate asked:
                 # nothing is left to approve. No person is asked; the gate records itself
                 # skipped and the run ends by the halt (fallback, compensation, cancel).
-                state = self._invoke_once(flow, invoke, Command(resume={HALTED: True}), cfg, ctx)
+                state = self._invoke_once(flow, invoke, payload=Command(resume={HALTED: True}), cfg=cfg, ctx=ctx)
         except Exception as exc:
             step_id = getattr(exc, "step", None)
             err = f"{type(exc).__name__}: {exc}" if step_id is None else str(exc)
             self._finish(run_id, RunState.FAILED, journal, error=err, outcome="failed")
             # The graph's state went with the exception: the steps that completed, from the journal.
             done = {sid: out for key, sid, out in journal.completed_order() if key == sid}
-            return FlowRunResult(run_id, flow.name, "failed", None, done, {str(step_id): str(exc)}, steps,
-                                 (time.perf_counter() - start) * 1000, state=RunState.FAILED.value,
-                                 failed_step=step_id, error=err)
+            return FlowRunResult(run_id=run_id, flow=flow.name, status="failed", outcome="failed", results=done,
+                                 errors={str(step_id): str(exc)}, steps=steps,
+                                 duration_ms=(time.perf_counter() - start) * 1000, failed_step=step_id, error=err)
         ms = (time.perf_counter() - start) * 1000
         results = dict(state.get("results") or {})
         errors = dict(state.get("errors") or {})
         skipped = dict(state.get("skipped") or {})
-        common: dict[str, Any] = {"skipped": skipped}
+        common: dict[str, Any] = {"run_id": run_id, "flow": flow.name, "results": results, "errors": errors,
+                                  "steps": steps, "duration_ms": ms, "skipped": skipped}
         if "__interrupt__" in state:
             journal.flush()  # the deferred completions: the run waits, maybe for days
             payloads = [getattr(i, "value", i) for i in state["__interrupt__"]]
-            return FlowRunResult(run_id, flow.name, "waiting", None, results, errors, steps, ms,
-                                 state=RunState.RUNNING.value, interrupt=payloads[0] if payloads else None,
+            return FlowRunResult(status="waiting", outcome=None, interrupt=payloads[0] if payloads else None,
                                  **common)
         halt = state.get("halt") or {}
         kind = halt.get("kind")
@@ -480,37 +481,33 @@ class FlowRuntime:
         if kind in ("cancelled", "rejected"):
             self._finish(run_id, RunState.CANCELLED, journal, outcome=kind, error=halt.get("error"),
                          outputs={"results": results})
-            return FlowRunResult(run_id, flow.name, "cancelled", None, results, errors, steps, ms,
-                                 state=RunState.CANCELLED.value, outcome=kind, **common)
+            return FlowRunResult(status="cancelled", outcome=kind, **common)
         if kind == "fallback":
-            handoff = handoff_text(flow, halt, results, errors)
+            handoff = handoff_text(flow, halt, results=results, errors=errors)
             self._finish(run_id, RunState.FAILED, journal, outcome="fallback", error=halt.get("error"),
                          outputs={"results": results, "handoff": handoff})
-            return FlowRunResult(run_id, flow.name, "fallback", None, results, errors, steps, ms,
-                                 state=RunState.FAILED.value, outcome="fallback", handoff=handoff,
+            return FlowRunResult(status="fallback", outcome="fallback", handoff=handoff,
                                  failed_step=halt.get("step"), error=halt.get("error"), **common)
         if kind == "compensate":
             comp_errors = dict(state.get("compensation_errors") or {})
-            outcome = "compensated" if not comp_errors else "compensation_failed"
+            outcome: RunOutcome = "compensated" if not comp_errors else "compensation_failed"
             err = str(halt.get("error")) + ("" if not comp_errors else "; " + "; ".join(comp_errors.values()))
             self._finish(run_id, RunState.FAILED, journal, outcome=outcome, error=err,
                          outputs={"results": results, "compensation_errors": comp_errors})
-            return FlowRunResult(run_id, flow.name, "failed", None, results, errors, steps, ms,
-                                 state=RunState.FAILED.value, outcome=outcome, failed_step=halt.get("step"),
-                                 error=err, **common)
+            return FlowRunResult(status="failed", outcome=outcome, failed_step=halt.get("step"), error=err,
+                                 **common)
         self._finish(run_id, RunState.COMPLETED, journal, outcome="completed",
                      outputs={"output": output, "errors": errors})
-        return FlowRunResult(run_id, flow.name, "completed", output, results, errors, steps, ms,
-                             state=RunState.COMPLETED.value, outcome="completed", **common)
+        return FlowRunResult(status="completed", outcome="completed", output=output, **common)
 
-    def _invoke_once(self, flow: FlowDefinition, invoke: Any, payload: Any, cfg: Any, ctx: FlowContext) -> Any:
+    def _invoke_once(self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any, ctx: FlowContext) -> Any:
         if self.checkpointer and self.durability == "sync":
-            return self._invoke_watched(flow, invoke, payload, cfg, ctx)
+            return self._invoke_watched(flow, invoke, payload=payload, cfg=cfg, ctx=ctx)
         if self.checkpointer:
             return invoke(payload, cfg, context=ctx, durability=self.durability)
         return invoke(payload, cfg, context=ctx)  # LangGraph warns about durability without a checkpointer
 
-    def _invoke_watched(self, flow: FlowDefinition, invoke: Any, payload: Any, cfg: Any,
+    def _invoke_watched(self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any,
                         ctx: FlowContext) -> Any:
         """``invoke`` on a watched thread, sync steps in line (``run_watch``); after a call
         that ran past its limit, the run goes on from its last checkpoint in a new

@@ -177,7 +177,7 @@ def skip_rest(rec: FlowRunRecord, journal: StepJournal, reason: str, exclude: st
             journal.skipped(sid, sid, reason)
 
 
-def handoff_text(flow: FlowDefinition, halt: dict[str, Any], results: dict[str, Any],
+def handoff_text(flow: FlowDefinition, halt: dict[str, Any], *, results: dict[str, Any],
                  errors: dict[str, str]) -> str:
     """What an agent is told when a flow hands a task back (``on_failure="fallback"``)."""
     done = [s.id for s in flow.steps if s.id in results]
