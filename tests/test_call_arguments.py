@@ -30,7 +30,7 @@ KNOWN: dict[str, int] = {
     "soloflow_core/learning/outcomes.py": 4,
     "soloflow_core/learning/promotion.py": 3,
     "soloflow_core/learning/records.py": 4,
-    "soloflow_core/learning/service.py": 2,
+    "soloflow_core/learning/service.py": 1,
     "soloflow_core/learning/triggers.py": 1,
     "soloflow_core/ledger/_rows.py": 6,
     "soloflow_core/ledger/_sqlite.py": 4,
@@ -55,11 +55,6 @@ KNOWN: dict[str, int] = {
     "soloflow_core/store/repository.py": 3,
     "soloflow_core/testing/synthetic_ledger.py": 5,
     "soloflow_langgraph/callbacks.py": 5,
-    "soloflow_langgraph/demo/run.py": 1,
-    "soloflow_langgraph/sequential/budget.py": 1,
-    "soloflow_langgraph/sequential/graph.py": 10,
-    "soloflow_langgraph/sequential/workflow.py": 2,
-    "soloflow_langgraph/verify.py": 7,
 }
 
 

@@ -286,7 +286,7 @@ class LearningService:
         self, user_id: str, agent_id: str, names: Iterable[str] | None = None
     ) -> list[FlowSavings]:
         """The savings ledger of the namespace's flows (``names``: only these), by name."""
-        return flow_savings(self.store, user_id, agent_id, names)
+        return flow_savings(self.store, user_id, agent_id, names=names)
 
 
 def flow_savings(

@@ -335,8 +335,8 @@ class FlowRunStore:
                 step_key, text, when = one
                 try:
                     completed, ended = driver_statement(engine, PG_COMPLETE_THEN_FINISH, pg_complete_then_finish_params(
-                        run_id, step_key, text=text, when=when, status=str(status), outputs=json_text(outputs), error=err,
-                        outcome=outcome, note=note_text))[0]
+                        run_id, step_key, text=text, when=when, status=str(status), outputs=json_text(outputs),
+                        error=err, outcome=outcome, note=note_text))[0]
                 except BaseException:
                     deferring.give_back(step_key, text, when)
                     raise
