@@ -227,7 +227,7 @@ class LearningService:
         mode = self.config.suggestion_mode
         read_only = mode == "hybrid" and self.is_read_only(cand)
         route = promotion_route(
-            mode, read_only, cand.confidence, cand.fidelity, self.config,
+            mode, read_only, confidence=cand.confidence, fidelity=cand.fidelity, config=self.config,
             fidelity_threshold=self.fidelity_threshold,
         )  # fmt: skip
         if route == "manual":
