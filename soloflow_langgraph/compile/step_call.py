@@ -31,6 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+
 from soloflow_core.errors import StepTimeoutError
 from soloflow_core.flow.effects import side_effects_of
 
@@ -87,9 +89,9 @@ def _tool_params(tool: Any) -> set[str]:
 
 
 def unwrap_output(out: Any) -> Any:
-    content = getattr(out, "content", None)
-    if content is not None and type(out).__name__ == "ToolMessage":
-        return content
+    """A tool's ``ToolMessage`` (a tool called with a tool call) as its content; else ``out``."""
+    if isinstance(out, ToolMessage):
+        return out.content
     return out
 
 
