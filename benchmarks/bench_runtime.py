@@ -13,11 +13,10 @@ compiled with a checkpointer and invoked with ``durability="sync"`` and a fresh
   durable path (run record, step journal, the run's end). Each invocation runs on one
   watched daemon thread and the steps of one-task supersteps call their tool in line
   (``soloflow_langgraph.compile.run_watch``): one thread hand-off per run instead of per step. On a SQLite file store its
-  checkpointer is ``SqliteSaver`` on a file next to the store and the journal writes one
-  transaction per step (a step's completion with its successor's begin); on PostgreSQL it is
-  the runtime's ``PostgresSaver`` (same connection settings as the baseline's) in the same
-  database, which carries the journal's per-step statements in its own saves (see
-  docs/flows.md). The target rows: ``SF runtime`` against ``LG`` on ``sqlite`` and on
+  checkpointer is ``SqliteSaver`` on a file next to the store; on PostgreSQL LangGraph's
+  ``PostgresSaver`` (opened as ``PostgresSaver.from_conn_string`` opens it, the baseline's
+  settings) in the same database. On both the journal writes one transaction per step (a
+  step's deferred completion with its successor's begin; see docs/flows.md). The target rows: ``SF runtime`` against ``LG`` on ``sqlite`` and on
   ``postgres``.
 * ``SF runtime, retention``: the same with the default retention — the runtime deletes each
   run's checkpoints as it ends (batched, on a background thread), inside the timing.
@@ -182,7 +181,7 @@ def hand_written(shape: str, fn: Any, is_tool: bool, checkpointer: Any) -> Any:
 
 
 def sqlite_saver(path: Path) -> SqliteSaver:
-    """As ``runtime.default_checkpointer`` builds it for a SQLite store."""
+    """As ``runtime.support.open_checkpointer`` builds it for a SQLite store."""
     conn = sqlite3.connect(str(path), check_same_thread=False)
     conn.execute("PRAGMA busy_timeout = 30000")
     saver = SqliteSaver(conn)
@@ -191,7 +190,7 @@ def sqlite_saver(path: Path) -> SqliteSaver:
 
 
 def pg_saver(url: str) -> Any:
-    """As ``runtime.default_checkpointer`` builds it for a PostgreSQL store."""
+    """As ``runtime.support.open_checkpointer`` builds it for a PostgreSQL store."""
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row

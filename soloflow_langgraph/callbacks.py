@@ -54,6 +54,7 @@ from soloflow_core.store.writer import MAX_JSON_DEPTH, cut_value
 from soloflow_core.tracing import PriceTable
 from soloflow_langgraph._ledger_link import LedgerLink
 from soloflow_langgraph.agent_trace import AgentTrace
+from soloflow_langgraph._messages import content_text
 
 if TYPE_CHECKING:
     import pluggy
@@ -144,16 +145,7 @@ class _Capture:
 
 
 def _text(content: Any) -> str | None:
-    if isinstance(content, str):
-        return content or None
-    if isinstance(content, list):
-        parts = [
-            b if isinstance(b, str) else str(b.get("text", ""))
-            for b in content
-            if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
-        ]
-        return "".join(parts) or None
-    return None
+    return content_text(content) or None
 
 
 def _human_text(message: Any) -> str | None:

@@ -111,8 +111,9 @@ class ReplayExecutor:
             return self.recorded[k][3]
         expected = [a for _, t, a, _ in self.recorded if t == tool]
         step = next((s for s, t, _, _ in self.recorded if t == tool), None)
-        self.divergences.append(Divergence(self.label, step, tool, "unexpected", kwargs, expected,
-                                           "no recorded call of this tool has these arguments"))
+        self.divergences.append(Divergence(
+            occurrence=self.label, step=step, tool=tool, kind="unexpected", made=kwargs, expected=expected,
+            message="no recorded call of this tool has these arguments"))
         raise ReplayMiss(f"replay of {self.label!r}: {tool}({_canon(kwargs)[:200]}) was not recorded")
 
     def registry(self) -> ExecutorRegistry:
@@ -123,7 +124,8 @@ class ReplayExecutor:
         return reg
 
     def missing(self) -> list[Divergence]:
-        return [Divergence(self.label, s, t, "missing", None, a, "recorded call the flow did not make")
+        return [Divergence(occurrence=self.label, step=s, tool=t, kind="missing", expected=a,
+                           message="recorded call the flow did not make")
                 for (s, t, a, _), used in zip(self.recorded, self.used, strict=True) if not used]
 
 
@@ -256,7 +258,7 @@ def replay_occurrence(flow: FlowDefinition, occ: Occurrence, *, label: str = "")
     ]
     replay = ReplayExecutor(recorded, label)
     inputs, given, problems = _inputs(flow, occ)
-    divergences = [Divergence(label, None, None, "input", message=p) for p in problems]
+    divergences = [Divergence(occurrence=label, step=None, tool=None, kind="input", message=p) for p in problems]
     # Retries would only repeat a miss: a replayed flow makes each call once.
     strict = flow.model_copy(update={"steps": [
         s.model_copy(update={"retry_max": 0, "on_failure": "stop"}) for s in flow.steps]})
@@ -270,11 +272,14 @@ def replay_occurrence(flow: FlowDefinition, occ: Occurrence, *, label: str = "")
             pass  # the step failed on a miss: recorded in replay.divergences
         else:
             divergences.append(
-                Divergence(label, getattr(exc, "step", None), None, "input", message=str(exc)))
+                Divergence(occurrence=label, step=getattr(exc, "step", None), tool=None, kind="input",
+                           message=str(exc)))
     except Exception as exc:  # a template or executor problem in this occurrence
-        divergences.append(Divergence(label, None, None, "input", message=f"{type(exc).__name__}: {exc}"))
+        divergences.append(Divergence(occurrence=label, step=None, tool=None, kind="input",
+                                      message=f"{type(exc).__name__}: {exc}"))
     divergences += replay.divergences + replay.missing()
-    return ReplayOutcome(label, not divergences, divergences, inputs, given)
+    return ReplayOutcome(occurrence=label, reproduced=not divergences, divergences=divergences, inputs=inputs,
+                         inputs_from_recording=given)
 
 
 def verify_flow(
@@ -284,7 +289,7 @@ def verify_flow(
     outcomes = [replay_occurrence(flow, occ, label=label) for label, occ in held_out]
     fidelity = sum(o.reproduced for o in outcomes) / len(outcomes) if outcomes else None
     notes = [] if outcomes else ["no held-out occurrence to replay"]
-    return VerificationReport(flow, fidelity, outcomes, trained_on, notes=notes)
+    return VerificationReport(flow=flow, fidelity=fidelity, outcomes=outcomes, trained_on=trained_on, notes=notes)
 
 
 def split_holdout(n: int, every: int = 3) -> tuple[list[int], list[int]]:
@@ -303,7 +308,7 @@ def verify_occurrences(
 ) -> VerificationReport:
     """Generalise from some occurrences, replay the flow against the others."""
     if len(occurrences) < 3:
-        return VerificationReport(None, None, notes=[
+        return VerificationReport(flow=None, fidelity=None, notes=[
             f"cannot verify: {len(occurrences)} complete occurrence(s) found, at least 3 are "
             "needed (2 to generalise from, 1 to replay); ingest more runs with arguments and outputs"])
     train, held = split_holdout(len(occurrences), holdout_every)
@@ -313,7 +318,7 @@ def verify_occurrences(
         proposal = propose(tool_sequence, [occurrences[k][1] for k in train], observed=len(train),
                            repeated_steps=repeated_steps, side_effects=side_effects)
     except SoloFlowError as exc:
-        return VerificationReport(None, None, notes=[f"cannot generalise: {exc}"])
+        return VerificationReport(flow=None, fidelity=None, notes=[f"cannot generalise: {exc}"])
     report = verify_flow(proposal.flow, [occurrences[k] for k in replays], trained_on=len(train))
     if len(replays) < len(held):
         report.notes.append(f"{len(held) - len(replays)} held-out occurrence(s) replay the task of "

@@ -32,7 +32,7 @@ def _states(store: Store, run_id: str) -> dict[str, str]:
     return {s.step_key: s.state for s in store.get_flow_run(run_id, **NS).steps}
 
 
-def test_a_held_completion_is_written_with_the_next_begin_in_order(store: Store) -> None:
+def test_a_deferred_completion_is_written_with_the_next_begin_in_order(store: Store) -> None:
     flow = _chain("held", "a", "b")
     run_id = store.start_flow_run(flow, {}, owner="test", **NS)
     journal = store.step_journal(run_id, defer_completions=True)
@@ -49,14 +49,14 @@ def test_a_held_completion_is_written_with_the_next_begin_in_order(store: Store)
                      ("a", "running", "completed"),
                      ("b", None, "pending"), ("b", "pending", "ready"), ("b", "ready", "running")]
     journal.succeeded("b", "text out")
-    # A read sees what is held: it flushes first.
+    # A read sees what is deferred: it flushes first.
     assert journal.state_of("b") == "completed"
     steps = {s.step_key: s for s in store.get_flow_run(run_id, **NS).steps}
     assert steps["a"].output == {"out": "a"} and steps["b"].output == "text out"
     assert [k for k, _, _ in journal.completed_order()] == ["a", "b"]
 
 
-def test_held_parallel_completions_keep_their_order_and_flush_writes_them(store: Store) -> None:
+def test_deferred_parallel_completions_keep_their_order_and_flush_writes_them(store: Store) -> None:
     flow = FlowDefinition(name="fan", steps=[
         FlowStep(id="p0", skill_key="p0"), FlowStep(id="p1", skill_key="p1"),
         FlowStep(id="p2", skill_key="p2"), FlowStep(id="d", skill_key="d", depends_on=["p0", "p1", "p2"])])
@@ -76,7 +76,7 @@ def test_held_parallel_completions_keep_their_order_and_flush_writes_them(store:
     for th in threads:
         th.join()
     assert set(_states(store, run_id).values()) == {"running"}
-    journal.begin("d", "d")  # records the three held completions first
+    journal.begin("d", "d")  # records the three deferred completions first
     assert _states(store, run_id) == {"p0": "completed", "p1": "completed", "p2": "completed", "d": "running"}
     journal.succeeded("d", None)
     journal.flush()
@@ -92,9 +92,9 @@ def _completions(store: Store, run_id: str) -> list[str]:
             if (m.from_state, m.to_state) == ("running", "completed")]
 
 
-def test_held_parallel_completions_survive_a_failed_write_of_the_next_begin(store: Store, monkeypatch) -> None:
-    """Two parallel completions are held; the write that should record them with the next
-    step's begin fails (a dropped connection, say). Both stay held, in their order, and the
+def test_deferred_parallel_completions_survive_a_failed_write_of_the_next_begin(store: Store, monkeypatch) -> None:
+    """Two parallel completions are deferred; the write that should record them with the next
+    step's begin fails (a dropped connection, say). Both stay deferred, in their order, and the
     next write records each once; the step whose begin failed was not begun."""
     import soloflow_core.store.driver_journal as dj
     from soloflow_core.errors import StoreError
@@ -122,7 +122,7 @@ def test_held_parallel_completions_survive_a_failed_write_of_the_next_begin(stor
     monkeypatch.setattr(dj, "driver_transaction", failing(dj.driver_transaction))
     with pytest.raises(StoreError, match="injected"):
         journal.begin("z", "z")
-    assert [k for k, _, _ in journal._held] == ["x", "y"]  # noqa: SLF001 - what is held is the point
+    assert [k for k, _, _ in journal._deferred] == ["x", "y"]  # noqa: SLF001 - what is deferred is the point
     assert _states(store, run_id) == {"x": "running", "y": "running"}
     journal.flush()
     assert _states(store, run_id) == {"x": "completed", "y": "completed"}
@@ -130,8 +130,8 @@ def test_held_parallel_completions_survive_a_failed_write_of_the_next_begin(stor
     assert [k for k, _, _ in journal.completed_order()] == ["x", "y"]
 
 
-def test_a_held_completion_whose_commit_fails_is_given_back_and_written_once(store: Store, monkeypatch) -> None:
-    """The transaction that carries a held completion fails after its statements ran — at
+def test_a_deferred_completion_whose_commit_fails_is_given_back_and_written_once(store: Store, monkeypatch) -> None:
+    """The transaction that carries a deferred completion fails after its statements ran — at
     the commit, as far as the journal can tell (here: the transaction committed and then the
     call raised, the case of a commit whose outcome is unknown). The completion is given
     back, and writing it again finds the step completed: one completion, no second row."""
@@ -155,8 +155,8 @@ def test_a_held_completion_whose_commit_fails_is_given_back_and_written_once(sto
 
     monkeypatch.setattr(dj, "driver_transaction", commit_then_fail)
     with pytest.raises(StoreError, match="injected"):
-        journal.skipped("b", "b", "not needed")  # a write that carries the held completion
-    assert [k for k, _, _ in journal._held] == ["a"]  # noqa: SLF001
+        journal.skipped("b", "b", "not needed")  # a write that carries the deferred completion
+    assert [k for k, _, _ in journal._deferred] == ["a"]  # noqa: SLF001
     monkeypatch.setattr(dj, "driver_transaction", real)
     journal.flush()
     assert _states(store, run_id) == {"a": "completed", "b": "skipped"}
@@ -165,7 +165,7 @@ def test_a_held_completion_whose_commit_fails_is_given_back_and_written_once(sto
     assert steps["a"].output == {"out": 1}
 
 
-def test_a_held_completion_of_a_step_cancelled_meanwhile_takes_the_checked_path(store: Store) -> None:
+def test_a_deferred_completion_of_a_step_cancelled_meanwhile_takes_the_checked_path(store: Store) -> None:
     flow = _chain("cancel", "a", "b")
     run_id = store.start_flow_run(flow, {}, owner="test", **NS)
     journal = store.step_journal(run_id, defer_completions=True)
@@ -221,8 +221,6 @@ _CHILD = textwrap.dedent("""
 
     store = Store.open(sys.argv[1])
     rt = FlowRuntime(store, tools=[make(s) for s in "abc"], user_id="deferred-user", agent_id="deferred-agent")
-    if sys.argv[5:] == ["uncarried"]:  # completions held for the next write, not carried in saves
-        rt.checkpointer.carries_journal = False
     if sys.argv[3] == "kill":
         inner = rt.checkpointer.put
         last = sys.argv[4]
@@ -248,19 +246,17 @@ def test_a_process_ending_after_a_call_returned_leaves_it_to_be_recovered_not_ca
         store.register_flow(_chain("resume-me", "a", "b", "c"), source="user", **NS)
         log = tmp_path / "calls.log"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        # The last step's completion is held for the run's end (no step waits for it, so
-        # nothing is begun ahead with it; with a checkpointer that does not carry the journal
-        # — on PostgreSQL the runtime's own would send it with the step's writes): the
+        # The last step's completion is deferred to the run's end (no step waits for it): the
         # process ends once its output is checkpointed.
-        child = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "kill", "c", "uncarried"],
+        child = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "kill", "c"],
                                capture_output=True, text=True, timeout=120, env=env)
         assert child.returncode == 17, child.stderr
         run_id = child.stdout.split()[0]
         assert log.read_text().split() == ["a", "b", "c"]
         assert _states(store, run_id) == {"a": "completed", "b": "completed", "c": "running"}
 
-        resumed = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id,
-                                  "uncarried"], capture_output=True, text=True, timeout=120, env=env)
+        resumed = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id],
+                                 capture_output=True, text=True, timeout=120, env=env)
         assert resumed.returncode == 0, resumed.stderr
         assert resumed.stdout.split()[-1] == "C"
         assert log.read_text().split() == ["a", "b", "c"]  # c was not called again
@@ -275,11 +271,11 @@ def test_a_process_ending_after_a_call_returned_leaves_it_to_be_recovered_not_ca
         store.close()
 
 
-def test_a_step_begun_ahead_but_never_called_runs_once_after_the_process_ends(
+def test_a_step_never_called_runs_once_after_the_process_ends(
         db_url: str, tmp_path: Path) -> None:
-    """a's completion and b's begin are written as a completes (ahead of b's node); the
-    process ends once a's output is checkpointed, before b is called. The resumed run calls b
-    once, with its idempotency key, and never calls a again."""
+    """The process ends once a's output is checkpointed, before b is called (a's completion
+    still deferred). The resumed run recovers a from the checkpoint, calls b once, with its
+    idempotency key, and never calls a again."""
     store = Store.open(db_url)
     try:
         store.register_flow(_chain("resume-me", "a", "b", "c"), source="user", **NS)
@@ -290,9 +286,9 @@ def test_a_step_begun_ahead_but_never_called_runs_once_after_the_process_ends(
         assert child.returncode == 17, child.stderr
         run_id = child.stdout.split()[0]
         assert log.read_text().split() == ["a"]
-        # Where the write begun ahead had got to when the process ended: a completed and b
-        # running (written), or a still running (not yet) — recovered from the checkpoint.
-        assert _states(store, run_id) in ({"a": "completed", "b": "running"}, {"a": "running"})
+        # a's completion was deferred to b's begin, which never came: a is still running
+        # (recovered from the checkpoint on resume).
+        assert _states(store, run_id) == {"a": "running"}
 
         resumed = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id],
                                  capture_output=True, text=True, timeout=120, env=env)

@@ -8,7 +8,6 @@ the store's (``Store.step_journal(run_id)``), which makes runs durable.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -43,6 +42,21 @@ class StepBegin:
     cancelled: bool
     """The run was cancelled: don't start the step."""
     idempotency_key: str
+
+    @classmethod
+    def start(cls, key: str, *, attempt: int) -> StepBegin:
+        """The step is recorded running: call it (attempt ``attempt``)."""
+        return cls(done=False, output=None, attempt=attempt, cancelled=False, idempotency_key=key)
+
+    @classmethod
+    def completed_before(cls, key: str, *, output: Any, attempt: int) -> StepBegin:
+        """The step completed in an earlier attempt: use ``output``, don't call it again."""
+        return cls(done=True, output=output, attempt=attempt, cancelled=False, idempotency_key=key)
+
+    @classmethod
+    def run_cancelled(cls, key: str) -> StepBegin:
+        """The run was cancelled: the step must not start."""
+        return cls(done=False, output=None, attempt=0, cancelled=True, idempotency_key=key)
 
 
 class StepJournal:
@@ -88,40 +102,8 @@ class StepJournal:
         self.succeeded(step_key, output)
 
     def flush(self) -> None:
-        """Record anything held back (see ``Store.step_journal(defer_completions=True)``).
-        The runtime calls it when a run stops, finished or waiting. Default: nothing held."""
-
-    def begin_ahead(self, steps: Sequence[tuple[str, str]]) -> None:
-        """Record ``(step_key, step_id)`` as running before their nodes ask: the runtime calls
-        it when a step completed, for the steps it completed the dependencies of (and at a
-        run's start for its first steps), so that the write can go with LangGraph's save of
-        the step's writes instead of after it. A later :meth:`begin` of such a step waits
-        for that write and uses it when it applied; every other call waits for it too.
-        Default: nothing (each ``begin`` writes on its own)."""
-
-    def release_ahead(self, reason: str) -> None:
-        """The run stops: steps begun ahead whose node never asked are recorded
-        ``skipped`` with ``reason`` (they were not called). Default: nothing."""
-
-    def finish_ahead(self, status: str, outputs: Any, outcome: str) -> None:
-        """The step that just completed ends the run (its last step, nothing failed): the
-        run's end may be written with that completion, ahead of the runtime's own end.
-        Default: nothing."""
-
-    def ended_ahead(self) -> tuple[str, Any, str] | None:
-        """``(status, outputs, outcome)`` of a run end :meth:`finish_ahead` recorded, else
-        None."""
-        return None
-
-    def start_recorded(self) -> bool | None:
-        """Whether the run's start, sent with the journal's first write (the store's
-        ``carry_flow_run_start``), recorded the run; None when the run was recorded before
-        the journal was made (the default).
-
-        Raises:
-            StoreError: writing the start failed.
-        """
-        return None
+        """Write anything the journal deferred (see ``Store.step_journal(defer_completions=True)``).
+        The runtime calls it when a run stops, finished or waiting. Default: nothing deferred."""
 
 
 @dataclass(slots=True)
@@ -144,9 +126,9 @@ class InMemoryStepJournal(StepJournal):
         self.transitions: list[tuple[datetime, str, str | None, str, str | None]] = []
         self.cancel_requested = False
 
-    def _move(self, step_key: str, entry: _Entry | None, new: StepState, detail: str | None = None) -> None:
+    def _move(self, step_key: str, entry: _Entry | None, *, new: StepState, detail: str | None = None) -> None:
         old = None if entry is None else entry.state
-        check_step_transition(self.run_id, step_key, old, new)
+        check_step_transition(self.run_id, step_key, current=old, new=new)
         self.transitions.append((datetime.now(UTC), step_key, old, new.value, detail))
         if entry is not None:
             entry.state = new
@@ -156,33 +138,33 @@ class InMemoryStepJournal(StepJournal):
         with self._lock:
             e = self._steps.get(step_key)
             if e is not None and e.state is StepState.COMPLETED:
-                return StepBegin(True, e.output, e.attempts, False, key)
+                return StepBegin.completed_before(key, output=e.output, attempt=e.attempts)
             if self.cancel_requested:
-                return StepBegin(False, None, 0, True, key)
+                return StepBegin.run_cancelled(key)
             if e is None:
                 self.transitions.append((datetime.now(UTC), step_key, None, StepState.PENDING.value, None))
                 e = self._steps[step_key] = _Entry(step_id, StepState.PENDING)
             if e.state is StepState.RUNNING:
-                self._move(step_key, e, StepState.FAILED, RERUN)
+                self._move(step_key, e, new=StepState.FAILED, detail=RERUN)
             if e.state in (StepState.PENDING, StepState.FAILED):
-                self._move(step_key, e, StepState.READY)
-            self._move(step_key, e, StepState.RUNNING)
+                self._move(step_key, e, new=StepState.READY)
+            self._move(step_key, e, new=StepState.RUNNING)
             e.attempts += 1
-            return StepBegin(False, None, e.attempts, False, key)
+            return StepBegin.start(key, attempt=e.attempts)
 
     def succeeded(self, step_key: str, output: Any) -> None:
         with self._lock:
             e = self._steps[step_key]
-            self._move(step_key, e, StepState.COMPLETED)
+            self._move(step_key, e, new=StepState.COMPLETED)
             self._seq += 1
             e.output, e.seq = output, self._seq
 
     def failed(self, step_key: str, error: str, *, retry: bool) -> None:
         with self._lock:
             e = self._steps[step_key]
-            self._move(step_key, e, StepState.FAILED, error)
+            self._move(step_key, e, new=StepState.FAILED, detail=error)
             if retry:
-                self._move(step_key, e, StepState.READY)
+                self._move(step_key, e, new=StepState.READY)
 
     def skipped(self, step_key: str, step_id: str, reason: str) -> None:
         with self._lock:
@@ -192,13 +174,13 @@ class InMemoryStepJournal(StepJournal):
             if e is None:
                 self.transitions.append((datetime.now(UTC), step_key, None, StepState.PENDING.value, None))
                 e = self._steps[step_key] = _Entry(step_id, StepState.PENDING)
-            self._move(step_key, e, StepState.SKIPPED, reason)
+            self._move(step_key, e, new=StepState.SKIPPED, detail=reason)
 
     def compensated(self, step_key: str, detail: str) -> None:
         with self._lock:
             e = self._steps[step_key]
             if e.state is not StepState.COMPENSATED:
-                self._move(step_key, e, StepState.COMPENSATED, detail)
+                self._move(step_key, e, new=StepState.COMPENSATED, detail=detail)
 
     def state_of(self, step_key: str) -> str | None:
         with self._lock:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from soloflow_core.flow.effects import side_effects_of
 from soloflow_core.flow.templates import Reference, iter_references
 
 __all__ = ["data_dependencies", "dataflow_depends_on", "side_effects_from_calls"]
@@ -88,7 +89,8 @@ def side_effects_from_calls(calls: Sequence[Any]) -> dict[str, bool]:
     """Tool → side-effects flag, from the ``meta`` of recorded calls.
 
     A call's ``meta`` may say ``{"side_effects": false}`` or ``{"read_only": true}`` (as a
-    tool's LangChain ``metadata`` is recorded); the first statement about a tool wins.
+    tool's LangChain ``metadata`` is recorded; read by
+    :func:`~soloflow_core.flow.effects.side_effects_of`); the first statement about a tool wins.
     """
     out: dict[str, bool] = {}
     for call in calls:
@@ -96,10 +98,9 @@ def side_effects_from_calls(calls: Sequence[Any]) -> dict[str, bool]:
         if not meta:  # most calls: nothing recorded
             continue
         name = getattr(call, "name", None)
-        if not isinstance(meta, Mapping) or not isinstance(name, str) or name in out:
+        if not isinstance(name, str) or name in out:
             continue
-        if isinstance(meta.get("side_effects"), bool):
-            out[name] = bool(meta["side_effects"])
-        elif isinstance(meta.get("read_only"), bool):
-            out[name] = not meta["read_only"]
+        effects = side_effects_of(meta)
+        if effects is not None:
+            out[name] = effects
     return out

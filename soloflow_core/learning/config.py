@@ -228,7 +228,7 @@ def _read_file(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
                 f"{path}: {dotted} must be a table ([{dotted}]), got {type(table).__name__}"
             )
     header = ".".join(keys)
-    where = {k: _where(path, text, header, k) for k in table}
+    where = {k: _where(path, text, header=header, key=k) for k in table}
     unknown = sorted(k for k in table if k not in _FIELDS)
     if unknown:
         raise ConfigError(

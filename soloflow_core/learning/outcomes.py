@@ -99,7 +99,7 @@ class FlowStats(BaseModel):
             s, n = data.get("success_count", 0), data.get("total_executions", 0)
             seen = data.get("agent_successes", 0)
             try:
-                data = {**data, "confidence": _posterior_mean(alpha, beta, s + seen, n + seen)}
+                data = {**data, "confidence": _posterior_mean(alpha, beta, successes=s + seen, executions=n + seen)}
             except (TypeError, ZeroDivisionError):
                 pass  # let field validation report the bad input
         return data
@@ -192,13 +192,14 @@ def record_outcome(
     n = stats.total_executions + 1
     wins = stats.consecutive_successes + 1 if success else 0
     losses = 0 if success else stats.consecutive_failures + 1
-    status, losses = _next_status(stats.status, s / n, n, wins, losses, config.min_success_rate)
+    status, losses = _next_status(stats.status, rate=s / n, n=n, wins=wins, losses=losses,
+                                  floor=config.min_success_rate)
     seen = stats.agent_successes
     return stats.model_copy(
         update={
             "success_count": s,
             "total_executions": n,
-            "confidence": _posterior_mean(stats.prior_alpha, stats.prior_beta, s + seen, n + seen),
+            "confidence": _posterior_mean(stats.prior_alpha, stats.prior_beta, successes=s + seen, executions=n + seen),
             "status": status,
             "consecutive_successes": wins,
             "consecutive_failures": losses,
@@ -219,7 +220,7 @@ def record_agent_run(stats: FlowStats) -> FlowStats:
     return stats.model_copy(update={
         "agent_successes": seen,
         "confidence": _posterior_mean(stats.prior_alpha, stats.prior_beta,
-                                      stats.success_count + seen, stats.total_executions + seen),
+                                      successes=stats.success_count + seen, executions=stats.total_executions + seen),
     })  # fmt: skip
 
 

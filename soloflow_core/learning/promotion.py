@@ -115,7 +115,7 @@ def _register_learned(
     proposed = with_learned_reply(store, cand)
     validate_flow(proposed)
     user_id, agent_id = cand.user_id, cand.agent_id
-    _make_room(store, proposed.name, user_id, agent_id, config)
+    _make_room(store, proposed.name, user_id=user_id, agent_id=agent_id, config=config)
     flow = store.add_flow_version(
         proposed, user_id=user_id, agent_id=agent_id, source=SOURCE_LEARNED,
         candidate_id=cand.id, confidence=stats.confidence,
@@ -156,7 +156,7 @@ def approve_candidate(
             (``max_workflows_per_agent``, only user-submitted flows stored).
         FlowValidationError: the proposed flow is invalid.
     """
-    cand = _pending(store, candidate_id, user_id, agent_id)
+    cand = _pending(store, candidate_id, user_id=user_id, agent_id=agent_id)
     return _register_learned(store, cand, initial_stats(approved=True),
                              config=config or LearningConfig(), pm=pm)  # fmt: skip
 
@@ -197,7 +197,7 @@ def auto_promote_candidate(
     """
     if not 0.0 <= threshold <= 1.0:
         raise SoloFlowError(f"promotion threshold must be within [0, 1], got {threshold!r}")
-    cand = _pending(store, candidate_id, user_id, agent_id)
+    cand = _pending(store, candidate_id, user_id=user_id, agent_id=agent_id)
     if cand.fidelity is None:
         raise SoloFlowError(
             f"candidate {candidate_id!r} has no replay fidelity "

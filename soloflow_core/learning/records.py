@@ -57,7 +57,7 @@ LEDGER_LOOKBACK = 2000
 def _stats_of(store: Store, meta: FlowMeta, learning: dict[str, Any] | None,
               user_id: str, agent_id: str) -> FlowStats:  # fmt: skip
     state = learning if learning is not None else _initial_state(
-        store, meta.source, meta.candidate_id, user_id, agent_id)
+        store, meta.source, candidate_id=meta.candidate_id, user_id=user_id, agent_id=agent_id)
     return FlowStats.model_validate({
         **state, "success_count": meta.success_count, "total_executions": meta.total_executions,
         "status": meta.status, "last_executed_at": meta.last_used,
@@ -75,7 +75,7 @@ def flow_stats(store: Store, name: str, *, user_id: str, agent_id: str) -> FlowS
     """
     meta = store.get_flow_meta(name, user_id=user_id, agent_id=agent_id)
     learning = store.get_flow_learning(name, user_id=user_id, agent_id=agent_id)
-    return _stats_of(store, meta, learning, user_id, agent_id)
+    return _stats_of(store, meta, learning=learning, user_id=user_id, agent_id=agent_id)
 
 
 def _initial_state(
@@ -118,7 +118,7 @@ def record_flow_outcome(
     seen: dict[str, FlowStats] = {}
 
     def change(meta: FlowMeta, learning: dict[str, Any] | None) -> dict[str, Any]:
-        before = _stats_of(store, meta, learning, user_id, agent_id)
+        before = _stats_of(store, meta, learning=learning, user_id=user_id, agent_id=agent_id)
         after = outcomes.record_outcome(before, success, config, at=at)
         seen.update(before=before, after=after)
         return _columns(after)
@@ -237,7 +237,7 @@ def record_agent_run(store: Store, run: TaskRun) -> list[str]:
         if did:  # the steps work: a success in the confidence, not an execution
 
             def change(m: FlowMeta, learning: dict[str, Any] | None) -> dict[str, Any]:
-                stats = _stats_of(store, m, learning, user_id, agent_id)
+                stats = _stats_of(store, m, learning=learning, user_id=user_id, agent_id=agent_id)
                 return _columns(outcomes.record_agent_run(stats))
 
             store.change_flow_record(flow.name, user_id=user_id, agent_id=agent_id, change=change)

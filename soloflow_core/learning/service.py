@@ -227,7 +227,7 @@ class LearningService:
         mode = self.config.suggestion_mode
         read_only = mode == "hybrid" and self.is_read_only(cand)
         route = promotion_route(
-            mode, read_only, cand.confidence, cand.fidelity, self.config,
+            mode, read_only, confidence=cand.confidence, fidelity=cand.fidelity, config=self.config,
             fidelity_threshold=self.fidelity_threshold,
         )  # fmt: skip
         if route == "manual":
@@ -286,7 +286,7 @@ class LearningService:
         self, user_id: str, agent_id: str, names: Iterable[str] | None = None
     ) -> list[FlowSavings]:
         """The savings ledger of the namespace's flows (``names``: only these), by name."""
-        return flow_savings(self.store, user_id, agent_id, names)
+        return flow_savings(self.store, user_id, agent_id, names=names)
 
 
 def flow_savings(

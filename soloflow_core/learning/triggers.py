@@ -83,8 +83,8 @@ def should_learn(run: TaskRun, config: LearningConfig) -> LearningDecision:
     span, streak_reasons = _streak(run.tool_calls, gaps, config)
     reasons.extend(streak_reasons)
     if reasons:
-        return LearningDecision(False, tuple(reasons), tuple(notes))
-    return LearningDecision(True, (), tuple(notes), span)
+        return LearningDecision(False, reasons=tuple(reasons), notes=tuple(notes))
+    return LearningDecision(True, reasons=(), notes=tuple(notes), span=span)
 
 
 def _completion_problem(run: TaskRun) -> str | None:

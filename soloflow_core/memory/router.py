@@ -97,7 +97,7 @@ def decide_route(
     """
     read = request if isinstance(request, RequestText) else read_request(request)
     if not matches:
-        return RouteDecision(None, {}, (), "no flow matches the request")
+        return RouteDecision(run=None, inputs={}, checks=(), reason="no flow matches the request")
     names = [m.name for m in matches]
     texts = store.flow_evidence(names, user_id=user_id, agent_id=agent_id)
     evidence: dict[str, JobEvidence] = {}
@@ -134,21 +134,23 @@ def decide_route(
             reasons += binding.problems
             inputs = binding.inputs
         kind: Verdict = "run" if not reasons else ("none" if verdict.verdict == "none" else "hint")
-        check = FlowCheck(m.name, kind, verdict.score, inputs if kind == "run" else {}, tuple(reasons))
+        check = FlowCheck(name=m.name, verdict=kind, score=verdict.score, inputs=inputs if kind == "run" else {},
+                          reasons=tuple(reasons))
         checks.append(check)
         if kind == "run":
             runnable.append((m, check))
     if not runnable:
         best = checks[0]
-        return RouteDecision(None, {}, tuple(checks),
-                             f"no flow may run unasked; {best.name!r}: {'; '.join(best.reasons)}")
+        return RouteDecision(run=None, inputs={}, checks=tuple(checks),
+                             reason=f"no flow may run unasked; {best.name!r}: {'; '.join(best.reasons)}")
     chosen = _choose(runnable, jobs)
     if chosen is None:
         listed = ", ".join(repr(c.name) for _, c in runnable)
-        return RouteDecision(None, {}, tuple(checks),
-                             f"the request fits several jobs ({listed}): the model decides")
+        return RouteDecision(run=None, inputs={}, checks=tuple(checks),
+                             reason=f"the request fits several jobs ({listed}): the model decides")
     m, check = chosen
-    return RouteDecision(m.name, check.inputs, tuple(checks), f"the request is {m.name!r}'s job")
+    return RouteDecision(run=m.name, inputs=check.inputs, checks=tuple(checks),
+                         reason=f"the request is {m.name!r}'s job")
 
 
 KEY_RATIO = 3.0

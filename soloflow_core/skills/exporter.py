@@ -211,12 +211,13 @@ def export_skill(
     record = store.get_flow(name, user_id=user_id, agent_id=agent_id, version=version)
     flow = record.flow
     meta = store.get_flow_meta(name, user_id=user_id, agent_id=agent_id, version=flow.version)
-    kept, left_out, origin = _fixtures(store, flow, meta, replay, max_fixtures, user_id=user_id, agent_id=agent_id)
+    kept, left_out, origin = _fixtures(store, flow, meta=meta, replay=replay, limit=max_fixtures, user_id=user_id,
+                                       agent_id=agent_id)
     at = datetime.now(UTC)
     quality = flow_quality(store, meta, user_id=user_id, agent_id=agent_id, at=at)
     skill_name = skill_name_for(flow.name)
-    provenance = _provenance(store, flow, meta, origin, left_out, len(kept), quality, at,
-                             user_id=user_id, agent_id=agent_id)
+    provenance = _provenance(store, flow, meta=meta, origin=origin, left_out=left_out, kept=len(kept), quality=quality,
+                             at=at, user_id=user_id, agent_id=agent_id)
     files = {
         SKILL_FILE: render_skill_md(flow, meta, skill_name=skill_name, quality=quality, fixtures=len(kept)).encode(),
         FLOW_FILE: (json.dumps(flow.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n").encode(),

@@ -1,17 +1,15 @@
 """The store's step journal on SQLite and PostgreSQL, written through the driver connection
-(:class:`DriverStepJournal`): one short transaction per write, a step's completion held and
-written with the run's next write, and on PostgreSQL statements that may ride in LangGraph's
-checkpoint saves (:data:`Carrier`).
+(:class:`DriverStepJournal`): one short transaction per write, and optionally a step's
+completion deferred and written with the run's next journal write (see docs/flows.md,
+"Durability", and docs/glossary.md).
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +40,7 @@ log = logging.getLogger(__name__)
 _PG_SEQ = "nextval('sf_flow_transitions_id_seq')"
 """A number of the transitions' id sequence: a place in the run's history (``pos``) that no
 stored row will take. The sequence is the one PostgreSQL made for the column's ``SERIAL``
-(migration 0002), named as the table is, through the ``search_path`` (cheaper for the server
-than ``pg_get_serial_sequence``)."""
+(migration 0002), named as the table is, through the ``search_path``."""
 
 _PG_BEGIN = (
     "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, started_at, "
@@ -73,11 +70,11 @@ _PG_COMPLETE_THEN_BEGIN = (
     "ON CONFLICT (run_id, step_key) DO NOTHING RETURNING 1) "
     "SELECT (SELECT count(*) FROM up), (SELECT count(*) FROM ins)"
 )
-"""A held completion and the next step's begin in one statement (PostgreSQL); no begin when
+"""A deferred completion and the next step's begin in one statement (PostgreSQL); no begin when
 the completion did not apply. Returns (completions, begins)."""
 
 
-def pg_complete_params(run_id: str, step_key: str, text: str, when: datetime) -> tuple[Any, ...]:
+def pg_complete_params(run_id: str, step_key: str, *, text: str, when: datetime) -> tuple[Any, ...]:
     """The parameters of ``_PG_COMPLETE`` (and of the completion that opens the statements
     built on it): the output as JSON text, completed at ``when``."""
     return (when, when, text, run_id, step_key)
@@ -92,16 +89,16 @@ PG_COMPLETE_THEN_FINISH = (
     "SELECT id, NULL, 'running', %s, %s, %s FROM fin RETURNING 1) "
     "SELECT (SELECT count(*) FROM up), (SELECT count(*) FROM tr)"
 )
-"""A held completion and the run's usual end (running → terminal) in one statement
+"""A deferred completion and the run's usual end (running → terminal) in one statement
 (PostgreSQL); no end when the completion did not apply. Returns (completions, ends)."""
 
 
-def pg_complete_then_finish_params(run_id: str, step_key: str, text: str, when: datetime, *, status: str,
+def pg_complete_then_finish_params(run_id: str, step_key: str, *, text: str, when: datetime, status: str,
                                    outputs: str, error: str | None, outcome: str | None,
                                    note: str | None) -> tuple[Any, ...]:
     """The parameters of ``PG_COMPLETE_THEN_FINISH``: the completion's, then the end's (at now)."""
     at = now()
-    return (*pg_complete_params(run_id, step_key, text, when), status, outputs, error, outcome, at, at,
+    return (*pg_complete_params(run_id, step_key, text=text, when=when), status, outputs, error, outcome, at, at,
             run_id, status, at, note)
 
 
@@ -127,28 +124,6 @@ _SQLITE_COMPLETE = (
 )
 
 
-Carrier = Callable[[Sequence[tuple[str, Sequence[Any]]]], Callable[[], "list[list[tuple[Any, ...]]] | None"]]
-"""Sends journal statements (PostgreSQL), in order, with the run's next checkpoint save, in
-its transaction; the callable it returns gives each statement's rows, or None when no save
-sent them (then the journal writes them itself). The runtime's PostgreSQL checkpointer is one."""
-
-
-_START = "\x00start"
-"""The run's start among the parts of a carried write (``carry_start``): no step's key."""
-
-
-@dataclass(frozen=True, slots=True)
-class StartWrite:
-    """A new run's start, written with its first steps' begins (``carry_start``): on
-    PostgreSQL the statement that records the run (a row back when it did) and its
-    parameters, riding before the begins; on SQLite ``work(cursor)``, which records the run in
-    the begins' transaction and says whether it did."""
-
-    statement: str = ""
-    params: tuple[Any, ...] = ()
-    work: Callable[[Any], bool] | None = None
-
-
 class DriverStepJournal(FinishingJournal):
     """The store's journal on SQLite and PostgreSQL, written through the driver connection,
     one short transaction (on PostgreSQL often one statement) per call; SQLAlchemy's
@@ -158,7 +133,7 @@ class DriverStepJournal(FinishingJournal):
     first (``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE`` on PostgreSQL), so parallel
     steps of one run record their completion order without a race.
 
-    With ``defer_completions`` a completion is held in memory and written with the run's
+    With ``defer_completions`` a completion is kept in memory and written with the run's
     next journal write — usually the next step's begin, in the same transaction (one
     statement on PostgreSQL) — or by :meth:`flush`; every read flushes first. What that
     trades: a process that ends between a call's return and that write leaves the step
@@ -166,29 +141,15 @@ class DriverStepJournal(FinishingJournal):
     output (:meth:`recovered`), and otherwise called again with the same idempotency key,
     as after a crash during the call."""
 
-    def __init__(self, engine: Engine, run_id: str, *, defer_completions: bool = False,
-                 carrier: Carrier | None = None) -> None:
+    def __init__(self, engine: Engine, run_id: str, *, defer_completions: bool = False) -> None:
         self._engine, self.run_id = engine, run_id
         self._sql = JournalSql.build(engine.dialect.name)
         self._sqlite = engine.dialect.name == "sqlite"
         self._stamp = stamper(engine)
         self._reader = StoreStepJournal(engine, engine, run_id)
         self._defer = defer_completions
-        self._held: list[tuple[str, Any, datetime]] = []
-        self._held_lock = threading.Lock()
-        # Writes handed to the carrier (see begin_ahead): their answers to collect, and the
-        # steps they recorded running whose node has not asked yet. Both under _ahead_lock,
-        # which a caller holds while it waits, so no call overtakes a write in flight.
-        self._ahead_writes: list[Callable[[], set[str]]] = []
-        self._carrier = carrier if engine.dialect.name == "postgresql" else None
-        self._ended: tuple[str, Any, str] | None = None
-        self._ahead_begun: set[str] = set()
-        self._ahead_lock = threading.Lock()
-        # The run's start, when it goes with the first steps' begins (carry_start): until it
-        # is written, its statement (PostgreSQL, to ride) or its work (SQLite, in the begins'
-        # transaction); then whether it recorded the run (or what it raised).
-        self._start: StartWrite | None = None
-        self._started: bool | BaseException | None = None
+        self._deferred: list[tuple[str, Any, datetime]] = []
+        self._deferred_lock = threading.Lock()
 
     def _write(self, work: Any) -> Any:
         return self.transact(self._engine, work)
@@ -206,17 +167,17 @@ class DriverStepJournal(FinishingJournal):
             raise
 
     def _take(self) -> list[tuple[str, Any, datetime]]:
-        with self._held_lock:
-            held, self._held = self._held, []
+        with self._deferred_lock:
+            held, self._deferred = self._deferred, []
         return held
 
     def _give_back(self, held: list[tuple[str, Any, datetime]]) -> None:
-        with self._held_lock:
-            self._held[:0] = held
+        with self._deferred_lock:
+            self._deferred[:0] = held
 
     def _flushing(self, work: Callable[[Any], Any],
                   held: list[tuple[str, Any, datetime]] | None = None) -> Callable[[Any], Any]:
-        """``work`` preceded, in its transaction, by the held completions (or ``held``, taken
+        """``work`` preceded, in its transaction, by the deferred completions (or ``held``, taken
         already). Run it with :meth:`transact`, which gives them back if the transaction fails."""
         if held is None:
             held = self._take()
@@ -235,32 +196,29 @@ class DriverStepJournal(FinishingJournal):
                 if cur.rowcount == 1:
                     continue
             else:
-                cur.execute(_PG_COMPLETE, pg_complete_params(self.run_id, step_key, text, when))
+                cur.execute(_PG_COMPLETE, pg_complete_params(self.run_id, step_key, text=text, when=when))
                 if cur.fetchall():
                     continue
             self._finish_in(cur, step_key, StepState.COMPLETED, output=output)
 
-    def with_held(self, work: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        """``work`` preceded, in the transaction it runs in, by the completions held back (the
+    def with_deferred(self, work: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``work`` preceded, in the transaction it runs in, by the deferred completions (the
         run's end uses it: one transaction for both)."""
-        self._settle()
         return self._flushing(work)
 
-    def holds(self) -> bool:
-        """Whether completions are held back."""
-        self._settle()
-        with self._held_lock:
-            return bool(self._held)
+    def has_deferred(self) -> bool:
+        """Whether completions are deferred."""
+        with self._deferred_lock:
+            return bool(self._deferred)
 
-    def take_one_held(self) -> tuple[str, str, datetime] | None:
-        """The held completion as ``(step_key, output JSON text, time)`` when exactly one is
-        held — taken: the caller writes it or hands it back with :meth:`give_back`."""
-        self._settle()
-        with self._held_lock:
-            if len(self._held) != 1:
+    def take_one_deferred(self) -> tuple[str, str, datetime] | None:
+        """The deferred completion as ``(step_key, output JSON text, time)`` when exactly one is
+        deferred — taken: the caller writes it or hands it back with :meth:`give_back`."""
+        with self._deferred_lock:
+            if len(self._deferred) != 1:
                 return None
-            (step_key, output, when), = self._held
-            self._held = []
+            (step_key, output, when), = self._deferred
+            self._deferred = []
         try:
             return step_key, json_text(output), when
         except BaseException:
@@ -268,14 +226,13 @@ class DriverStepJournal(FinishingJournal):
             raise
 
     def give_back(self, step_key: str, text: str, when: datetime) -> None:
-        """Hand back what :meth:`take_one_held` took (its statement did not record it)."""
+        """Hand back what :meth:`take_one_deferred` took (its statement did not record it)."""
         self._give_back([(step_key, json.loads(text), when)])
 
     def flush(self) -> None:
-        self._settle()
-        self._flush_held()
+        self._flush_deferred()
 
-    def _flush_held(self) -> None:
+    def _flush_deferred(self) -> None:
         held = self._take()
         if not held:
             return
@@ -283,7 +240,7 @@ class DriverStepJournal(FinishingJournal):
             step_key, output, when = held[0]
             try:
                 if driver_statement(self._engine, _PG_COMPLETE,
-                                    pg_complete_params(self.run_id, step_key, json_text(output), when)):
+                                    pg_complete_params(self.run_id, step_key, text=json_text(output), when=when)):
                     return
             except BaseException:
                 self._give_back(held)
@@ -291,7 +248,7 @@ class DriverStepJournal(FinishingJournal):
         self._give_back(held)
         self._write(self._flushing(lambda cur: None))
 
-    def _rows(self, step_key: str, moves: Sequence[tuple[str | None, str]], detail: str | None,
+    def _rows(self, step_key: str, *, moves: Sequence[tuple[str | None, str]], detail: str | None,
               at: Any) -> list[tuple[Any, ...]]:
         text = None if detail is None else storable_text(detail)
         return [(self.run_id, step_key, a, b, at, text) for a, b in moves]
@@ -299,21 +256,13 @@ class DriverStepJournal(FinishingJournal):
     def begin(self, step_key: str, step_id: str) -> StepBegin:
         key = idempotency_key(self.run_id, step_key)
         sql = self._sql
-        with self._ahead_lock:
-            self._settle_locked()
-            if self._started is not None and self._started is not True:
-                raise NotFoundError(f"flow run {self.run_id!r} was not recorded: its start "
-                                    f"{'was refused' if self._started is False else 'failed'}")
-            if step_key in self._ahead_begun:  # recorded running ahead (begin_ahead): claim it
-                self._ahead_begun.discard(step_key)
-                return StepBegin(False, None, 1, False, key)
         if not self._sqlite and self._begin_new(step_key, step_id, self._take()):
-            return StepBegin(False, None, 1, False, key)
+            return StepBegin.start(key, attempt=1)
 
         def work(cur: Any) -> StepBegin:
             # SQLite, a new step of a live run: one insert, no read.
-            if self._sqlite and self._sqlite_begin_new(cur, step_key, step_id, self._stamp(now())):
-                return StepBegin(False, None, 1, False, key)
+            if self._sqlite and self._sqlite_begin_new(cur, step_key, step_id=step_id, at=self._stamp(now())):
+                return StepBegin.start(key, attempt=1)
             cur.execute(sql.begin_read, (step_key, self.run_id))
             row = cur.fetchone()
             if row is None:
@@ -322,20 +271,21 @@ class DriverStepJournal(FinishingJournal):
             if state == StepState.COMPLETED:
                 # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
                 # string output is a str that is not JSON text).
-                return StepBegin(True, _json_load(output) if self._sqlite else output, attempts, False, key)
+                return StepBegin.completed_before(key, output=_json_load(output) if self._sqlite else output,
+                                                 attempt=attempts)
             if cancel:
-                return StepBegin(False, None, 0, True, key)
+                return StepBegin.run_cancelled(key)
             moves = begin_moves(self.run_id, step_key, state)
             attempt = (attempts or 0) + 1
             at = self._stamp(now())
             cur.execute(sql.upsert_running, (self.run_id, step_key, step_id, attempt, key, at))
             detail = RERUN if state == StepState.RUNNING else None
-            insert_transitions(cur, sql, self._rows(step_key, moves, detail, at))
-            return StepBegin(False, None, attempt, False, key)
+            insert_transitions(cur, sql, self._rows(step_key, moves=moves, detail=detail, at=at))
+            return StepBegin.start(key, attempt=attempt)
 
         return self._write(self._flushing(work))
 
-    def _sqlite_begin_new(self, cur: Any, step_key: str, step_id: str, at: Any) -> bool:
+    def _sqlite_begin_new(self, cur: Any, step_key: str, *, step_id: str, at: Any) -> bool:
         """Record a new step of a live run as running (SQLite, in the open transaction);
         whether it applied (False: the run is cancelled or missing, or the step was recorded
         before — the checked path then decides)."""
@@ -349,7 +299,7 @@ class DriverStepJournal(FinishingJournal):
         is written, or given back when it could not be."""
         if len(held) > 1:  # parallel steps completed: theirs in one transaction, then the begin
             self._give_back(held)  # (in order; the flush takes them again, or gives them back)
-            self._flush_held()
+            self._flush_deferred()
             held = []
         statement, params = self._pg_begin(step_key, step_id, held)
         try:
@@ -367,7 +317,7 @@ class DriverStepJournal(FinishingJournal):
         if not held:
             return _PG_BEGIN, (step_key, step_id, key, at, at, self.run_id)
         (done_key, output, when), = held
-        return _PG_COMPLETE_THEN_BEGIN, (*pg_complete_params(self.run_id, done_key, json_text(output), when),
+        return _PG_COMPLETE_THEN_BEGIN, (*pg_complete_params(self.run_id, done_key, text=json_text(output), when=when),
                                          step_key, step_id, key, at, at, self.run_id)
 
     def _pg_begun(self, rows: list[tuple[Any, ...]], held: list[tuple[str, Any, datetime]]) -> bool:
@@ -381,184 +331,6 @@ class DriverStepJournal(FinishingJournal):
             return False
         return bool(begun)
 
-    def begin_ahead(self, steps: Sequence[tuple[str, str]]) -> None:
-        """See :meth:`StepJournal.begin_ahead`: with a carrier (PostgreSQL, the runtime's
-        checkpointer) the completions held back and the new steps' begins ride in the run's
-        next checkpoint save. On SQLite (where the journal is another database file than the
-        checkpoints; a background writer measured slower than the write in line) they are
-        written now, in one transaction: the steps of a parallel layer are begun together
-        instead of each in its own transaction from its own thread. Otherwise nothing (each
-        begin writes what is held, on its own)."""
-        if not self._defer:
-            return
-        if self._carrier is not None:  # with no step to begin, the completion rides alone
-            self._carry_ahead(self._take(), list(steps))
-        elif self._sqlite and steps:
-            self._begin_ahead_sqlite(list(steps))
-
-    def _begin_ahead_sqlite(self, steps: list[tuple[str, str]]) -> None:
-        """The held completions and ``steps``' begins in one transaction; a step that could
-        not be begun so (the run is cancelled, the step was recorded before) is left to its
-        own :meth:`begin`, which takes the checked path; so is everything when the write fails.
-        A start carried (:meth:`carry_start`) is written first in the same transaction; when
-        it records nothing, no step is begun."""
-        start, self._start = self._start, None
-        record = start.work if start is not None else None
-
-        def work(cur: Any) -> set[str] | None:
-            if record is not None and not record(cur):
-                return None  # the run was not recorded (a newer version of the flow): nothing begun
-            at = self._stamp(now())
-            return {step_key for step_key, step_id in steps if self._sqlite_begin_new(cur, step_key, step_id, at)}
-
-        with self._ahead_lock:
-            try:
-                begun = self._write(self._flushing(work))
-            except Exception as exc:  # each step's own begin writes, and reports, on its own
-                if record is not None:
-                    self._started = exc
-                log.debug("flow run %r: the steps begun ahead were not written", self.run_id, exc_info=True)
-                return
-            if record is not None:
-                self._started = begun is not None
-            if begun:
-                self._ahead_begun.update(begun)
-
-    def carries_start(self) -> bool:
-        """Whether :meth:`carry_start` can write the run's start with its first steps' begins:
-        on PostgreSQL with a carrier (in the run's first checkpoint save), on SQLite (in the
-        begins' transaction); completions must be held (``defer_completions``)."""
-        return self._defer and (self._carrier is not None or self._sqlite)
-
-    def carry_start(self, start: StartWrite) -> None:
-        """The run's start goes with the next :meth:`begin_ahead` — the first steps' begins:
-        on PostgreSQL first among the statements riding in LangGraph's first checkpoint save of
-        the run, instead of a round trip of its own; on SQLite in their transaction, written
-        before the call returns. Until it is known to have recorded the run
-        (:meth:`start_recorded`), no step begins: a begin that finds it did not raises
-        :class:`NotFoundError`."""
-        assert self.carries_start()
-        self._start = start
-
-    def start_recorded(self) -> bool | None:
-        """Whether the carried start recorded the run (False: its statement inserted
-        nothing — a newer version of the flow, say); None when no start was carried.
-
-        Raises:
-            StoreError: the start failed when it was written.
-        """
-        self._settle()
-        started = self._started
-        if isinstance(started, BaseException):
-            raise started
-        return started
-
-    def _carry_ahead(self, held: list[tuple[str, Any, datetime]], steps: list[tuple[str, str]]) -> None:
-        """The begins (the first after ``held``) handed to the carrier: they ride in the
-        checkpoint's next save (see ``Carrier``). Each completion held but the last rides on
-        its own (the last too, with no step to begin). A start not yet sent goes first."""
-        assert self._carrier is not None
-        parts: list[tuple[str, tuple[Any, ...], list[tuple[str, Any, datetime]], str | None]] = []
-        start, self._start = self._start, None
-        if start is not None:
-            parts.append((start.statement, start.params, [], _START))
-        alone, held = (held[:-1], held[-1:]) if steps else (held, [])
-        for one in alone:
-            step_key, output, when = one
-            params = pg_complete_params(self.run_id, step_key, json_text(output), when)
-            parts.append((_PG_COMPLETE, params, [one], None))
-        for n, (step_key, step_id) in enumerate(steps):
-            first = held if n == 0 else []
-            statement, params = self._pg_begin(step_key, step_id, first)
-            parts.append((statement, params, first, step_key))
-        if not parts:
-            return
-        ride = self._carrier([(statement, params) for statement, params, _, _ in parts])
-        with self._ahead_lock:
-            self._ahead_writes.append(functools.partial(self._carried, ride, parts))
-
-    def _carried(self, ride: Callable[[], list[list[tuple[Any, ...]]] | None],
-                 parts: list[tuple[str, tuple[Any, ...], list[tuple[str, Any, datetime]], str | None]]
-                 ) -> set[str]:
-        """The steps the carried begins recorded; statements no save carried are written
-        here; a completion that did not apply is given back (the checked path records it)."""
-        begun: set[str] = set()
-        try:
-            carried = ride()
-        except BaseException:
-            carried = None
-        for n, (statement, params, held, step_key) in enumerate(parts):
-            try:
-                rows = carried[n] if carried is not None else driver_statement(self._engine, statement, params)
-            except BaseException as exc:  # the step's own begin takes the checked path and reports it
-                self._give_back(held)
-                log.debug("flow run %r: a write begun ahead failed", self.run_id, exc_info=True)
-                if step_key is _START:
-                    self._started = exc
-                continue
-            if step_key is _START:
-                self._started = bool(rows)
-            elif step_key is None:
-                if not rows:
-                    self._give_back(held)
-            elif self._pg_begun(rows, held):
-                begun.add(step_key)
-        return begun
-
-    def finish_ahead(self, status: str, outputs: Any, outcome: str) -> None:
-        """See :meth:`StepJournal.finish_ahead`: with a carrier, the held completion and the
-        run's end ride in the save of the step's writes (one statement)."""
-        if self._carrier is None or not self._defer:
-            return
-        held = self._take()
-        if len(held) != 1:
-            self._give_back(held)
-            return
-        (step_key, output, when), = held
-        params = pg_complete_then_finish_params(self.run_id, step_key, json_text(output), when, status=status,
-                                                outputs=json_text(outputs), error=None, outcome=outcome,
-                                                note=storable_text(outcome))
-        ride = self._carrier([(PG_COMPLETE_THEN_FINISH, params)])
-        with self._ahead_lock:
-            self._ahead_writes.append(functools.partial(self._carried_end, ride, held, (status, outputs, outcome)))
-
-    def _carried_end(self, ride: Callable[[], list[list[tuple[Any, ...]]] | None],
-                     held: list[tuple[str, Any, datetime]], end: tuple[str, Any, str]) -> set[str]:
-        try:
-            carried = ride()
-        except BaseException:
-            carried = None
-        if carried is None:  # no save sent it: the runtime's own end writes both
-            self._give_back(held)
-            return set()
-        completed, ended = carried[0][0]
-        if not completed:
-            self._give_back(held)
-        elif ended:
-            self._ended = end
-        return set()
-
-    def ended_ahead(self) -> tuple[str, Any, str] | None:
-        self._settle()
-        return self._ended
-
-    def _settle_locked(self) -> None:
-        for write in self._ahead_writes:
-            self._ahead_begun.update(write())
-        self._ahead_writes.clear()
-
-    def _settle(self) -> None:
-        """Wait for the writes begun ahead, so no call overtakes one."""
-        with self._ahead_lock:
-            self._settle_locked()
-
-    def release_ahead(self, reason: str) -> None:
-        with self._ahead_lock:
-            self._settle_locked()
-            unclaimed, self._ahead_begun = sorted(self._ahead_begun), set()
-        for step_key in unclaimed:
-            self._finish(step_key, StepState.SKIPPED, detail=reason)
-
     def _finish_in(self, cur: Any, step_key: str, state: StepState, *, output: Any = None,
                    error: str | None = None, step_id: str | None = None, detail: str | None = None,
                    then: StepState | None = None) -> None:
@@ -570,7 +342,7 @@ class DriverStepJournal(FinishingJournal):
         current, top = row
         if current == state:
             return
-        moves, final = finish_moves(self.run_id, step_key, current, state, then)
+        moves, final = finish_moves(self.run_id, step_key, current=current, state=state, then=then)
         at = self._stamp(now())
         done = state is StepState.COMPLETED
         seq: int | None = None
@@ -586,25 +358,22 @@ class DriverStepJournal(FinishingJournal):
                                               idempotency_key(self.run_id, step_key), err, at))
         else:
             cur.execute(sql.update_finished, (final.value, at, out_text, seq, err, self.run_id, step_key))
-        insert_transitions(cur, sql, self._rows(step_key, moves, detail or error, at))
+        insert_transitions(cur, sql, self._rows(step_key, moves=moves, detail=detail or error, at=at))
 
     def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
                 step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
-        with self._ahead_lock:
-            self._settle_locked()
-            self._ahead_begun.discard(step_key)  # recorded ahead, now moved on by its node
         self._write(self._flushing(lambda cur: self._finish_in(
             cur, step_key, state, output=output, error=error, step_id=step_id, detail=detail, then=then)))
 
     def succeeded(self, step_key: str, output: Any) -> None:
         if self._defer:
-            with self._held_lock:
-                self._held.append((step_key, output, now()))
+            with self._deferred_lock:
+                self._deferred.append((step_key, output, now()))
             return
         if not self._sqlite:
             at = now()
             if not driver_statement(self._engine, _PG_COMPLETE,
-                                    pg_complete_params(self.run_id, step_key, json_text(output), at)):
+                                    pg_complete_params(self.run_id, step_key, text=json_text(output), when=at)):
                 self._finish(step_key, StepState.COMPLETED, output=output)
             return
 
@@ -628,7 +397,7 @@ class DriverStepJournal(FinishingJournal):
 
 
 class _Flush:
-    """``work`` preceded by held completions, in one transaction (see
+    """``work`` preceded by deferred completions, in one transaction (see
     :meth:`DriverStepJournal._flushing`); :meth:`restore` gives them back, once."""
 
     __slots__ = ("held", "journal", "restored", "work")

@@ -27,9 +27,7 @@ from soloflow_core.flow.journal import StepJournal
 from soloflow_core.store import schema as t
 from soloflow_core.store.driver_journal import (
     PG_COMPLETE_THEN_FINISH,
-    Carrier,
     DriverStepJournal,
-    StartWrite,
     pg_complete_then_finish_params,
 )
 from soloflow_core.store.journal_io import (
@@ -81,33 +79,46 @@ _PG_FINISH = (
 """running → a terminal state in one statement (PostgreSQL); no rows when the run was not
 running, and the checked path runs."""
 
-def _pg_start(flow: FlowDefinition, inputs: dict[str, Any], user_id: str, agent_id: str, run_id: str,
-              owner: str | None, definition: str, if_latest: bool) -> StartWrite:
+@dataclass(frozen=True, slots=True)
+class _NewRun:
+    """What the statement that records a new run writes."""
+
+    flow: FlowDefinition
+    inputs: dict[str, Any]
+    user_id: str
+    agent_id: str
+    run_id: str
+    owner: str | None
+    definition: str
+    if_latest: bool
+    """Only while no newer version of the flow is registered."""
+
+    def newest(self) -> tuple[Any, ...]:
+        return (self.user_id, self.agent_id, self.flow.name, self.flow.version) if self.if_latest else ()
+
+    def columns(self, at: Any) -> tuple[Any, ...]:
+        return (self.run_id, self.user_id, self.agent_id, self.flow.name, self.flow.version,
+                json_text(self.inputs), at, at, self.owner, self.definition)
+
+
+def _pg_start(run: _NewRun) -> tuple[str, tuple[Any, ...]]:
     """The statement (PostgreSQL) that records a new run, with its parameters; it returns a
     row when it did."""
     at = now()
-    newest = (user_id, agent_id, flow.name, flow.version) if if_latest else ()
-    return StartWrite(_PG_START_LATEST if if_latest else _PG_START, (
-        run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner,
-        definition, *newest, at, owner))
+    return (_PG_START_LATEST if run.if_latest else _PG_START), (*run.columns(at), *run.newest(), at, run.owner)
 
 
-def _sqlite_start(flow: FlowDefinition, inputs: dict[str, Any], user_id: str, agent_id: str, run_id: str,
-                  owner: str | None, definition: str, if_latest: bool, stamp: Callable[[datetime], Any]
-                  ) -> Callable[[Any], bool]:
+def _sqlite_start(run: _NewRun, stamp: Callable[[datetime], Any]) -> Callable[[Any], bool]:
     """What records a new run on SQLite, in the open transaction: its row and its start's
     transition; whether it did (not when ``if_latest`` and a newer version is registered)."""
     sql = JournalSql.build("sqlite")
-    newest = (user_id, agent_id, flow.name, flow.version) if if_latest else ()
 
     def work(cur: Any) -> bool:
         at = stamp(now())
-        cur.execute(_SQLITE_START_LATEST if if_latest else sql.insert_run, (
-            run_id, user_id, agent_id, flow.name, flow.version, json_text(inputs), at, at, owner, definition,
-            *newest))
+        cur.execute(_SQLITE_START_LATEST if run.if_latest else sql.insert_run, (*run.columns(at), *run.newest()))
         if cur.rowcount != 1:
             return False
-        insert_transitions(cur, sql, [(run_id, None, None, RunState.RUNNING.value, at, owner)])
+        insert_transitions(cur, sql, [(run.run_id, None, None, RunState.RUNNING.value, at, run.owner)])
         return True
 
     return work
@@ -245,7 +256,8 @@ class FlowRunStore:
     ) -> str:
         """Record a new run, ``draft`` → ``active`` → ``running``; its id.
         ``definition_json``: ``flow`` as JSON text, when the caller has it at hand."""
-        started = self._start_run(flow, inputs, user_id, agent_id, run_id, owner, definition_json, False)
+        started = self._start_run(flow, inputs, user_id=user_id, agent_id=agent_id, run_id=run_id, owner=owner,
+                                  definition_json=definition_json, if_latest=False)
         assert started is not None
         return started
 
@@ -263,54 +275,22 @@ class FlowRunStore:
         """:meth:`start_flow_run` if ``flow`` is still the newest registered version of its
         name in the namespace (checked in the same statement); None, recording nothing, if a
         newer one exists."""
-        return self._start_run(flow, inputs, user_id, agent_id, run_id, owner, definition_json, True)
+        return self._start_run(flow, inputs, user_id=user_id, agent_id=agent_id, run_id=run_id, owner=owner,
+                               definition_json=definition_json, if_latest=True)
 
-    def _start_run(self, flow: FlowDefinition, inputs: dict[str, Any], user_id: str, agent_id: str,
+    def _start_run(self, flow: FlowDefinition, inputs: dict[str, Any], *, user_id: str, agent_id: str,
                    run_id: str | None, owner: str | None, definition_json: str | None,
                    if_latest: bool) -> str | None:
-        run_id = run_id or "frun_" + uuid.uuid4().hex
+        run = _NewRun(flow=flow, inputs=inputs, user_id=user_id, agent_id=agent_id,
+                      run_id=run_id or "frun_" + uuid.uuid4().hex, owner=owner,
+                      definition=definition_json or json_text(flow.model_dump(mode="json")), if_latest=if_latest)
         dialect = self.engine.dialect.name
-        definition = definition_json or json_text(flow.model_dump(mode="json"))
         if dialect == "postgresql":
-            start = _pg_start(flow, inputs, user_id, agent_id, run_id, owner, definition, if_latest)
-            rows = driver_statement(self._journal_engine(), start.statement, start.params)
-            return run_id if rows else None
-        work = _sqlite_start(flow, inputs, user_id, agent_id, run_id, owner, definition, if_latest,
-                             stamper(self.engine))
-        return run_id if driver_transaction(self._journal_engine(), JournalSql.build(dialect), work) else None
-
-    def carry_flow_run_start(
-        self,
-        journal: StepJournal,
-        flow: FlowDefinition,
-        inputs: dict[str, Any],
-        *,
-        user_id: str,
-        agent_id: str,
-        owner: str | None = None,
-        definition_json: str | None = None,
-        if_latest: bool = False,
-    ) -> bool:
-        """Record a new run (as :meth:`start_flow_run`, or :meth:`start_latest_flow_run` with
-        ``if_latest``) with the begins of its first steps — ``journal.begin_ahead(...)``, to be
-        called next — instead of a write of its own; whether it will (False: the journal cannot;
-        record the run the usual way). The run's id is the journal's, new: the checkpointer
-        must hold nothing under it.
-
-        On PostgreSQL, with the runtime's checkpointer, the start's statement rides before the
-        begins in LangGraph's first checkpoint save of the run; on SQLite they are one
-        transaction, written by ``begin_ahead``. ``journal.start_recorded()`` says, once that
-        save is made (SQLite: once ``begin_ahead`` returns), whether the run was recorded; no
-        step of it begins before."""
-        if not isinstance(journal, DriverStepJournal) or not journal.carries_start():
-            return False
-        definition = definition_json or json_text(flow.model_dump(mode="json"))
-        args = (flow, inputs, user_id, agent_id, journal.run_id, owner, definition, if_latest)
-        if self.engine.dialect.name == "postgresql":
-            journal.carry_start(_pg_start(*args))
-        else:
-            journal.carry_start(StartWrite(work=_sqlite_start(*args, stamper(self.engine))))
-        return True
+            statement, params = _pg_start(run)
+            rows = driver_statement(self._journal_engine(), statement, params)
+            return run.run_id if rows else None
+        work = _sqlite_start(run, stamper(self.engine))
+        return run.run_id if driver_transaction(self._journal_engine(), JournalSql.build(dialect), work) else None
 
     def finish_flow_run(
         self,
@@ -327,7 +307,7 @@ class FlowRunStore:
         """Move the run to the terminal state ``status`` (checked by the state machine).
 
         ``journal``: the run's journal; the completions it holds back are written first, in
-        the same transaction (on PostgreSQL, for one held completion, the same statement).
+        the same transaction (on PostgreSQL, for one deferred completion, the same statement).
 
         On PostgreSQL the end commits asynchronously, like the journal, unless
         ``synchronous``: the run's checkpoints are deleted after it by a synchronous commit
@@ -343,28 +323,28 @@ class FlowRunStore:
         err = None if error is None else storable_text(error)
         note = detail or outcome or error
         note_text = None if note is None else storable_text(note)
-        held = journal if isinstance(journal, DriverStepJournal) else None
-        if journal is not None and held is None:
+        deferring = journal if isinstance(journal, DriverStepJournal) else None
+        if journal is not None and deferring is None:
             journal.flush()
         engine = self.engine if synchronous else self._journal_engine()
         if self.engine.dialect.name == "postgresql" and str(status) in _FROM_RUNNING:
             # The usual end (running → terminal) in one statement; anything else is checked below.
             at = now()
-            one = held.take_one_held() if held is not None else None
-            if held is not None and one is not None:
+            one = deferring.take_one_deferred() if deferring is not None else None
+            if deferring is not None and one is not None:
                 step_key, text, when = one
                 try:
                     completed, ended = driver_statement(engine, PG_COMPLETE_THEN_FINISH, pg_complete_then_finish_params(
-                        run_id, step_key, text, when, status=str(status), outputs=json_text(outputs), error=err,
-                        outcome=outcome, note=note_text))[0]
+                        run_id, step_key, text=text, when=when, status=str(status), outputs=json_text(outputs),
+                        error=err, outcome=outcome, note=note_text))[0]
                 except BaseException:
-                    held.give_back(step_key, text, when)
+                    deferring.give_back(step_key, text, when)
                     raise
                 if not completed:
-                    held.give_back(step_key, text, when)  # the checked path below records it
+                    deferring.give_back(step_key, text, when)  # the checked path below records it
                 elif ended:
                     return
-            elif (held is None or not held.holds()) and driver_statement(
+            elif (deferring is None or not deferring.has_deferred()) and driver_statement(
                     engine, _PG_FINISH, (str(status), json_text(outputs), err, outcome, at, at,
                                          run_id, str(status), at, note_text)):
                 return
@@ -383,10 +363,10 @@ class FlowRunStore:
         # comes later and commits synchronously, which flushes this commit first (WAL is
         # flushed in order); a server crash before either loses both, and the run, whose
         # last checkpoint is kept, is resumed to the same end.
-        if held is None:
+        if deferring is None:
             driver_transaction(engine, sql, work)
-        else:  # the completions it held are given back if this fails
-            held.transact(engine, held.with_held(work))
+        else:  # its deferred completions are given back if this fails
+            deferring.transact(engine, deferring.with_deferred(work))
 
     def claim_flow_run(self, run_id: str, *, user_id: str, agent_id: str, owner: str,
                        seen: FlowRunRecord | None = None) -> None:
@@ -473,14 +453,11 @@ class FlowRunStore:
         out: list[Transition] = []
         for at, step_key, old, new, detail in rows:
             if old is None and new == RunState.RUNNING:  # a start or a begin, stored as one row
-                if step_key is None:
-                    out += [Transition(at, None, None, RunState.DRAFT.value, None),
-                            Transition(at, None, RunState.DRAFT.value, RunState.ACTIVE.value, _STARTED),
-                            Transition(at, None, RunState.ACTIVE.value, new, detail)]
-                else:
-                    out += [Transition(at, step_key, None, StepState.PENDING.value, None),
-                            Transition(at, step_key, StepState.PENDING.value, StepState.READY.value, None),
-                            Transition(at, step_key, StepState.READY.value, new, detail)]
+                chain = ([None, RunState.DRAFT.value, RunState.ACTIVE.value, new] if step_key is None
+                         else [None, StepState.PENDING.value, StepState.READY.value, new])
+                notes = [None, _STARTED if step_key is None else None, detail]
+                out += [Transition(at=at, step_key=step_key, from_state=a, to_state=b, detail=note)
+                        for a, b, note in zip(chain, chain[1:], notes, strict=False)]
                 continue
             out.append(Transition(at=at, step_key=step_key, from_state=old, to_state=new, detail=detail))
         return out
@@ -527,8 +504,7 @@ class FlowRunStore:
             return list(conn.execute(sa.select(c.id).where(cond, sa.func.coalesce(c.updated_at, c.started_at)
                                                            < older_than)).scalars())
 
-    def step_journal(self, run_id: str, *, defer_completions: bool = False,
-                     carrier: Carrier | None = None) -> StepJournal:
+    def step_journal(self, run_id: str, *, defer_completions: bool = False) -> StepJournal:
         """The journal the runtime writes ``run_id``'s steps to: on SQLite and PostgreSQL
         one that talks to the driver directly (see :class:`DriverStepJournal`).
 
@@ -537,13 +513,9 @@ class FlowRunStore:
         write per step instead of two. The caller must call ``flush()`` when the run stops
         and ``recovered()`` on resume for steps whose output the checkpoint holds; the
         :class:`~soloflow_langgraph.runtime.flow_runtime.FlowRuntime` does both. Ignored on other
-        databases.
-
-        ``carrier`` (PostgreSQL): sends the begins written ahead with the run's checkpoint
-        saves (see :data:`~soloflow_core.store.driver_journal.Carrier`)."""
+        databases."""
         if self.engine.dialect.name in ("sqlite", "postgresql"):
-            return DriverStepJournal(self._journal_engine(), run_id, defer_completions=defer_completions,
-                                     carrier=carrier)
+            return DriverStepJournal(self._journal_engine(), run_id, defer_completions=defer_completions)
         return StoreStepJournal(self._writer, self.engine, run_id)
 
 

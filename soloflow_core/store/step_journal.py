@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 
-def _transition_row(run_id: str, step_key: str | None, old: str | None, new: str,
+def _transition_row(run_id: str, step_key: str | None, *, old: str | None, new: str,
                     detail: str | None, at: datetime) -> dict[str, Any]:
     return {"run_id": run_id, "step_key": step_key, "from_state": old, "to_state": new,
             "at": at, "detail": None if detail is None else storable_text(detail)}
@@ -69,10 +69,10 @@ class StoreStepJournal(FinishingJournal):
             .where(s.run_id == self.run_id, s.step_key == step_key)
         ).first()
 
-    def _moves(self, conn: Connection, step_key: str, moves: Sequence[tuple[str | None, str]],
+    def _moves(self, conn: Connection, step_key: str, *, moves: Sequence[tuple[str | None, str]],
                detail: str | None, at: datetime) -> None:
         conn.execute(sa.insert(t.flow_transitions),
-                     [_transition_row(self.run_id, step_key, a, b, detail, at) for a, b in moves])
+                     [_transition_row(self.run_id, step_key, old=a, new=b, detail=detail, at=at) for a, b in moves])
 
     def begin(self, step_key: str, step_id: str) -> StepBegin:
         key = idempotency_key(self.run_id, step_key)
@@ -83,10 +83,9 @@ class StoreStepJournal(FinishingJournal):
                                        .where(t.flow_runs.c.id == self.run_id)).scalar())
             row = self._step(conn, step_key)
             if row is not None and row.state == StepState.COMPLETED:
-                return StepBegin(done=True, output=row.output, attempt=row.attempts,
-                                 cancelled=False, idempotency_key=key)
+                return StepBegin.completed_before(key, output=row.output, attempt=row.attempts)
             if cancel:
-                return StepBegin(done=False, output=None, attempt=0, cancelled=True, idempotency_key=key)
+                return StepBegin.run_cancelled(key)
             moves = begin_moves(self.run_id, step_key, None if row is None else row.state)
             attempt = (0 if row is None else row.attempts) + 1
             if row is None:
@@ -99,9 +98,9 @@ class StoreStepJournal(FinishingJournal):
                              .values(state=StepState.RUNNING.value, attempts=attempt, started_at=at))
             detail = RERUN if (
                 row is not None and row.state == StepState.RUNNING) else None
-            self._moves(conn, step_key, moves, detail, at)
+            self._moves(conn, step_key, moves=moves, detail=detail, at=at)
             conn.execute(sa.update(t.flow_runs).where(t.flow_runs.c.id == self.run_id).values(updated_at=at))
-        return StepBegin(done=False, output=None, attempt=attempt, cancelled=False, idempotency_key=key)
+        return StepBegin.start(key, attempt=attempt)
 
     def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
                 step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
@@ -112,7 +111,7 @@ class StoreStepJournal(FinishingJournal):
             current = None if row is None else row.state
             if current == state:
                 return
-            moves, final = finish_moves(self.run_id, step_key, current, state, then)
+            moves, final = finish_moves(self.run_id, step_key, current=current, state=state, then=then)
             values: dict[str, Any] = {"state": final.value, "finished_at": at}
             if state is StepState.COMPLETED:
                 values["output"] = jsonable(output)
@@ -126,7 +125,7 @@ class StoreStepJournal(FinishingJournal):
             else:
                 conn.execute(sa.update(t.flow_step_runs)
                              .where(s.run_id == self.run_id, s.step_key == step_key).values(**values))
-            self._moves(conn, step_key, moves, detail or error, at)
+            self._moves(conn, step_key, moves=moves, detail=detail or error, at=at)
 
     def succeeded(self, step_key: str, output: Any) -> None:
         self._finish(step_key, StepState.COMPLETED, output=output)
@@ -153,7 +152,7 @@ def _next_seq(conn: Connection, run_id: str) -> int:
     return int(top or 0) + 1
 
 
-def finish_moves(run_id: str, step_key: str, current: str | None, state: StepState,
+def finish_moves(run_id: str, step_key: str, *, current: str | None, state: StepState,
                   then: StepState | None) -> tuple[list[tuple[str | None, str]], StepState]:
     """The checked transitions from ``current`` to ``state`` (then to ``then``), and the
     state the step ends in. A step skipped before it was ever recorded passes ``pending``."""
@@ -161,11 +160,11 @@ def finish_moves(run_id: str, step_key: str, current: str | None, state: StepSta
     if state is StepState.SKIPPED and current is None:
         moves.append((None, StepState.PENDING.value))
         current = StepState.PENDING.value
-    check_step_transition(run_id, step_key, current, state)
+    check_step_transition(run_id, step_key, current=current, new=state)
     moves.append((current, state.value))
     if then is None:
         return moves, state
-    check_step_transition(run_id, step_key, state, then)
+    check_step_transition(run_id, step_key, current=state, new=then)
     moves.append((state.value, then.value))
     return moves, then
 
@@ -184,7 +183,7 @@ def begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[s
                 (StepState.READY.value, StepState.RUNNING.value)]
     if current == StepState.READY:
         return [(StepState.READY.value, StepState.RUNNING.value)]
-    check_step_transition(run_id, step_key, current, StepState.RUNNING)
+    check_step_transition(run_id, step_key, current=current, new=StepState.RUNNING)
     raise AssertionError("unreachable")
 
 

@@ -49,7 +49,7 @@ def runtime_for(ctx: typer.Context, tools: list[str]) -> FlowRuntime:
 def report_result(result: FlowRunResult, as_json: bool) -> None:
     if as_json:
         print_json({"run_id": result.run_id, "flow": result.flow, "status": result.status,
-                    "state": result.state, "outcome": result.outcome, "output": result.output,
+                    "outcome": result.outcome, "output": result.output,
                     "results": result.results, "errors": result.errors, "skipped": result.skipped,
                     "handoff": result.handoff, "interrupt": result.interrupt,
                     "failed_step": result.failed_step, "error": result.error,

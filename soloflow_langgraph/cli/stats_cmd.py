@@ -55,7 +55,7 @@ def stats(
     c: Context = ctx.obj
     store = c.store()
     ctx.call_on_close(store.close)
-    rows = flow_savings(store, c.user, c.agent, None if name is None else [name])
+    rows = flow_savings(store, c.user, c.agent, names=None if name is None else [name])
     if as_json:
         print_json([r.as_dict() for r in rows])
         return

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["begin_ahead_plan", "build_flow_graph", "compile_flow", "flow_mermaid", "side_effecting"]
+__all__ = ["build_flow_graph", "compile_flow", "flow_mermaid", "side_effecting"]
 
 
 def side_effecting(step: FlowStep, info: ExecutorInfo | None) -> bool:
@@ -77,39 +77,6 @@ def _guarded_steps(flow: FlowDefinition, infos: dict[str, ExecutorInfo]) -> list
     return [s.id for s in flow.steps if effect[s.id] and not upstream_effect(s.id)]
 
 
-def begin_ahead_plan(flow: FlowDefinition) -> dict[str | None, tuple[tuple[str, tuple[str, ...]], ...]]:
-    """Which steps the journal may begin ahead (``StepJournal.begin_ahead``), as ``(step id,
-    its dependencies)``: per step id, the plain steps that depend on it (begun by whichever
-    of their dependencies completes last); under ``None``, the plain steps that depend on
-    nothing (begun as the run starts). Not map steps, nor steps after one (a map step
-    completes in its collecting node). None in a flow with an approval gate: a step begun
-    ahead there could wait, recorded running, for days."""
-    if flow.requires_approval:
-        return {}
-    by_id = {s.id: s for s in flow.steps}
-    plan: dict[str | None, list[tuple[str, tuple[str, ...]]]] = {}
-    for s in flow.steps:
-        deps = tuple(dict.fromkeys(s.depends_on))
-        if s.map_over is not None or any(by_id[d].map_over is not None for d in deps):
-            continue
-        for d in deps or (None,):
-            plan.setdefault(d, []).append((s.id, deps))
-    return {k: tuple(v) for k, v in plan.items()}
-
-
-def _run_ending_step(flow: FlowDefinition) -> str | None:
-    """The step whose completion ends a run that went well: the flow's only step without
-    dependents, its result step, not a map step; none when compensations (a final node)
-    or an approval gate are in the graph."""
-    if flow.requires_approval or any(s.compensation is not None for s in flow.steps):
-        return None
-    has_dependents = {d for s in flow.steps for d in s.depends_on}
-    sinks = [s for s in flow.steps if s.id not in has_dependents]
-    if len(sinks) != 1 or sinks[0].map_over is not None or sinks[0].id != flow.result_step:
-        return None
-    return sinks[0].id
-
-
 def build_flow_graph(
     flow: FlowDefinition,
     registry: ExecutorRegistry,
@@ -124,12 +91,10 @@ def build_flow_graph(
     graph: StateGraph[Any, Any, Any, Any] = StateGraph(schema, context_schema=FlowContext)
     order = {sid: i for i, sid in enumerate(plan.order)}
     specs: dict[str, StepSpec] = {}
-    ahead = begin_ahead_plan(flow)
-    ends_run = _run_ending_step(flow)
     for step in flow.steps:
         executor = registry.get(step.skill_key)
-        spec = StepSpec(flow, step, executor, inspect_executor(executor), order[step.id], on_step,
-                        ends_run=step.id == ends_run, ahead=ahead.get(step.id, ()))
+        spec = StepSpec(flow=flow, step=step, executor=executor, info=inspect_executor(executor),
+                        index=order[step.id], on_step=on_step)
         if step.compensation is not None:
             spec.comp_executor = registry.get(step.compensation.skill_key)
             spec.comp_info = inspect_executor(spec.comp_executor)

@@ -136,7 +136,7 @@ class NullJournal(StepJournal):
     run_id = ""
 
     def begin(self, step_key: str, step_id: str) -> StepBegin:
-        return StepBegin(False, None, 1, False, idempotency_key("", step_key))
+        return StepBegin.start(idempotency_key("", step_key), attempt=1)
 
     def succeeded(self, step_key: str, output: Any) -> None:
         return None
@@ -164,10 +164,6 @@ class FlowContext:
     journal: StepJournal = field(default_factory=NullJournal)
     on_step: Callable[[FlowStep, ToolCall, int], None] | None = None
     run_id: str | None = None
-    completed: set[str] = field(default_factory=set)
-    """Steps that completed during this invocation (which steps to begin ahead): one
-    context per invocation, as the runtime makes them."""
-    lock: threading.Lock = field(default_factory=threading.Lock)
     watch: RunWatch | None = None
     """Set when the runtime runs this invocation on a watched thread (``run_watch``): sync
     steps on that thread call their executor in line."""
@@ -221,12 +217,6 @@ class StepSpec:
     on_step: Callable[[FlowStep, ToolCall, int], None] | None = None
     comp_executor: Any = None
     comp_info: ExecutorInfo | None = None
-    ends_run: bool = False
-    """The flow's only last step and its result, with nothing after it: its completion,
-    when nothing failed or was skipped, ends the run (``StepJournal.finish_ahead``)."""
-    ahead: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    """``(step id, its dependencies)`` of the steps that wait for this one: begun in the
-    journal ahead when this one completes their dependencies (``StepJournal.begin_ahead``)."""
 
 
 def skip_reason(step: FlowStep, state: Mapping[str, Any]) -> str | None:
@@ -278,7 +268,7 @@ class StepNode:
             return {"map_parts": {sid: {int(state["map_index"]): out}}}
         return {"results": {sid: out}}
 
-    def _report(self, ctx: FlowContext, kwargs: dict[str, Any], out: Any, error: bool, start: float) -> None:
+    def _report(self, ctx: FlowContext, kwargs: dict[str, Any], *, out: Any, error: bool, start: float) -> None:
         callbacks = [cb for cb in (self.spec.on_step, ctx.on_step) if cb is not None]
         if not callbacks:
             return
@@ -341,7 +331,7 @@ class StepNode:
                     failure = exc
             if failure is not None:
                 err, failure = failure, None
-                self._report(ctx, kwargs, _error_text(err), True, start)
+                self._report(ctx, kwargs, out=_error_text(err), error=True, start=start)
                 retry = attempt <= step.retry_max
                 ctx.journal.failed(key, _error_text(err), retry=retry)
                 if not retry:
@@ -358,28 +348,10 @@ class StepNode:
                 attempt = max(attempt + 1, again.attempt)
                 idem = again.idempotency_key
                 continue
-            self._report(ctx, kwargs, out, False, start)
+            self._report(ctx, kwargs, out=out, error=False, start=start)
             out = state_value(out)
             ctx.journal.succeeded(key, out)
-            # The steps this one completes the dependencies of are begun now (and, with
-            # nothing to begin, the completion may go with the checkpoint's save of its writes).
-            if self.spec.ends_run and not any(state.get(k) for k in ("halt", "errors", "skipped", "failed_skip")):
-                ctx.journal.finish_ahead("completed", {"output": out, "errors": {}}, "completed")
-            else:
-                ctx.journal.begin_ahead(self._ready_after(ctx, state) if "map_index" not in state else ())
             return self._done(state, out)
-
-    def _ready_after(self, ctx: FlowContext, state: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """The steps waiting for this one whose every dependency has now completed: in an
-        earlier superstep (in ``results``) or in this one, in this process (the context's
-        ``completed``; under its lock, so of parallel dependencies only the last begins them)."""
-        if not self.spec.ahead or ctx is _NULL_CONTEXT:  # a bare invoke: nothing to begin
-            return []
-        results = state.get("results") or {}
-        with ctx.lock:
-            ctx.completed.add(self.spec.step.id)
-            return [(sid, sid) for sid, deps in self.spec.ahead
-                    if all(d in results or d in ctx.completed for d in deps)]
 
     def _give_up(self, state: Mapping[str, Any], key: str, exc: BaseException) -> dict[str, Any]:
         step, flow = self.spec.step, self.spec.flow
@@ -533,12 +505,12 @@ class Finalize:
             spec = self.specs.get(sid)
             if spec is None or spec.step.compensation is None or sid not in results:
                 continue
-            err = self._undo(ctx, spec, state, results)
+            err = self._undo(ctx, spec, state=state, results=results)
             if err is not None:
                 errors[sid] = err
         return {"compensation_errors": errors} if errors else {}
 
-    def _undo(self, ctx: FlowContext, spec: StepSpec, state: Mapping[str, Any],
+    def _undo(self, ctx: FlowContext, spec: StepSpec, *, state: Mapping[str, Any],
               results: dict[str, Any]) -> str | None:
         comp = spec.step.compensation
         assert comp is not None and spec.comp_info is not None

@@ -128,7 +128,8 @@ class RunWatch:
         if key is not None and info.takes_key:
             kwargs = {**kwargs, IDEMPOTENCY_ARG: key}
         start = time.monotonic()
-        call = WatchedCall(step_key, attempt, key, where, timeout, start, start + timeout)
+        call = WatchedCall(step_key=step_key, attempt=attempt, idempotency_key=key, where=where, timeout=timeout,
+                           started=start, deadline=start + timeout)
         with self.lock:
             if self.fenced:
                 raise RunAbandoned

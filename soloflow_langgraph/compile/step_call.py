@@ -29,7 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.messages import ToolMessage
+
 from soloflow_core.errors import StepTimeoutError
+from soloflow_core.flow.effects import side_effects_of
 
 IDEMPOTENCY_ARG = "idempotency_key"
 """An executor that takes a parameter of this name receives the step's idempotency key."""
@@ -43,7 +46,8 @@ class ExecutorInfo:
     is_async: bool
     takes_key: bool
     read_only: bool | None
-    """From a tool's ``metadata`` (``read_only`` / ``side_effects``); None when unknown."""
+    """From a tool's ``metadata`` (:func:`~soloflow_core.flow.effects.side_effects_of`); None
+    when unknown."""
 
 
 def inspect_executor(executor: Any) -> ExecutorInfo:
@@ -53,21 +57,17 @@ def inspect_executor(executor: Any) -> ExecutorInfo:
         coro = getattr(executor, "coroutine", None)
         is_async = func is None and coro is not None
         takes_key = IDEMPOTENCY_ARG in _tool_params(executor)
-        meta = getattr(executor, "metadata", None) or {}
-        read_only: bool | None = None
-        if isinstance(meta, dict):
-            if meta.get("read_only") is not None:
-                read_only = bool(meta["read_only"])
-            elif meta.get("side_effects") is not None:
-                read_only = not bool(meta["side_effects"])
-        return ExecutorInfo(True, is_async, takes_key, read_only)
+        effects = side_effects_of(getattr(executor, "metadata", None))
+        return ExecutorInfo(is_tool=True, is_async=is_async, takes_key=takes_key,
+                            read_only=None if effects is None else not effects)
     target = executor if inspect.isroutine(executor) else type(executor).__call__
     try:
         params = inspect.signature(executor).parameters
     except (TypeError, ValueError):
         params = {}  # type: ignore[assignment]
     # Only a parameter of that name: a generic ``**kwargs`` forwarder must not get it.
-    return ExecutorInfo(False, inspect.iscoroutinefunction(target), IDEMPOTENCY_ARG in params, None)
+    return ExecutorInfo(is_tool=False, is_async=inspect.iscoroutinefunction(target),
+                        takes_key=IDEMPOTENCY_ARG in params, read_only=None)
 
 
 def _tool_params(tool: Any) -> set[str]:
@@ -87,9 +87,9 @@ def _tool_params(tool: Any) -> set[str]:
 
 
 def unwrap_output(out: Any) -> Any:
-    content = getattr(out, "content", None)
-    if content is not None and type(out).__name__ == "ToolMessage":
-        return content
+    """A tool's ``ToolMessage`` (a tool called with a tool call) as its content; else ``out``."""
+    if isinstance(out, ToolMessage):
+        return out.content
     return out
 
 

@@ -144,7 +144,7 @@ def run_demo(store: Store, *, user_id: str, agent_id: str, console: Console | No
 def _print_savings(con: Console, report: DemoReport, store: Store, *, user_id: str, agent_id: str) -> None:
     """The savings ledger (`soloflow flows stats`): measured, next to the detector's estimate."""
     assert report.flow is not None
-    (s,) = flow_savings(store, user_id, agent_id, [report.flow.name])
+    (s,) = flow_savings(store, user_id, agent_id, names=[report.flow.name])
     report.savings = s
     con.rule("[bold]5. The savings ledger (soloflow flows stats)")
     table = Table("per occurrence", "agent runs it replaces", "flow runs", "saved",

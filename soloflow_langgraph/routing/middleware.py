@@ -58,6 +58,7 @@ from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
 from soloflow_core.errors import ConfigError, SoloFlowError
+from soloflow_core.flow.effects import side_effects_of
 from soloflow_core.generalize.reply import render_reply
 from soloflow_core.learning import LearningConfig
 from soloflow_core.learning.service import LearningService
@@ -66,6 +67,7 @@ from soloflow_core.memory.router import RouteDecision, decide_route
 from soloflow_core.models import FlowDefinition
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.routing.capture import HookCapture
+from soloflow_langgraph._messages import message_text
 from soloflow_langgraph.routing.hints import FLOW_RUN_TOOL, RUNS_SEEN, OfferedFlows, output_text
 from soloflow_langgraph.routing.tools import waiting_text
 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
@@ -93,14 +95,7 @@ def task_of(messages: Sequence[Any]) -> tuple[str, int]:
     humans = [m for m in messages if getattr(m, "type", None) == "human"]
     if not humans:
         return "", 0
-    content = humans[0].content
-    if isinstance(content, list):
-        content = "".join(
-            b if isinstance(b, str) else str(b.get("text", ""))
-            for b in content
-            if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
-        )
-    return (content if isinstance(content, str) else str(content)), len(humans)
+    return message_text(humans[0]), len(humans)
 
 
 class SoloFlowState(AgentState[Any]):
@@ -346,7 +341,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         meta = {"soloflow_flow": flow.name, "soloflow_flow_version": flow.version,
                 "soloflow_run_id": result.run_id, "soloflow_status": result.status}  # fmt: skip
         if result.status == "completed":
-            reply = render_reply(flow, decision.inputs, result.results, result.output)
+            reply = render_reply(flow, decision.inputs, results=result.results, output=result.output)
             message = AIMessage(content=reply, response_metadata=meta)
             return {"messages": [message], "jump_to": "end", "soloflow": note}
         if result.status == "waiting":
@@ -580,12 +575,9 @@ def _tool_side_effects(tools: Sequence[Any]) -> dict[str, bool]:
     for t in tools:
         meta = getattr(t, "metadata", None)
         name = getattr(t, "name", None)
-        if not isinstance(meta, dict) or not isinstance(name, str):
-            continue
-        if isinstance(meta.get("side_effects"), bool):
-            out[name] = meta["side_effects"]
-        elif isinstance(meta.get("read_only"), bool):
-            out[name] = not meta["read_only"]
+        effects = side_effects_of(meta)
+        if isinstance(name, str) and effects is not None:
+            out[name] = effects
     return out
 
 

@@ -311,7 +311,8 @@ def flow_tool(
             f"flow_tool name {tool_name!r} is not a valid tool name: use 1-64 letters, digits, "
             "'_' or '-'"
         )
-    runner = run if run is not None else _default_runner(flow, tools, plugin_manager, registry)
+    runner = run if run is not None else _default_runner(flow, tools=tools, plugin_manager=plugin_manager,
+                                                             registry=registry)
     if run is not None:
         validate_flow(flow)  # the default runner's registry has checked the executors too
     schema = flow_args_schema(flow)
@@ -358,6 +359,7 @@ def flow_tool(
 
 def _default_runner(
     flow: FlowDefinition,
+    *,
     tools: Sequence[Any],
     plugin_manager: pluggy.PluginManager | None,
     registry: ExecutorRegistry | None,

@@ -4,8 +4,8 @@
 - :mod:`.runner` — :func:`run_flow`, one run in one call;
 - :mod:`.results` — :class:`FlowRunResult`, what a run returns;
 - :mod:`.inputs` — a flow's inputs: defaults, checks, read from a task text;
-- :mod:`.support` — the checkpointer a store implies, run ownership, checkpoint cleanup;
-- :mod:`.savers` — the PostgreSQL checkpointer that journals in its own transaction.
+- :mod:`.support` — the checkpointer opened for a store (:class:`~.support.OwnedCheckpointer`),
+  run ownership, checkpoint cleanup through LangGraph's public API.
 """
 
 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime

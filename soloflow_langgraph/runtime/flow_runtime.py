@@ -54,19 +54,19 @@ from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import json_text
-from soloflow_langgraph.compile.graph import begin_ahead_plan, compile_flow
+from soloflow_langgraph.compile.graph import compile_flow
 from soloflow_langgraph.compile.nodes import HALTED, FlowContext
 from soloflow_langgraph.compile.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
 from soloflow_langgraph.runtime.flow_trace import FlowTrace
 from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs
-from soloflow_langgraph.runtime.results import FlowRunResult
+from soloflow_langgraph.runtime.results import FlowRunResult, RunOutcome
 from soloflow_langgraph.runtime.support import (
-    NOT_CALLED,
     RETENTION_BATCH,
     RETENTION_LINGER,
-    default_checkpointer,
+    OwnedCheckpointer,
     delete_checkpoints,
     handoff_text,
+    open_checkpointer,
     owner_alive,
     process_owner,
     recover_completions,
@@ -101,10 +101,6 @@ def _graph_config(run_id: str) -> dict[str, Any]:
     return cfg
 
 Retention = Literal["delete_on_finish", "keep"]
-
-
-class _StartRefused(Exception):
-    """A run's carried start found a newer version of its flow: nothing was recorded."""
 
 
 class FlowRuntime:
@@ -150,8 +146,8 @@ class FlowRuntime:
             registry = build_executor_registry(plugin_manager, tools=tools)
         self.pm = plugin_manager
         self.registry = registry
-        self._owns_checkpointer = checkpointer is None
-        self.checkpointer = checkpointer if checkpointer is not None else default_checkpointer(store)
+        self._owned: OwnedCheckpointer | None = open_checkpointer(store) if checkpointer is None else None
+        self.checkpointer = checkpointer if self._owned is None else self._owned.saver
         self.durability, self.retention = durability, retention
         self.owner = process_owner()
         self.on_finished = on_finished
@@ -160,10 +156,9 @@ class FlowRuntime:
         self._definitions: dict[tuple[str, int], FlowDefinition] = {}
         self._def_json: dict[tuple[str, int], tuple[FlowDefinition, str]] = {}
         self._latest: dict[str, FlowDefinition] = {}
-        self._first_steps: dict[tuple[str, int], tuple[FlowDefinition, list[tuple[str, str]]]] = {}
         self._janitor: queue.Queue[str] | None = None
         self._flush = threading.Event()
-        self._retention_saver: Any = None
+        self._retention: OwnedCheckpointer | None = None
         self._lock = threading.Lock()
         self._stopping: dict[str, RunWatch] = {}
         """Runs whose invocation was interrupted in this process, until they go on here."""
@@ -177,12 +172,9 @@ class FlowRuntime:
             self._flush.set()  # no more lingering: delete what is queued now
             self._janitor.join()
             self._flush.clear()
-        closer = getattr(self.checkpointer, "soloflow_close", None)
-        if self._owns_checkpointer and closer is not None:
-            closer()
-        deleter, self._retention_saver = self._retention_saver, None
-        if deleter is not None and deleter is not self.checkpointer:
-            getattr(deleter, "soloflow_close", lambda: None)()
+        for owned in (self._owned, self._retention):
+            if owned is not None:
+                owned.close()
 
     def __enter__(self) -> FlowRuntime:
         return self
@@ -259,23 +251,20 @@ class FlowRuntime:
                 _CALLER_CONFIG.reset(token)
         given = dict(inputs or {})
         if isinstance(flow, str):
-            return self._run_by_name(flow, given, run_id, on_started)
+            return self._run_by_name(flow, given, run_id=run_id, on_started=on_started)
         inputs = apply_input_defaults(flow, given)
         check_inputs(flow, inputs)
         graph = self.graph(flow)
-        carried = self._carried_start(flow, inputs, run_id, on_started, if_latest=False)
-        if carried is not None:
-            return self._drive(flow, graph, *carried, {"inputs": inputs})
         if self.store is not None:
             run_id = self.store.start_flow_run(flow, inputs, definition_json=self._definition_json(flow),
                                                **self._start_kw(run_id))
-            journal: StepJournal = self._new_run_journal(flow, run_id)
+            journal: StepJournal = self._journal(run_id)
         else:
             run_id = run_id or "frun_" + uuid.uuid4().hex
             journal = InMemoryStepJournal(run_id)
         if on_started is not None:
             on_started(run_id)
-        return self._drive(flow, graph, run_id, journal, {"inputs": inputs})
+        return self._drive(flow, graph, run_id=run_id, journal=journal, payload={"inputs": inputs})
 
     async def arun(self, flow: FlowDefinition | str, inputs: dict[str, Any] | None = None, *,
                    run_id: str | None = None, on_started: Callable[[str], None] | None = None,
@@ -285,67 +274,15 @@ class FlowRuntime:
         return await asyncio.to_thread(self.run, flow, inputs, run_id=run_id, on_started=on_started,
                                        config=config)
 
-    def _new_run_journal(self, flow: FlowDefinition, run_id: str) -> StepJournal:
-        """The journal of a run just recorded, its first steps already being begun (in the
-        background, while LangGraph writes the run's first checkpoints)."""
-        journal = self._journal(run_id)
-        journal.begin_ahead(self._first_steps_of(flow))
-        return journal
-
-    def _first_steps_of(self, flow: FlowDefinition) -> list[tuple[str, str]]:
-        """The steps a run of ``flow`` begins ahead as it starts (cached per version)."""
-        key = (flow.name, flow.version)
-        hit = self._first_steps.get(key)
-        if hit is None or not (hit[0] is flow or hit[0] == flow):
-            first = [(sid, sid) for sid, _ in begin_ahead_plan(flow).get(None, ())]
-            hit = self._first_steps[key] = (flow, first)
-        return hit[1]
-
-    def _carried_start(self, flow: FlowDefinition, inputs: dict[str, Any], run_id: str | None,
-                       on_started: Callable[[str], None] | None, *, if_latest: bool
-                       ) -> tuple[str, StepJournal] | None:
-        """A new run recorded with its first steps' begins, in one write: on PostgreSQL its
-        statement rides before theirs in LangGraph's first checkpoint save of the run (the
-        runtime's own checkpointer), on SQLite one transaction, written here. Its id and journal; None when
-        it cannot — an id given by the caller (whose thread may hold checkpoints), an
-        ``on_started`` (promised the id once the run is recorded, before the graph starts), a
-        flow that begins no step ahead (an approval gate) — and the run is recorded first, on
-        its own. A start refused because a newer version was registered (``if_latest``)
-        raises ``_StartRefused``: here on SQLite, from ``_drive`` on PostgreSQL."""
-        if run_id is not None or on_started is not None or self.store is None:
-            return None
-        first = self._first_steps_of(flow)
-        if not first:
-            return None
-        new_id = "frun_" + uuid.uuid4().hex
-        journal = self._journal(new_id)
-        if not self.store.carry_flow_run_start(journal, flow, inputs, definition_json=self._definition_json(flow),
-                                               if_latest=if_latest, user_id=self.user_id, agent_id=self.agent_id,
-                                               owner=self.owner):
-            return None
-        journal.begin_ahead(first)
-        # Without a carrier (SQLite) begin_ahead has just written the start: its answer is in.
-        # (With one, asking now would take the ride back from the first save.)
-        if not self._carries() and not journal.start_recorded():  # raises if the start failed
-            raise _StartRefused(new_id)
-        return new_id, journal
-
     def _journal(self, run_id: str) -> StepJournal:
-        """The run's journal as the runtime drives it: completions held for the next write,
-        and — with the runtime's PostgreSQL checkpointer — begins written ahead carried in
-        the checkpoint's saves."""
-        carrier = functools.partial(self.checkpointer.ride, run_id) if self._carries() else None
-        return self._need_store().step_journal(run_id, defer_completions=True, carrier=carrier)
-
-    def _carries(self) -> bool:
-        """Whether the checkpointer carries the journal's writes in its saves (the runtime's
-        own on PostgreSQL; not with ``durability="exit"``, which saves only at the end)."""
-        return bool(getattr(self.checkpointer, "carries_journal", False)) and self.durability != "exit"
+        """The run's journal as the runtime drives it: each step's completion deferred to the
+        run's next journal write (see ``Store.step_journal``)."""
+        return self._need_store().step_journal(run_id, defer_completions=True)
 
     def _start_kw(self, run_id: str | None) -> dict[str, Any]:
         return {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": run_id, "owner": self.owner}
 
-    def _run_by_name(self, name: str, given: dict[str, Any], run_id: str | None,
+    def _run_by_name(self, name: str, given: dict[str, Any], *, run_id: str | None,
                      on_started: Callable[[str], None] | None) -> FlowRunResult:
         """Run the newest version of ``name``. The runtime starts the newest version it knows
         of, and the statement that records the run checks it still is (no version read per
@@ -365,13 +302,6 @@ class FlowRuntime:
                 self._latest.pop(name, None)  # maybe written for a newer version: look
                 continue
             graph = self.graph(flow)
-            try:
-                carried = self._carried_start(flow, inputs, run_id, on_started, if_latest=True)
-                if carried is not None:
-                    return self._drive(flow, graph, *carried, {"inputs": inputs})
-            except _StartRefused:  # a newer version was registered
-                self._latest.pop(name, None)
-                continue
             started = self.store.start_latest_flow_run(flow, inputs, definition_json=self._definition_json(flow),
                                                        **self._start_kw(run_id))
             if started is None:  # a newer version was registered
@@ -379,7 +309,8 @@ class FlowRuntime:
                 continue
             if on_started is not None:
                 on_started(started)
-            return self._drive(flow, graph, started, self._new_run_journal(flow, started), {"inputs": inputs})
+            return self._drive(flow, graph, run_id=started, journal=self._journal(started),
+                               payload={"inputs": inputs})
         # Versions kept coming: run the one the store names now.
         return self.run(self.flow(name), given, run_id=run_id, on_started=on_started)
 
@@ -431,8 +362,8 @@ class FlowRuntime:
         store.finish_flow_run(rec.id, status=RunState.CANCELLED, outcome="rejected", error=reason)
         self._cleanup(rec.id)
         results = {s.step_id: s.output for s in rec.steps if s.state == "completed"}
-        return FlowRunResult(rec.id, rec.flow_name, "cancelled", None, results, {}, [], 0.0,
-                             state=RunState.CANCELLED.value, outcome="rejected", error=reason)
+        return FlowRunResult(run_id=rec.id, flow=rec.flow_name, status="cancelled", outcome="rejected",
+                             results=results, error=reason)
 
     def reject(self, run_id: str, *, comment: str | None = None) -> FlowRunResult:
         return self.approve(run_id, approved=False, comment=comment)
@@ -504,7 +435,7 @@ class FlowRuntime:
             # journal keeps completed steps from running again.
             payload = None if snapshot.next or snapshot.values else {"inputs": rec.inputs or {}}
             recover_completions(rec, snapshot, journal)
-        return self._drive(flow, graph, rec.id, journal, payload)
+        return self._drive(flow, graph, run_id=rec.id, journal=journal, payload=payload)
 
     def _on_step(self, steps: list[ToolCall], run_id: str):  # type: ignore[no-untyped-def]
         pm = self.pm
@@ -524,7 +455,7 @@ class FlowRuntime:
 
         return on_step
 
-    def _drive(self, flow: FlowDefinition, graph: CompiledStateGraph, run_id: str,
+    def _drive(self, flow: FlowDefinition, graph: CompiledStateGraph, *, run_id: str,
                journal: StepJournal, payload: Any) -> FlowRunResult:
         resumed = not (isinstance(payload, dict) and "inputs" in payload)
         trace = FlowTrace(flow, run_id, user_id=self.user_id, agent_id=self.agent_id, store=self.store,
@@ -532,7 +463,7 @@ class FlowRuntime:
         self._traces[run_id] = trace
         try:
             with trace.current():
-                result = self._invoke(flow, graph, run_id, journal, payload)
+                result = self._invoke(flow, graph, run_id=run_id, journal=journal, payload=payload)
         except BaseException as exc:
             trace.finish(None, error=f"{type(exc).__name__}: {exc}")
             raise
@@ -562,7 +493,7 @@ class FlowRuntime:
         except SoloFlowError:
             log.exception("recording the outcome of flow run %r failed", result.run_id)
 
-    def _invoke(self, flow: FlowDefinition, graph: CompiledStateGraph, run_id: str,
+    def _invoke(self, flow: FlowDefinition, graph: CompiledStateGraph, *, run_id: str,
                 journal: StepJournal, payload: Any) -> FlowRunResult:
         steps: list[ToolCall] = []
         ctx = FlowContext(journal=journal, on_step=self._on_step(steps, run_id), run_id=run_id)
@@ -570,40 +501,31 @@ class FlowRuntime:
         invoke: Any = graph.invoke  # LangGraph's overloads type context as None
         start = time.perf_counter()
         try:
-            state = self._invoke_once(flow, invoke, payload, cfg, ctx)
+            state = self._invoke_once(flow, invoke, payload=payload, cfg=cfg, ctx=ctx)
             if "__interrupt__" in state and state.get("halt"):
                 # A step halted the run in the superstep in which the approval gate asked:
                 # nothing is left to approve. No person is asked; the gate records itself
                 # skipped and the run ends by the halt (fallback, compensation, cancel).
-                state = self._invoke_once(flow, invoke, Command(resume={HALTED: True}), cfg, ctx)
+                state = self._invoke_once(flow, invoke, payload=Command(resume={HALTED: True}), cfg=cfg, ctx=ctx)
         except Exception as exc:
-            self._check_started(run_id, journal)
-            ended = journal.ended_ahead()
-            if ended is not None and ended[0] == RunState.COMPLETED.value:
-                # The run's end was recorded with its last step's writes; a save after it (the
-                # final checkpoint) failed. Every step completed: report what the store says.
-                log.warning("flow run %r: completed, but a checkpoint save after its end failed: %s", run_id, exc)
-                return self._ended_early(flow, run_id, journal, ended[1], steps, start)
             step_id = getattr(exc, "step", None)
             err = f"{type(exc).__name__}: {exc}" if step_id is None else str(exc)
             self._finish(run_id, RunState.FAILED, journal, error=err, outcome="failed")
             # The graph's state went with the exception: the steps that completed, from the journal.
             done = {sid: out for key, sid, out in journal.completed_order() if key == sid}
-            return FlowRunResult(run_id, flow.name, "failed", None, done, {str(step_id): str(exc)}, steps,
-                                 (time.perf_counter() - start) * 1000, state=RunState.FAILED.value,
-                                 failed_step=step_id, error=err)
-        self._check_started(run_id, journal)
+            return FlowRunResult(run_id=run_id, flow=flow.name, status="failed", outcome="failed", results=done,
+                                 errors={str(step_id): str(exc)}, steps=steps,
+                                 duration_ms=(time.perf_counter() - start) * 1000, failed_step=step_id, error=err)
         ms = (time.perf_counter() - start) * 1000
         results = dict(state.get("results") or {})
         errors = dict(state.get("errors") or {})
         skipped = dict(state.get("skipped") or {})
-        common: dict[str, Any] = {"skipped": skipped}
+        common: dict[str, Any] = {"run_id": run_id, "flow": flow.name, "results": results, "errors": errors,
+                                  "steps": steps, "duration_ms": ms, "skipped": skipped}
         if "__interrupt__" in state:
-            journal.release_ahead(NOT_CALLED)
-            journal.flush()  # the completions held back: the run waits, maybe for days
+            journal.flush()  # the deferred completions: the run waits, maybe for days
             payloads = [getattr(i, "value", i) for i in state["__interrupt__"]]
-            return FlowRunResult(run_id, flow.name, "waiting", None, results, errors, steps, ms,
-                                 state=RunState.RUNNING.value, interrupt=payloads[0] if payloads else None,
+            return FlowRunResult(status="waiting", outcome=None, interrupt=payloads[0] if payloads else None,
                                  **common)
         halt = state.get("halt") or {}
         kind = halt.get("kind")
@@ -611,60 +533,33 @@ class FlowRuntime:
         if kind in ("cancelled", "rejected"):
             self._finish(run_id, RunState.CANCELLED, journal, outcome=kind, error=halt.get("error"),
                          outputs={"results": results})
-            return FlowRunResult(run_id, flow.name, "cancelled", None, results, errors, steps, ms,
-                                 state=RunState.CANCELLED.value, outcome=kind, **common)
+            return FlowRunResult(status="cancelled", outcome=kind, **common)
         if kind == "fallback":
-            handoff = handoff_text(flow, halt, results, errors)
+            handoff = handoff_text(flow, halt, results=results, errors=errors)
             self._finish(run_id, RunState.FAILED, journal, outcome="fallback", error=halt.get("error"),
                          outputs={"results": results, "handoff": handoff})
-            return FlowRunResult(run_id, flow.name, "fallback", None, results, errors, steps, ms,
-                                 state=RunState.FAILED.value, outcome="fallback", handoff=handoff,
+            return FlowRunResult(status="fallback", outcome="fallback", handoff=handoff,
                                  failed_step=halt.get("step"), error=halt.get("error"), **common)
         if kind == "compensate":
             comp_errors = dict(state.get("compensation_errors") or {})
-            outcome = "compensated" if not comp_errors else "compensation_failed"
+            outcome: RunOutcome = "compensated" if not comp_errors else "compensation_failed"
             err = str(halt.get("error")) + ("" if not comp_errors else "; " + "; ".join(comp_errors.values()))
             self._finish(run_id, RunState.FAILED, journal, outcome=outcome, error=err,
                          outputs={"results": results, "compensation_errors": comp_errors})
-            return FlowRunResult(run_id, flow.name, "failed", None, results, errors, steps, ms,
-                                 state=RunState.FAILED.value, outcome=outcome, failed_step=halt.get("step"),
-                                 error=err, **common)
+            return FlowRunResult(status="failed", outcome=outcome, failed_step=halt.get("step"), error=err,
+                                 **common)
         self._finish(run_id, RunState.COMPLETED, journal, outcome="completed",
                      outputs={"output": output, "errors": errors})
-        return FlowRunResult(run_id, flow.name, "completed", output, results, errors, steps, ms,
-                             state=RunState.COMPLETED.value, outcome="completed", **common)
+        return FlowRunResult(status="completed", outcome="completed", output=output, **common)
 
-    def _check_started(self, run_id: str, journal: StepJournal) -> None:
-        """After a run's invocation: when its start rode in the first save and did not
-        record the run, delete what LangGraph saved of it and raise (``_StartRefused``: a
-        newer version of the flow; else the start's error)."""
-        try:
-            started = journal.start_recorded()
-        except BaseException:
-            self._cleanup(run_id, force=True, now=True)
-            raise
-        if started is False:
-            self._cleanup(run_id, force=True, now=True)
-            raise _StartRefused(run_id)
-
-    def _invoke_once(self, flow: FlowDefinition, invoke: Any, payload: Any, cfg: Any, ctx: FlowContext) -> Any:
+    def _invoke_once(self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any, ctx: FlowContext) -> Any:
         if self.checkpointer and self.durability == "sync":
-            return self._invoke_watched(flow, invoke, payload, cfg, ctx)
+            return self._invoke_watched(flow, invoke, payload=payload, cfg=cfg, ctx=ctx)
         if self.checkpointer:
             return invoke(payload, cfg, context=ctx, durability=self.durability)
         return invoke(payload, cfg, context=ctx)  # LangGraph warns about durability without a checkpointer
 
-    def _ended_early(self, flow: FlowDefinition, run_id: str, journal: StepJournal, outputs: Any,
-                     steps: list[ToolCall], start: float) -> FlowRunResult:
-        """The result of a run whose end was recorded (``finish_ahead``) before its graph's
-        invocation failed; its outputs as recorded, its results from the journal."""
-        self._finish(run_id, RunState.COMPLETED, journal, outcome="completed", outputs=outputs)
-        results = {sid: out for _, sid, out in journal.completed_order()}
-        return FlowRunResult(run_id, flow.name, "completed", (outputs or {}).get("output"), results,
-                             dict((outputs or {}).get("errors") or {}), steps, (time.perf_counter() - start) * 1000,
-                             state=RunState.COMPLETED.value, outcome="completed", skipped={})
-
-    def _invoke_watched(self, flow: FlowDefinition, invoke: Any, payload: Any, cfg: Any,
+    def _invoke_watched(self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any,
                         ctx: FlowContext) -> Any:
         """``invoke`` on a watched thread, sync steps in line (``run_watch``); after a call
         that ran past its limit, the run goes on from its last checkpoint in a new
@@ -705,33 +600,30 @@ class FlowRuntime:
             self._stopping.pop(run_id, None)
 
     def _finish(self, run_id: str, state: RunState, journal: StepJournal, **kw: Any) -> None:
-        """Record the run's end (with the completions its journal holds back) and let its
+        """Record the run's end (with the completions its journal deferred) and let its
         checkpoints go."""
-        journal.release_ahead(NOT_CALLED)
         if self.store is None:
             journal.flush()
-        elif journal.ended_ahead() == (state.value, kw.get("outputs"), kw.get("outcome")):
-            pass  # recorded with the last step's writes, in their checkpoint transaction
         else:
             try:
                 # With a checkpointer of the caller's (maybe another database) the end commits
                 # synchronously: see FlowRunStore.finish_flow_run.
-                self.store.finish_flow_run(run_id, status=state, synchronous=not self._owns_checkpointer,
+                self.store.finish_flow_run(run_id, status=state, synchronous=self._owned is None,
                                            journal=journal, **kw)
             except InvalidTransitionError:
                 log.warning("flow run %r had already ended", run_id)
                 journal.flush()
         self._cleanup(run_id)
 
-    def _cleanup(self, run_id: str, *, force: bool = False, now: bool = False) -> None:
+    def _cleanup(self, run_id: str) -> None:
         """Delete the run's checkpoints (retention): in batches on a background thread when
         the runtime owns its checkpointer, so a run's result does not wait for it (``close()``
         waits for what is queued); at once with a checkpointer the caller passed in."""
-        if self.retention != "delete_on_finish" and not force:
+        if self.retention != "delete_on_finish":
             return
         if getattr(self.checkpointer, "delete_thread", None) is None:
             return
-        if now or not self._owns_checkpointer:
+        if self._owned is None:
             # A checkpointer the caller passed in may be closed by them at any time.
             self._delete([run_id])
             return
@@ -774,10 +666,11 @@ class FlowRuntime:
         """The checkpointer the retention thread deletes through: a second one on the same
         database with its own connection, so running flows never wait for a deletion behind
         their checkpointer's connection lock."""
-        if self._retention_saver is None:
-            self._retention_saver = (default_checkpointer(self.store)
-                                     if getattr(self.checkpointer, "soloflow_close", None) else self.checkpointer)
-        return self._retention_saver
+        if self._owned is None or not self._owned.connected:
+            return self.checkpointer
+        if self._retention is None:
+            self._retention = open_checkpointer(self.store)
+        return self._retention.saver
 
 
 __all__ = ["FlowRuntime", "Retention"]

@@ -1,10 +1,11 @@
 """What the flow runtime (:mod:`soloflow_langgraph.runtime.flow_runtime`) needs around its runs: who owns
-a run (``host:pid``), the default LangGraph checkpointer for a store, deleting a run's
-checkpoints, and the journal work done when a run is resumed or ends early.
+a run (``host:pid``), the LangGraph checkpointer opened for a store (:class:`OwnedCheckpointer`),
+deleting a run's checkpoints, and the journal work done when a run is resumed or ends early.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -43,48 +44,78 @@ def owner_alive(owner: str | None) -> bool | None:
     return True
 
 
-def default_checkpointer(store: Store | None) -> Any:
-    """LangGraph's checkpointer for ``store``'s database (see the module docstring)."""
+class OwnedCheckpointer:
+    """A LangGraph checkpointer opened on a store's database, with the connection under it.
+    Whoever opens one closes it (:meth:`close`, or a ``with`` block); the checkpointer is
+    LangGraph's own class, set up through its public constructors.
+
+    Example::
+
+        with open_checkpointer(store) as owned:
+            graph = compile_flow(flow, checkpointer=owned.saver)
+    """
+
+    def __init__(self, saver: Any, stack: contextlib.ExitStack | None = None) -> None:
+        self.saver = saver
+        """The checkpointer: ``SqliteSaver``, ``PostgresSaver`` or ``InMemorySaver``."""
+        self._stack = stack
+
+    @property
+    def connected(self) -> bool:
+        """Whether it holds a database connection (a second one may be opened beside it)."""
+        return self._stack is not None
+
+    def close(self) -> None:
+        """Close the connection it was opened on (idempotent)."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+
+    def __enter__(self) -> OwnedCheckpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_checkpointer(store: Store | None) -> OwnedCheckpointer:
+    """LangGraph's checkpointer for ``store``'s database: ``SqliteSaver`` on a file next to a
+    SQLite file store, ``PostgresSaver`` in a PostgreSQL store's database (connected as
+    ``PostgresSaver.from_conn_string`` connects), ``InMemorySaver`` otherwise."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     if store is None:
-        return InMemorySaver()
+        return OwnedCheckpointer(InMemorySaver())
     url = store.engine.url
     if url.get_backend_name() == "sqlite":
         db = url.database
         if not db or db == ":memory:":
-            return InMemorySaver()
+            return OwnedCheckpointer(InMemorySaver())
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         path = Path(db)
         ckpt = path.with_name(f"{path.stem}-checkpoints{path.suffix or '.db'}")
-        conn = sqlite3.connect(str(ckpt), check_same_thread=False)
+        stack = contextlib.ExitStack()
+        conn = stack.enter_context(contextlib.closing(sqlite3.connect(str(ckpt), check_same_thread=False)))
         conn.execute("PRAGMA busy_timeout = 30000")
         saver = SqliteSaver(conn)
         saver.setup()
-        saver.soloflow_close = conn.close  # type: ignore[attr-defined]
-        return saver
+        return OwnedCheckpointer(saver, stack)
     if url.get_backend_name() == "postgresql":
-        import psycopg
-        from psycopg.rows import dict_row
-
-        from soloflow_langgraph.runtime.savers import JournalingPostgresSaver
+        from langgraph.checkpoint.postgres import PostgresSaver
 
         dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
-        pg = psycopg.connect(dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-        # LangGraph's PostgresSaver, set up as PostgresSaver.from_conn_string sets it up; it
-        # also carries the step journal's writes in its own transactions (runtime.savers).
-        saver_pg = JournalingPostgresSaver(pg)  # type: ignore[arg-type]
-        saver_pg.setup()
-        saver_pg.soloflow_close = pg.close  # type: ignore[attr-defined]
-        return saver_pg
+        stack = contextlib.ExitStack()
+        saver_pg = stack.enter_context(PostgresSaver.from_conn_string(dsn))
+        try:
+            saver_pg.setup()
+        except BaseException:
+            stack.close()
+            raise
+        return OwnedCheckpointer(saver_pg, stack)
     raise SoloFlowError(f"no LangGraph checkpointer for a {url.get_backend_name()!r} store; "
                         "pass checkpointer= to FlowRuntime")
 
-
-NOT_CALLED = "the run stopped before this step, begun ahead, was called"
-"""The detail of a step recorded ``skipped`` because its run ended after the journal had
-begun it ahead (``StepJournal.begin_ahead``) and before its node ran."""
 
 RETENTION_LINGER = 0.5
 """Seconds the retention thread waits to gather ended runs into one deletion."""
@@ -92,29 +123,17 @@ RETENTION_BATCH = 500
 
 
 def delete_checkpoints(checkpointer: Any, thread_ids: Sequence[str]) -> None:
-    """Delete every checkpoint and write of ``thread_ids`` in one transaction where the
-    checkpointer allows it: ``PostgresSaver.prune(strategy="delete")``; on a ``SqliteSaver``
-    the two statements of its own ``delete_thread`` over all the threads; otherwise
-    ``delete_thread`` per thread."""
+    """Delete every checkpoint and write of ``thread_ids`` through the checkpointer's public
+    API: ``prune(thread_ids, strategy="delete")`` (one transaction on ``PostgresSaver``) where
+    the checkpointer implements it, else ``delete_thread`` per thread."""
     ids = [str(t) for t in thread_ids]
     if not ids:
         return
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    if isinstance(checkpointer, SqliteSaver):
-        for at in range(0, len(ids), 500):  # SQLite's bound-parameter limit
-            chunk = ids[at:at + 500]
-            marks = ", ".join("?" * len(chunk))
-            with checkpointer.cursor() as cur:
-                cur.execute(f"DELETE FROM checkpoints WHERE thread_id IN ({marks})", chunk)
-                cur.execute(f"DELETE FROM writes WHERE thread_id IN ({marks})", chunk)
-        return
-    prune = getattr(checkpointer, "prune", None)
-    if len(ids) > 1 and prune is not None and type(checkpointer).__name__ == "PostgresSaver":
+    if len(ids) > 1:
         try:
-            prune(ids, strategy="delete")
+            checkpointer.prune(ids, strategy="delete")
             return
-        except NotImplementedError:  # a langgraph-checkpoint-postgres without prune()
+        except NotImplementedError:  # BaseCheckpointSaver's default: not implemented by this saver
             pass
     for tid in ids:
         checkpointer.delete_thread(tid)
@@ -122,8 +141,8 @@ def delete_checkpoints(checkpointer: Any, thread_ids: Sequence[str]) -> None:
 
 def recover_completions(rec: FlowRunRecord, snapshot: Any, journal: StepJournal) -> None:
     """Steps the journal has ``running`` whose output the checkpoint holds: their call
-    returned before the process ended, but the completion was not yet written (held for the
-    next write). LangGraph will not run them again, so record them completed now."""
+    returned before the process ended, but the completion was not yet written (deferred to
+    the next write). LangGraph will not run them again, so record them completed now."""
     running = {s.step_key for s in rec.steps if s.state == "running"}
     if not running:
         return
@@ -158,7 +177,7 @@ def skip_rest(rec: FlowRunRecord, journal: StepJournal, reason: str, exclude: st
             journal.skipped(sid, sid, reason)
 
 
-def handoff_text(flow: FlowDefinition, halt: dict[str, Any], results: dict[str, Any],
+def handoff_text(flow: FlowDefinition, halt: dict[str, Any], *, results: dict[str, Any],
                  errors: dict[str, str]) -> str:
     """What an agent is told when a flow hands a task back (``on_failure="fallback"``)."""
     done = [s.id for s in flow.steps if s.id in results]
@@ -174,5 +193,5 @@ def handoff_text(flow: FlowDefinition, halt: dict[str, Any], results: dict[str, 
     )
 
 
-__all__ = ["NOT_CALLED", "RETENTION_BATCH", "RETENTION_LINGER", "default_checkpointer", "delete_checkpoints",
-           "handoff_text", "owner_alive", "process_owner", "recover_completions", "skip_rest"]
+__all__ = ["RETENTION_BATCH", "RETENTION_LINGER", "OwnedCheckpointer", "delete_checkpoints", "handoff_text",
+           "open_checkpointer", "owner_alive", "process_owner", "recover_completions", "skip_rest"]

@@ -38,6 +38,7 @@ from soloflow_core.errors import (
     PluginError,
     SoloFlowError,
 )
+from soloflow_langgraph._messages import message_text
 from soloflow_langgraph.sequential.budget import UsageMeter, metered_config
 from soloflow_langgraph.sequential.hookspecs import add_sequential_hookspecs
 from soloflow_langgraph.sequential.models import RESULT_TYPES, ROLES, RoleInput
@@ -157,14 +158,6 @@ def _json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # content blocks
-        return "".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content if b)
-    return str(content)
-
-
 def _unwrap(value: Any) -> Any:
     """An agent state or a message → what it carries."""
     if isinstance(value, Mapping):
@@ -187,7 +180,7 @@ def parse_role_output(role: str, value: Any) -> BaseModel:
     if isinstance(value, result_type):
         return value
     if isinstance(value, BaseMessage | str):  # before BaseModel: messages are models too
-        text = _content_text(value.content) if isinstance(value, BaseMessage) else value
+        text = message_text(value) if isinstance(value, BaseMessage) else value
         data = _json_object(text)
         if data is None:
             raise AgentOutputError(

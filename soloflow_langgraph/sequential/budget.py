@@ -116,7 +116,12 @@ class UsageMeter(BaseCallbackHandler):
         """What was counted so far (a copy)."""
         with self._lock:
             u = self._usage
-            return Usage(u.input_tokens, u.output_tokens, u.cost, u.model_calls)
+            return Usage(
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cost=u.cost,
+                model_calls=u.model_calls,
+            )
 
 
 @dataclass(frozen=True, slots=True)

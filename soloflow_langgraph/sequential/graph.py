@@ -142,7 +142,7 @@ class _Phases:
         )
 
     def _summarize(
-        self, text: str, budget: int, purpose: str, meter: UsageMeter, config: RunnableConfig
+        self, text: str, *, budget: int, purpose: str, meter: UsageMeter, config: RunnableConfig
     ) -> str:
         return summarize_context(
             self.pm, text, token_budget=budget, purpose=purpose, meter=meter, config=config
@@ -152,11 +152,11 @@ class _Phases:
         self,
         s: GraphState,
         agent: str,
+        *,
         usage: Usage,
         started: float,
         summary: str,
         update: dict[str, Any],
-        *,
         score: float | None = None,
     ) -> dict[str, Any]:
         """The node's update: its decision, the phase record, totals, and the budget check."""
@@ -214,14 +214,23 @@ class _Phases:
         )
         summary = f"contracts written: {count_tokens(result.contracts)} tokens"
         return self._finish(
-            s, "contract_writer", meter.usage(), started, summary, {"contracts": result.contracts}
+            s,
+            "contract_writer",
+            usage=meter.usage(),
+            started=started,
+            summary=summary,
+            update={"contracts": result.contracts},
         )
 
     def _load_summary(self, s: GraphState, config: RunnableConfig, agent: str) -> dict[str, Any]:
         started, meter = time.perf_counter(), self._meter()
         contracts = s.get("contracts", "")
         summary_text = self._summarize(
-            contracts, self.settings.contracts_token_budget, "contracts", meter, config
+            contracts,
+            budget=self.settings.contracts_token_budget,
+            purpose="contracts",
+            meter=meter,
+            config=config,
         )
         outer = s.get("outer_iteration", 0) + 1
         update = {
@@ -238,7 +247,9 @@ class _Phases:
             f"contracts {count_tokens(contracts)} → {count_tokens(summary_text)} tokens; "
             f"outer iteration {outer}"
         )
-        return self._finish(s, agent, meter.usage(), started, line, update)
+        return self._finish(
+            s, agent, usage=meter.usage(), started=started, summary=line, update=update
+        )
 
     def create_summary(self, s: GraphState, config: RunnableConfig) -> dict[str, Any]:
         return self._load_summary(s, config, "create_summary")
@@ -271,7 +282,13 @@ class _Phases:
             update.update(status="failed", reason="max_inner_reached", inner_loop_active=False)
         line = f"compliance {result.compliance_score:.2f}, {len(result.violations)} violation(s)"
         return self._finish(
-            s, "auditor", meter.usage(), started, line, update, score=result.compliance_score
+            s,
+            "auditor",
+            usage=meter.usage(),
+            started=started,
+            summary=line,
+            update=update,
+            score=result.compliance_score,
         )
 
     def code_generator(self, s: GraphState, config: RunnableConfig) -> dict[str, Any]:
@@ -283,14 +300,23 @@ class _Phases:
             contracts_summary=s.get("contracts_summary", ""),
             compliance_score=s.get("compliance_score"),
             violations_summary=self._summarize(
-                violations, self.settings.violations_token_budget, "violations", meter, config
+                violations,
+                budget=self.settings.violations_token_budget,
+                purpose="violations",
+                meter=meter,
+                config=config,
             ),
         )
         result = self.agents["code_generator"].run(inp, meter, config)
         inner = s.get("inner_iteration", 0) + 1
         line = result.summary or f"{len(result.files_changed)} file(s) changed"
         return self._finish(
-            s, "code_generator", meter.usage(), started, line, {"inner_iteration": inner}
+            s,
+            "code_generator",
+            usage=meter.usage(),
+            started=started,
+            summary=line,
+            update={"inner_iteration": inner},
         )
 
     def evaluator(self, s: GraphState, config: RunnableConfig) -> dict[str, Any]:
@@ -309,7 +335,9 @@ class _Phases:
         if not result.satisfied and s.get("outer_iteration", 0) >= s["max_outer"]:
             update.update(status="failed", reason="max_outer_reached")
         line = "satisfied" if result.satisfied else f"not satisfied: {result.feedback[:120]}"
-        return self._finish(s, "evaluator", meter.usage(), started, line, update)
+        return self._finish(
+            s, "evaluator", usage=meter.usage(), started=started, summary=line, update=update
+        )
 
     def refiner(self, s: GraphState, config: RunnableConfig) -> dict[str, Any]:
         started, meter = time.perf_counter(), self._meter()
@@ -320,16 +348,21 @@ class _Phases:
             compliance_score=s.get("compliance_score"),
             evaluator_feedback=self._summarize(
                 s.get("evaluator_feedback", ""),
-                self.settings.feedback_token_budget,
-                "feedback",
-                meter,
-                config,
+                budget=self.settings.feedback_token_budget,
+                purpose="feedback",
+                meter=meter,
+                config=config,
             ),
         )
         result = self.agents["refiner"].run(inp, meter, config)
         line = result.notes or f"contracts revised: {count_tokens(result.contracts)} tokens"
         return self._finish(
-            s, "refiner", meter.usage(), started, line, {"contracts": result.contracts}
+            s,
+            "refiner",
+            usage=meter.usage(),
+            started=started,
+            summary=line,
+            update={"contracts": result.contracts},
         )
 
     def pr_orchestrator(self, s: GraphState, config: RunnableConfig) -> dict[str, Any]:
@@ -345,10 +378,10 @@ class _Phases:
         return self._finish(
             s,
             "pr_orchestrator",
-            meter.usage(),
-            started,
-            result.summary or result.pr_url or "pull request opened",
-            update,
+            usage=meter.usage(),
+            started=started,
+            summary=result.summary or result.pr_url or "pull request opened",
+            update=update,
         )
 
     # ------------------------------------------------------------------ routing

@@ -193,7 +193,7 @@ class SequentialWorkflow:
             token_budget=self.token_budget,
         )
         config = self._config(thread_id, self.max_outer, self.max_inner)
-        return self._drive(initial.model_dump(mode="json"), config, 0, on_phase)
+        return self._drive(initial.model_dump(mode="json"), config, seen=0, on_phase=on_phase)
 
     def resume(self, thread_id: str, *, on_phase: PhaseCallback | None = None) -> WorkflowResult:
         """Go on with an interrupted workflow from its last finished phase.
@@ -215,12 +215,13 @@ class SequentialWorkflow:
         if not snapshot.next:
             return self._result(state, thread_id)
         config = self._config(thread_id, state.max_outer, state.max_inner)
-        return self._drive(None, config, len(state.phase_history), on_phase)
+        return self._drive(None, config, seen=len(state.phase_history), on_phase=on_phase)
 
     def _drive(
         self,
         graph_input: dict[str, Any] | None,
         config: RunnableConfig,
+        *,
         seen: int,
         on_phase: PhaseCallback | None,
     ) -> WorkflowResult:

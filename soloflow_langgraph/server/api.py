@@ -56,7 +56,7 @@ class Unauthorized(Exception):
         self.detail = detail
 
 
-def _error(status: int, kind: str, detail: str, problems: Sequence[dict[str, Any]] = (),
+def _error(status: int, kind: str, detail: str, *, problems: Sequence[dict[str, Any]] = (),
            headers: dict[str, str] | None = None) -> JSONResponse:
     body = ErrorBody(error=kind, detail=detail, problems=list(problems))
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
@@ -111,7 +111,7 @@ def _install_errors(app: FastAPI) -> None:
     async def invalid_flow(request: Request, exc: FlowValidationError) -> Response:
         steps: Sequence[Any] = getattr(request.state, "submitted_steps", ())
         prefix = getattr(request.state, "flow_prefix", "")
-        return _error(422, "Invalid", str(exc), problems_of(exc, prefix, steps))
+        return _error(422, "Invalid", str(exc), problems=problems_of(exc, prefix, steps))
 
     @app.exception_handler(ConfigError)
     async def bad_value(_: Request, exc: ConfigError) -> Response:
@@ -137,7 +137,7 @@ def _install_errors(app: FastAPI) -> None:
     async def invalid(_: Request, exc: RequestValidationError) -> Response:
         problems = [{"path": _path(e.get("loc", ())), "message": e.get("msg", "")} for e in exc.errors()]
         head = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
-        return _error(422, "Invalid", f"invalid request: {head}", problems)
+        return _error(422, "Invalid", f"invalid request: {head}", problems=problems)
 
     @app.exception_handler(Exception)
     async def crashed(_: Request, exc: Exception) -> Response:

@@ -119,19 +119,21 @@ class _Builtin:
 
 BUILTIN_TOOLS: dict[str, _Builtin] = {
     "soloflow_run": _Builtin(
-        "Run a registered SoloFlow flow (no model call). Returns its result; when it waits for a "
-        "person's approval or runs longer than wait_seconds, its run_id — follow it with soloflow_status.",
-        RunArgs, RunOutcomeView, "write"),
-    "soloflow_status": _Builtin("A flow run's state, outcome and steps.", RunIdArgs, FlowRunView, "read"),
+        description="Run a registered SoloFlow flow (no model call). Returns its result; when it waits for "
+        "a person's approval or runs longer than wait_seconds, its run_id — follow it with soloflow_status.",
+        args=RunArgs, output=RunOutcomeView, scope="write"),
+    "soloflow_status": _Builtin(description="A flow run's state, outcome and steps.", args=RunIdArgs,
+                                output=FlowRunView, scope="read"),
     "soloflow_list": _Builtin(
-        "The registered flows of this namespace, with their record and quality score.", ListArgs,
-        WorkflowPage, "read"),
+        description="The registered flows of this namespace, with their record and quality score.",
+        args=ListArgs, output=WorkflowPage, scope="read"),
     "soloflow_cancel": _Builtin(
-        "Cancel a flow run: a running one stops before its next step.", RunIdArgs, FlowRunView, "write"),
+        description="Cancel a flow run: a running one stops before its next step.", args=RunIdArgs,
+        output=FlowRunView, scope="write"),
     "soloflow_find": _Builtin(
-        "The flows that fit a task, best first (text, tools named, confidence; ties by quality).", FindArgs,
-        FindResult, "read"),
-}  # fmt: skip
+        description="The flows that fit a task, best first (text, tools named, confidence; ties by quality).",
+        args=FindArgs, output=FindResult, scope="read"),
+}
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -273,6 +273,8 @@ class RunOutcomeView(_View):
     run_id: str | None
     flow: str
     status: Literal["completed", "failed", "fallback", "cancelled", "waiting", "running"]
+    outcome: str | None = None
+    """Why it ended so, as recorded (see ``FlowRunResult.outcome``); None while it runs or waits."""
     output: Any = None
     results: dict[str, Any] = Field(default_factory=dict)
     errors: dict[str, str] = Field(default_factory=dict)
@@ -284,7 +286,7 @@ class RunOutcomeView(_View):
 
     @classmethod
     def of(cls, r: FlowRunResult) -> RunOutcomeView:
-        return cls(run_id=r.run_id, flow=r.flow, status=r.status, output=r.output,  # type: ignore[arg-type]
+        return cls(run_id=r.run_id, flow=r.flow, status=r.status, outcome=r.outcome, output=r.output,
                    results=r.results, errors=r.errors, handoff=r.handoff, interrupt=r.interrupt,
                    failed_step=r.failed_step, error=r.error, duration_ms=round(r.duration_ms, 3))  # fmt: skip
 

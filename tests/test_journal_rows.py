@@ -1,6 +1,6 @@
-"""The journal's compact writes: a run's start riding in its first checkpoint save
-(PostgreSQL), and a step's usual begin and completion kept in the step's own row, each with
-its place in the run's history, not as transition rows — on real SQLite files and PostgreSQL."""
+"""The journal's compact rows: a step's usual begin and completion kept in the step's own row,
+each with its place in the run's history, not as transition rows — on real SQLite files and
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -11,12 +11,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from soloflow_core.errors import StoreError
 from soloflow_core.flow.fsm import check_run_transition, check_step_transition
 from soloflow_core.models import Compensation, FlowDefinition, FlowStep
-from soloflow_core.store import Store, flowruns, journal_io
+from soloflow_core.store import Store
 from soloflow_core.store import schema as t
-from soloflow_core.store.driver_journal import StartWrite
 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
 NS = {"user_id": "carry-user", "agent_id": "carry-agent"}
@@ -59,47 +57,6 @@ def _runtime(store: Store, made: list[FlowRuntime], tools: list[Any], **kw: Any)
     return rt
 
 
-def _spy_rides(rt: FlowRuntime) -> list[Any]:
-    """The rides the runtime's checkpointer is handed (PostgreSQL), in order."""
-    rides: list[Any] = []
-    offer = rt.checkpointer.ride
-
-    def ride(thread_id: str, statements: Any) -> Any:
-        rides.append(offer(thread_id, statements))
-        return rides[-1]
-
-    rt.checkpointer.ride = ride
-    return rides
-
-
-def _spy_starts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Runs recorded by a write of their own (``start_flow_run`` / ``start_latest_flow_run``)."""
-    own: list[str] = []
-    for name in ("start_flow_run", "start_latest_flow_run"):
-        real = getattr(Store, name)
-
-        def spy(self: Any, *a: Any, _real: Any = real, **kw: Any) -> Any:
-            out = _real(self, *a, **kw)
-            own.append(out)
-            return out
-
-        monkeypatch.setattr(Store, name, spy)
-    return own
-
-
-def _count_sqlite_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """One entry per write transaction of the journal on SQLite, as they happen."""
-    writes: list[int] = []
-    real_tx = journal_io._sqlite_transaction
-
-    def counted(*a: Any, **kw: Any) -> Any:
-        writes.append(1)
-        return real_tx(*a, **kw)
-
-    monkeypatch.setattr(journal_io, "_sqlite_transaction", counted)
-    return writes
-
-
 def _legal(history: list[Any]) -> None:
     """Every transition is one the state machines allow, in the order listed."""
     run_state: str | None = None
@@ -118,10 +75,6 @@ def _legal(history: list[Any]) -> None:
             steps[m.step_key] = m.to_state
 
 
-def _threads(rt: FlowRuntime) -> set[str]:
-    return {c.config["configurable"]["thread_id"] for c in rt.checkpointer.list(None)}
-
-
 def _run_ids(store: Store) -> set[str]:
     with store.engine.connect() as conn:
         return set(conn.execute(sa.select(t.flow_runs.c.id).where(t.flow_runs.c.user_id == NS["user_id"]))
@@ -131,115 +84,6 @@ def _run_ids(store: Store) -> set[str]:
 # ---------------------------------------------------------------- the run's start
 
 
-def test_a_new_runs_start_rides_in_its_first_checkpoint_save(store, runtimes, monkeypatch):
-    """A new run (no id or on_started from the caller) is recorded with its first step's
-    begin, in one write, before that step is called: on PostgreSQL in its first checkpoint
-    save (the start's statement, then the begin's), on SQLite in one transaction. With
-    on_started, by a write of its own first. Either way the record is the same."""
-    calls: list[str] = []
-    flow = FlowDefinition(name="rides", steps=[_step("a"), _step("b", "a")])
-    store.register_flow(flow, source="user-submitted", **NS)
-    rt = _runtime(store, runtimes, [_tool("a", calls), _tool("b", calls)])
-    carries = getattr(rt.checkpointer, "carries_journal", False)
-    assert carries == (store.engine.dialect.name == "postgresql")
-    rides = _spy_rides(rt) if carries else []
-    own = _spy_starts(monkeypatch)
-    transactions = _count_sqlite_writes(monkeypatch)
-
-    result = rt.run("rides", {"x": 1})
-    assert result.status == "completed" and calls == ["a", "b"]
-    assert own == []
-    if carries:
-        first = rides[0]
-        assert [st.split(" (")[0] for st, _ in first.statements] == ["WITH run AS", "INSERT INTO sf_flow_step_runs"]
-        assert first.rows == [[(1,)], [(1,)]]  # it recorded the run, then began a, in the save
-    else:  # start + a's begin; a's completion + b's begin; b's completion + the run's end
-        assert len(transactions) == 3
-    rec = rt.status(result.run_id)
-    assert (rec.state, rec.flow_version, rec.inputs) == ("completed", 1, {"x": 1})
-    history = rt.history(result.run_id)
-    _legal(history)
-    assert [(m.step_key, m.to_state) for m in history if m.to_state in ("running", "completed")] == [
-        (None, "running"), ("a", "running"), ("a", "completed"), ("b", "running"), ("b", "completed"),
-        (None, "completed")]
-
-    seen: list[str] = []
-    again = rt.run("rides", {}, on_started=seen.append)  # promised the id once recorded: its own write
-    assert seen == [again.run_id] and again.run_id in own
-
-
-def test_a_runs_start_and_its_parallel_first_steps_are_one_write(store, runtimes, monkeypatch):
-    """Steps that depend on nothing are begun with the run's start, in the same write (the
-    first checkpoint save on PostgreSQL, one transaction on SQLite), listed after the start
-    and before anything later; each begins once (the history has one move to running per step)."""
-    calls: list[str] = []
-    flow = FlowDefinition(name="roots", steps=[_step("a"), _step("b"), _step("c", "a", "b")])
-    store.register_flow(flow, source="user-submitted", **NS)
-    rt = _runtime(store, runtimes, [_tool(k, calls) for k in "abc"])
-    carries = getattr(rt.checkpointer, "carries_journal", False)
-    rides = _spy_rides(rt) if carries else []
-    own = _spy_starts(monkeypatch)
-    writes = _count_sqlite_writes(monkeypatch)
-
-    result = rt.run("roots", {})
-    assert result.status == "completed" and sorted(calls) == ["a", "b", "c"] and calls[-1] == "c"
-    assert own == []
-    if carries:
-        assert len(rides[0].statements) == 3 and rides[0].rows == [[(1,)], [(1,)], [(1,)]]
-    else:  # the start with a's and b's begins; their completions with c's begin; c's end
-        assert len(writes) <= 4
-    history = rt.history(result.run_id)
-    _legal(history)
-    moves = [(m.step_key, m.to_state) for m in history if m.to_state in ("running", "completed")]
-    assert moves[0] == (None, "running")
-    assert sorted(moves[1:3]) == [("a", "running"), ("b", "running")]
-    assert moves[-2:] == [("c", "completed"), (None, "completed")]
-    assert sorted(moves, key=str) == sorted([(None, "running"), ("a", "running"), ("b", "running"),
-                                             ("a", "completed"), ("b", "completed"), ("c", "running"),
-                                             ("c", "completed"), (None, "completed")], key=str)
-    rec = rt.status(result.run_id)
-    assert {s.step_key: (s.state, s.attempts) for s in rec.steps} == {
-        k: ("completed", 1) for k in "abc"}
-
-
-def test_a_carried_start_that_finds_a_newer_version_leaves_nothing_and_runs_the_newest(store, runtimes):
-    """The runtime starts the version it cached; when the start (in the first save on
-    PostgreSQL) finds that a newer one was registered, nothing of the attempt is kept — no run
-    row, no checkpoint, no step called — and the newest version runs."""
-    calls: list[str] = []
-    store.register_flow(FlowDefinition(name="moving", steps=[_step("a")]), source="user-submitted", **NS)
-    rt = _runtime(store, runtimes, [_tool("a", calls), _tool("b", calls)], retention="keep")
-    first = rt.run("moving", {})
-    assert first.status == "completed" and calls == ["a"]
-    other = Store.open(store.engine.url.render_as_string(hide_password=False))
-    try:
-        other.register_flow(FlowDefinition(name="moving", steps=[_step("b")]), source="user-submitted", **NS)
-    finally:
-        other.close()
-    second = rt.run("moving", {})
-    assert second.status == "completed" and calls == ["a", "b"]
-    assert rt.status(second.run_id).flow_version == 2
-    assert _run_ids(store) == {first.run_id, second.run_id}
-    assert _threads(rt) == {first.run_id, second.run_id}
-
-
-def test_a_carried_start_that_fails_raises_and_leaves_nothing(store, runtimes, monkeypatch):
-    """A start that cannot be written raises StoreError to the caller — from its own write,
-    or (PostgreSQL) from the first save and then the journal's own write — and leaves no run
-    row, no checkpoint, and no step called."""
-    calls: list[str] = []
-    flow = FlowDefinition(name="broken-start", steps=[_step("a")])
-    store.register_flow(flow, source="user-submitted", **NS)
-    rt = _runtime(store, runtimes, [_tool("a", calls)], retention="keep")
-    broken = StartWrite("INSERT INTO sf_no_such_table VALUES (%s)", (1,))
-    monkeypatch.setattr(flowruns, "_pg_start", lambda *a: broken)
-    # The SQLite start's own statement takes 14 parameters.
-    monkeypatch.setattr(flowruns, "_SQLITE_START_LATEST", f"INSERT INTO sf_no_such_table VALUES ({', '.join('?' * 14)})")
-    with pytest.raises(StoreError, match="sf_no_such_table"):
-        rt.run("broken-start", {})
-    assert calls == [] and _run_ids(store) == set() and _threads(rt) == set()
-
-
 class _Unsaveable:
     """An input value the store keeps as its text but LangGraph's serde refuses to save."""
 
@@ -247,9 +91,8 @@ class _Unsaveable:
 def test_a_first_save_that_fails_before_sending_anything_leaves_a_failed_run_and_no_running_step(
         store, runtimes):
     """LangGraph's first save of a run raises on the client side (an input it cannot
-    serialise): nothing carried was sent with it, the journal writes the start and the first
-    begin itself once, and the run ends recorded ``failed`` with its first step ``skipped``
-    (never called) — not a run or a step left ``running``."""
+    serialise): the run ends recorded ``failed``, its first step never called nor left
+    ``running``."""
     calls: list[str] = []
     flow = FlowDefinition(name="odd", steps=[_step("a")])
     store.register_flow(flow, source="user-submitted", **NS)
@@ -281,7 +124,7 @@ def _stored(store: Store, run_id: str) -> list[tuple[str | None, str | None, str
 
 
 def test_a_retried_step_keeps_its_first_begin_and_its_completion_in_its_row(store, runtimes):
-    """b's first attempt is begun ahead (kept in its row), fails, and is retried (stored
+    """b's first attempt is begun (kept in its row), fails, and is retried (stored
     rows), then completes (kept in its row): the history lists every move in order, the first
     attempt's start with its own time although the retry rewrote the row's ``started_at``."""
     calls: list[str] = []
@@ -332,7 +175,6 @@ def test_a_history_is_in_the_order_moves_were_written_whatever_the_clocks_say(st
     flow = FlowDefinition(name="clocks", steps=[_step("b"), _step("c"), _step("d")])
     run_id = store.start_flow_run(flow, {}, owner="test", **NS)
     journal = store.step_journal(run_id, defer_completions=True)
-    journal.begin_ahead([("b", "b"), ("c", "c"), ("d", "d")])  # SQLite: one write; else each begins below
     for k in "bcd":
         assert journal.begin(k, k).attempt == 1
     journal.succeeded("b", 1)
