@@ -53,8 +53,8 @@ from soloflow_core.store import Store
 from soloflow_core.store.writer import MAX_JSON_DEPTH, cut_value
 from soloflow_core.tracing import PriceTable
 from soloflow_langgraph._ledger_link import LedgerLink
-from soloflow_langgraph.agent_trace import AgentTrace
 from soloflow_langgraph._messages import content_text
+from soloflow_langgraph.agent_trace import AgentTrace
 
 if TYPE_CHECKING:
     import pluggy
@@ -453,7 +453,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         return state
 
     def _open_root(
-        self, run_id: UUID, name: str | None, task: str | None, metadata: Any = None
+        self, run_id: UUID, *, name: str | None, task: str | None, metadata: Any = None
     ) -> _Capture:
         now = datetime.now(UTC)
         key = run_id.int
@@ -481,7 +481,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             name = kwargs.get("name") or (serialized or {}).get("name")
             task = _task_from_inputs(inputs)
             with self._lock:
-                self._open_root(run_id, name, task, kwargs.get("metadata"))
+                self._open_root(run_id, name=name, task=task, metadata=kwargs.get("metadata"))
         else:
             with self._lock:
                 self._join(run_id, parent_run_id)
@@ -532,7 +532,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        state = self._model_start(serialized, run_id, parent_run_id, metadata, kwargs)
+        state = self._model_start(serialized, run_id, parent_run_id=parent_run_id, metadata=metadata, kwargs=kwargs)
         if state is not None and state.task is None and messages:
             # No task in the root's input (not a messages state): the model's first human turn.
             task = _first_human(list(messages[0]))
@@ -550,12 +550,13 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._model_start(serialized, run_id, parent_run_id, metadata, kwargs)
+        self._model_start(serialized, run_id, parent_run_id=parent_run_id, metadata=metadata, kwargs=kwargs)
 
     def _model_start(
         self,
         serialized: dict[str, Any] | None,
         run_id: UUID,
+        *,
         parent_run_id: UUID | None,
         metadata: dict[str, Any] | None,
         kwargs: dict[str, Any],
@@ -631,7 +632,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         call_id = kwargs.get("tool_call_id")
         with self._lock:
             if parent_run_id is None:  # a tool called directly: a one-call run
-                state: _Capture | None = self._open_root(run_id, name, None, kwargs.get("metadata"))
+                state: _Capture | None = self._open_root(run_id, name=name, task=None, metadata=kwargs.get("metadata"))
             else:
                 state = self._join(run_id, parent_run_id)
             if state is None:
@@ -644,7 +645,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
                 key, index = (len(state.turn_base) - 1, _NO_POSITION, seq), seq
             else:
                 key, index = (*placed, seq), state.turn_base[placed[0]] + placed[1]
-            call = _Call(name, args, key, index, started, call_id, meta=_effects(kwargs.get("metadata")))
+            call = _Call(name=name, args=args, key=key, index=index, started=started, tool_call_id=call_id,
+                         meta=_effects(kwargs.get("metadata")))
             state.calls.append(call)
             state.open_calls[run_id.int] = call
             if state.trace is not None:
@@ -655,7 +657,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         self, output: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         value, failed, call_id = _tool_output(output)
-        self._tool_done(run_id, value, failed, call_id, None)
+        self._tool_done(run_id, value, failed=failed, call_id=call_id, error=None)
 
     @_never_raises
     def on_tool_error(
@@ -667,10 +669,10 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         text = _error_text(error)
-        self._tool_done(run_id, text, True, kwargs.get("tool_call_id"), text)
+        self._tool_done(run_id, text, failed=True, call_id=kwargs.get("tool_call_id"), error=text)
 
     def _tool_done(
-        self, run_id: UUID, output: Any, failed: bool, call_id: str | None, error: str | None
+        self, run_id: UUID, output: Any, *, failed: bool, call_id: str | None, error: str | None
     ) -> None:
         ended = time.perf_counter()
         with self._lock:

@@ -46,7 +46,6 @@ KNOWN: dict[str, int] = {
     "soloflow_core/store/procedural.py": 1,
     "soloflow_core/store/repository.py": 3,
     "soloflow_core/testing/synthetic_ledger.py": 5,
-    "soloflow_langgraph/callbacks.py": 5,
 }
 
 

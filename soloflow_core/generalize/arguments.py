@@ -365,7 +365,7 @@ def _near_constant(canon: list[str]) -> tuple[int, list[int]] | None:
 
 
 def _composed(
-    values: list[Any], i: int, parsed: list[list[Any]], inputs: Mapping[str, list[Any]]
+    values: list[Any], i: int, *, parsed: list[list[Any]], inputs: Mapping[str, list[Any]]
 ) -> str | None:
     """A string template writing every occurrence's value from earlier outputs and inputs."""
     if not all(isinstance(v, str) for v in values):
@@ -488,7 +488,7 @@ def generalize(
                              "replay one task: an input, not a constant, as it "
                              + ("is in the task text" if in_task else "feeds a step with side effects"))
             if not in_task:
-                composed = _composed(values, i, parsed, input_values)
+                composed = _composed(values, i, parsed=parsed, inputs=input_values)
                 if composed is not None:
                     imap[key] = composed
                     srcs[key] = ArgumentSource("composed", composed, 0.9)

@@ -44,7 +44,7 @@ class TraceStore:
         if not spans:
             return 0
         if self._stamp is not None:
-            return self._add_spans_sqlite(run_id, spans, user_id, agent_id, self._stamp)
+            return self._add_spans_sqlite(run_id, spans, user_id=user_id, agent_id=agent_id, stamp=self._stamp)
         c = t.spans.c
         with self._writer.begin() as conn:
             where = (c.user_id == user_id, c.agent_id == agent_id, c.run_id == run_id)
@@ -65,7 +65,7 @@ class TraceStore:
                 conn.execute(sa.insert(t.spans), rows)
         return len(rows)
 
-    def _add_spans_sqlite(self, run_id: str, spans: Sequence[Span], user_id: str, agent_id: str,
+    def _add_spans_sqlite(self, run_id: str, spans: Sequence[Span], *, user_id: str, agent_id: str,
                           stamp: Callable[[datetime], str]) -> int:
         # The driver's connection and executemany, as the run's own write (``write_one_sqlite``):
         # SQLAlchemy's statement and per-row set-up costs several times the insert.

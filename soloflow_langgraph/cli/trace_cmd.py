@@ -46,7 +46,7 @@ def _add(tree: Tree, node: TraceNode) -> None:
         _add(branch, child)
 
 
-def show_trace(spans: list[Span], what: str, as_json: bool, otlp: Path | None) -> None:
+def show_trace(spans: list[Span], what: str, *, as_json: bool, otlp: Path | None) -> None:
     """Print (or export) the trace made of ``spans``; ``what`` names the run in messages."""
     from soloflow_core.tracing import build_tree, otlp_json, tree_json
 
@@ -86,7 +86,7 @@ def runs_trace(
         nested = span.attributes.get("soloflow.flow_run.id") if span.kind == "execute_tool" else None
         if isinstance(nested, str):
             spans.extend(store.get_spans(nested, **c.ns))
-    show_trace(spans, f"run {run_id}", as_json, otlp)
+    show_trace(spans, f"run {run_id}", as_json=as_json, otlp=otlp)
 
 
 @flow_runs_app.command("trace")
@@ -98,4 +98,4 @@ def flow_runs_trace(
 ) -> None:
     """A flow run's trace: its invocations, steps, tool calls (attempts) and approval waits."""
     c: Context = ctx.obj
-    show_trace(c.store().get_spans(run_id, **c.ns), f"flow run {run_id}", as_json, otlp)
+    show_trace(c.store().get_spans(run_id, **c.ns), f"flow run {run_id}", as_json=as_json, otlp=otlp)

@@ -66,8 +66,8 @@ from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
 from soloflow_core.memory.router import RouteDecision, decide_route
 from soloflow_core.models import FlowDefinition
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph.routing.capture import HookCapture
 from soloflow_langgraph._messages import message_text
+from soloflow_langgraph.routing.capture import HookCapture
 from soloflow_langgraph.routing.hints import FLOW_RUN_TOOL, RUNS_SEEN, OfferedFlows, output_text
 from soloflow_langgraph.routing.tools import waiting_text
 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
