@@ -36,7 +36,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun, ToolCall
-from soloflow_core.plugins import get_plugin_manager
+from soloflow_core.plugins import call_hook, get_plugin_manager
 from soloflow_core.store import Store
 
 if TYPE_CHECKING:
@@ -553,7 +553,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
                 call=_tool_call(call),
             )
             try:
-                hook(step=step)
+                call_hook(self.pm, "soloflow_step_finished", step=step)
             except Exception:
                 logger.exception("SoloFlow capture: a soloflow_step_finished plugin failed")
         if run_id == state.root_id:
@@ -615,7 +615,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         if not hook.get_hookimpls():
             return None
         try:
-            label = hook(task=task)
+            label = call_hook(self.pm, "soloflow_classify_task", task=task)
         except Exception:
             logger.exception("SoloFlow capture: a soloflow_classify_task plugin failed")
             return None
@@ -647,7 +647,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         hook = self.pm.hook.soloflow_run_finished
         if hook.get_hookimpls():
             try:
-                hook(run=run)
+                call_hook(self.pm, "soloflow_run_finished", run=run)
             except Exception:
                 logger.exception("SoloFlow capture: a soloflow_run_finished plugin failed")
         return True

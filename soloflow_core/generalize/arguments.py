@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soloflow_core.errors import SoloFlowError
-from soloflow_core.flow.templates import maybe_json
+from soloflow_core.flow.templates import escape_literal, maybe_json
 
 _MAX_LEAVES = 2000
 _MAX_DEPTH = 6
@@ -285,7 +285,7 @@ def generalize(
             values = [o.args[i][key] for o in occurrences]
             canon = [canonical_json(v) for v in values]
             if len(set(canon)) == 1:
-                imap[key] = values[0]
+                imap[key] = escape_literal(values[0])  # a recorded "{{" is text, not a template
                 srcs[key] = ArgumentSource("constant", values[0], 1.0 if len(values) > 1 else 0.5)
                 continue
             found = None
