@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
 from rich.console import Console
+from rich.errors import MarkupError
 from rich.markup import escape
 from typer.core import TyperGroup
 
@@ -19,8 +20,26 @@ if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig
     from soloflow_core.store import Store
 
-err = Console(stderr=True)
-out = Console()
+MAX_LIMIT = 100_000
+"""Largest ``--limit``-like option (how many rows to show or propose)."""
+MAX_COUNT = 2**31 - 1
+"""Largest count, version or id-like number option (what the databases store)."""
+
+
+class _LiteralSafeConsole(Console):
+    """A console on which stored text can never crash a command: a string whose markup rich
+    cannot parse (a task text holding ``[/x]``) is printed as it is. Stored text is escaped
+    where it is printed; this is the net under the places that forget."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:  # type: ignore[override]
+        try:
+            return super().render_str(text, **kwargs)
+        except MarkupError:
+            return super().render_str(text, **{**kwargs, "markup": False})
+
+
+err = _LiteralSafeConsole(stderr=True)
+out = _LiteralSafeConsole()
 
 
 class _SoloFlowGroup(TyperGroup):
@@ -64,6 +83,12 @@ class Context:
             self._store = Store.open(self.db)
         return self._store
 
+    def close(self) -> None:
+        """Close the store a command opened (also after an error)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
     @property
     def ns(self) -> Namespace:
         return {"user_id": self.user, "agent_id": self.agent}
@@ -87,6 +112,7 @@ def _global(
     agent: str = typer.Option("default", "--agent", envvar="SOLOFLOW_AGENT", help="The agent id (namespace)."),
 ) -> None:
     ctx.obj = Context(db=db, user=user, agent=agent)
+    ctx.call_on_close(ctx.obj.close)
 
 
 def print_json(value: Any) -> None:

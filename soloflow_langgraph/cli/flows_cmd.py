@@ -21,7 +21,7 @@ from soloflow_core.learning.promotion import (
 from soloflow_core.models import SOURCE_USER
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.cli._flow_runs import decide, load_tools
-from soloflow_langgraph.cli.app import Context, app, fail, out, print_json
+from soloflow_langgraph.cli.app import MAX_COUNT, Context, app, fail, out, print_json
 
 if TYPE_CHECKING:
     from soloflow_core.learning.quality import QualityScore
@@ -87,7 +87,7 @@ def candidates(
         table.add_row(x.id, x.status, str(x.occurrence_count),
                       "-" if x.fidelity is None else f"{x.fidelity:.2f}",
                       "-" if x.confidence is None else f"{x.confidence:.2f}",
-                      " → ".join(x.tool_sequence))
+                      escape(" → ".join(x.tool_sequence)))
     out.print(table)
     for x in cands:
         if x.status == "pending" and x.divergences:
@@ -182,7 +182,7 @@ def _quality_cell(q: QualityScore) -> str:
 def show(
     ctx: typer.Context,
     name: str = typer.Argument(..., help="The flow's name."),
-    version: int | None = typer.Option(None, "--version", help="Default: the latest."),
+    version: int | None = typer.Option(None, "--version", min=1, max=MAX_COUNT, help="Default: the latest."),
     mermaid: bool = typer.Option(False, "--mermaid", help="Print only the Mermaid diagram."),
     as_json: bool = typer.Option(False, "--json", help="Print only the definition as JSON."),
 ) -> None:
