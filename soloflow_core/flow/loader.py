@@ -236,6 +236,9 @@ def _parse_json(name: str, text: str) -> _Parsed:
     except RecursionError:
         raise FlowFileError(name, [FlowFileProblem(
             None, None, None, "the JSON is nested too deeply")]) from None
+    except ValueError as exc:  # a number of more than 4,300 digits
+        raise FlowFileError(name, [FlowFileProblem(
+            None, None, None, f"JSON value refused: {str(exc).split(';')[0]}; write a shorter number")]) from None
     positions, problems = _json_positions(text)
     return _Parsed(data, positions, problems)
 

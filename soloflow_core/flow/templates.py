@@ -143,7 +143,7 @@ def maybe_json(value: Any) -> Any:
         if s[:1] in ("{", "[") and s[-1:] in ("}", "]"):
             try:
                 return json.loads(s)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, too many digits, nested too deep
                 return value
     return value
 

@@ -38,8 +38,10 @@ class _LiteralSafeConsole(Console):
             return super().render_str(text, **{**kwargs, "markup": False})
 
 
-err = _LiteralSafeConsole(stderr=True)
-out = _LiteralSafeConsole()
+# No automatic highlighting: it colours stored text as if it were Python, and rich's
+# highlighter takes seconds on one long number in a task text.
+err = _LiteralSafeConsole(stderr=True, highlight=False)
+out = _LiteralSafeConsole(highlight=False)
 
 
 class _SoloFlowGroup(TyperGroup):
