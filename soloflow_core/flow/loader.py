@@ -87,9 +87,10 @@ def _load(file: Path) -> tuple[FlowDefinition, dict[Loc, Position]]:
                 None, None, None, f"the file is {size:,} bytes; a flow file is at most "
                 f"{MAX_FILE_BYTES:,}")])
         raw = file.read_bytes()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reason = getattr(exc, "strerror", None) or exc
         raise FlowFileError(name, [FlowFileProblem(
-            None, None, None, f"cannot read the file ({exc.strerror or exc}); check the path")]) from None
+            None, None, None, f"cannot read the file ({reason}); check the path")]) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
