@@ -2,16 +2,22 @@
 
 Plugins come from the ``soloflow`` entry-point group (built-in ones too) and from the
 modules named in ``SOLOFLOW_PLUGINS`` (comma-separated import paths), like pytest's ``-p``.
+
+A plugin that raises in a broadcast or first-result hook is isolated (:func:`call_hook`): the
+failure is logged with the plugin's name and the other implementations still run. With
+``SOLOFLOW_STRICT_PLUGINS=1`` or ``get_plugin_manager(strict=True)`` it is a
+:class:`PluginError` instead.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -24,6 +30,26 @@ if TYPE_CHECKING:
 
 ENV_PLUGINS = "SOLOFLOW_PLUGINS"
 ENV_BLOCKED = "SOLOFLOW_BLOCK_PLUGINS"
+ENV_STRICT = "SOLOFLOW_STRICT_PLUGINS"
+
+log = logging.getLogger(__name__)
+
+
+class SoloFlowPluginManager(pluggy.PluginManager):
+    """A pluggy plugin manager that knows whether plugin errors are fatal.
+
+    Attributes:
+        strict: a plugin raising in a hook called through :func:`call_hook` raises
+            :class:`PluginError` instead of being logged and skipped.
+    """
+
+    def __init__(self, project_name: str, *, strict: bool = False) -> None:
+        super().__init__(project_name)
+        self.strict = strict
+
+
+def _strict_from_env() -> bool:
+    return os.environ.get(ENV_STRICT, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _split(value: str | None) -> list[str]:
@@ -45,7 +71,8 @@ def get_plugin_manager(
     blocked: Iterable[str] = (),
     plugins: Iterable[object] = (),
     config: SoloFlowConfig | None = None,
-) -> pluggy.PluginManager:
+    strict: bool = False,
+) -> SoloFlowPluginManager:
     """Build a fresh plugin manager (no global state).
 
     Args:
@@ -54,13 +81,15 @@ def get_plugin_manager(
             ``SOLOFLOW_BLOCK_PLUGINS`` are blocked too.
         plugins: plugin objects to register in addition (tests, embedding applications).
         config: handed to ``soloflow_configure``; defaults to ``SoloFlowConfig()``.
+        strict: make a plugin's failure in an isolated hook fatal (a :class:`PluginError`)
+            instead of logged; ``SOLOFLOW_STRICT_PLUGINS=1`` turns it on too. For tests.
 
     Raises:
         PluginError: a module named in ``SOLOFLOW_PLUGINS`` cannot be imported.
     """
     from soloflow_core.models import SoloFlowConfig
 
-    pm = pluggy.PluginManager(PROJECT_NAME)
+    pm = SoloFlowPluginManager(PROJECT_NAME, strict=strict or _strict_from_env())
     pm.add_hookspecs(hookspecs)
     for name in [*blocked, *_split(os.environ.get(ENV_BLOCKED))]:
         pm.set_blocked(name)
@@ -104,14 +133,10 @@ def _plugin_label(pm: pluggy.PluginManager, plugin: object) -> str:
     return getattr(plugin, "__name__", None) or type(plugin).__name__
 
 
-def failing_plugin(pm: pluggy.PluginManager, hook_name: str, exc: BaseException) -> str | None:
-    """The plugin whose implementation of ``hook_name`` raised ``exc`` (the innermost
-    implementation on its traceback), or None when no implementation was running."""
-    hook = getattr(pm.hook, hook_name, None)
-    if hook is None:
-        return None
+def _failing_impl(hook: Any, exc: BaseException) -> pluggy.HookImpl | None:
+    """The implementation of ``hook`` that raised ``exc``: the innermost one on its traceback."""
     codes = {
-        code: _plugin_label(pm, impl.plugin)
+        code: impl
         for impl in hook.get_hookimpls()
         if (code := getattr(impl.function, "__code__", None)) is not None
     }
@@ -121,6 +146,81 @@ def failing_plugin(pm: pluggy.PluginManager, hook_name: str, exc: BaseException)
         culprit = codes.get(tb.tb_frame.f_code, culprit)
         tb = tb.tb_next
     return culprit
+
+
+def failing_plugin(pm: pluggy.PluginManager, hook_name: str, exc: BaseException) -> str | None:
+    """The plugin whose implementation of ``hook_name`` raised ``exc`` (the innermost
+    implementation on its traceback), or None when no implementation was running."""
+    hook = getattr(pm.hook, hook_name, None)
+    if hook is None:
+        return None
+    impl = _failing_impl(hook, exc)
+    return None if impl is None else _plugin_label(pm, impl.plugin)
+
+
+def is_strict(pm: pluggy.PluginManager) -> bool:
+    """Whether a plugin's failure in :func:`call_hook` is fatal for ``pm``."""
+    return (isinstance(pm, SoloFlowPluginManager) and pm.strict) or _strict_from_env()
+
+
+def call_hook(pm: pluggy.PluginManager, hook_name: str, /, **kwargs: Any) -> Any:
+    """Call hook ``hook_name`` so that one failing plugin does not silence the others.
+
+    The hook is called as pluggy calls it (wrappers once, in the usual order). When an
+    implementation raises, the failure is logged with the plugin's name and the
+    implementations after it are called in turn, so a first-result hook still gets its
+    answer and every broadcast listener still hears the call (wrappers, which saw the
+    failure, do not wrap the rest). In strict mode
+    (:func:`is_strict`) the failure is a :class:`PluginError` naming the plugin instead.
+    SoloFlow's own errors, and exceptions raised outside any implementation, pass through.
+
+    Returns:
+        What pluggy returns: the first result, or the list of results. After a failure the
+        list holds the results of the implementations called after the failing one.
+
+    Example:
+        >>> call_hook(pm, "soloflow_classify_task", task="refund my order")
+    """
+    return _call_isolated(pm, hook_name, getattr(pm.hook, hook_name), kwargs, [])
+
+
+def _call_isolated(
+    pm: pluggy.PluginManager, hook_name: str, hook: Any, kwargs: dict[str, Any], removed: list[object]
+) -> Any:
+    """Call ``hook``; on a plugin's failure, call the implementations after it, leaving out
+    ``removed`` (those that already ran or failed, and the wrappers)."""
+    try:
+        return hook(**kwargs)
+    except SoloFlowError:
+        raise
+    except Exception as exc:
+        impl = _failing_impl(hook, exc)
+        if impl is None:
+            raise
+        name = _plugin_label(pm, impl.plugin)
+        if is_strict(pm):
+            raise PluginError(
+                f"plugin {name!r} failed in {hook_name}: {type(exc).__name__}: {exc}. "
+                f"Fix it, or block it with {ENV_BLOCKED}={name}.",
+                plugin=name,
+            ) from exc
+        log.error(
+            "plugin %r failed in %s (%s: %s); the other plugins still run. Fix it, or block "
+            "it with %s=%s.", name, hook_name, type(exc).__name__, exc, ENV_BLOCKED, name,
+            exc_info=exc,
+        )  # fmt: skip
+        impls = hook.get_hookimpls()
+        order = [i for i in reversed(impls) if not (i.wrapper or i.hookwrapper)]
+        if impl not in order:  # a wrapper failed: what ran inside it cannot be told apart
+            return None
+        done = order[: order.index(impl) + 1]
+        if len(done) == len(order):
+            return None
+        # The wrappers have seen this call (and its failure): the rest runs without them.
+        removed = [*removed, *(i.plugin for i in impls if i.wrapper or i.hookwrapper),
+                   *(i.plugin for i in done)]  # fmt: skip
+        rest = pm.subset_hook_caller(hook_name, remove_plugins=removed)
+        return _call_isolated(pm, hook_name, rest, kwargs, removed)
 
 
 @contextmanager

@@ -48,7 +48,7 @@ from soloflow_core.ledger.spill import (
 )
 from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun, ToolCall
-from soloflow_core.plugins import get_plugin_manager
+from soloflow_core.plugins import call_hook, get_plugin_manager
 from soloflow_core.store import Store
 from soloflow_core.store.writer import MAX_JSON_DEPTH, cut_value
 from soloflow_core.tracing import PriceTable
@@ -696,7 +696,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
                 call=_tool_call(call),
             )
             try:
-                hook(step=step)
+                call_hook(self.pm, "soloflow_step_finished", step=step)
             except Exception:
                 logger.exception("SoloFlow capture: a soloflow_step_finished plugin failed")
         if run_id == state.root_id:
@@ -772,7 +772,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         if not hook.get_hookimpls():
             return None
         try:
-            label = hook(task=task)
+            label = call_hook(self.pm, "soloflow_classify_task", task=task)
         except Exception:
             logger.exception("SoloFlow capture: a soloflow_classify_task plugin failed")
             return None
@@ -831,7 +831,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         hook = self.pm.hook.soloflow_run_finished
         if hook.get_hookimpls():
             try:
-                hook(run=run)
+                call_hook(self.pm, "soloflow_run_finished", run=run)
             except Exception:
                 logger.exception("SoloFlow capture: a soloflow_run_finished plugin failed")
 

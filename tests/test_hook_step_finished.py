@@ -191,8 +191,8 @@ def test_failing_plugins_never_break_the_agent(sqlite_store: Store, caplog) -> N
     run = sqlite_store.get_run(handler.last_run.run_id, user_id="default", agent_id="default")
     assert run.classification is None and len(run.tool_calls) == 4
     for text in (
-        "soloflow_step_finished plugin failed",
-        "soloflow_run_finished plugin failed",
-        "soloflow_classify_task plugin failed",
+        "plugin 'Failing' failed in soloflow_step_finished",
+        "plugin 'Failing' failed in soloflow_run_finished",
+        "plugin 'Failing' failed in soloflow_classify_task",
     ):
         assert text in caplog.text

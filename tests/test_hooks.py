@@ -320,7 +320,8 @@ def test_a_failing_flow_promoted_plugin_does_not_undo_the_registration(
     cand = _stored_candidate(sqlite_store, _flow())
     with caplog.at_level(logging.ERROR, logger="soloflow_core.learning.promotion"):
         flow = approve_candidate(sqlite_store, cand.id, user_id=USER, agent_id=AGENT, pm=pm)
-    assert "order-status" in caplog.text and "webhook down" in caplog.text
+    assert "plugin 'Failing' failed in soloflow_flow_promoted" in caplog.text
+    assert "webhook down" in caplog.text
     assert sqlite_store.get_flow(flow.name, user_id=USER, agent_id=AGENT).flow == flow
     assert sqlite_store.get_candidate(cand.id, user_id=USER, agent_id=AGENT).status == "approved"
 

@@ -81,10 +81,16 @@ def validate_flow_file(
 def _load(file: Path) -> tuple[FlowDefinition, dict[Loc, Position]]:
     name = str(file)
     try:
+        size = file.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise FlowFileError(name, [FlowFileProblem(
+                None, None, None, f"the file is {size:,} bytes; a flow file is at most "
+                f"{MAX_FILE_BYTES:,}")])
         raw = file.read_bytes()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        reason = getattr(exc, "strerror", None) or exc
         raise FlowFileError(name, [FlowFileProblem(
-            None, None, None, f"cannot read the file ({exc.strerror or exc}); check the path")]) from None
+            None, None, None, f"cannot read the file ({reason}); check the path")]) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -116,13 +122,57 @@ def _line_order(p: FlowFileProblem) -> tuple[int, int]:
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's loader when PyYAML was built with it: ten times faster, the same marks."""
+MAX_FILE_BYTES = 10 * 1024 * 1024
+"""Largest flow file read."""
+MAX_YAML_NODES = 100_000
+"""Most values a YAML file may stand for once its aliases (``*name``) are expanded."""
+MAX_DEPTH = 100
+"""Deepest nesting of mappings and lists in a flow file."""
+
+
+class _TooBig(Exception):
+    def __init__(self, node: Any, message: str) -> None:
+        super().__init__(message)
+        self.node, self.message = node, message
+
+
+def _check_size(node: Any) -> None:
+    """Refuse a node graph that expands past :data:`MAX_YAML_NODES` or nests past
+    :data:`MAX_DEPTH`, before anything walks it expanded (a "billion laughs" file is a few
+    hundred bytes that stand for billions of values). Each node is counted once: linear."""
+    sizes: dict[int, int] = {}
+
+    def size(n: Any, depth: int) -> int:
+        known = sizes.get(id(n))
+        if known is not None:
+            return known
+        if depth > MAX_DEPTH:
+            raise _TooBig(n, f"nested deeper than {MAX_DEPTH} levels; flatten the value")
+        sizes[id(n)] = 1  # an alias of its own ancestor counts once (it is refused later)
+        total = 1
+        if isinstance(n, yaml.MappingNode):
+            total += sum(size(k, depth + 1) + size(v, depth + 1) for k, v in n.value)
+        elif isinstance(n, yaml.SequenceNode):
+            total += sum(size(v, depth + 1) for v in n.value)
+        if total > MAX_YAML_NODES:
+            raise _TooBig(n, f"this value expands to more than {MAX_YAML_NODES:,} values through "
+                             "YAML aliases (*name); write the values out, or use fewer aliases")
+        sizes[id(n)] = total
+        return total
+
+    size(node, 0)
 
 
 def _parse_yaml(name: str, text: str) -> _Parsed:
     loader = _YAML_LOADER(text)
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _check_size(node)
         data = loader.construct_document(node) if node is not None else None
+    except _TooBig as exc:
+        line, col = _mark(exc.node)
+        raise FlowFileError(name, [FlowFileProblem(None, line, col, exc.message)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(x for x in (exc.context, exc.problem) if x) or "YAML syntax error"
@@ -187,6 +237,9 @@ def _parse_json(name: str, text: str) -> _Parsed:
     except RecursionError:
         raise FlowFileError(name, [FlowFileProblem(
             None, None, None, "the JSON is nested too deeply")]) from None
+    except ValueError as exc:  # a number of more than 4,300 digits
+        raise FlowFileError(name, [FlowFileProblem(
+            None, None, None, f"JSON value refused: {str(exc).split(';')[0]}; write a shorter number")]) from None
     positions, problems = _json_positions(text)
     return _Parsed(data, positions, problems)
 
@@ -218,6 +271,12 @@ def _json_positions(text: str) -> tuple[dict[Loc, Position], list[FlowFileProble
     for m in _JSON_TOKEN.finditer(text):
         tok, start = m.group(), m.start()
         if tok in "{[":
+            if len(stack) >= MAX_DEPTH:
+                line, col = pos(start)
+                problems.append(FlowFileProblem(
+                    _format_loc(value_at(start)), line, col,
+                    f"nested deeper than {MAX_DEPTH} levels; flatten the value"))
+                break
             stack.append([value_at(start), tok == "{", 0, set()])
             expect_key = tok == "{"
         elif tok in "}]":

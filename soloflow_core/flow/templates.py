@@ -6,6 +6,10 @@ that is a whole number indexes a list). A string that is exactly one template re
 the referenced value itself (a dict stays a dict); templates inside longer text render as
 text (JSON for non-strings). Anything that is not a string is a constant, rendered
 recursively through dicts and lists. There is no ``eval``.
+
+``{{'...'}}`` writes the quoted text as it is: ``{{'{{'}}`` is a literal ``{{``, so
+``"Dear {{'{{'}}name}}"`` renders to ``Dear {{name}}``. :func:`escape_literal` writes any
+recorded value that way; parsing is one pass over the string (linear in its length).
 """
 
 from __future__ import annotations
@@ -28,8 +32,11 @@ class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
 _YamlLoader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
 
 TRIGGER = "_trigger"
-_TEMPLATE = re.compile(r"\{\{(.*?)\}\}")
+OPEN, CLOSE = "{{", "}}"
+ESCAPED_OPEN = "{{'{{'}}"
+"""How a literal ``{{`` is written in a template string."""
 _SEGMENT = re.compile(r"^[^.\s{}]+$")
+_SHOWN = 80  # characters of a bad template quoted in an error
 
 
 class TemplateError(ValueError):
@@ -49,6 +56,10 @@ class Reference:
         return self.root == TRIGGER
 
 
+def _shown(text: str) -> str:
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + f"… ({len(text)} characters)"
+
+
 @functools.lru_cache(maxsize=4096)
 def parse_reference(text: str) -> Reference:
     """Parse the inside of ``{{...}}`` (cached: a flow's templates are rendered at every run)."""
@@ -56,24 +67,77 @@ def parse_reference(text: str) -> Reference:
     parts = inner.split(".") if inner else []
     if not parts or not all(_SEGMENT.match(p) for p in parts):
         raise TemplateError(
-            f"malformed template {{{{{text}}}}}: write {{{{_trigger.<input>}}}} or "
-            "{{<step_id>.<dotted.path>}}"
+            f"malformed template {{{{{_shown(text)}}}}}: write {{{{_trigger.<input>}}}} or "
+            "{{<step_id>.<dotted.path>}} (a literal {{ is written {{'{{'}})"
         )
     if parts[0] == TRIGGER and len(parts) < 2:
         raise TemplateError("template {{_trigger}} needs an input name: {{_trigger.<input>}}")
     return Reference(root=parts[0], path=tuple(parts[1:]), text="{{" + inner + "}}")
 
 
+def _quoted(inner: str) -> str | None:
+    """The text of a ``'...'`` literal template, or None when ``inner`` is not one."""
+    s = inner.strip()
+    if len(s) >= 2 and s[0] == s[-1] == "'" and "'" not in s[1:-1]:
+        return s[1:-1]
+    return None
+
+
+def _scan(value: str) -> Iterator[str | Reference | TemplateError]:
+    """The pieces of ``value`` in order: literal text, references, and the error of each
+    malformed template. One pass: every ``find`` starts where the last one ended."""
+    pos = 0
+    while True:
+        start = value.find(OPEN, pos)
+        if start < 0:
+            if pos < len(value):
+                yield value[pos:]
+            return
+        if start > pos:
+            yield value[pos:start]
+        end = value.find(CLOSE, start + 2)
+        if end < 0:
+            yield TemplateError(
+                f"unclosed template in {_shown(value)!r}: close it with }}}}, or write a "
+                "literal {{ as {{'{{'}}"
+            )
+            return
+        inner = value[start + 2 : end]
+        literal = _quoted(inner)
+        if literal is not None:
+            yield literal
+        else:
+            try:
+                yield parse_reference(inner)
+            except TemplateError as exc:
+                yield exc
+        pos = end + 2
+
+
+def escape_literal(value: Any) -> Any:
+    """``value`` written so that it renders to itself: every ``{{`` in its strings (through
+    dicts and lists) becomes ``{{'{{'}}``. For recorded constants put into ``input_map``.
+
+    Example:
+        >>> escape_literal({"x": "literal {{step_1.v}}"})
+        {'x': "literal {{'{{'}}step_1.v}}"}
+    """
+    if isinstance(value, str):
+        return value.replace(OPEN, ESCAPED_OPEN) if OPEN in value else value
+    if isinstance(value, Mapping):
+        return {k: escape_literal(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [escape_literal(v) for v in value]
+    return value
+
+
 def iter_references(value: Any, field: str = "") -> Iterator[tuple[str, Reference | TemplateError]]:
     """Every template in ``value`` with the dotted field path where it stands."""
     if isinstance(value, str):
-        for m in _TEMPLATE.finditer(value):
-            try:
-                yield field, parse_reference(m.group(1))
-            except TemplateError as exc:
-                yield field, exc
-        if "{{" in _TEMPLATE.sub("", value):
-            yield field, TemplateError(f"unclosed template in {value!r}: close it with }}}}")
+        if OPEN in value:
+            for piece in _scan(value):
+                if not isinstance(piece, str):
+                    yield field, piece
     elif isinstance(value, Mapping):
         for k, v in value.items():
             yield from iter_references(v, f"{field}.{k}" if field else str(k))
@@ -101,7 +165,7 @@ def maybe_json(value: Any) -> Any:
         if s[:1] in ("{", "[") and s[-1:] in ("}", "]"):
             try:
                 return json.loads(s)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, too many digits, nested too deep
                 return value
         if "\n" in s and len(s) <= MAX_YAML_CHARS and _YAML_LINE.match(s):
             parsed = _yaml(s)
@@ -140,20 +204,29 @@ def _to_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-_MIXED = "mixed"
-
-
 @functools.lru_cache(maxsize=4096)
-def _plan(value: str) -> Reference | str | None:
+def _plan(value: str) -> Reference | tuple[str | Reference, ...] | None:
     """How :func:`render` treats a string: None (no template: as is), the
-    :class:`Reference` it is made of entirely (the value keeps its type), or ``_MIXED``
-    (templates inside text: substituted as text). Cached, like :func:`parse_reference`."""
-    if "{{" not in value:
+    :class:`Reference` it is made of entirely (the value keeps its type), or its pieces
+    (literal text and references, substituted as text). Cached, like :func:`parse_reference`.
+
+    Raises:
+        TemplateError: a template in ``value`` is malformed or unclosed.
+    """
+    if OPEN not in value:
         return None
-    whole = _TEMPLATE.fullmatch(value.strip())
-    if whole and value.strip().count("{{") == 1:
-        return parse_reference(whole.group(1))
-    return _MIXED
+    pieces: list[str | Reference] = []
+    for piece in _scan(value):
+        if isinstance(piece, TemplateError):
+            raise piece
+        if isinstance(piece, str) and pieces and isinstance(pieces[-1], str):
+            pieces[-1] += piece
+        else:
+            pieces.append(piece)
+    refs = [p for p in pieces if isinstance(p, Reference)]
+    if len(refs) == 1 and all(isinstance(p, Reference) or not p.strip() for p in pieces):
+        return refs[0]
+    return tuple(pieces)
 
 
 def render(value: Any, *, inputs: Mapping[str, Any], results: Mapping[str, Any]) -> Any:
@@ -177,7 +250,7 @@ def render(value: Any, *, inputs: Mapping[str, Any], results: Mapping[str, Any])
             return value
         if isinstance(plan, Reference):
             return resolve(plan)
-        return _TEMPLATE.sub(lambda m: _to_text(resolve(parse_reference(m.group(1)))), value)
+        return "".join(p if isinstance(p, str) else _to_text(resolve(p)) for p in plan)
     if isinstance(value, Mapping):
         return {k: render(v, inputs=inputs, results=results) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -6,9 +6,11 @@ message names the flow, the step and the field path of each.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from soloflow_core.errors import ExecutorNotFoundError, FlowValidationError
 from soloflow_core.flow.templates import Reference, TemplateError, iter_references
@@ -91,6 +93,35 @@ MAX_FLOW_STEPS = 1000
 """The most steps a flow may have."""
 
 
+MAX_PATTERN_CHARS = 1000
+"""Longest ``extraction.<input>.pattern`` (a regular expression run on every task text)."""
+
+
+def _check_extraction(extraction: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
+    """Each extraction rule's ``pattern`` is a regular expression that compiles, of bounded
+    size, and its ``anchor`` is text: checked here rather than failing at run time."""
+    problems: list[Problem] = []
+    for name, rule in extraction.items():
+        where = f"extraction.{name}"
+        pattern, anchor = rule.get("pattern"), rule.get("anchor")
+        if anchor is not None and not isinstance(anchor, str):
+            problems.append((None, f"{where}.anchor", "anchor must be text (the word before the value)"))
+        if pattern is None:
+            continue
+        if not isinstance(pattern, str):
+            problems.append((None, f"{where}.pattern", "pattern must be a regular expression (text)"))
+        elif len(pattern) > MAX_PATTERN_CHARS:
+            problems.append((None, f"{where}.pattern", f"pattern is {len(pattern):,} characters; "
+                             f"at most {MAX_PATTERN_CHARS:,}"))
+        else:
+            try:
+                re.compile(f"(?P<v>{pattern})")
+            except (re.error, RecursionError, OverflowError) as exc:
+                problems.append((None, f"{where}.pattern", f"not a valid regular expression: {exc}; "
+                                 "fix it (e.g. escape a literal '(' as '\\(')"))
+    return problems
+
+
 def validate_flow(
     flow: FlowDefinition, *, executors: Collection[str] | None = None
 ) -> FlowPlan:
@@ -165,6 +196,7 @@ def validate_flow(
             problems.extend(_check_map_over(s.id, s.map_over, known, ancestors, declared_inputs))
         if s.compensation is not None:
             problems.extend(_check_compensation(s, known, ancestors, declared_inputs))
+    problems.extend(_check_extraction(flow.extraction))
     if flow.output_step is not None and flow.output_step not in known:
         problems.append((None, "output_step", f"unknown step {flow.output_step!r}"))
     if flow.reply_template is not None:

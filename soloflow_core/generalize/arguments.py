@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soloflow_core.errors import SoloFlowError
-from soloflow_core.flow.templates import TRIGGER, maybe_json
+from soloflow_core.flow.templates import TRIGGER, escape_literal, maybe_json
 from soloflow_core.generalize.composed import compose_template, leaf_texts
 
 _MAX_LEAVES = 2000
@@ -457,7 +457,7 @@ def generalize(
             writes = not (i < len(effects) and effects[i] is False)
             same = len(set(canon)) == 1
             if same and not one_task:
-                imap[key] = values[0]
+                imap[key] = escape_literal(values[0])  # a recorded "{{" is text, not a template
                 srcs[key] = ArgumentSource("constant", values[0], 1.0 if len(values) > 1 else 0.5)
                 continue
             found = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from soloflow_core.errors import SoloFlowError
+from soloflow_core.errors import PluginError, SoloFlowError
 from soloflow_core.flow.validate import validate_flow
 from soloflow_core.generalize.align import find_occurrences
 from soloflow_core.generalize.reply import learn_flow_reply
@@ -33,6 +33,7 @@ from soloflow_core.learning.outcomes import (
 )
 from soloflow_core.learning.records import seed_evidence
 from soloflow_core.models import SOURCE_LEARNED, SOURCE_USER, FlowCandidate, FlowDefinition
+from soloflow_core.plugins import call_hook
 
 if TYPE_CHECKING:
     import pluggy
@@ -55,7 +56,9 @@ def _announce(pm: pluggy.PluginManager | None, flow: FlowDefinition) -> None:
     if pm is None or not pm.hook.soloflow_flow_promoted.get_hookimpls():
         return
     try:
-        pm.hook.soloflow_flow_promoted(flow=flow)
+        call_hook(pm, "soloflow_flow_promoted", flow=flow)
+    except PluginError:  # strict mode: a plugin's failure is fatal
+        raise
     except Exception:  # a plugin's failure must not undo a registration already stored
         log.exception("a soloflow_flow_promoted plugin failed for flow %r", flow.name)
 

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from soloflow_core.errors import FlowValidationError
+from soloflow_core.errors import FlowValidationError, PluginError
 from soloflow_core.flow.loader import validate_flow_file
 from soloflow_core.flow.validate import validate_flow
 from soloflow_core.models import SOURCE_LEARNED, SOURCE_USER, FlowDefinition
+from soloflow_core.plugins import call_hook
 from soloflow_core.store.fulltext import identifiers, phrase_terms, scan_window, tokenize, top_terms
 from soloflow_core.store.procedural import USER_CONFIDENCE, check_trigger_keywords
 
@@ -388,6 +389,8 @@ class ProceduralMemory:
         if self.pm is None or not self.pm.hook.soloflow_flow_promoted.get_hookimpls():
             return
         try:
-            self.pm.hook.soloflow_flow_promoted(flow=flow)
+            call_hook(self.pm, "soloflow_flow_promoted", flow=flow)
+        except PluginError:  # strict mode: a plugin's failure is fatal
+            raise
         except Exception:  # a plugin's failure must not undo a registration already stored
             log.exception("a soloflow_flow_promoted plugin failed for flow %r", flow.name)

@@ -26,6 +26,14 @@ OnFailure = Literal["stop", "continue", "skip_dependents", "fallback", "compensa
 """
 
 
+MAX_NAME_CHARS = 1000
+"""Longest flow or step name: a learned flow is named after its tools (``Auto: a → b``)."""
+MAX_ID_CHARS = 200
+"""Longest step id."""
+MAX_KEY_CHARS = 500
+"""Longest ``skill_key``."""
+
+
 class Compensation(BaseModel):
     """How to undo a completed step: one call, run when a later step fails with
     ``on_failure="compensate"``. Its ``input_map`` may read the flow's inputs and every
@@ -33,7 +41,7 @@ class Compensation(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    skill_key: str = Field(min_length=1)
+    skill_key: str = Field(min_length=1, max_length=MAX_KEY_CHARS)
     input_map: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -42,11 +50,11 @@ class FlowStep(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    id: str = Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+    id: str = Field(min_length=1, max_length=MAX_ID_CHARS, pattern=r"^[A-Za-z_][A-Za-z0-9_\-]*$")
     """Unique within the flow; templates refer to the step's output by it."""
-    name: str = ""
+    name: str = Field(default="", max_length=MAX_NAME_CHARS)
     """Human-readable name (e.g. "File Read")."""
-    skill_key: str = Field(min_length=1)
+    skill_key: str = Field(min_length=1, max_length=MAX_KEY_CHARS)
     """Which executor runs the step: a tool name or a key a plugin registered."""
     depends_on: list[str] = Field(default_factory=list)
     """Steps that must complete before this one starts."""
@@ -82,7 +90,7 @@ class FlowDefinition(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
     description: str = ""
     version: int = Field(default=1, ge=1)
     steps: list[FlowStep] = Field(min_length=1)

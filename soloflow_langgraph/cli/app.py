@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import typer
 from rich.console import Console
+from rich.errors import MarkupError
 from rich.markup import escape
 from typer.core import TyperGroup
 
@@ -19,8 +20,28 @@ if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig
     from soloflow_core.store import Store
 
-err = Console(stderr=True)
-out = Console()
+MAX_LIMIT = 100_000
+"""Largest ``--limit``-like option (how many rows to show or propose)."""
+MAX_COUNT = 2**31 - 1
+"""Largest count, version or id-like number option (what the databases store)."""
+
+
+class _LiteralSafeConsole(Console):
+    """A console on which stored text can never crash a command: a string whose markup rich
+    cannot parse (a task text holding ``[/x]``) is printed as it is. Stored text is escaped
+    where it is printed; this is the net under the places that forget."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Any:  # type: ignore[override]
+        try:
+            return super().render_str(text, **kwargs)
+        except MarkupError:
+            return super().render_str(text, **{**kwargs, "markup": False})
+
+
+# No automatic highlighting: it colours stored text as if it were Python, and rich's
+# highlighter takes seconds on one long number in a task text.
+err = _LiteralSafeConsole(stderr=True, highlight=False)
+out = _LiteralSafeConsole(highlight=False)
 
 
 class _SoloFlowGroup(TyperGroup):
@@ -69,6 +90,12 @@ class Context:
             if self.command is not None:  # closed when the invocation ends, after the command's own
                 self.command.call_on_close(self._store.close)
         return self._store
+
+    def close(self) -> None:
+        """Close the store a command opened (also after an error)."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
 
     @property
     def ns(self) -> Namespace:

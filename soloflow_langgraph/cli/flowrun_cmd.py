@@ -13,7 +13,7 @@ from rich.table import Table
 
 from soloflow_langgraph.cli._flow_runs import decide, report_result, runtime_for
 from soloflow_langgraph.cli._resolve import resolve_flow, resolve_id
-from soloflow_langgraph.cli.app import Context, fail, out, print_json
+from soloflow_langgraph.cli.app import MAX_LIMIT, Context, fail, out, print_json
 from soloflow_langgraph.cli.flows_cmd import flows_app
 from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces, id_column
 
@@ -49,7 +49,9 @@ def run(
     try:
         inputs = json.loads(input_json)
     except ValueError as exc:
-        fail(f"--input is not JSON: {exc}")
+        fail(f"--input is not JSON: {escape(str(exc))}")
+    except RecursionError:
+        fail("--input is nested too deeply; pass a flat JSON object, e.g. '{\"email\": \"a@b.c\"}'")
     if not isinstance(inputs, dict):
         fail("--input must be a JSON object, e.g. '{\"email\": \"a@b.c\"}'")
     runtime = runtime_for(ctx, tools)
@@ -98,7 +100,7 @@ def status(
     out.print(head + (f" — {rec.outcome}" if rec.outcome and rec.outcome != rec.state else ""))
     table = Table("step", "state", "attempts", "error")
     for s in rec.steps:
-        table.add_row(s.step_key, s.state, str(s.attempts), (s.error or "")[:80])
+        table.add_row(escape(s.step_key), s.state, str(s.attempts), escape((s.error or "")[:80]))
     out.print(table)
 
 
@@ -128,8 +130,8 @@ def history(
         return
     table = Table("at", "step", "from", "to", "detail")
     for m in moves:
-        table.add_row(m.at.isoformat(timespec="milliseconds"), m.step_key or "(run)", m.from_state or "",
-                      m.to_state, (m.detail or "")[:80])
+        table.add_row(m.at.isoformat(timespec="milliseconds"), escape(m.step_key or "(run)"), m.from_state or "",
+                      m.to_state, escape((m.detail or "")[:80]))
     out.print(table)
 
 
@@ -139,7 +141,7 @@ def runs(
     flow: str | None = typer.Option(None, "--flow", help="Only this flow's runs (its name or a unique prefix)."),
     state: str | None = typer.Option(None, "--state", help="draft | active | running | completed | failed | cancelled"),
     waiting: bool = typer.Option(False, "--waiting", help="Only runs waiting for approval."),
-    limit: int = typer.Option(50, "--limit"),
+    limit: int = typer.Option(50, "--limit", min=1, max=MAX_LIMIT),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """List flow runs, newest first."""
@@ -192,7 +194,7 @@ def reject_run(
 @flows_app.command("prune")
 def prune(
     ctx: typer.Context,
-    older_than_days: float = typer.Option(7.0, "--older-than-days", help="Runs that ended this long ago."),
+    older_than_days: float = typer.Option(7.0, "--older-than-days", min=0.0, max=36_500.0, help="Runs that ended this long ago."),
 ) -> None:
     """Delete the LangGraph checkpoints of flow runs that ended (the store keeps their
     steps, outputs and transitions). Needed only with retention='keep'."""

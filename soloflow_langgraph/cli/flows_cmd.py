@@ -22,7 +22,7 @@ from soloflow_core.models import SOURCE_USER
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.cli._flow_runs import load_tools
 from soloflow_langgraph.cli._resolve import resolve_flow, resolve_id
-from soloflow_langgraph.cli.app import Context, app, fail, out, print_json
+from soloflow_langgraph.cli.app import MAX_COUNT, Context, app, fail, out, print_json
 from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces, id_column
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def candidates(
         table.add_row(x.id, x.status, str(x.occurrence_count),
                       "-" if x.fidelity is None else f"{x.fidelity:.2f}",
                       "-" if x.confidence is None else f"{x.confidence:.2f}",
-                      " → ".join(x.tool_sequence))
+                      escape(" → ".join(x.tool_sequence)))
     out.print(table)
     if not cands:
         hint_other_namespaces(c, "candidates")
@@ -189,7 +189,7 @@ def _quality_cell(q: QualityScore) -> str:
 def show(
     ctx: typer.Context,
     name: str = typer.Argument(..., help=_FLOW_HELP),
-    version: int | None = typer.Option(None, "--version", help="Default: the latest."),
+    version: int | None = typer.Option(None, "--version", min=1, max=MAX_COUNT, help="Default: the latest."),
     mermaid: bool = typer.Option(False, "--mermaid", help="Print only the Mermaid diagram."),
     as_json: bool = typer.Option(False, "--json", help="Print only the definition as JSON."),
 ) -> None:

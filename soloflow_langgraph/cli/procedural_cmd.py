@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from soloflow_langgraph.cli.app import Context, out, print_json
+from soloflow_langgraph.cli.app import MAX_LIMIT, Context, out, print_json
 from soloflow_langgraph.cli.flows_cmd import flows_app
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def find(
     tools: str | None = typer.Option(
         None, "--tools", help="Comma-separated tool names the agent has: flows calling any "
         "other tool are left out."),
-    limit: int = typer.Option(5, "--limit", min=1, help="At most this many flows."),
+    limit: int = typer.Option(5, "--limit", min=1, max=MAX_LIMIT, help="At most this many flows."),
     min_confidence: float | None = typer.Option(
         None, "--min-confidence", min=0.0, max=1.0,
         help="Leave out flows below this confidence (default 0.5)."),
@@ -100,7 +100,7 @@ def route(
     tools: str | None = typer.Option(
         None, "--tools", help="Comma-separated tool names the agent has: flows calling any "
         "other tool are left out."),
-    max_flows: int = typer.Option(3, "--max-flows", min=1, help="Flows weighed, as the "
+    max_flows: int = typer.Option(3, "--max-flows", min=1, max=MAX_LIMIT, help="Flows weighed, as the "
                                   "middleware's max_flows (default 3)."),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from soloflow_core.models import DetectorConfig
 from soloflow_langgraph.cli._resolve import resolve_id
-from soloflow_langgraph.cli.app import Context, app, err, out, print_json
+from soloflow_langgraph.cli.app import MAX_COUNT, MAX_LIMIT, Context, app, err, out, print_json
 from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces, id_column
 
 runs_app = typer.Typer(help="The captured task runs (the ledger).", no_args_is_help=True)
@@ -101,7 +101,7 @@ def ingest(
 @runs_app.command("list")
 def runs_list(
     ctx: typer.Context,
-    limit: int = typer.Option(50, "--limit", min=1, help="How many (newest first)."),
+    limit: int = typer.Option(50, "--limit", min=1, max=MAX_LIMIT, help="How many (newest first)."),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """List task runs, newest first."""
@@ -125,7 +125,7 @@ def runs_list(
     for r in rows:
         task = (r.task or "").replace("\n", " ")
         priced = f"${r.cost:.4f}" if r.cost is not None else ("unpriced" if r.model_call_count else "")
-        table.add_row(r.run_id, task[:60] + ("…" if len(task) > 60 else ""),
+        table.add_row(escape(r.run_id), escape(task[:60]) + ("…" if len(task) > 60 else ""),
                       {True: "✓", False: "✗", None: "?"}[r.success], str(r.tool_count),
                       str(r.model_call_count), "" if r.tokens is None else str(r.tokens), priced)
     out.print(table)
@@ -145,10 +145,11 @@ def runs_show(
     if as_json:
         print_json(run.model_dump(mode="json"))
         return
-    out.print(f"[bold]{run.run_id}[/] success={run.success} tokens={run.tokens}\n[dim]{run.task}[/]")
+    out.print(f"[bold]{escape(run.run_id)}[/] success={run.success} tokens={run.tokens}\n"
+              f"[dim]{escape(run.task or '')}[/]")
     table = Table("#", "tool", "args", "error", "ms")
     for i, call in enumerate(run.tool_calls):
-        table.add_row(str(i), call.name, str(call.args)[:80], str(call.error),
+        table.add_row(str(i), escape(call.name), escape(str(call.args)[:80]), str(call.error),
                       "" if call.duration_ms is None else f"{call.duration_ms:.1f}")
     out.print(table)
 
@@ -156,10 +157,10 @@ def runs_show(
 @app.command()
 def detect(
     ctx: typer.Context,
-    min_length: int = typer.Option(3, "--min-length", min=2, help="Shortest sequence to report."),
-    min_occurrences: int = typer.Option(3, "--min-occurrences", min=2, help="Distinct runs a sequence must appear in."),
-    lookback: int | None = typer.Option(None, "--lookback", min=1, help="Only the newest N runs (default: all)."),
-    max_candidates: int = typer.Option(5, "--max-candidates", min=1, help="How many candidates to propose."),
+    min_length: int = typer.Option(3, "--min-length", min=2, max=MAX_LIMIT, help="Shortest sequence to report."),
+    min_occurrences: int = typer.Option(3, "--min-occurrences", min=2, max=MAX_COUNT, help="Distinct runs a sequence must appear in."),
+    lookback: int | None = typer.Option(None, "--lookback", min=1, max=MAX_COUNT, help="Only the newest N runs (default: all)."),
+    max_candidates: int = typer.Option(5, "--max-candidates", min=1, max=MAX_LIMIT, help="How many candidates to propose."),
     include_failed: bool = typer.Option(
         False, "--include-failed", help="Count runs that failed (success=false) toward support."
     ),
@@ -168,7 +169,7 @@ def detect(
         help="Credit occurrences with a stray call, a swapped adjacent pair or a failing end.",
     ),
     min_gain_bits: float = typer.Option(
-        0.0, "--min-gain-bits", help="Propose only patterns that compress the ledger by more than this."
+        0.0, "--min-gain-bits", min=-1e12, max=1e12, help="Propose only patterns that compress the ledger by more than this."
     ),
     also: list[str] = typer.Option(
         [], "--also", metavar="USER/AGENT",
@@ -239,6 +240,6 @@ def detect(
             f"{name}×n" if i in cand.repeated_steps else name for i, name in enumerate(cand.tool_sequence)
         )
         table.add_row(cand.id, str(cand.occurrence_count), cand.match_type,
-                      f"{cand.estimated_token_savings:,.0f}", f"{cand.score_bits or 0:,.0f}", seq)
+                      f"{cand.estimated_token_savings:,.0f}", f"{cand.score_bits or 0:,.0f}", escape(seq))
     out.print(table)
     out.print("approve one with [bold]soloflow flows approve CANDIDATE_ID[/]")

@@ -7,7 +7,7 @@ from rich.markup import escape
 
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.cli._flow_runs import load_tools
-from soloflow_langgraph.cli.app import Context, app, out, print_json
+from soloflow_langgraph.cli.app import MAX_COUNT, Context, app, out, print_json
 
 skills_app = typer.Typer(help="Flows as skill packages: export from one store, import into another.",
                          no_args_is_help=True)
@@ -19,7 +19,7 @@ def export(
     ctx: typer.Context,
     flow: str = typer.Argument(..., help="The flow's name."),
     out_dir: str = typer.Option(..., "--out", help="Where to write the package (as OUT/<skill name>/)."),
-    version: int | None = typer.Option(None, "--version", min=1, help="Default: the latest."),
+    version: int | None = typer.Option(None, "--version", min=1, max=MAX_COUNT, help="Default: the latest."),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Write a flow version as a skill package: SKILL.md, flow.json, its recorded occurrences

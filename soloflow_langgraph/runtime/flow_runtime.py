@@ -43,6 +43,7 @@ from soloflow_core.errors import (
     FlowValidationError,
     InvalidTransitionError,
     NotFoundError,
+    PluginError,
     SoloFlowError,
 )
 from soloflow_core.flow.executors import ExecutorRegistry, build_executor_registry
@@ -51,7 +52,7 @@ from soloflow_core.flow.journal import InMemoryStepJournal, StepJournal
 from soloflow_core.learning.config import LearningConfig
 from soloflow_core.learning.records import record_flow_outcome
 from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
-from soloflow_core.plugins import get_plugin_manager
+from soloflow_core.plugins import call_hook, get_plugin_manager
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import json_text
 from soloflow_langgraph.compile.graph import compile_flow
@@ -447,9 +448,11 @@ class FlowRuntime:
                 trace.step_called(step, call, index)
             if pm is not None and pm.hook.soloflow_step_finished.get_hookimpls():
                 try:
-                    pm.hook.soloflow_step_finished(step=StepRecord(
+                    call_hook(pm, "soloflow_step_finished", step=StepRecord(
                         run_id=run_id, user_id=self.user_id, agent_id=self.agent_id,
                         index=index, call=call, source="flow"))
+                except PluginError:  # strict mode: a plugin's failure is fatal
+                    raise
                 except Exception:
                     log.exception("a soloflow_step_finished plugin failed")
 

@@ -38,6 +38,7 @@ from soloflow_core.errors import (
     PluginError,
     SoloFlowError,
 )
+from soloflow_core.plugins import plugin_errors
 from soloflow_langgraph._messages import message_text
 from soloflow_langgraph.sequential.budget import UsageMeter, metered_config
 from soloflow_langgraph.sequential.hookspecs import add_sequential_hookspecs
@@ -276,7 +277,8 @@ def registered_agents(pm: pluggy.PluginManager) -> dict[str, Any]:
             )
         found.setdefault(role, agent)
 
-    pm.hook.soloflow_register_sequential_agents(register=register)
+    with plugin_errors(pm, "soloflow_register_sequential_agents"):
+        pm.hook.soloflow_register_sequential_agents(register=register)
     return found
 
 

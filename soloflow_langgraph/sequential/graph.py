@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
+from soloflow_core.errors import PluginError
+from soloflow_core.plugins import call_hook
 from soloflow_langgraph.sequential.agents import RoleAgent
 from soloflow_langgraph.sequential.budget import TokenBudget, Usage, UsageMeter
 from soloflow_langgraph.sequential.hookspecs import add_sequential_hookspecs
@@ -197,9 +199,12 @@ class _Phases:
                 "phase_history": [*s.get("phase_history", []), *update["phase_history"]],
             }
             try:
-                self.pm.hook.soloflow_token_budget_warning(
-                    used=used, budget=budget.limit, state=_state(after)
-                )
+                call_hook(
+                    self.pm, "soloflow_token_budget_warning",
+                    used=used, budget=budget.limit, state=_state(after),
+                )  # fmt: skip
+            except PluginError:  # strict mode: a plugin's failure is fatal
+                raise
             except Exception:  # a warning must never stop the work
                 log.exception("a soloflow_token_budget_warning plugin failed")
         if budget.exceeded(used) and update.get("status", s.get("status")) == "running":

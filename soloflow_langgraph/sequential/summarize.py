@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
 from soloflow_core.errors import PluginError, SequentialWorkflowError
+from soloflow_core.plugins import call_hook
 from soloflow_langgraph.sequential.budget import UsageMeter, metered_config
 from soloflow_langgraph.sequential.hookspecs import add_sequential_hookspecs
 
@@ -41,9 +42,10 @@ def summarize_context(
     add_sequential_hookspecs(pm)
 
     def call(text: str) -> object:
-        return pm.hook.soloflow_summarize_context(
-            context=text, token_budget=token_budget, purpose=purpose
-        )
+        return call_hook(
+            pm, "soloflow_summarize_context",
+            context=text, token_budget=token_budget, purpose=purpose,
+        )  # fmt: skip
 
     run_name = f"summarize_{purpose}"
     runnable = RunnableLambda(call, name=run_name)
