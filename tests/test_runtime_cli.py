@@ -249,3 +249,47 @@ def test_reject_needs_no_tools(cli):
     rec = cli.store.get_flow_run(run_id, **NS)
     assert rec.state == "cancelled" and rec.outcome == "rejected"
     assert log_lines(cli.log) == []
+
+
+PARALLEL_FLOW = {
+    "name": "fanout", "input_schema": {"type": "object", "properties": {"seed": {"type": "string"}},
+                                       "required": ["seed"]},
+    "steps": [
+        {"id": "a", "skill_key": "fx_step", "depends_on": [], "input_map": {"tag": "a", "parts": ["{{_trigger.seed}}"]}},
+        *({"id": s, "skill_key": "fx_step", "depends_on": ["a"], "input_map": {"tag": s, "parts": ["{{a}}"]}}
+          for s in ("b", "c", "d")),
+        {"id": "e", "skill_key": "fx_step", "depends_on": ["b", "c", "d"],
+         "input_map": {"tag": "e", "parts": ["{{b}}", "{{c}}", "{{d}}"]}},
+    ],
+}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_during_a_parallel_layer_stops_at_once_and_the_run_resumes(cli, sig):
+    cli.store.register_flow(FlowDefinition.model_validate(PARALLEL_FLOW), source="user", **NS)
+    proc = cli.popen("flows", "run", "fanout", *INPUT, *TOOLS_ARGS, step_sleep=4.0)
+    try:
+        run_id = read_line(proc)
+        wait_for(lambda: len(cli.effects(run_id)) >= 2, "the parallel layer to start", timeout=60)
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # Back at once: the parallel calls (4 s each) are abandoned, not waited for.
+    assert took < 3.0, took
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err and "cannot schedule new futures" not in err, err
+    assert f"flow run {run_id} stopped" in err and f"soloflow flows resume {run_id}" in err, err
+    assert cli.effects(run_id, "done")[:1] == ["a"] and "e" not in cli.effects(run_id)
+
+    resumed = subprocess.run(cli.argv("flows", "resume", run_id, *TOOLS_ARGS), capture_output=True,
+                             text=True, env={**cli.env, SLEEP_ENV: "0"}, timeout=120)
+    assert resumed.returncode == 0 and "completed" in resumed.stdout, resumed.stderr
+    assert cli.status(run_id)["state"] == "completed"
+    # Every step's side effect happened once: the interrupted calls' results were recorded
+    # (or replayed by their idempotency key), none was done twice.
+    done = cli.effects(run_id, "done")
+    assert sorted(done) == ["a", "b", "c", "d", "e"], done

@@ -7,19 +7,66 @@ Shared by ``soloflow flows run|resume|...`` and ``soloflow flows runs approve|re
 from __future__ import annotations
 
 import importlib
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from soloflow_core.errors import SoloFlowError
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph.cli.app import Context, out, print_json
+from soloflow_langgraph.cli.app import Context, err, out, print_json
 
 if TYPE_CHECKING:
     from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
     from soloflow_langgraph.runtime.results import FlowRunResult
 
-__all__ = ["decide", "load_tools", "report_result", "runtime_for"]
+__all__ = ["decide", "interruptible", "load_tools", "report_result", "runtime_for"]
+
+INTERRUPTED_EXIT = 130
+"""The exit code of a command stopped by Ctrl-C or SIGTERM (128 + SIGINT), as shells use."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def interruptible(runtime: FlowRuntime, run_id: Callable[[], str | None]) -> Iterator[None]:
+    """Ctrl-C (SIGINT) or SIGTERM while a flow run goes on: the runtime stops waiting for it
+    (its in-progress call is abandoned, nothing more is scheduled), and the command says which
+    call was left running and how to resume the run, then ends the process with exit code 130
+    at once — no traceback, no wait for the abandoned calls.
+    ``run_id`` gives the run's id once it is known (None before the run was recorded)."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: leave SIGTERM alone
+        previous = None
+    try:
+        yield
+    except KeyboardInterrupt:
+        rid = run_id()
+        if rid is None:
+            err.print("interrupted before the flow run was recorded: nothing ran.", highlight=False)
+        else:
+            left = runtime.interrupted_call(rid)
+            err.print(f"interrupted: flow run {rid} stopped"
+                      + (f"; {left} was still running and is abandoned (its result is not used)" if left else "")
+                      + f".\n  resume it with: soloflow flows resume {rid}", highlight=False, markup=False)
+        # Exit now: the interrupted invocation's threads (LangGraph's pool, the abandoned
+        # call) must not hold the process until their calls return, nor print tracebacks as
+        # the interpreter shuts their executors down. Nothing is lost: every completed step
+        # is in the run's checkpoints and journal (SQLite and PostgreSQL roll back what was
+        # in flight), and `flows resume` carries on from there.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(INTERRUPTED_EXIT)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def load_tools(spec: str) -> list[Any]:
@@ -75,7 +122,8 @@ def report_result(result: FlowRunResult, as_json: bool) -> None:
 def decide(ctx: typer.Context, run_id: str, *, approved: bool, comment: str | None, tools: list[str]) -> None:
     """`flows runs approve|reject RUN_ID`: answer a run waiting for approval."""
     runtime = runtime_for(ctx, tools)
-    result = runtime.approve(run_id, approved=approved, comment=comment)
+    with interruptible(runtime, lambda: run_id):
+        result = runtime.approve(run_id, approved=approved, comment=comment)
     if not approved:
         out.print(f"rejected {run_id}: cancelled")
         return

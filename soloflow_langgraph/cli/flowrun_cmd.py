@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from soloflow_langgraph.cli._flow_runs import decide, report_result, runtime_for
+from soloflow_langgraph.cli._flow_runs import decide, interruptible, report_result, runtime_for
 from soloflow_langgraph.cli._resolve import resolve_flow, resolve_id
 from soloflow_langgraph.cli.app import MAX_LIMIT, Context, fail, out, print_json
 from soloflow_langgraph.cli.flows_cmd import flows_app
@@ -58,8 +58,15 @@ def run(
     flow = runtime.flow(resolve_flow(ctx.obj, name))
     if task:
         inputs = {**inputs_from_task(flow, task), **inputs}
-    started = None if as_json else (lambda run_id: print(run_id, flush=True))
-    result = runtime.run(flow, inputs, on_started=started)
+    seen: list[str] = []
+
+    def started(run_id: str) -> None:
+        seen.append(run_id)
+        if not as_json:
+            print(run_id, flush=True)
+
+    with interruptible(runtime, lambda: seen[0] if seen else None):
+        result = runtime.run(flow, inputs, on_started=started)
     report_result(result, as_json)
 
 
@@ -72,7 +79,10 @@ def resume(
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Carry on a run whose process ended: completed steps are not run again."""
-    report_result(runtime_for(ctx, tools).resume(_run_id(ctx, run_id), force=force), as_json)
+    runtime, rid = runtime_for(ctx, tools), _run_id(ctx, run_id)
+    with interruptible(runtime, lambda: rid):
+        result = runtime.resume(rid, force=force)
+    report_result(result, as_json)
 
 
 @flows_app.command("status")

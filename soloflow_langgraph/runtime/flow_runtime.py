@@ -583,6 +583,21 @@ class FlowRuntime:
                         self._stopping[str(ctx.run_id)] = watch
                 raise  # else the invocation's own failure: its thread has ended
 
+    def interrupted_call(self, run_id: str) -> str | None:
+        """The call that was in progress when an invocation of ``run_id`` in this process was
+        interrupted (``KeyboardInterrupt``), e.g. ``step 'fetch' (attempt 1) calling
+        pkg.tools:slow``; None when none was (or the run was not interrupted here). The call
+        is abandoned: its result is never used, and the run resumes from its last checkpoint."""
+        with self._lock:
+            watch = self._stopping.get(run_id)
+        if watch is None:
+            return None
+        with watch.lock:
+            call = watch.current
+        if call is None:
+            return None
+        return f"step {call.step_key!r} (attempt {call.attempt}) calling {call.where}"
+
     def _await_stopped(self, run_id: str, wait: float = STOPPING_WAIT) -> None:
         """Before a run goes on in this process: wait until an invocation of it that was
         interrupted here can write nothing more (``RunWatch.quiet``).
