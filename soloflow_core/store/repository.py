@@ -402,7 +402,7 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
         (SQLite works without the GIL); each batch is checked against the runs' counts
         read first, and read again row by row on this connection if it does not add up.
 
-        Example:
+        Examples:
             >>> cols = store.read_tool_names(user_id="alice", agent_id="bot")
             >>> [cols.names[c] for c in cols.codes[cols.offsets[0] : cols.offsets[1]]]
             ['search', 'book']

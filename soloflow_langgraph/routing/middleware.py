@@ -115,7 +115,8 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
 
     Args:
         store: the SoloFlow store (runs, flows, flow runs).
-        user_id, agent_id: the namespace; nothing of another namespace is ever offered.
+        user_id: the namespace's user; nothing of another namespace is ever offered.
+        agent_id: the namespace's agent.
         tools: the agent's tools (the same list given to ``create_agent``): flows run them,
             and flows needing any other tool are not offered. Their LangChain ``metadata``
             (``side_effects`` / ``read_only``) says which change the world; a tool that

@@ -426,7 +426,9 @@ def flow_node(
             returns the flow's inputs.
         output_key: the parent state key that receives the flow's output.
         errors_key: the parent state key that receives step errors, if any.
-        tools, plugin_manager, registry: where executors come from, as in ``compile_flow``.
+        tools: where executors come from, as in ``compile_flow``.
+        plugin_manager: as in ``compile_flow``.
+        registry: as in ``compile_flow``.
         name: the node's default name (``add_node(node)``); default :func:`flow_tool_name`.
 
     Raises:
