@@ -21,13 +21,33 @@ def on_page_markdown(markdown: str, *, page: Any, **kwargs: Any) -> str:
     if MARKER not in markdown:
         raise RuntimeError(f"docs/{PAGE}: the line {MARKER!r} is missing")
     done = subprocess.run(
-        [sys.executable, "-m", "typer", "soloflow_langgraph.cli", "utils", "docs",
-         "--name", "soloflow", "--title", "soloflow"],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "typer",
+            "soloflow_langgraph.cli",
+            "utils",
+            "docs",
+            "--name",
+            "soloflow",
+            "--title",
+            "soloflow",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0 or "## `soloflow flows run`" not in done.stdout:
         raise RuntimeError(f"the CLI reference could not be generated:\n{done.stderr}")
-    # Typer's page starts at `#`: one level down, under this page's title.
-    generated = "\n".join("#" + line if line.startswith("#") else line
-                          for line in done.stdout.splitlines())
-    return markdown.replace(MARKER, generated)
+    return markdown.replace(MARKER, _one_level_down(done.stdout))
+
+
+def _one_level_down(text: str) -> str:
+    """Typer's page starts at ``#``: its headings go one level down, under the page's title
+    (lines inside code fences are left alone)."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        lines.append("#" + line if line.startswith("#") and not fenced else line)
+    return "\n".join(lines)
