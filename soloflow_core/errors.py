@@ -12,6 +12,7 @@ Every error names the thing at fault and says how to fix it::
     │   ├── FlowFileError            a flow file is invalid (file, line, column, field path)
     │   └── ExecutorNotFoundError    a step's skill_key has no registered executor (flow, step)
     ├── NotFoundError                a run, candidate or flow id does not exist in this namespace
+    ├── AmbiguousError               an id or flow name prefix matches several (lists them)
     ├── ReplayMiss                   a replayed flow made a call that is not in the recording
     ├── FlowRunError                 a flow run failed (flow, step, cause)
     │   ├── StepTimeoutError         a step's attempt ran over its timeout_seconds
@@ -41,6 +42,7 @@ __all__ = [
     "AccessDeniedError",
     "AgentError",
     "AgentOutputError",
+    "AmbiguousError",
     "ConfigError",
     "ExecutorNotFoundError",
     "FlowCancelledError",
@@ -173,6 +175,10 @@ class ExecutorNotFoundError(FlowValidationError):
 
 class NotFoundError(SoloFlowError):
     """An id or name does not exist in the caller's (user, agent) namespace."""
+
+
+class AmbiguousError(SoloFlowError):
+    """A prefix that more than one id or flow name starts with: the message lists them."""
 
 
 class ReplayMiss(SoloFlowError):

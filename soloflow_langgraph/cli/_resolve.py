@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from soloflow_core.errors import SoloFlowError
+from soloflow_core.errors import AmbiguousError
 
 if TYPE_CHECKING:
     from soloflow_core.store.namespaces import IdKind
@@ -22,10 +22,6 @@ __all__ = ["AmbiguousError", "resolve_flow", "resolve_id", "slug"]
 
 _WHAT = {"run": "task run", "candidate": "candidate", "flow_run": "flow run", "flow": "flow"}
 _SHOWN = 10
-
-
-class AmbiguousError(SoloFlowError):
-    """A prefix that more than one id or flow starts with."""
 
 
 def _ambiguous(kind: IdKind, typed: str, matches: list[str]) -> AmbiguousError:
