@@ -21,31 +21,6 @@ MAX_POSITIONAL = 3
 # came (issue 21, point 6). The count may only go down: a module not listed has none.
 KNOWN: dict[str, int] = {
     "soloflow_core/flow/loader.py": 14,
-    "soloflow_core/flow/validate.py": 5,
-    "soloflow_core/generalize/composed.py": 1,
-    "soloflow_core/generalize/loops.py": 1,
-    "soloflow_core/generalize/propose.py": 2,
-    "soloflow_core/generalize/reply.py": 1,
-    "soloflow_core/ledger/_rows.py": 6,
-    "soloflow_core/ledger/_sqlite.py": 4,
-    "soloflow_core/ledger/ingester.py": 2,
-    "soloflow_core/ledger/reader.py": 2,
-    "soloflow_core/memory/intent.py": 3,
-    "soloflow_core/memory/procedural.py": 1,
-    "soloflow_core/mining/cover.py": 5,
-    "soloflow_core/mining/detector.py": 2,
-    "soloflow_core/mining/fast.py": 4,
-    "soloflow_core/mining/matching.py": 9,
-    "soloflow_core/mining/pipeline.py": 9,
-    "soloflow_core/mining/results.py": 2,
-    "soloflow_core/mining/units.py": 5,
-    "soloflow_core/store/columns.py": 10,
-    "soloflow_core/store/flow_lookup.py": 3,
-    "soloflow_core/store/fulltext.py": 4,
-    "soloflow_core/store/memory_items.py": 14,
-    "soloflow_core/store/procedural.py": 1,
-    "soloflow_core/store/repository.py": 3,
-    "soloflow_core/testing/synthetic_ledger.py": 5,
 }
 
 

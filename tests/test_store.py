@@ -298,7 +298,7 @@ def test_a_run_rows_parsed_json_is_stored_as_the_generic_writer_stores_it(store)
     """A RunRow's JSON values take pydantic-core's serialiser on SQLite: NaN becomes null and
     NUL is dropped there too, and the values read back are the same."""
     values = {"nan": float("nan"), "nul": "a\x00b", "é": ["\U0001f600", 1e16, -0.0, 2**70]}
-    call = ToolCallRow("t", values, values, None, None, None, values)
+    call = ToolCallRow("t", values, values, error=None, duration_ms=None, tool_call_id=None, meta=values)
     row = RunRow("r", NS["user_id"], NS["agent_id"], None, None, None, None, [call], [], None, None, None, values)
     expected = {"nan": None, "nul": "ab", "é": ["\U0001f600", 1e16, -0.0, 2**70]}
     assert store.add_runs([row]) == 1

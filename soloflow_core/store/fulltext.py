@@ -522,7 +522,7 @@ class FullTextIndex:
             stats,
         ]
 
-    def _count(self, conn: Connection, namespace: str, texts: Iterable[str], sign: int) -> None:
+    def _count(self, conn: Connection, namespace: str, texts: Iterable[str], *, sign: int) -> None:
         """Add ``sign`` to the row count of each term of each text, and of ``""`` (rows);
         raise the namespace's :data:`CHANGES` counter."""
         counts: Counter[str] = Counter()
@@ -546,7 +546,7 @@ class FullTextIndex:
                 f"INSERT OR REPLACE INTO {self.fts_table} (rowid, ns, body) VALUES (?, ?, ?)",
                 (key, namespace, text),
             )
-        self._count(conn, namespace, [text], +1)
+        self._count(conn, namespace, [text], sign=+1)
 
     def put_many(self, conn: Connection, rows: Sequence[tuple[int, str]], *, namespace: str = "") -> None:
         """:meth:`put` for many (key, text) rows of one namespace, in two statements."""
@@ -557,7 +557,7 @@ class FullTextIndex:
                 f"INSERT OR REPLACE INTO {self.fts_table} (rowid, ns, body) VALUES (?, ?, ?)",
                 [(key, namespace, text) for key, text in rows],  # type: ignore[arg-type]
             )
-        self._count(conn, namespace, [text for _, text in rows], +1)
+        self._count(conn, namespace, [text for _, text in rows], sign=+1)
 
     def remove(self, conn: Connection, rows: Sequence[tuple[int, str, str]]) -> None:
         """Unindex ``rows`` of (key, namespace token, the text :meth:`put` indexed)."""
@@ -571,7 +571,7 @@ class FullTextIndex:
         for _, namespace, text in rows:
             by_ns.setdefault(namespace, []).append(text)
         for namespace, texts in by_ns.items():
-            self._count(conn, namespace, texts, -1)
+            self._count(conn, namespace, texts, sign=-1)
 
     def rebuild(self, conn: Connection, rows: Iterable[tuple[int, str, str]]) -> int:
         """Replace the index by ``rows`` of (key, namespace token, text); returns how many."""
@@ -590,7 +590,7 @@ class FullTextIndex:
         for _, namespace, text in batch:
             by_ns.setdefault(namespace, []).append(text)
         for namespace, texts in by_ns.items():
-            self._count(conn, namespace, texts, +1)
+            self._count(conn, namespace, texts, sign=+1)
         return len(batch)
 
     def prune(self, conn: Connection, terms: Sequence[str], *, namespace: str = "",
