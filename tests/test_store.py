@@ -188,8 +188,8 @@ def test_read_tool_names_on_sqlite_matches_the_row_by_row_read(sqlite_store, mon
     monkeypatch.setattr(columns, "_CALLS_PER_READ", 5)
     _mixed_namespaces(sqlite_store)
     quick = sqlite_store.read_tool_names(**NS)
-    monkeypatch.setattr(columns, "_sqlite_chunk", lambda *args: None)
-    monkeypatch.setattr(columns, "_sqlite_run_columns", lambda *args: None)
+    monkeypatch.setattr(columns, "_sqlite_chunk", lambda *args, **kwargs: None)
+    monkeypatch.setattr(columns, "_sqlite_run_columns", lambda *args, **kwargs: None)
     slow = sqlite_store.read_tool_names(**NS)
     for field in ("run_pks", "offsets", "codes", "errors", "success", "cost", "tokens"):
         a, b = getattr(quick, field), getattr(slow, field)

@@ -34,7 +34,7 @@ import re
 import zlib
 from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import msgspec
 from msgspec import Meta, Raw, Struct
@@ -236,7 +236,7 @@ def _decode(data: bytes) -> _Run:
                 extras[key] = _DECODE_ANY(raw)
     if extras:
         run.meta = _with_extras({} if run.meta is None else run.meta, extras)
-    return run
+    return cast("_Run", run)
 
 
 def _decode_any_shape(data: bytes) -> tuple[_Run, dict[str, Any]]:

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -352,7 +352,7 @@ class _Bounds:
         uses = at_step[:, 0]
         saved = (bits * np.where(bits > 0, at_step, 0)).sum(axis=1)
         u = np.maximum(uses, 1).astype(np.float64)
-        return np.maximum(saved - uses * np.log2(self.n_units / u), 0.0) - self.model[rows]
+        return cast("FloatArray", np.maximum(saved - uses * np.log2(self.n_units / u), 0.0) - self.model[rows])
 
     def worthless(self, supports: IntArray) -> BoolArray:
         """Candidates whose exact occurrences (the miner's ``support``, 0 when it gives none)
@@ -360,7 +360,7 @@ class _Bounds:
         exact = np.asarray(supports, dtype=np.float64)
         e = np.maximum(exact, 1.0)
         total = self.bits.sum(axis=1)
-        return (exact > 0) & (e * (total - np.log2(self.n_units / e)) <= self.model)
+        return cast("BoolArray", (exact > 0) & (e * (total - np.log2(self.n_units / e)) <= self.model))
 
 
 def _support(pattern: Any) -> int:
@@ -422,7 +422,7 @@ def pattern_gain(occ: TolerantOccurrences, pat_bits: FloatArray, n_units: int) -
     model = cum[-1] + 2 * math.log2(size + 1) + 1
     u = len(occ)
     if u == 0:
-        return -model
+        return cast("float", -model)
     defects = occ.stray.sum() + (occ.swap_at >= 0).sum() + (occ.length < size).sum()
     saved = cum[occ.length - 1].sum()
     return float(saved - u * math.log2(n_units / u) - defects * (math.log2(size) + 1) - model)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -240,7 +240,7 @@ class ChainIndex:
         """How often ``step`` errored right after ``before`` (in any form; not updated)."""
         k = before * self.width + step
         if self.width**2 <= _Instances.DENSE:  # a table of every pair: one look-up each
-            return np.bincount(self.err_keys, minlength=self.width**2)[k]
+            return cast("IntArray", np.bincount(self.err_keys, minlength=self.width**2)[k])
         return count_keys(self.err_keys, k)
 
     def cover(self, flat: IntArray) -> None:
@@ -435,7 +435,7 @@ def leftmost_spans(begins: IntArray, ends: IntArray) -> BoolArray:
     for _ in range(16):
         open_ = state == 0
         if not open_.any():
-            return state == 1
+            return cast("BoolArray", state == 1)
         reach = np.maximum.accumulate(np.where(state != 2, ends, -1))
         taken = np.maximum.accumulate(np.where(state == 1, ends, -1))
         state[1:][open_[1:] & (begins[1:] > reach[:-1])] = 1
@@ -448,7 +448,7 @@ def leftmost_spans(begins: IntArray, ends: IntArray) -> BoolArray:
             edge = max(edge, int(ends[i]))
         else:
             state[i] = 2
-    return state == 1
+    return cast("BoolArray", state == 1)
 
 
 class CodePositions:
@@ -573,7 +573,7 @@ def scan_starts(
     if opt.max_swaps:
         at = where.of(b)
         found = distinct_values(np.concatenate((found, at[(work[at + 1] == a) & (work[at] == b)])))
-    return found
+    return cast("IntArray", found)
 
 
 def scan_starts_many(

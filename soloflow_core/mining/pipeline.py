@@ -51,7 +51,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from itertools import chain, islice
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.random import default_rng  # at import: numpy loads it lazily, ~5 ms
@@ -115,7 +115,7 @@ def _kept_runs(cols: Any, opt: RankingOptions) -> BoolArray:
     """Which runs of the columns count (failed ones only with ``include_failed_runs``)."""
     if opt.include_failed_runs:
         return np.ones(len(cols.offsets) - 1, dtype=bool)
-    return np.asarray(cols.success) != 0
+    return cast("BoolArray", np.asarray(cols.success) != 0)
 
 
 def _kept_calls(cols: Any, keep: BoolArray, lengths: IntArray) -> tuple[IntArray, BoolArray]:

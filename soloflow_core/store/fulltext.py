@@ -555,7 +555,7 @@ class FullTextIndex:
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql(
                 f"INSERT OR REPLACE INTO {self.fts_table} (rowid, ns, body) VALUES (?, ?, ?)",
-                [(key, namespace, text) for key, text in rows],  # type: ignore[arg-type]
+                [(key, namespace, text) for key, text in rows],
             )
         self._count(conn, namespace, [text for _, text in rows], sign=+1)
 
@@ -584,7 +584,7 @@ class FullTextIndex:
             conn.exec_driver_sql(f"DELETE FROM {self.fts_table}")
             if batch:
                 conn.exec_driver_sql(
-                    f"INSERT INTO {self.fts_table} (rowid, ns, body) VALUES (?, ?, ?)", batch  # type: ignore[arg-type]
+                    f"INSERT INTO {self.fts_table} (rowid, ns, body) VALUES (?, ?, ?)", batch
                 )
         by_ns: dict[str, list[str]] = {}
         for _, namespace, text in batch:
@@ -601,7 +601,7 @@ class FullTextIndex:
         if not terms:
             return []
         counted = [t for t in terms if len(t) <= MAX_STAT_TERM]
-        found: dict[str, int] = dict(conn.execute(  # type: ignore[arg-type]
+        found: dict[str, int] = dict(conn.execute(
             sa.text(f"SELECT term, df FROM {self.terms_table} WHERE ns = :ns AND term IN :terms")
             .bindparams(sa.bindparam("terms", expanding=True)),
             {"ns": namespace, "terms": counted},
@@ -613,9 +613,9 @@ class FullTextIndex:
         rows = conn.exec_driver_sql(
             f"SELECT term, df FROM {self.terms_table} WHERE ns = "
             + ("?" if conn.dialect.name == "sqlite" else "%(ns)s"),
-            (namespace,) if conn.dialect.name == "sqlite" else {"ns": namespace},  # type: ignore[arg-type]
+            (namespace,) if conn.dialect.name == "sqlite" else {"ns": namespace},
         ).all()
-        return TermCounts.of(rows)  # type: ignore[arg-type]
+        return TermCounts.of(rows)
 
     def counter_sql(self, mark: str) -> str:
         """A scalar subquery: the namespace's :data:`CHANGES` counter (0 before any write);

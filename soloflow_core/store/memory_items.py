@@ -562,7 +562,7 @@ def _put_many(conn: Connection, namespace: str, rows: Sequence[tuple[int, str]])
     if conn.dialect.name == "sqlite":
         conn.exec_driver_sql(
             f"INSERT OR REPLACE INTO {ITEM_SEARCH.fts_table} (rowid, ns, body) VALUES (?, ?, ?)",
-            [(pk, namespace, body) for pk, body in rows],  # type: ignore[arg-type]
+            [(pk, namespace, body) for pk, body in rows],
         )
     ITEM_SEARCH._count(conn, namespace, [body for _, body in rows], sign=+1)
 
