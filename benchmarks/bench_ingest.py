@@ -91,7 +91,7 @@ Rows = list[tuple[list[tuple], list[tuple], list[tuple]]]
 def parsed(path: Path) -> Rows:
     """The file's rows in batches of ``BATCH_RUNS`` runs, as ingest's fast lane builds them."""
     batches: Rows = [([], [], [])]
-    for chunk in read_chunks([str(path)], "bench", "bench", False):
+    for chunk in read_chunks([str(path)], "bench", "bench", keep_namespaces=False):
         assert chunk[0] == "rows" and not chunk[8], "a line left the fast lane"
         runs, calls, models = batches[-1]
         runs += chunk[4]
@@ -114,7 +114,7 @@ def write_rows(store: Store, batches: Rows) -> int:
             write = checkpoints.around(insert_sqlite_bulk)
             for runs, calls, models in batches:
                 if runs:
-                    write(driver, runs, calls, models, stamp(now()))
+                    write(driver, runs, calls, models=models, created=stamp(now()))
         finally:
             checkpoints.close()
         driver.execute("PRAGMA foreign_keys = ON")

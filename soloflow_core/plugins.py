@@ -181,11 +181,11 @@ def call_hook(pm: pluggy.PluginManager, hook_name: str, /, **kwargs: Any) -> Any
     Example:
         >>> call_hook(pm, "soloflow_classify_task", task="refund my order")
     """
-    return _call_isolated(pm, hook_name, getattr(pm.hook, hook_name), kwargs, [])
+    return _call_isolated(pm, hook_name, getattr(pm.hook, hook_name), kwargs=kwargs, removed=[])
 
 
 def _call_isolated(
-    pm: pluggy.PluginManager, hook_name: str, hook: Any, kwargs: dict[str, Any], removed: list[object]
+    pm: pluggy.PluginManager, hook_name: str, hook: Any, *, kwargs: dict[str, Any], removed: list[object]
 ) -> Any:
     """Call ``hook``; on a plugin's failure, call the implementations after it, leaving out
     ``removed`` (those that already ran or failed, and the wrappers)."""
@@ -220,7 +220,7 @@ def _call_isolated(
         removed = [*removed, *(i.plugin for i in impls if i.wrapper or i.hookwrapper),
                    *(i.plugin for i in done)]  # fmt: skip
         rest = pm.subset_hook_caller(hook_name, remove_plugins=removed)
-        return _call_isolated(pm, hook_name, rest, kwargs, removed)
+        return _call_isolated(pm, hook_name, rest, kwargs=kwargs, removed=removed)
 
 
 @contextmanager

@@ -10,44 +10,11 @@ class defined in them (``finish_moves(...)``, ``Transition(...)``) or a method t
 from __future__ import annotations
 
 import ast
-from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("soloflow_core", "soloflow_langgraph", "soloflow_plugins")
 MAX_POSITIONAL = 3
-
-# Calls written before this rule, per module, in modules other helpers were changing when it
-# came (issue 21, point 6). The count may only go down: a module not listed has none.
-KNOWN: dict[str, int] = {
-    "soloflow_core/flow/loader.py": 14,
-    "soloflow_core/flow/validate.py": 5,
-    "soloflow_core/generalize/composed.py": 1,
-    "soloflow_core/generalize/loops.py": 1,
-    "soloflow_core/generalize/propose.py": 2,
-    "soloflow_core/generalize/reply.py": 1,
-    "soloflow_core/ledger/_rows.py": 6,
-    "soloflow_core/ledger/_sqlite.py": 4,
-    "soloflow_core/ledger/ingester.py": 2,
-    "soloflow_core/ledger/reader.py": 2,
-    "soloflow_core/memory/intent.py": 3,
-    "soloflow_core/memory/procedural.py": 1,
-    "soloflow_core/mining/cover.py": 5,
-    "soloflow_core/mining/detector.py": 2,
-    "soloflow_core/mining/fast.py": 4,
-    "soloflow_core/mining/matching.py": 9,
-    "soloflow_core/mining/pipeline.py": 9,
-    "soloflow_core/mining/results.py": 2,
-    "soloflow_core/mining/units.py": 5,
-    "soloflow_core/store/columns.py": 10,
-    "soloflow_core/store/flow_lookup.py": 3,
-    "soloflow_core/store/fulltext.py": 4,
-    "soloflow_core/store/memory_items.py": 14,
-    "soloflow_core/store/procedural.py": 1,
-    "soloflow_core/store/repository.py": 3,
-    "soloflow_core/testing/synthetic_ledger.py": 5,
-}
-
 
 def _modules() -> dict[str, ast.Module]:
     return {str(f.relative_to(ROOT)): ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
@@ -89,18 +56,9 @@ def _offences(trees: dict[str, ast.Module]) -> list[tuple[str, int, str, int]]:
 
 def test_no_call_passes_more_than_three_positional_arguments() -> None:
     found = _offences(_modules())
-    per_module = Counter(path for path, *_ in found)
-    over = {path: n for path, n in per_module.items() if n > KNOWN.get(path, 0)}
     lines = [f"{path}:{line}: {name}(...) with {n} positional arguments; pass the rest by keyword"
-             for path, line, name, n in found if path in over]
-    assert not over, "\n".join(lines)
-
-
-def test_the_known_calls_only_go_down() -> None:
-    """A module whose known calls were fixed is taken off the list (so none come back)."""
-    per_module = Counter(path for path, *_ in _offences(_modules()))
-    stale = {path: (n, per_module.get(path, 0)) for path, n in KNOWN.items() if per_module.get(path, 0) < n}
-    assert not stale, f"lower these counts in KNOWN (listed, found): {stale}"
+             for path, line, name, n in found]
+    assert not found, "\n".join(lines)
 
 
 def test_the_check_finds_a_positional_call_and_passes_a_keyword_one() -> None:

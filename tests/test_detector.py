@@ -464,7 +464,7 @@ def test_read_tool_names_numbers_names_in_order_however_each_chunk_is_read(
 
     def every_other(text, offsets, lo, hi):  # chunks 1, 3, 5, ... fall back
         seen.append(lo)
-        return None if len(seen) % 2 == 0 else decode(text, offsets, lo, hi)
+        return None if len(seen) % 2 == 0 else decode(text, offsets, lo, hi=hi)
 
     monkeypatch.setattr(columns, "_decode_chunk", every_other)
     mixed = sqlite_store.read_tool_names(**NS)

@@ -182,6 +182,6 @@ def test_a_reply_that_cannot_be_written_states_what_was_done():
     flow = FlowDefinition(name="F", steps=[FlowStep(id="s", skill_key="t")],
                           reply_template="Your order {{s.missing}} is ready.")
     text = render_reply(flow, {"email": "a@x.io"}, {"s": {"id": 1}}, {"id": 1})
-    assert text == describe_run("F", ["t"], {"email": "a@x.io"}, {"id": 1})
+    assert text == describe_run("F", ["t"], {"email": "a@x.io"}, output={"id": 1})
     ok = flow.model_copy(update={"reply_template": "Order {{s.id}} for {{_trigger.email}}."})
     assert render_reply(ok, {"email": "a@x.io"}, {"s": {"id": 1}}, None) == "Order 1 for a@x.io."

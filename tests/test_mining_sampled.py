@@ -110,7 +110,7 @@ def test_pair_positions_find_the_starts_a_scan_of_code_positions_finds(options):
     work[rng.choice(np.flatnonzero(work >= 0), 400, replace=False)] = -2  # some covered
     pats = [rng.integers(0, len(ledger.names), rng.integers(2, 6)) for _ in range(200)]
     pats += [row for lv in mine_levels(ledger.coded(), min_support=2) for row in lv.codes][:100]
-    scanned = scan_starts_many(work, pats, options, CodePositions(ledger.code))
+    scanned = scan_starts_many(work, pats, options, where=CodePositions(ledger.code))
     paired = PairPositions(ledger.code).starts_many(work, pats, options)
     assert np.array_equal(paired[0], scanned[0]) and np.array_equal(paired[1], scanned[1])
     assert len(paired[0]) > 0

@@ -188,7 +188,7 @@ def test_matching_many_patterns_at_once_matches_each_alone(options):
     found, gains = match_patterns(work, ledger, *index.starts_many(pats, ledger.options), pats)
     for pat, occ, gain in zip(pats, found, gains, strict=True):
         # Alone, from every place its first pair occurs (no triple index).
-        alone = match_pattern(work, ledger, index.starts(pat, ledger.options), pat)
+        alone = match_pattern(work, ledger, index.starts(pat, ledger.options), pat=pat)
         assert np.array_equal(occ.pos, alone.pos) and np.array_equal(occ.stray, alone.stray)
         assert np.array_equal(occ.swap_at, alone.swap_at)
         assert np.array_equal(occ.length, alone.length)
@@ -202,9 +202,9 @@ def test_scanning_starts_for_many_patterns_finds_each_ones():
     work[rng.choice(np.flatnonzero(work >= 0), 500, replace=False)] = -2
     where = CodePositions(ledger.code)
     pats = [rng.integers(0, len(ledger.names), rng.integers(2, 6)) for _ in range(200)]
-    starts, which = scan_starts_many(work, pats, ledger.options, where)
+    starts, which = scan_starts_many(work, pats, ledger.options, where=where)
     for k, pat in enumerate(pats):
-        assert np.array_equal(starts[which == k], scan_starts(work, pat, ledger.options, where))
+        assert np.array_equal(starts[which == k], scan_starts(work, pat, ledger.options, where=where))
 
 
 @given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=80))
@@ -249,9 +249,9 @@ def test_starts_skip_covered_instances_and_lose_no_match(options):
     starts, which = index.starts_many(pats, ledger.options)
     untold = ChainIndex(ledger.code, ledger.err).starts_many(pats, ledger.options)[0]
     assert len(starts) < len(untold)  # instances with a covered unit start nothing
-    found, gains = match_patterns(work, ledger, starts, which, pats)
+    found, gains = match_patterns(work, ledger, starts, cand=which, pats=pats)
     for pat, occ, gain in zip(pats, found, gains, strict=True):
-        alone = match_pattern(work, ledger, index.starts(pat, ledger.options), pat)
+        alone = match_pattern(work, ledger, index.starts(pat, ledger.options), pat=pat)
         assert np.array_equal(occ.pos, alone.pos) and np.array_equal(occ.stray, alone.stray)
         assert np.array_equal(occ.swap_at, alone.swap_at)
         assert np.array_equal(occ.length, alone.length)

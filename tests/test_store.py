@@ -188,8 +188,8 @@ def test_read_tool_names_on_sqlite_matches_the_row_by_row_read(sqlite_store, mon
     monkeypatch.setattr(columns, "_CALLS_PER_READ", 5)
     _mixed_namespaces(sqlite_store)
     quick = sqlite_store.read_tool_names(**NS)
-    monkeypatch.setattr(columns, "_sqlite_chunk", lambda *args: None)
-    monkeypatch.setattr(columns, "_sqlite_run_columns", lambda *args: None)
+    monkeypatch.setattr(columns, "_sqlite_chunk", lambda *args, **kwargs: None)
+    monkeypatch.setattr(columns, "_sqlite_run_columns", lambda *args, **kwargs: None)
     slow = sqlite_store.read_tool_names(**NS)
     for field in ("run_pks", "offsets", "codes", "errors", "success", "cost", "tokens"):
         a, b = getattr(quick, field), getattr(slow, field)
@@ -298,7 +298,7 @@ def test_a_run_rows_parsed_json_is_stored_as_the_generic_writer_stores_it(store)
     """A RunRow's JSON values take pydantic-core's serialiser on SQLite: NaN becomes null and
     NUL is dropped there too, and the values read back are the same."""
     values = {"nan": float("nan"), "nul": "a\x00b", "é": ["\U0001f600", 1e16, -0.0, 2**70]}
-    call = ToolCallRow("t", values, values, None, None, None, values)
+    call = ToolCallRow("t", values, values, error=None, duration_ms=None, tool_call_id=None, meta=values)
     row = RunRow("r", NS["user_id"], NS["agent_id"], None, None, None, None, [call], [], None, None, None, values)
     expected = {"nan": None, "nul": "ab", "é": ["\U0001f600", 1e16, -0.0, 2**70]}
     assert store.add_runs([row]) == 1

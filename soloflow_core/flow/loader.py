@@ -84,22 +84,22 @@ def _load(file: Path) -> tuple[FlowDefinition, dict[Loc, Position]]:
         size = file.stat().st_size
         if size > MAX_FILE_BYTES:
             raise FlowFileError(name, [FlowFileProblem(
-                None, None, None, f"the file is {size:,} bytes; a flow file is at most "
+                path=None, line=None, column=None, message=f"the file is {size:,} bytes; a flow file is at most "
                 f"{MAX_FILE_BYTES:,}")])
         raw = file.read_bytes()
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         reason = getattr(exc, "strerror", None) or exc
         raise FlowFileError(name, [FlowFileProblem(
-            None, None, None, f"cannot read the file ({reason}); check the path")]) from None
+            path=None, line=None, column=None, message=f"cannot read the file ({reason}); check the path")]) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise FlowFileError(name, [FlowFileProblem(
-            None, line, None, f"not UTF-8 text (byte {exc.start}); save the file as UTF-8")]) from None
+            path=None, line=line, column=None, message=f"not UTF-8 text (byte {exc.start}); save the file as UTF-8")]) from None
     if not text.strip():
         raise FlowFileError(name, [FlowFileProblem(
-            None, None, None, "the file is empty; write a flow with `name` and `steps`")])
+            path=None, line=None, column=None, message="the file is empty; write a flow with `name` and `steps`")])
     suffix = file.suffix.lower()
     is_json = suffix == ".json" or (suffix not in (".yaml", ".yml") and text.lstrip().startswith("{"))
     parsed = _parse_json(name, text) if is_json else _parse_yaml(name, text)
@@ -172,24 +172,24 @@ def _parse_yaml(name: str, text: str) -> _Parsed:
         data = loader.construct_document(node) if node is not None else None
     except _TooBig as exc:
         line, col = _mark(exc.node)
-        raise FlowFileError(name, [FlowFileProblem(None, line, col, exc.message)]) from None
+        raise FlowFileError(name, [FlowFileProblem(path=None, line=line, column=col, message=exc.message)]) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(x for x in (exc.context, exc.problem) if x) or "YAML syntax error"
         raise FlowFileError(name, [FlowFileProblem(
-            None, mark.line + 1 if mark else None, mark.column + 1 if mark else None,
-            f"YAML syntax error: {what}; fix the YAML at this line")]) from None
+            path=None, line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None,
+            message=f"YAML syntax error: {what}; fix the YAML at this line")]) from None
     except yaml.YAMLError as exc:
-        raise FlowFileError(name, [FlowFileProblem(None, None, None, f"YAML error: {exc}")]) from None
+        raise FlowFileError(name, [FlowFileProblem(path=None, line=None, column=None, message=f"YAML error: {exc}")]) from None
     except RecursionError:
         raise FlowFileError(name, [FlowFileProblem(
-            None, None, None, "the YAML is nested too deeply or refers to itself")]) from None
+            path=None, line=None, column=None, message="the YAML is nested too deeply or refers to itself")]) from None
     finally:
         loader.dispose()
     positions: dict[Loc, Position] = {}
     problems: list[FlowFileProblem] = []
     if node is not None:
-        _walk_yaml(node, (), positions, problems, set())
+        _walk_yaml(node, (), positions, problems=problems, active=set())
     return _Parsed(data, positions, problems)
 
 
@@ -198,7 +198,7 @@ def _mark(node: Any) -> Position:
 
 
 def _walk_yaml(
-    node: Any, loc: Loc, positions: dict[Loc, Position], problems: list[FlowFileProblem],
+    node: Any, loc: Loc, positions: dict[Loc, Position], *, problems: list[FlowFileProblem],
     active: set[int],
 ) -> None:
     if id(node) in active:  # an alias that refers to its own ancestor
@@ -212,14 +212,14 @@ def _walk_yaml(
             if k in seen:
                 line, col = _mark(key)
                 problems.append(FlowFileProblem(
-                    _format_loc(loc + (k,)), line, col,
-                    f"key {k!r} appears twice in this mapping; keep one"))
+                    path=_format_loc(loc + (k,)), line=line, column=col,
+                    message=f"key {k!r} appears twice in this mapping; keep one"))
             seen.add(k)
             positions[loc + (k,)] = _mark(key)
-            _walk_yaml(value, loc + (k,), positions, problems, active)
+            _walk_yaml(value, loc + (k,), positions, problems=problems, active=active)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _walk_yaml(item, loc + (i,), positions, problems, active)
+            _walk_yaml(item, loc + (i,), positions, problems=problems, active=active)
     active.discard(id(node))
 
 
@@ -233,13 +233,13 @@ def _parse_json(name: str, text: str) -> _Parsed:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FlowFileError(name, [FlowFileProblem(
-            None, exc.lineno, exc.colno, f"JSON syntax error: {exc.msg}; fix the JSON at this line")]) from None
+            path=None, line=exc.lineno, column=exc.colno, message=f"JSON syntax error: {exc.msg}; fix the JSON at this line")]) from None
     except RecursionError:
         raise FlowFileError(name, [FlowFileProblem(
-            None, None, None, "the JSON is nested too deeply")]) from None
+            path=None, line=None, column=None, message="the JSON is nested too deeply")]) from None
     except ValueError as exc:  # a number of more than 4,300 digits
         raise FlowFileError(name, [FlowFileProblem(
-            None, None, None, f"JSON value refused: {str(exc).split(';')[0]}; write a shorter number")]) from None
+            path=None, line=None, column=None, message=f"JSON value refused: {str(exc).split(';')[0]}; write a shorter number")]) from None
     positions, problems = _json_positions(text)
     return _Parsed(data, positions, problems)
 
@@ -274,8 +274,8 @@ def _json_positions(text: str) -> tuple[dict[Loc, Position], list[FlowFileProble
             if len(stack) >= MAX_DEPTH:
                 line, col = pos(start)
                 problems.append(FlowFileProblem(
-                    _format_loc(value_at(start)), line, col,
-                    f"nested deeper than {MAX_DEPTH} levels; flatten the value"))
+                    path=_format_loc(value_at(start)), line=line, column=col,
+                    message=f"nested deeper than {MAX_DEPTH} levels; flatten the value"))
                 break
             stack.append([value_at(start), tok == "{", 0, set()])
             expect_key = tok == "{"
@@ -298,7 +298,7 @@ def _json_positions(text: str) -> tuple[dict[Loc, Position], list[FlowFileProble
             if key in top[3]:
                 line, col = pos(start)
                 problems.append(FlowFileProblem(
-                    _format_loc(loc), line, col, f"key {key!r} appears twice in this object; keep one"))
+                    path=_format_loc(loc), line=line, column=col, message=f"key {key!r} appears twice in this object; keep one"))
             top[3].add(key)
             positions[loc] = pos(start)
         else:
@@ -334,7 +334,7 @@ def _position(loc: Loc, positions: dict[Loc, Position]) -> Position | None:
 
 def _problem(loc: Loc, message: str, positions: dict[Loc, Position]) -> FlowFileProblem:
     at = _position(loc, positions)
-    return FlowFileProblem(_format_loc(loc) or None, at[0] if at else None, at[1] if at else None, message)
+    return FlowFileProblem(path=_format_loc(loc) or None, line=at[0] if at else None, column=at[1] if at else None, message=message)
 
 
 def _short(value: Any) -> str:

@@ -191,11 +191,11 @@ def validate_flow(
                     problems.append((s.id, field, f"{ref.text} reads a map item, but the step has no "
                                      "map_over; set map_over to the list to map over"))
                 continue
-            problems.extend(_check_reference(s.id, field, ref, known, ancestors, declared_inputs))
+            problems.extend(_check_reference(s.id, field, ref, known=known, ancestors=ancestors, declared_inputs=declared_inputs))
         if s.map_over is not None:
-            problems.extend(_check_map_over(s.id, s.map_over, known, ancestors, declared_inputs))
+            problems.extend(_check_map_over(s.id, s.map_over, known, ancestors=ancestors, declared_inputs=declared_inputs))
         if s.compensation is not None:
-            problems.extend(_check_compensation(s, known, ancestors, declared_inputs))
+            problems.extend(_check_compensation(s, known, ancestors, declared_inputs=declared_inputs))
     problems.extend(_check_extraction(flow.extraction))
     if flow.output_step is not None and flow.output_step not in known:
         problems.append((None, "output_step", f"unknown step {flow.output_step!r}"))
@@ -227,7 +227,7 @@ def validate_flow(
 
 
 def _check_map_over(
-    step: str, map_over: str, known: set[str], ancestors: dict[str, set[str]],
+    step: str, map_over: str, known: set[str], *, ancestors: dict[str, set[str]],
     declared_inputs: set[str] | None,
 ) -> list[Problem]:
     refs = list(iter_references(map_over, "map_over"))
@@ -240,11 +240,11 @@ def _check_map_over(
         return [(step, "map_over", str(ref))]
     if ref.root == ITEM:
         return [(step, "map_over", "map_over cannot read {{_item}}: name an input or an earlier step's list")]
-    return _check_reference(step, "map_over", ref, known, ancestors, declared_inputs)
+    return _check_reference(step, "map_over", ref, known=known, ancestors=ancestors, declared_inputs=declared_inputs)
 
 
 def _check_compensation(
-    s: FlowStep, known: set[str], ancestors: dict[str, set[str]], declared_inputs: set[str] | None
+    s: FlowStep, known: set[str], ancestors: dict[str, set[str]], *, declared_inputs: set[str] | None
 ) -> list[Problem]:
     """A compensation runs after its step completed: it may read the step's own output."""
     assert s.compensation is not None
@@ -258,7 +258,7 @@ def _check_compensation(
         elif not ref.is_trigger and ref.root == s.id:
             continue
         else:
-            out.extend(_check_reference(s.id, field, ref, known, upstream, declared_inputs))
+            out.extend(_check_reference(s.id, field, ref, known=known, ancestors=upstream, declared_inputs=declared_inputs))
     return out
 
 
@@ -283,7 +283,7 @@ def _check_reference(
     step: str,
     field: str,
     ref: Reference,
-    known: set[str],
+    *, known: set[str],
     ancestors: dict[str, set[str]],
     declared_inputs: set[str] | None,
 ) -> list[Problem]:

@@ -126,7 +126,7 @@ def compose_template(
     fixed.append(first[pos:])
     choices: list[list[str]] = [list(refs) for _, _, refs in spans]
     for text, values in zip(texts[1:], sources[1:], strict=True):
-        narrowed = _consistent(text, values, fixed, choices)
+        narrowed = _consistent(text, values, fixed, choices=choices)
         if narrowed is None:
             return None
         choices = narrowed
@@ -138,7 +138,7 @@ def compose_template(
 
 
 def _consistent(
-    text: str, values: Mapping[str, str], fixed: list[str], choices: list[list[str]]
+    text: str, values: Mapping[str, str], fixed: list[str], *, choices: list[list[str]]
 ) -> list[list[str]] | None:
     """The references of each hole that also write ``text`` with the same fixed parts; None
     when no choice does. A depth-first match of the holes left to right."""

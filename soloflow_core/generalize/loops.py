@@ -148,7 +148,7 @@ def find_list_walk(i: int, occurrences: Sequence[Any], *, loops: set[int] | None
             broken_multi |= (not ok) and len(vals) > 1
         if broken_multi or holds * 2 < len(occurrences):
             continue
-        walk = ListWalk(key, j, lpath, ipath, holds, len(occurrences))
+        walk = ListWalk(key, j, lpath, item_path=ipath, holds=holds, total=len(occurrences))
         if best is None or (walk.holds, walk.source, -len(lpath)) > (best.holds, best.source, -len(best.list_path)):
             best = walk
     return best

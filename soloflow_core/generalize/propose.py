@@ -47,7 +47,7 @@ class FlowProposal:
 
 
 def _loops(
-    n: int, occurrences: Sequence[Occurrence], repeated: Collection[int], notes: list[str]
+    n: int, occurrences: Sequence[Occurrence], repeated: Collection[int], *, notes: list[str]
 ) -> dict[int, ListWalk]:
     seen_multi = {
         i for i in range(n) for o in occurrences if len(o.step_calls) > i and len(o.step_calls[i]) > 1
@@ -108,7 +108,7 @@ def propose(
             effects.update({k: v for k, v in side_effects_from_calls(calls).items() if k not in effects})
     effects.update(side_effects or {})
     if occurrences:
-        walks = _loops(n, occurrences, repeated_steps, notes)
+        walks = _loops(n, occurrences, repeated_steps, notes=notes)
         gen = generalize(occurrences, loops={i: w.key for i, w in walks.items()},
                          side_effects=[effects.get(t) for t in tool_sequence])
         notes += gen.notes
@@ -146,7 +146,7 @@ def propose(
     )
     free = [s.input_name for srcs in (gen.sources if gen else []) for s in srcs.values()
             if s.kind == "free" and s.input_name]
-    return FlowProposal(flow, confidence, notes, walks, list(dict.fromkeys(free)))
+    return FlowProposal(flow, confidence, notes, loops=walks, free_inputs=list(dict.fromkeys(free)))
 
 
 def propose_flow(

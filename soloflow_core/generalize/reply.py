@@ -82,7 +82,7 @@ def learn_reply_template(
 
 
 def describe_run(
-    flow_name: str, tools: Sequence[str], inputs: Mapping[str, Any], output: Any
+    flow_name: str, tools: Sequence[str], inputs: Mapping[str, Any], *, output: Any
 ) -> str:
     """What a flow run did, in one short paragraph, for a flow with no reply template.
 
@@ -116,7 +116,7 @@ def render_reply(
             log.warning("flow %r: its reply template cannot be rendered (%s)", flow.name, exc)
         else:
             return text if isinstance(text, str) else _short(text, _MAX_REPLY_CHARS)
-    return describe_run(flow.name, [s.skill_key for s in flow.steps], inputs, output)
+    return describe_run(flow.name, [s.skill_key for s in flow.steps], inputs, output=output)
 
 
 def _whole_input(value: Any) -> str | None:

@@ -34,7 +34,7 @@ import re
 import zlib
 from collections.abc import Generator, Iterator
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import msgspec
 from msgspec import Meta, Raw, Struct
@@ -166,7 +166,7 @@ class Rows:
 
 
 def add_line(
-    rows: Rows, ordinal: int, data: bytes, user: str, agent: str, keep_namespaces: bool
+    rows: Rows, ordinal: int, data: bytes, *, user: str, agent: str, keep_namespaces: bool
 ) -> bool:
     """Append the rows of ``data`` (one ledger line) to ``rows``; False, and nothing
     appended, when the line is left to the checked path.
@@ -183,7 +183,7 @@ def add_line(
             return False
     try:
         run = _decode(data)
-        return _add_run(rows, ordinal, run, user, agent, keep_namespaces)
+        return _add_run(rows, ordinal, run, user=user, agent=agent, keep_namespaces=keep_namespaces)
     except (_Unusual, msgspec.MsgspecError, ValueError, TypeError, OverflowError, RecursionError):
         return False
 
@@ -236,7 +236,7 @@ def _decode(data: bytes) -> _Run:
                 extras[key] = _DECODE_ANY(raw)
     if extras:
         run.meta = _with_extras({} if run.meta is None else run.meta, extras)
-    return run
+    return cast("_Run", run)
 
 
 def _decode_any_shape(data: bytes) -> tuple[_Run, dict[str, Any]]:
@@ -285,7 +285,7 @@ def _with_extras(meta: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]
 
 
 def _add_run(
-    rows: Rows, ordinal: int, run: _Run, user: str, agent: str, keep_namespaces: bool
+    rows: Rows, ordinal: int, run: _Run, *, user: str, agent: str, keep_namespaces: bool
 ) -> bool:
     run_id = run.run_id
     own_user = user if run.user_id is None else run.user_id
@@ -300,8 +300,8 @@ def _add_run(
             meta.setdefault("ledger_agent_id", own_agent)
     calls = [] if run.tool_calls is None else run.tool_calls
     models = [] if run.model_calls is None else run.model_calls
-    call_rows = [_call_row(ordinal, user, agent, i, c) for i, c in enumerate(calls)]
-    model_rows = [_model_row(ordinal, user, agent, i, m) for i, m in enumerate(models)]
+    call_rows = [_call_row(ordinal, user, agent, seq=i, c=c) for i, c in enumerate(calls)]
+    model_rows = [_model_row(ordinal, user, agent, seq=i, m=m) for i, m in enumerate(models)]
     task, cost = run.task, run.cost
     classification = run.classification
     run_row = (
@@ -337,7 +337,7 @@ def _meta_text(meta: dict[str, Any]) -> str:
     return text
 
 
-def _call_row(ordinal: int, user: str, agent: str, seq: int, c: _ToolCall) -> tuple[Any, ...]:
+def _call_row(ordinal: int, user: str, agent: str, *, seq: int, c: _ToolCall) -> tuple[Any, ...]:
     args = str(c.args, "utf-8")
     output = str(c.output, "utf-8")
     if (
@@ -367,7 +367,7 @@ def _call_row(ordinal: int, user: str, agent: str, seq: int, c: _ToolCall) -> tu
     )
 
 
-def _model_row(ordinal: int, user: str, agent: str, seq: int, m: _ModelCall) -> tuple[Any, ...]:
+def _model_row(ordinal: int, user: str, agent: str, *, seq: int, m: _ModelCall) -> tuple[Any, ...]:
     n_in, n_out, total, d, model = (
         m.input_tokens or 0,
         m.output_tokens or 0,
@@ -442,7 +442,7 @@ def read_chunks(
     files: list[str],
     user: str,
     agent: str,
-    keep_namespaces: bool,
+    *, keep_namespaces: bool,
     chunk_lines: int | None = None,
 ) -> Generator[Chunk, None, None]:
     """The files' lines, read and turned into rows chunk by chunk (see :data:`Chunk`)."""
@@ -471,13 +471,13 @@ def read_chunks(
                             continue
                         ordinal += 1
                         numbers.append(number)
-                        if not add_line(rows, ordinal, data, user, agent, keep_namespaces):
+                        if not add_line(rows, ordinal, data, user=user, agent=agent, keep_namespaces=keep_namespaces):
                             deferred.append((ordinal, data))
                         if len(numbers) >= chunk_lines:
                             break
                 except (EOFError, OSError, zlib.error) as exc:
                     if numbers:
-                        yield _rows(file_index, first, numbers, rows, deferred, raw.tell())
+                        yield _rows(file_index, first, numbers, rows=rows, deferred=deferred, position=raw.tell())
                     reason = (
                         f"the gzip data is truncated or corrupt ({exc}); "
                         "the lines before it were read"
@@ -487,14 +487,14 @@ def read_chunks(
                     break
                 if not numbers:
                     break
-                yield _rows(file_index, first, numbers, rows, deferred, raw.tell())
+                yield _rows(file_index, first, numbers, rows=rows, deferred=deferred, position=raw.tell())
 
 
 def _rows(
     file_index: int,
     first: int,
     numbers: list[int],
-    rows: Rows,
+    *, rows: Rows,
     deferred: list[tuple[int, bytes]],
     position: int,
 ) -> Chunk:

@@ -76,7 +76,7 @@ def ingest_sqlite(
         # Checking each call's run costs a fifth of the write; the rows are built so that
         # every call points at a run of its own transaction.
         driver.execute("PRAGMA foreign_keys = OFF")
-        chunks = read_chunks(files, default_user, default_agent, keep_namespaces)
+        chunks = read_chunks(files, default_user, default_agent, keep_namespaces=keep_namespaces)
         write = checkpoints.around(_write_bulk)
         try:
             for chunk in chunks:
@@ -96,11 +96,11 @@ def ingest_sqlite(
                         chunk,
                         batch,
                         report,
-                        name,
-                        stamp,
-                        default_user,
-                        default_agent,
-                        keep_namespaces,
+                        name=name,
+                        stamp=stamp,
+                        default_user=default_user,
+                        default_agent=default_agent,
+                        keep_namespaces=keep_namespaces,
                     )
                     if len(batch.runs) >= BATCH_RUNS:
                         errors += write(driver, batch, report, name, stamp)
@@ -132,7 +132,7 @@ def _take_chunk(
     chunk: tuple[Any, ...],
     batch: _Batch,
     report: IngestReport,
-    name: str,
+    *, name: str,
     stamp: Callable[[datetime], str],
     default_user: str,
     default_agent: str,
@@ -177,7 +177,7 @@ def _write_bulk(
     created = stamp(now())
     refused: list[tuple[int, LedgerError]] = []
     try:
-        skipped = len(insert_sqlite_bulk(driver, batch.runs, batch.calls, batch.models, created))
+        skipped = len(insert_sqlite_bulk(driver, batch.runs, batch.calls, models=batch.models, created=created))
     except BULK_REFUSED:
         skipped = 0
         calls: dict[int, list[tuple[Any, ...]]] = {}
@@ -191,7 +191,7 @@ def _write_bulk(
             try:
                 skipped += len(
                     insert_sqlite_bulk(
-                        driver, [run], calls.get(ordinal, []), models.get(ordinal, []), created
+                        driver, [run], calls.get(ordinal, []), models=models.get(ordinal, []), created=created
                     )
                 )
             except BULK_REFUSED as exc:
@@ -243,9 +243,9 @@ class WalCheckpoints:
         if checkpoints is None:
             return write
 
-        def write_then_checkpoint(*args: Any) -> Any:
+        def write_then_checkpoint(*args: Any, **kwargs: Any) -> Any:
             checkpoints.wait()
-            result = write(*args)
+            result = write(*args, **kwargs)
             checkpoints.request()
             return result
 

@@ -127,12 +127,12 @@ def _ingest_files(
                 key = (item.user_id, item.agent_id)
                 report.namespaces[key] = report.namespaces.get(key, 0) + 1
                 if len(pending) >= _BATCH:
-                    errors += _write(store, pending, report, name)
+                    errors += _write(store, pending, report, path=name)
                     pending = []
             if on_progress is not None and report.lines % _PROGRESS_EVERY == 0:
                 on_progress(report.lines, done_before + min(position, size), total)
         if pending:  # a batch never spans files: a refused run's line belongs to `name`
-            errors += _write(store, pending, report, name)
+            errors += _write(store, pending, report, path=name)
             pending = []
         report.files += 1
         done_before += size
@@ -143,7 +143,7 @@ def _ingest_files(
 
 
 def _write(
-    store: Store, pending: list[tuple[int, int, TaskRun | RunRow]], report: IngestReport, path: str
+    store: Store, pending: list[tuple[int, int, TaskRun | RunRow]], report: IngestReport, *, path: str
 ) -> list[tuple[int, LedgerError]]:
     """Write one batch; if the database refuses it, write its runs one by one so that only
     the refused runs are lost. Returns their errors."""

@@ -690,7 +690,7 @@ def _plain_tool_call(c: Any) -> ToolCallRow:
     if not c.keys() <= TOOL_CALL_FIELDS:
         extras = {k: v for k, v in c.items() if k not in TOOL_CALL_FIELDS}
         meta = _with_extras(meta, extras, "meta")
-    return ToolCallRow(name, args, get("output"), error, duration, call_id, meta)
+    return ToolCallRow(name, args, get("output"), error=error, duration_ms=duration, tool_call_id=call_id, meta=meta)
 
 
 def _plain_model_call(m: Any) -> ModelCallRow:
@@ -718,7 +718,7 @@ def _plain_model_call(m: Any) -> ModelCallRow:
         if (type(duration) is not float and type(duration) is not int) or not duration >= 0:
             raise _Unusual
         duration = float(duration)
-    return ModelCallRow(model, counts[0], counts[1], total, duration, counts[2])
+    return ModelCallRow(model, counts[0], counts[1], total_tokens=total, duration_ms=duration, tool_calls_requested=counts[2])
 
 
 # ---------------------------------------------------------------------- namespace

@@ -480,9 +480,9 @@ def judge_intent(
     if strangers:
         reasons.append(f"asks for someone else: {', '.join(strangers)}")
     if not reasons:
-        return IntentVerdict("run", round(score, 4), known, unknown)
+        return IntentVerdict("run", round(score, 4), known, unknown=unknown)
     verdict: Verdict = "hint" if anchors else "none"
-    return IntentVerdict(verdict, round(score, 4), known, unknown, tuple(reasons))
+    return IntentVerdict(verdict, round(score, 4), known, unknown=unknown, reasons=tuple(reasons))
 
 
 def tool_actions(tool_names: Iterable[str]) -> frozenset[str]:
@@ -542,7 +542,7 @@ def _matches(rule: Mapping[str, Any], text: str) -> list[tuple[str, int, int]]:
     return [(m.group("v"), m.start("v"), m.end("v")) for m in rx.finditer(text)]
 
 
-def _set_aside(text: str, start: int, end: int, urls: list[tuple[int, int]]) -> str | None:
+def _set_aside(text: str, start: int, end: int, *, urls: list[tuple[int, int]]) -> str | None:
     """Why a value found at ``text[start:end]`` may not be bound, or None."""
     value = text[start:end]
     if not value.isascii():
@@ -608,7 +608,7 @@ def bind_inputs(
             continue
         found: list[str] = []
         for value, start, end in _matches(rule, text):
-            why = _set_aside(text, start, end, urls)
+            why = _set_aside(text, start, end, urls=urls)
             if why is not None:
                 problems.append(f"input {name!r}: {why}")
             elif value not in found:

@@ -131,7 +131,7 @@ def _order_share(name: str, pairs: set[tuple[str, str]], query: set[str]) -> flo
     return 1.0 if query.issuperset(phrase_terms(name)) and phrase_terms(name) else 0.0
 
 
-def _score(flow: LookupCandidate, best_rank: float, query: set[str], named: set[str],
+def _score(flow: LookupCandidate, best_rank: float, query: set[str], *, named: set[str],
            available: set[str] | None, said: dict[str, bool], pairs: set[tuple[str, str]]) -> _Scored:
     """``said`` memoizes, for one lookup, whether the context holds every term of a keyword."""
     keywords = []
@@ -310,7 +310,7 @@ class ProceduralMemory:
         query = set(terms)
         said: dict[str, bool] = {}
         pairs = ordered_pairs([t for t in tokens if t in query])
-        scored = [_score(f, best, query, named, available, said, pairs) for f in found]
+        scored = [_score(f, best, query, named=named, available=available, said=said, pairs=pairs) for f in found]
         if not include_unavailable:
             scored = [s for s in scored if not s.missing]
         return [_match(s) for s in _rank_with_precedence(scored)[:limit]]

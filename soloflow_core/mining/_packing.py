@@ -65,7 +65,7 @@ def count_keys(sorted_keys: IntArray, k: IntArray) -> IntArray:
     )
 
 
-def pair_keys(a: IntArray, b: IntArray, at: IntArray, w: int) -> IntArray:
+def pair_keys(a: IntArray, b: IntArray, at: IntArray, *, w: int) -> IntArray:
     """``a[at] * w + b[at]`` in int64 (keys are products of codes), built in one array."""
     keys = a[at].astype(np.int64, copy=False)
     keys *= w
@@ -73,7 +73,7 @@ def pair_keys(a: IntArray, b: IntArray, at: IntArray, w: int) -> IntArray:
     return keys
 
 
-def packed_starts(id_at: npt.NDArray[np.int32], at: IntArray, form: int, shift: int) -> IntArray:
+def packed_starts(id_at: npt.NDArray[np.int32], at: IntArray, form: int, *, shift: int) -> IntArray:
     """(triple id, form, start) of a form's instances starting ``at``, packed in an int64."""
     packed = id_at[at].astype(np.int64)
     packed <<= shift + 3

@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -75,7 +75,7 @@ def rank_patterns(
     cands = _candidates(ledger, patterns)
     supports = np.asarray([_support(c[1]) for c in cands], dtype=np.int64)
     return rank_coded(
-        ledger, [c[0] for c in cands], supports, lambda i: cands[i][1],
+        ledger, [c[0] for c in cands], supports, pattern_of=lambda i: cands[i][1],
         top_k=top_k, min_support=min_support,
     )  # fmt: skip
 
@@ -84,8 +84,7 @@ def rank_coded(
     ledger: UnitLedger,
     pats: Sequence[IntArray],
     supports: IntArray,
-    pattern_of: Callable[[int], Any],
-    *,
+    *, pattern_of: Callable[[int], Any],
     top_k: int,
     min_support: int,
 ) -> list[RankedPattern]:
@@ -97,7 +96,7 @@ def rank_coded(
         return out
     source = one_source(ledger)
     for i, gain, occ in greedy_cover(ledger, pats, supports):
-        ranked = ranked_pattern(ledger, pattern_of(i), pats[i], gain, occ, len(out) + 1, source)
+        ranked = ranked_pattern(ledger, pattern_of(i), pats[i], gain=gain, occ=occ, rank=len(out) + 1, source=source)
         if ranked.support >= min_support:
             out.append(ranked)
             if len(out) == top_k:
@@ -109,7 +108,7 @@ def greedy_cover(
     ledger: UnitLedger,
     pats: Sequence[IntArray],
     supports: IntArray,
-    index: ChainIndex | None = None,
+    *, index: ChainIndex | None = None,
 ) -> Iterator[tuple[int, float, TolerantOccurrences]]:
     """The greedy MDL cover's choices, best first, as they are made: each candidate's
     index, gain and occurrences (fragments of earlier choices left out). Stop reading
@@ -176,7 +175,7 @@ def greedy_cover(
         else:
             kept = cache.take(i)
             # Evicted: nothing was covered since, so matching again finds the same.
-            occ = kept or match_pattern(work, ledger, index.starts(pats[i], opt), pats[i])
+            occ = kept or match_pattern(work, ledger, index.starts(pats[i], opt), pat=pats[i])
             taken = occ.pos[occ.pos >= 0]
             work[taken] = COVERED
             index.cover(taken)
@@ -283,13 +282,13 @@ def replay_cover(
             if len(out) == top_k:
                 break
             if _disturbed(occ, work):  # an earlier one of the batch took some of its units
-                occ = match_pattern(work, ledger, where.starts(work, pat, opt), pat)
+                occ = match_pattern(work, ledger, where.starts(work, pat, opt), pat=pat)
                 gain = pattern_gain(occ, ledger.bits[pat], ledger.unit_count)
             work[occ.pos[occ.pos >= 0]] = COVERED
             if gain <= threshold or chosen.is_fragment(pat, len(occ)):
                 continue
             chosen.add(pat, len(occ))
-            ranked = ranked_pattern(ledger, None, pat, gain, occ, len(out) + 1, tokens_known)
+            ranked = ranked_pattern(ledger, None, pat, gain=gain, occ=occ, rank=len(out) + 1, source=tokens_known)
             if ranked.support >= min_support:
                 out.append(replace(ranked, pattern=pattern_of(i, ranked.runs)))
     return out
@@ -353,7 +352,7 @@ class _Bounds:
         uses = at_step[:, 0]
         saved = (bits * np.where(bits > 0, at_step, 0)).sum(axis=1)
         u = np.maximum(uses, 1).astype(np.float64)
-        return np.maximum(saved - uses * np.log2(self.n_units / u), 0.0) - self.model[rows]
+        return cast("FloatArray", np.maximum(saved - uses * np.log2(self.n_units / u), 0.0) - self.model[rows])
 
     def worthless(self, supports: IntArray) -> BoolArray:
         """Candidates whose exact occurrences (the miner's ``support``, 0 when it gives none)
@@ -361,7 +360,7 @@ class _Bounds:
         exact = np.asarray(supports, dtype=np.float64)
         e = np.maximum(exact, 1.0)
         total = self.bits.sum(axis=1)
-        return (exact > 0) & (e * (total - np.log2(self.n_units / e)) <= self.model)
+        return cast("BoolArray", (exact > 0) & (e * (total - np.log2(self.n_units / e)) <= self.model))
 
 
 def _support(pattern: Any) -> int:
@@ -423,7 +422,7 @@ def pattern_gain(occ: TolerantOccurrences, pat_bits: FloatArray, n_units: int) -
     model = cum[-1] + 2 * math.log2(size + 1) + 1
     u = len(occ)
     if u == 0:
-        return -model
+        return cast("float", -model)
     defects = occ.stray.sum() + (occ.swap_at >= 0).sum() + (occ.length < size).sum()
     saved = cum[occ.length - 1].sum()
     return float(saved - u * math.log2(n_units / u) - defects * (math.log2(size) + 1) - model)

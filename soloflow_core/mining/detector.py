@@ -69,7 +69,7 @@ def _read(
     store: Store,
     scope: Sequence[tuple[str, str]],
     config: DetectorConfig,
-    columns: ToolNameColumns | None = None,
+    *, columns: ToolNameColumns | None = None,
 ) -> _Ledger:
     from soloflow_core.store import ToolNameColumns
 
@@ -314,9 +314,8 @@ def _candidate(
     pattern: RankedPattern,
     sample: list[PatternOccurrence],
     evidence: dict[int, EvidenceRun],
-    cols: ToolNameColumns,
+    *, cols: ToolNameColumns,
     config: DetectorConfig,
-    *,
     user_id: str,
     agent_id: str,
     now: datetime,
@@ -406,7 +405,7 @@ def detect_candidates(
     for user, agent in also_namespaces:
         if (user, agent) not in scope:
             scope.append((user, agent))
-    ledger = _read(store, scope, config, columns)
+    ledger = _read(store, scope, config, columns=columns)
     inert = _inert(store, ledger)
     ledger = replace(ledger, columns=without_calls(ledger.columns, inert))
     cols = ledger.columns
@@ -460,7 +459,7 @@ def detect_candidates(
             _evidence(store, ledger, {o.run for sample in samples for o in sample}), inert
         )
         for pattern, sample in zip(batch, samples, strict=True):
-            cand = _candidate(pattern, sample, evidence, cols, config,
+            cand = _candidate(pattern, sample, evidence, cols=cols, config=config,
                               user_id=user_id, agent_id=agent_id, now=now)  # fmt: skip
             if cand is not None:
                 out.append(cand)

@@ -130,7 +130,7 @@ class _Flat:
 
 
 def _sorted_groups(
-    key: IntArray, pos: IntArray, key_max: int, pos_bits: int
+    key: IntArray, pos: IntArray, key_max: int, *, pos_bits: int
 ) -> tuple[IntArray, IntArray]:
     """``(key, pos)`` pairs sorted by key, then position: one packed sort when both fit in
     63 bits (a plain sort), else a lexsort. ``key`` (int64,
@@ -178,7 +178,7 @@ def mine_levels(
     flat = _Flat(ledger)
     code, rid, bits = flat.code, flat.rid, flat.pos_bits
     # Level 1: grams are the tools; only frequent ones matter from here on.
-    ks, ps = _sorted_groups(code[flat.at], flat.at, int(code.max()), bits)
+    ks, ps = _sorted_groups(code[flat.at], flat.at, int(code.max()), pos_bits=bits)
     gid, sup, rep = _group_support(ks, ps, rid)
     del ks
     gid_at: npt.NDArray[Any] = np.full(flat.size + 1, -1, dtype=flat.small)
@@ -203,7 +203,7 @@ def mine_levels(
             gid_at[grow].astype(np.int64) * n_tools + tool_at[grow + k],
             grow,
             len(sup) * n_tools,
-            bits,
+            pos_bits=bits,
         )
         ngid, nsup, nrep = _group_support(nks, nps, rid)
         del nks
@@ -215,7 +215,7 @@ def mine_levels(
                 prefix, suffix = gid_at[h], gid_at[h + 1]
                 closed[prefix[nsup[big] == sup[prefix]]] = False
                 closed[suffix[nsup[big] == sup[suffix]]] = False
-            out.append(_closed_level(code, pos, gid, sup, rep, closed, k, k == max_length))
+            out.append(_closed_level(code, pos, gid, sup=sup, rep=rep, closed=closed, k=k, truncated=k == max_length))
         gid_at[pos] = -1
         if k == max_length:
             break
@@ -228,7 +228,7 @@ def _closed_level(
     code: IntArray,
     pos: IntArray,
     gid: IntArray,
-    sup: IntArray,
+    *, sup: IntArray,
     rep: IntArray,
     closed: npt.NDArray[np.bool_],
     k: int,
@@ -238,7 +238,7 @@ def _closed_level(
     whole = (code[pos - 1] < 0) & (code[pos + k] < 0)  # pos 0: code[-1] is the end pad
     exact = np.bincount(np.compress(whole, gid), minlength=len(sup))
     window = code[rep[wanted][:, None] + np.arange(k)]
-    return CodedPatterns(window, sup[wanted], exact[wanted], truncated)
+    return CodedPatterns(window, sup[wanted], exact[wanted], truncated=truncated)
 
 
 def mine_coded(

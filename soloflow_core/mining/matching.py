@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -117,7 +117,7 @@ class ChainIndex:
         a, b, c = code[:-2], code[1:-1], code[2:]
         adj_at = np.flatnonzero((a >= 0) & (b >= 0))
         skip_at = np.flatnonzero((a >= 0) & (b >= 0) & (c >= 0))
-        adj_keys, skip_keys = pair_keys(a, b, adj_at, w), pair_keys(a, c, skip_at, w)
+        adj_keys, skip_keys = pair_keys(a, b, adj_at, w=w), pair_keys(a, c, skip_at, w=w)
         self.adj = _Instances(size, [(adj_at, adj_keys, 1)], w * w)
         self.skip = _Instances(size, [(skip_at, skip_keys, 2)], w * w)
         # Sorted (key, start) of pairs, to find where a pattern can start.
@@ -144,7 +144,7 @@ class ChainIndex:
             forms.append((at, self._triple_key(x[at], y[at], z[at], reuse=True), max(f)))
         self.triples = _Instances(size, forms, w**3 if w < 2**20 else 2**62)
         # Sorted (triple id, form, start) of every instance, packed: where a pattern can start.
-        packed = [packed_starts(id_at, at, f, shift)
+        packed = [packed_starts(id_at, at, f, shift=shift)
                   for f, ((id_at, _), (at, _, _)) in enumerate(zip(self.triples.forms, forms,
                                                                    strict=True))]  # fmt: skip
         self.triple_starts = np.concatenate(packed) if packed else np.zeros(0, np.int64)
@@ -240,7 +240,7 @@ class ChainIndex:
         """How often ``step`` errored right after ``before`` (in any form; not updated)."""
         k = before * self.width + step
         if self.width**2 <= _Instances.DENSE:  # a table of every pair: one look-up each
-            return np.bincount(self.err_keys, minlength=self.width**2)[k]
+            return cast("IntArray", np.bincount(self.err_keys, minlength=self.width**2)[k])
         return count_keys(self.err_keys, k)
 
     def cover(self, flat: IntArray) -> None:
@@ -283,11 +283,11 @@ class TolerantOccurrences:
         return len(self.length)
 
 
-def match_pattern(work: IntArray, ledger: UnitLedger, starts: IntArray, pat: IntArray) -> TolerantOccurrences:
+def match_pattern(work: IntArray, ledger: UnitLedger, starts: IntArray, *, pat: IntArray) -> TolerantOccurrences:
     """Tolerant occurrences of ``pat`` starting at ``starts``, all advanced step by step
     together; non-overlapping, leftmost first. Covered units (``work == -2``) never match."""
     first = np.asarray(starts, dtype=np.int64)
-    return match_patterns(work, ledger, first, np.zeros(len(first), np.int64), [pat])[0][0]
+    return match_patterns(work, ledger, first, cand=np.zeros(len(first), np.int64), pats=[pat])[0][0]
 
 
 def match_patterns(
@@ -411,7 +411,7 @@ def match_patterns(
     for k, p in enumerate(pats):
         lo, hi, w = bounds[k], bounds[k + 1], len(p)
         out.append(TolerantOccurrences(kept_pos[lo:hi, :w].copy(), kept_stray[lo:hi, :w].copy(),
-                                kept_swap[lo:hi].copy(), kept_length[lo:hi].copy()))  # fmt: skip
+                                kept_swap[lo:hi].copy(), length=kept_length[lo:hi].copy()))  # fmt: skip
     # The gains, as pattern_gain works them out, for all patterns at once.
     cum = np.cumsum(np.where(mat[:, :width] >= 0, ledger.bits[np.maximum(mat[:, :width], 0)],
                              0.0), axis=1)  # fmt: skip
@@ -435,7 +435,7 @@ def leftmost_spans(begins: IntArray, ends: IntArray) -> BoolArray:
     for _ in range(16):
         open_ = state == 0
         if not open_.any():
-            return state == 1
+            return cast("BoolArray", state == 1)
         reach = np.maximum.accumulate(np.where(state != 2, ends, -1))
         taken = np.maximum.accumulate(np.where(state == 1, ends, -1))
         state[1:][open_[1:] & (begins[1:] > reach[:-1])] = 1
@@ -448,7 +448,7 @@ def leftmost_spans(begins: IntArray, ends: IntArray) -> BoolArray:
             edge = max(edge, int(ends[i]))
         else:
             state[i] = 2
-    return state == 1
+    return cast("BoolArray", state == 1)
 
 
 class CodePositions:
@@ -481,10 +481,10 @@ class CodePositions:
     def starts_many(
         self, work: IntArray, pats: Sequence[IntArray], opt: RankingOptions
     ) -> tuple[IntArray, IntArray]:
-        return scan_starts_many(work, pats, opt, self)
+        return scan_starts_many(work, pats, opt, where=self)
 
     def starts(self, work: IntArray, pat: IntArray, opt: RankingOptions) -> IntArray:
-        return scan_starts(work, pat, opt, self)
+        return scan_starts(work, pat, opt, where=self)
 
     def candidates(self, pat: IntArray) -> IntArray:
         """Where an exact occurrence of ``pat`` may start (a superset): from the places of
@@ -507,9 +507,9 @@ class PairPositions:
         a, b, c = code[:-2], code[1:-1], code[2:]
         packable = (w * w).bit_length() + max(len(code).bit_length(), 1) < 63
         at = np.flatnonzero((a >= 0) & (b >= 0))
-        self.adj = sorted_pairs(pair_keys(a, b, at, w), at, packable, reuse=True, small=True)
+        self.adj = sorted_pairs(pair_keys(a, b, at, w=w), at, packable, reuse=True, small=True)
         at = np.flatnonzero((a >= 0) & (c >= 0))
-        self.skip = sorted_pairs(pair_keys(a, c, at, w), at, packable, reuse=True, small=True)
+        self.skip = sorted_pairs(pair_keys(a, c, at, w=w), at, packable, reuse=True, small=True)
 
     def starts_many(
         self, work: IntArray, pats: Sequence[IntArray], opt: RankingOptions
@@ -561,7 +561,7 @@ def positions(code: IntArray) -> CodePositions | PairPositions:
 
 
 def scan_starts(
-    work: IntArray, pat: IntArray, opt: RankingOptions, where: CodePositions
+    work: IntArray, pat: IntArray, opt: RankingOptions, *, where: CodePositions
 ) -> IntArray:
     """Every free place a tolerant occurrence of ``pat`` can start (a superset)."""
     a, b = int(pat[0]), int(pat[1])
@@ -573,11 +573,11 @@ def scan_starts(
     if opt.max_swaps:
         at = where.of(b)
         found = distinct_values(np.concatenate((found, at[(work[at + 1] == a) & (work[at] == b)])))
-    return found
+    return cast("IntArray", found)
 
 
 def scan_starts_many(
-    work: IntArray, pats: Sequence[IntArray], opt: RankingOptions, where: CodePositions
+    work: IntArray, pats: Sequence[IntArray], opt: RankingOptions, *, where: CodePositions
 ) -> tuple[IntArray, IntArray]:
     """:func:`scan_starts` of several patterns: (start, pattern index), sorted by both.
 

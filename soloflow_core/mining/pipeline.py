@@ -51,7 +51,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from itertools import chain, islice
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from numpy.random import default_rng  # at import: numpy loads it lazily, ~5 ms
@@ -106,7 +106,7 @@ def _column_units(
     known = np.isfinite(tokens) & (tokens != 0) & (lens > 0)
     per_turn = np.where(known, tokens / (lens + 1), np.nan)
     ledger = unit_ledger_from_calls(  # the columns carry no arguments: no data flow known
-        cols.names, codes, errors, None, None, None, None, lens, kept, dropped, opt,
+        cols.names, codes, errors, toks=None, turns=None, srcs=None, flows=None, lengths=lens, kept=kept, dropped=dropped, opt=opt,
     )  # fmt: skip
     return _with_run_totals(ledger, known, per_turn)
 
@@ -115,7 +115,7 @@ def _kept_runs(cols: Any, opt: RankingOptions) -> BoolArray:
     """Which runs of the columns count (failed ones only with ``include_failed_runs``)."""
     if opt.include_failed_runs:
         return np.ones(len(cols.offsets) - 1, dtype=bool)
-    return np.asarray(cols.success) != 0
+    return cast("BoolArray", np.asarray(cols.success) != 0)
 
 
 def _kept_calls(cols: Any, keep: BoolArray, lengths: IntArray) -> tuple[IntArray, BoolArray]:
@@ -136,7 +136,7 @@ def _column_unit_count(cols: Any, options: RankingOptions | None) -> tuple[int, 
     lengths = np.diff(offsets)
     keep = _kept_runs(cols, opt)
     codes, errors = np.asarray(cols.codes), np.asarray(cols.errors, dtype=bool)
-    starts = ~continues_unit(codes, errors, lengths, offsets, opt)
+    starts = ~continues_unit(codes, errors, lengths, run_start=offsets, opt=opt)
     if not keep.all():
         starts &= np.repeat(keep, lengths)
     return int(keep.sum()), int(np.count_nonzero(starts))
@@ -174,7 +174,7 @@ def _name_units(runs: list[Any], options: RankingOptions | None) -> UnitLedger |
     known = np.fromiter(map(bool, tokens), bool, len(runs)) & (lens > 0)
     total = np.asarray([float(t) if k else 0.0 for t, k in zip(tokens, known, strict=True)])
     ledger = unit_ledger_from_calls(
-        list(vocab), codes, errs, None, None, None, None, lens, kept, given - len(kept), opt
+        list(vocab), codes, errs, toks=None, turns=None, srcs=None, flows=None, lengths=lens, kept=kept, dropped=given - len(kept), opt=opt
     )
     return _with_run_totals(ledger, known, np.where(known, total / (lens + 1), np.nan))
 
@@ -259,7 +259,7 @@ def mine_ranked(
                 index = background.submit(ChainIndex, ledger.code, ledger.err)
                 whole = background.submit(_indexed, lambda: _column_units(runs, options))
                 return _mine_sampled(
-                    ledger, index, whole, kept, min_length, min_support, top_k, report
+                    ledger, index, whole, kept=kept, min_length=min_length, min_support=min_support, top_k=top_k, report=report
                 )
     ledger = prepare_units(runs, options)
     report("units", 1.0)
@@ -271,7 +271,7 @@ def mine_ranked(
             index = background.submit(ChainIndex, part.code, part.err)
             whole = background.submit(_indexed, lambda: ledger)
             return _mine_sampled(
-                part, index, whole, len(ledger.kept), min_length, min_support, top_k, report
+                part, index, whole, kept=len(ledger.kept), min_length=min_length, min_support=min_support, top_k=top_k, report=report
             )
     report("mine", 0.0)
     levels = mine_levels(ledger.coded(), min_length=min_length, min_support=min_support)
@@ -279,10 +279,10 @@ def mine_ranked(
     report("rank", 0.0)
     cands = _Candidates(levels, ledger.names)
     ranked = rank_coded(
-        ledger, cands.rows, cands.support, cands.mined, top_k=top_k, min_support=min_support
+        ledger, cands.rows, cands.support, pattern_of=cands.mined, top_k=top_k, min_support=min_support
     )
     if len(ranked) < top_k and cands.rows:
-        ranked += _below_significance(ledger, ranked, cands, top_k - len(ranked), min_support)
+        ranked += _below_significance(ledger, ranked, cands, slots=top_k - len(ranked), min_support=min_support)
     report("rank", 1.0)
     return ranked
 
@@ -301,7 +301,7 @@ def _mine_sampled(
     ledger: UnitLedger,
     index: Future[ChainIndex],
     whole: Future[tuple[UnitLedger, Positions]],
-    kept: int,
+    *, kept: int,
     min_length: int,
     min_support: int,
     top_k: int,
@@ -325,7 +325,7 @@ def _mine_sampled(
     order: list[IntArray] = []
 
     def choices() -> Iterator[IntArray]:
-        for i, _gain, occ in greedy_cover(ledger, cands.rows, cands.support, index.result()):
+        for i, _gain, occ in greedy_cover(ledger, cands.rows, cands.support, index=index.result()):
             if _run_support(ledger, occ.pos) >= 2:
                 order.append(cands.rows[i])
                 yield cands.rows[i]
@@ -340,7 +340,7 @@ def _mine_sampled(
         top_k=top_k, min_support=min_support, where=where,
     )  # fmt: skip
     if len(ranked) < top_k and cands.rows:
-        ranked += _below_significance(full, ranked, cands, top_k - len(ranked), min_support)
+        ranked += _below_significance(full, ranked, cands, slots=top_k - len(ranked), min_support=min_support)
     report("rank", 1.0)
     return ranked
 
@@ -353,7 +353,7 @@ def _below_significance(
     ledger: UnitLedger,
     ranked: list[RankedPattern],
     cands: _Candidates,
-    slots: int,
+    *, slots: int,
     min_support: int,
 ) -> list[RankedPattern]:
     """Up to ``slots`` more patterns when the cover found fewer than asked: frequent ones

@@ -144,7 +144,7 @@ def ranked_pattern(
     ledger: UnitLedger,
     pattern: Any,
     pat: IntArray,
-    gain: float,
+    *, gain: float,
     occ: TolerantOccurrences,
     rank: int,
     source: int | None = None,
@@ -157,14 +157,14 @@ def ranked_pattern(
     first_unit = units[:, 0] if len(units) else np.zeros(0, dtype=np.int64)
     first_unit = np.where(first_unit >= 0, first_unit, units.max(axis=1) if len(units) else 0)
     run_of = ledger.kept[ledger.unit_run[first_unit]] if len(units) else np.zeros(0, np.int64)
-    occurrences = OccurrenceList(ledger, run_of, units, occ)
+    occurrences = OccurrenceList(ledger, run_of, units, occ=occ)
     clean = int(((~occ.stray.any(axis=1)) & (occ.swap_at < 0) & (occ.length == len(pat))).sum())
     loops = ledger.unit_repeated[units] & reached
     repeated = tuple(int(j) for j in np.flatnonzero(loops.any(axis=0))) if len(units) else ()
     n = ledger.unit_count
     expected = n * float(np.exp2(-ledger.bits[pat].sum()))
     lift = len(occ) / expected if expected > 0 else math.inf
-    per_tok, per_turn, method = _savings(ledger, units, reached, source)
+    per_tok, per_turn, method = _savings(ledger, units, reached, one=source)
     total = per_tok * len(occ)
     noisy = {
         "with a stray call": int(occ.stray.any(axis=1).sum()),
@@ -214,7 +214,7 @@ def one_source(ledger: UnitLedger) -> int | None:
 
 
 def _savings(
-    ledger: UnitLedger, units: IntArray, reached: BoolArray, one: int | None = None
+    ledger: UnitLedger, units: IntArray, reached: BoolArray, *, one: int | None = None
 ) -> tuple[float, float, str]:
     """Tokens and model turns saved per occurrence, and how that was worked out (``one``:
     :func:`one_source` of the ledger, if worked out)."""

@@ -78,13 +78,13 @@ def _run_fields(run: Any) -> _RunFields:
         names = tuple(run.names)
         errors = tuple(bool(e) for e in (getattr(run, "errors", None) or ()))
         fields = _RunFields(
-            names, errors, getattr(run, "success", None), None, None, SOURCE_UNKNOWN, None
+            names, errors, getattr(run, "success", None), call_tokens=None, call_turns=None, source=SOURCE_UNKNOWN, flows=None
         )
     else:
         names = tuple(c.name for c in tool_calls)
         errors = tuple(bool(c.error) for c in tool_calls)
         flows = [passes_data(a, b) for a, b in zip(tool_calls, tool_calls[1:], strict=False)]
-        fields = _RunFields(names, errors, run.success, None, None, SOURCE_UNKNOWN, flows)
+        fields = _RunFields(names, errors, run.success, call_tokens=None, call_turns=None, source=SOURCE_UNKNOWN, flows=flows)
         aligned = align_turns(run.model_calls, len(tool_calls))
         if aligned is not None:
             fields.call_tokens, fields.call_turns = aligned
@@ -272,7 +272,7 @@ def prepare_ledger(runs: Iterable[Any], options: RankingOptions | None = None) -
         srcs.extend([f.source] * n)
         flows.extend(list(f.flows or [False] * max(n - 1, 0)) + [False] if n else [])
     return unit_ledger_from_calls(
-        list(vocab), codes, errs, toks, turns, srcs, flows, lengths, kept, dropped, opt
+        list(vocab), codes, errs, toks=toks, turns=turns, srcs=srcs, flows=flows, lengths=lengths, kept=kept, dropped=dropped, opt=opt
     )
 
 
@@ -283,15 +283,15 @@ def index_dtype(size: int) -> type[np.signedinteger[Any]]:
 
 
 def unit_starts(
-    code: IntArray, err: BoolArray, lens: IntArray, run_start: IntArray, opt: RankingOptions
+    code: IntArray, err: BoolArray, lens: IntArray, *, run_start: IntArray, opt: RankingOptions
 ) -> IntArray:
     """Each unit's first call, counting calls across the runs (``run_start``: each run's
     first call, then the total): see :func:`continues_unit`."""
-    return np.flatnonzero(~continues_unit(code, err, lens, run_start, opt))
+    return np.flatnonzero(~continues_unit(code, err, lens, run_start=run_start, opt=opt))
 
 
 def continues_unit(
-    code: IntArray, err: BoolArray, lens: IntArray, run_start: IntArray, opt: RankingOptions
+    code: IntArray, err: BoolArray, lens: IntArray, *, run_start: IntArray, opt: RankingOptions
 ) -> BoolArray:
     """Whether each call is part of the unit of the call before it: it repeats that call in
     the same run (a loop; without ``collapse_loops``, only a retry after an error)."""
@@ -314,7 +314,7 @@ def unit_ledger_from_calls(
     names: Sequence[str],
     codes: Sequence[int] | IntArray,
     errs: Sequence[bool] | BoolArray,
-    toks: Sequence[float] | FloatArray | None,
+    *, toks: Sequence[float] | FloatArray | None,
     turns: Sequence[float] | FloatArray | None,
     srcs: Sequence[int] | IntArray | None,
     flows: Sequence[bool] | BoolArray | None,
@@ -336,7 +336,7 @@ def unit_ledger_from_calls(
     lens = np.asarray(lengths, dtype=np.int64)
     run_start = np.zeros(len(lens) + 1, dtype=np.int64)
     np.cumsum(lens, out=run_start[1:])
-    first = unit_starts(code_c, err_c, lens, run_start, opt)
+    first = unit_starts(code_c, err_c, lens, run_start=run_start, opt=opt)
     last = np.empty_like(first)  # in one array: each fresh one costs page faults too
     if len(first):
         np.subtract(first[1:], 1, out=last[:-1])

@@ -67,7 +67,7 @@ class _Vocabulary(dict[str, int]):
 
 
 def read_tool_names(
-    conn: Connection, user: str, agent: str, lookback: int | None, include_failed: bool
+    conn: Connection, user: str, agent: str, *, lookback: int | None, include_failed: bool
 ) -> ToolNameColumns:
     c = t.task_runs.c
     min_pk = 0
@@ -76,8 +76,8 @@ def read_tool_names(
         newest = newest.order_by(c.id.desc()).limit(1).offset(max(lookback, 1) - 1)
         min_pk = conn.execute(newest).scalar() or 0
     fast = conn.dialect.name == "sqlite"
-    runs = (_sqlite_run_columns(conn, user, agent, min_pk) if fast else None) or _run_columns(
-        conn, user, agent, min_pk
+    runs = (_sqlite_run_columns(conn, user, agent, min_pk=min_pk) if fast else None) or _run_columns(
+        conn, user, agent, min_pk=min_pk
     )
     import numpy as np
 
@@ -95,7 +95,7 @@ def read_tool_names(
 
     def place(lo: int, hi: int, part: _Chunk | None) -> None:
         if part is None:  # PostgreSQL, or a chunk the quick read could not vouch for
-            part = _ordered_chunk(conn, user, agent, pks, offsets, lo, hi)
+            part = _ordered_chunk(conn, user, agent, pks=pks, offsets=offsets, lo=lo, hi=hi)
         local, names, errs = part
         remap = np.fromiter((vocab.setdefault(n, len(vocab)) for n in names), np.int64, len(names))
         codes[offsets[lo] : offsets[hi]] = remap[local] if len(local) else local
@@ -106,10 +106,10 @@ def read_tool_names(
             place(lo, hi, None)
     elif not _file_backed(conn):  # an in-memory database is one connection's own
         for lo, hi in _run_chunks(offsets):
-            text = _sqlite_chunk(conn, user, agent, pks, offsets, lo, hi)
-            place(lo, hi, None if text is None else _decode_chunk(text, offsets, lo, hi))
+            text = _sqlite_chunk(conn, user, agent, pks=pks, offsets=offsets, lo=lo, hi=hi)
+            place(lo, hi, None if text is None else _decode_chunk(text, offsets, lo, hi=hi))
     else:
-        _read_in_parallel(conn, user, agent, pks, offsets, place)
+        _read_in_parallel(conn, user, agent, pks=pks, offsets=offsets, place=place)
     cols = ToolNameColumns(
         run_pks=pks,
         run_ids=run_ids,
@@ -134,7 +134,7 @@ def _file_backed(conn: Connection) -> bool:
 
 
 def _read_in_parallel(
-    conn: Connection, user: str, agent: str, pks: Any, offsets: Any,
+    conn: Connection, user: str, agent: str, *, pks: Any, offsets: Any,
     place: Callable[[int, int, _Chunk | None], None],
 ) -> None:
     """Each chunk read (and decoded) by one of :data:`_READERS` workers on a connection of
@@ -150,8 +150,8 @@ def _read_in_parallel(
 
     def quick(lo: int, hi: int) -> _Chunk | None:
         with conn.engine.connect() as own:
-            text = _sqlite_chunk(own, user, agent, pks, offsets, lo, hi)
-        return None if text is None else _decode_chunk(text, offsets, lo, hi)
+            text = _sqlite_chunk(own, user, agent, pks=pks, offsets=offsets, lo=lo, hi=hi)
+        return None if text is None else _decode_chunk(text, offsets, lo, hi=hi)
 
     # Chunks of an equal share, two per reader at least: the readers finish together.
     share = -(-int(offsets[-1]) // (2 * _READERS))
@@ -180,7 +180,7 @@ def _read_in_parallel(
 _RunColumns = tuple[Any, list[str], Any, Any, Any, Any]
 
 
-def _run_columns(conn: Connection, user: str, agent: str, min_pk: int) -> _RunColumns:
+def _run_columns(conn: Connection, user: str, agent: str, *, min_pk: int) -> _RunColumns:
     """pks, run ids, tool counts, success (1/0/-1), cost and tokens (NaN for unknown) of the
     namespace's runs from ``min_pk`` on, in pk order (any database)."""
     c = t.task_runs.c
@@ -202,7 +202,7 @@ def _run_columns(conn: Connection, user: str, agent: str, min_pk: int) -> _RunCo
 
 
 def _sqlite_run_columns(
-    conn: Connection, user: str, agent: str, min_pk: int
+    conn: Connection, user: str, agent: str, *, min_pk: int
 ) -> _RunColumns | None:
     """:func:`_run_columns` as six strings SQLite concatenates while it walks the namespace
     index (``quote`` writes a REAL that reads back exactly); None if they do not add up."""
@@ -255,7 +255,7 @@ _Chunk = tuple[Any, list[str], Any]
 
 
 def _sqlite_chunk(
-    conn: Connection, user: str, agent: str, pks: Any, offsets: Any, lo: int, hi: int
+    conn: Connection, user: str, agent: str, *, pks: Any, offsets: Any, lo: int, hi: int
 ) -> tuple[str, str, str] | None:
     """Runs ``[lo, hi)``'s calls as strings SQLite concatenates while it scans the table:
     the rowids in index order, the names, and one digit per call (2 if ``seq`` is 0, plus 1
@@ -295,7 +295,7 @@ def _sqlite_chunk(
     return in_index_order, names, flags
 
 
-def _decode_chunk(text: tuple[str, str, str], offsets: Any, lo: int, hi: int) -> _Chunk | None:
+def _decode_chunk(text: tuple[str, str, str], offsets: Any, lo: int, *, hi: int) -> _Chunk | None:
     """:func:`_sqlite_chunk`'s strings as a chunk, or None unless the rowids grow along
     the index and each run's first call is where its ``tool_count`` puts it."""
     import numpy as np
@@ -321,7 +321,7 @@ def _decode_chunk(text: tuple[str, str, str], offsets: Any, lo: int, hi: int) ->
 
 
 def _ordered_chunk(
-    conn: Connection, user: str, agent: str, pks: Any, offsets: Any, lo: int, hi: int
+    conn: Connection, user: str, agent: str, *, pks: Any, offsets: Any, lo: int, hi: int
 ) -> _Chunk:
     """Runs ``[lo, hi)``'s calls row by row, in ``(run_pk, seq)`` order (any database)."""
     import numpy as np
@@ -434,7 +434,7 @@ def _json_array(values: list[Any]) -> list[Any]:
     return out
 
 
-def read_evidence(conn: Connection, user: str, agent: str, pks: list[int]) -> dict[int, EvidenceRun]:
+def read_evidence(conn: Connection, user: str, agent: str, *, pks: list[int]) -> dict[int, EvidenceRun]:
     """The namespace's runs ``pks`` (store keys), with their tool and model calls in order,
     keyed by pk; a pk not in the namespace is left out.
 
@@ -457,11 +457,11 @@ def read_evidence(conn: Connection, user: str, agent: str, pks: list[int]) -> di
             run = out.get(row[0])
             if run is not None:
                 error = None if row[4] is None else bool(row[4])
-                run.tool_calls.append(EvidenceCall(row[1], a or {}, o, error, m or {}))
+                run.tool_calls.append(EvidenceCall(row[1], a or {}, o, error=error, meta=m or {}))
         for pk, tin, tout, total, requested in turns:
             run = out.get(pk)
             if run is not None:
-                run.model_calls.append(EvidenceTurn(tin, tout, total, requested))
+                run.model_calls.append(EvidenceTurn(tin, tout, total, tool_calls_requested=requested))
     return out
 
 

@@ -11,7 +11,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from soloflow_core.errors import NotFoundError
 from soloflow_core.flow.fsm import StepState
@@ -283,14 +283,14 @@ class DriverStepJournal(FinishingJournal):
             insert_transitions(cur, sql, self._rows(step_key, moves=moves, detail=detail, at=at))
             return StepBegin.start(key, attempt=attempt)
 
-        return self._write(self._flushing(work))
+        return cast("StepBegin", self._write(self._flushing(work)))
 
     def _sqlite_begin_new(self, cur: Any, step_key: str, *, step_id: str, at: Any) -> bool:
         """Record a new step of a live run as running (SQLite, in the open transaction);
         whether it applied (False: the run is cancelled or missing, or the step was recorded
         before — the checked path then decides)."""
         cur.execute(_SQLITE_BEGIN, (step_key, step_id, idempotency_key(self.run_id, step_key), at, at, self.run_id))
-        return cur.rowcount == 1
+        return cast("bool", cur.rowcount == 1)
 
     def _begin_new(self, step_key: str, step_id: str, held: list[tuple[str, Any, datetime]]) -> bool:
         """Record a new step of a live run as running by the one-statement path (PostgreSQL),

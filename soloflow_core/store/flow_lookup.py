@@ -176,7 +176,7 @@ def _build_flow_index(rows: list[Any]) -> InvertedIndex:
     same = strings.setdefault  # one string object per distinct keyword, tool or source
     keywords = _json_lists([r[5] for r in rows])
     skills = _json_lists([r[6] for r in rows])
-    flows = [IndexedFlow(r[1], r[2], r[3], same(r[4], r[4]), tuple(map(same, k, k)), tuple(map(same, s, s)))
+    flows = [IndexedFlow(r[1], r[2], r[3], source=same(r[4], r[4]), trigger_keywords=tuple(map(same, k, k)), skill_keys=tuple(map(same, s, s)))
              for r, k, s in zip(rows, keywords, skills, strict=True)]  # fmt: skip
     # Calibrated with tracemalloc (4.5 MB for the benchmark's 10,000 flows): ~270 bytes a flow,
     # its name and its tuples' slots; each distinct string once.
@@ -185,7 +185,7 @@ def _build_flow_index(rows: list[Any]) -> InvertedIndex:
     return InvertedIndex.build(changes, [r[7] or "" for r in rows], flows, rows_nbytes=nbytes)
 
 
-def _read_fields(cur: Any, dialect: str, keys: list[int], ns: str, user_id: str, agent_id: str
+def _read_fields(cur: Any, dialect: str, keys: list[int], *, ns: str, user_id: str, agent_id: str
                  ) -> tuple[int, dict[int, tuple[Any, ...]]]:
     """(the namespace's change counter, id → (confidence, status, is_latest)) of the flow rows
     ``keys`` of the namespace, in one statement."""
@@ -203,7 +203,7 @@ def _read_fields(cur: Any, dialect: str, keys: list[int], ns: str, user_id: str,
 
 
 def _pick_candidates(
-    cur: Any, dialect: str, index: InvertedIndex, terms: Sequence[str], *, ns: str, user_id: str,
+    cur: Any, dialect: str, index: InvertedIndex, *, terms: Sequence[str], ns: str, user_id: str,
     agent_id: str, min_confidence: float, limit: int,
 ) -> tuple[list[LookupCandidate], bool]:
     """The ``limit`` best candidates by ``index`` whose changing fields (read by id, best first,
@@ -224,8 +224,8 @@ def _pick_candidates(
     done, batch = 0, limit
     while True:
         positions = order[done : done + batch].tolist()
-        changes, fields = _read_fields(cur, dialect, [flows[p].key for p in positions], ns,
-                                       user_id, agent_id)  # fmt: skip
+        changes, fields = _read_fields(cur, dialect, [flows[p].key for p in positions], ns=ns,
+                                       user_id=user_id, agent_id=agent_id)  # fmt: skip
         if changes != index.changes:
             return found, False
         for p in positions:
@@ -273,7 +273,7 @@ def find_candidates(
             if index is None:
                 index = load_flow_index(cur, dialect, user_id=user_id, agent_id=agent_id)
                 cache.put(ns, index)
-            found, current = _pick_candidates(cur, dialect, index, terms, ns=ns, user_id=user_id,
+            found, current = _pick_candidates(cur, dialect, index, terms=terms, ns=ns, user_id=user_id,
                                               agent_id=agent_id, min_confidence=min_confidence,
                                               limit=limit)  # fmt: skip
             if current:

@@ -522,7 +522,7 @@ class FullTextIndex:
             stats,
         ]
 
-    def _count(self, conn: Connection, namespace: str, texts: Iterable[str], sign: int) -> None:
+    def _count(self, conn: Connection, namespace: str, texts: Iterable[str], *, sign: int) -> None:
         """Add ``sign`` to the row count of each term of each text, and of ``""`` (rows);
         raise the namespace's :data:`CHANGES` counter."""
         counts: Counter[str] = Counter()
@@ -546,7 +546,7 @@ class FullTextIndex:
                 f"INSERT OR REPLACE INTO {self.fts_table} (rowid, ns, body) VALUES (?, ?, ?)",
                 (key, namespace, text),
             )
-        self._count(conn, namespace, [text], +1)
+        self._count(conn, namespace, [text], sign=+1)
 
     def put_many(self, conn: Connection, rows: Sequence[tuple[int, str]], *, namespace: str = "") -> None:
         """:meth:`put` for many (key, text) rows of one namespace, in two statements."""
@@ -555,9 +555,9 @@ class FullTextIndex:
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql(
                 f"INSERT OR REPLACE INTO {self.fts_table} (rowid, ns, body) VALUES (?, ?, ?)",
-                [(key, namespace, text) for key, text in rows],  # type: ignore[arg-type]
+                [(key, namespace, text) for key, text in rows],
             )
-        self._count(conn, namespace, [text for _, text in rows], +1)
+        self._count(conn, namespace, [text for _, text in rows], sign=+1)
 
     def remove(self, conn: Connection, rows: Sequence[tuple[int, str, str]]) -> None:
         """Unindex ``rows`` of (key, namespace token, the text :meth:`put` indexed)."""
@@ -571,7 +571,7 @@ class FullTextIndex:
         for _, namespace, text in rows:
             by_ns.setdefault(namespace, []).append(text)
         for namespace, texts in by_ns.items():
-            self._count(conn, namespace, texts, -1)
+            self._count(conn, namespace, texts, sign=-1)
 
     def rebuild(self, conn: Connection, rows: Iterable[tuple[int, str, str]]) -> int:
         """Replace the index by ``rows`` of (key, namespace token, text); returns how many."""
@@ -584,13 +584,13 @@ class FullTextIndex:
             conn.exec_driver_sql(f"DELETE FROM {self.fts_table}")
             if batch:
                 conn.exec_driver_sql(
-                    f"INSERT INTO {self.fts_table} (rowid, ns, body) VALUES (?, ?, ?)", batch  # type: ignore[arg-type]
+                    f"INSERT INTO {self.fts_table} (rowid, ns, body) VALUES (?, ?, ?)", batch
                 )
         by_ns: dict[str, list[str]] = {}
         for _, namespace, text in batch:
             by_ns.setdefault(namespace, []).append(text)
         for namespace, texts in by_ns.items():
-            self._count(conn, namespace, texts, +1)
+            self._count(conn, namespace, texts, sign=+1)
         return len(batch)
 
     def prune(self, conn: Connection, terms: Sequence[str], *, namespace: str = "",
@@ -601,7 +601,7 @@ class FullTextIndex:
         if not terms:
             return []
         counted = [t for t in terms if len(t) <= MAX_STAT_TERM]
-        found: dict[str, int] = dict(conn.execute(  # type: ignore[arg-type]
+        found: dict[str, int] = dict(conn.execute(
             sa.text(f"SELECT term, df FROM {self.terms_table} WHERE ns = :ns AND term IN :terms")
             .bindparams(sa.bindparam("terms", expanding=True)),
             {"ns": namespace, "terms": counted},
@@ -613,9 +613,9 @@ class FullTextIndex:
         rows = conn.exec_driver_sql(
             f"SELECT term, df FROM {self.terms_table} WHERE ns = "
             + ("?" if conn.dialect.name == "sqlite" else "%(ns)s"),
-            (namespace,) if conn.dialect.name == "sqlite" else {"ns": namespace},  # type: ignore[arg-type]
+            (namespace,) if conn.dialect.name == "sqlite" else {"ns": namespace},
         ).all()
-        return TermCounts.of(rows)  # type: ignore[arg-type]
+        return TermCounts.of(rows)
 
     def counter_sql(self, mark: str) -> str:
         """A scalar subquery: the namespace's :data:`CHANGES` counter (0 before any write);

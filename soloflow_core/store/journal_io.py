@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from soloflow_core.errors import StoreError
 from soloflow_core.store import schema as t
@@ -272,7 +272,7 @@ def driver_statement(engine: Engine, statement: str, params: Sequence[Any]) -> l
             cur = conn.cursor()
             try:
                 cur.execute(statement, params)
-                return cur.fetchall()
+                return cast("list[tuple[Any, ...]]", cur.fetchall())
             finally:
                 cur.close()
         conn.autocommit = True

@@ -163,7 +163,7 @@ class MemoryItemStore:
 
     # ------------------------------------------------------------------ indexing
 
-    def _cursor(self, conn: Connection, user_id: str, agent_id: str, tier: str) -> int:
+    def _cursor(self, conn: Connection, user_id: str, agent_id: str, *, tier: str) -> int:
         """The namespace's cursor, locked until the transaction ends (PostgreSQL: the row;
         SQLite: the write transaction already holds the database)."""
         c = t.memory_cursors.c
@@ -175,7 +175,7 @@ class MemoryItemStore:
             q = q.with_for_update()
         return int(conn.execute(q).scalar_one())
 
-    def _advance(self, conn: Connection, user_id: str, agent_id: str, tier: str, pk: int) -> None:
+    def _advance(self, conn: Connection, user_id: str, agent_id: str, *, tier: str, pk: int) -> None:
         c = t.memory_cursors.c
         conn.execute(sa.update(t.memory_cursors)
                      .where(c.user_id == user_id, c.agent_id == agent_id, c.tier == tier,
@@ -190,7 +190,7 @@ class MemoryItemStore:
                        ~sa.exists().where(i.run_pk == r.id))
                 .order_by(r.id))  # fmt: skip
 
-    def _read_cursor(self, conn: Connection, user_id: str, agent_id: str, tier: str) -> int:
+    def _read_cursor(self, conn: Connection, user_id: str, agent_id: str, *, tier: str) -> int:
         c = t.memory_cursors.c
         return int(
             conn.execute(
@@ -206,7 +206,7 @@ class MemoryItemStore:
         (a few transactions of :data:`RUNS_PER_TRANSACTION` runs); returns how many runs.
         Cheap when there is nothing new: one read."""
         with self.engine.connect() as conn:
-            floor = self._read_cursor(conn, user_id, agent_id, EPISODIC) - self._window
+            floor = self._read_cursor(conn, user_id, agent_id, tier=EPISODIC) - self._window
             if (
                 conn.execute(self._unindexed_runs(user_id, agent_id, floor).limit(1)).first()
                 is None
@@ -215,14 +215,14 @@ class MemoryItemStore:
         done = 0
         while True:
             with self._writer.begin() as conn:
-                floor = self._cursor(conn, user_id, agent_id, EPISODIC) - self._window
+                floor = self._cursor(conn, user_id, agent_id, tier=EPISODIC) - self._window
                 runs = conn.execute(
                     self._unindexed_runs(user_id, agent_id, floor).limit(RUNS_PER_TRANSACTION)
                 ).all()
                 if not runs:
                     return done
-                self._insert(conn, user_id, agent_id, EPISODIC, self._events(conn, runs))
-                self._advance(conn, user_id, agent_id, EPISODIC, max(row[0] for row in runs))
+                self._insert(conn, user_id, agent_id, tier=EPISODIC, items=self._events(conn, runs))
+                self._advance(conn, user_id, agent_id, tier=EPISODIC, pk=max(row[0] for row in runs))
             done += len(runs)
             if len(runs) < RUNS_PER_TRANSACTION:
                 return done
@@ -254,7 +254,7 @@ class MemoryItemStore:
         return out
 
     def _insert(
-        self, conn: Connection, user_id: str, agent_id: str, tier: str, items: Sequence[_NewItem]
+        self, conn: Connection, user_id: str, agent_id: str, *, tier: str, items: Sequence[_NewItem]
     ) -> None:
         if not items:
             return
@@ -278,7 +278,7 @@ class MemoryItemStore:
         )
 
     def _changed_flows(
-        self, conn: Connection, user_id: str, agent_id: str, floor: int
+        self, conn: Connection, user_id: str, agent_id: str, *, floor: int
     ) -> list[tuple[str, Any, tuple[int, str] | None]]:
         """The namespace's latest flow versions above ``floor`` whose item is missing or
         older, as (item key, flow row, (item id, indexed body) or None)."""
@@ -307,14 +307,14 @@ class MemoryItemStore:
         version of each replaces the previous one's item); returns how many flows changed.
         Cheap when nothing changed: one read."""
         with self.engine.connect() as conn:
-            floor = self._read_cursor(conn, user_id, agent_id, SEMANTIC) - self._window
-            if not self._changed_flows(conn, user_id, agent_id, floor):
+            floor = self._read_cursor(conn, user_id, agent_id, tier=SEMANTIC) - self._window
+            if not self._changed_flows(conn, user_id, agent_id, floor=floor):
                 return 0
         i = t.memory_items.c
         ns = _ns(user_id, agent_id, SEMANTIC)
         with self._writer.begin() as conn:
-            floor = self._cursor(conn, user_id, agent_id, SEMANTIC) - self._window
-            changed = self._changed_flows(conn, user_id, agent_id, floor)
+            floor = self._cursor(conn, user_id, agent_id, tier=SEMANTIC) - self._window
+            changed = self._changed_flows(conn, user_id, agent_id, floor=floor)
             fresh: list[_NewItem] = []
             for key, row, old in changed:
                 item = _flow_item(key, row)
@@ -330,10 +330,10 @@ class MemoryItemStore:
                 )
                 ITEM_SEARCH.remove(conn, [(old[0], ns, old[1])])
                 ITEM_SEARCH.put(conn, old[0], item.body, namespace=ns)
-            self._insert(conn, user_id, agent_id, SEMANTIC, fresh)
+            self._insert(conn, user_id, agent_id, tier=SEMANTIC, items=fresh)
             if changed:
                 self._advance(
-                    conn, user_id, agent_id, SEMANTIC, max(row.id for _, row, _ in changed)
+                    conn, user_id, agent_id, tier=SEMANTIC, pk=max(row.id for _, row, _ in changed)
                 )
             return len(changed)
 
@@ -366,7 +366,7 @@ class MemoryItemStore:
             data=data,
         )
         with self._writer.begin() as conn:
-            self._insert(conn, user_id, agent_id, tier, [item])
+            self._insert(conn, user_id, agent_id, tier=tier, items=[item])
         return key
 
     # ------------------------------------------------------------------ reading
@@ -418,12 +418,12 @@ class MemoryItemStore:
                      .where(m.where, *where).order_by(sa.desc("rank"), i.at.desc(), i.id.desc())
                      .limit(limit))  # fmt: skip
             rows = conn.execute(q).all()
-            flow_used = self._flow_last_used(conn, user_id, agent_id, tier, [r[4] for r in rows])
+            flow_used = self._flow_last_used(conn, user_id, agent_id, tier=tier, datas=[r[4] for r in rows])
         now = now or utc_now()
-        return [_item(tier, row, now, flow_used) for row in rows]
+        return [_item(tier, row, now, flow_used=flow_used) for row in rows]
 
     def _flow_last_used(
-        self, conn: Connection, user_id: str, agent_id: str, tier: str, datas: Iterable[Any]
+        self, conn: Connection, user_id: str, agent_id: str, *, tier: str, datas: Iterable[Any]
     ) -> dict[int, datetime]:
         """Semantic items: the last execution of their flow version (it counts as a use)."""
         pks = [
@@ -522,7 +522,7 @@ class MemoryItemStore:
                 .select_from(_strength_join(i)).where(*ns, s.item_key.is_not(None),
                                                        s.archived_at.is_(None))).all()  # fmt: skip
             flow_used = self._flow_last_used(
-                conn, user_id, agent_id, tier, [r[1] for r in never] + [r[1] for r in used]
+                conn, user_id, agent_id, tier=tier, datas=[r[1] for r in never] + [r[1] for r in used]
             )
             new: list[dict[str, Any]] = []
             for key, data, at in never:
@@ -562,16 +562,16 @@ def _put_many(conn: Connection, namespace: str, rows: Sequence[tuple[int, str]])
     if conn.dialect.name == "sqlite":
         conn.exec_driver_sql(
             f"INSERT OR REPLACE INTO {ITEM_SEARCH.fts_table} (rowid, ns, body) VALUES (?, ?, ?)",
-            [(pk, namespace, body) for pk, body in rows],  # type: ignore[arg-type]
+            [(pk, namespace, body) for pk, body in rows],
         )
-    ITEM_SEARCH._count(conn, namespace, [body for _, body in rows], +1)
+    ITEM_SEARCH._count(conn, namespace, [body for _, body in rows], sign=+1)
 
 
 def _flow_use(data: Any, flow_used: dict[int, datetime]) -> datetime | None:
     return flow_used.get(data.get("flow_pk")) if isinstance(data, dict) else None  # type: ignore[arg-type]
 
 
-def _item(tier: str, row: Any, now: datetime, flow_used: dict[int, datetime]) -> MemoryItem:
+def _item(tier: str, row: Any, now: datetime, *, flow_used: dict[int, datetime]) -> MemoryItem:
     key, kind, text, at, data, base, stability, uses, last_used, archived_at, rank = row
     base = DEFAULT_BASE if base is None else float(base)
     stability = INITIAL_STABILITY_DAYS if stability is None else float(stability)

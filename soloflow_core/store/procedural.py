@@ -204,7 +204,7 @@ def flow_search_text(flow: FlowDefinition, trigger_keywords: Sequence[str]) -> s
 
 
 def _candidate_tasks(
-    conn: Connection, candidate_id: str, user_id: str, agent_id: str
+    conn: Connection, candidate_id: str, user_id: str, *, agent_id: str
 ) -> tuple[list[tuple[str, str]], float | None]:
     """((run id, task) of a candidate's runs that have a task, newest last; its replay
     fidelity)."""
@@ -271,7 +271,7 @@ def insert_flow_version(
     fidelity = None
     tasks: list[tuple[str, str]] = []
     if candidate_id is not None:
-        tasks, fidelity = _candidate_tasks(conn, candidate_id, user_id, agent_id)
+        tasks, fidelity = _candidate_tasks(conn, candidate_id, user_id, agent_id=agent_id)
         task_words = _task_keywords([task for _, task in tasks])
     if confidence is None:
         confidence = USER_CONFIDENCE if source == SOURCE_USER else (

@@ -240,7 +240,7 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
         raw = self.engine.raw_connection()  # pooled: one per thread
         try:
             driver: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
-            return write_one_sqlite(driver, run, now(), self._stamp)
+            return write_one_sqlite(driver, run, now(), stamp=self._stamp)
         finally:
             raw.close()
 
@@ -408,7 +408,7 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
             ['search', 'book']
         """
         with self.engine.connect() as conn:
-            return read_tool_names(conn, user_id, agent_id, lookback, include_failed)
+            return read_tool_names(conn, user_id, agent_id, lookback=lookback, include_failed=include_failed)
 
     def read_evidence(
         self, run_pks: Sequence[int], *, user_id: str, agent_id: str
@@ -419,7 +419,7 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
         another namespace are left out. For full :class:`TaskRun` models use
         :meth:`load_runs`."""
         with self.engine.connect() as conn:
-            return read_evidence(conn, user_id, agent_id, [int(pk) for pk in run_pks])
+            return read_evidence(conn, user_id, agent_id, pks=[int(pk) for pk in run_pks])
 
     # ------------------------------------------------------------------ candidates
 

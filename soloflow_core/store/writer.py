@@ -465,7 +465,7 @@ def write_one_sqlite(
     dbapi_conn: sqlite3.Connection,
     run: AnyRun,
     created: datetime,
-    stamp: Callable[[datetime], str],
+    *, stamp: Callable[[datetime], str],
 ) -> bool:
     """SQLite, one run in its own transaction, on the driver's connection (no SQLAlchemy
     connection, whose set-up costs more than the write): ``BEGIN IMMEDIATE``, one
@@ -554,7 +554,7 @@ def insert_sqlite_bulk(
     dbapi_conn: sqlite3.Connection,
     runs: list[tuple[Any, ...]],
     calls: list[tuple[Any, ...]],
-    models: list[tuple[Any, ...]],
+    *, models: list[tuple[Any, ...]],
     created: str,
 ) -> set[int]:
     """SQLite: one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) writing the rows of

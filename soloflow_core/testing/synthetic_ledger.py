@@ -181,7 +181,7 @@ def generate_ledger(
         ValueError: an argument out of range, named in the message.
     """
     tools = _vocabulary(vocabulary)
-    _check(runs, workflows, min_len, max_len)
+    _check(runs, workflows, min_len, max_len=max_len)
     rates = {
         "noise": noise, "planted_fraction": planted_fraction, "retry_rate": retry_rate,
         "swap_rate": swap_rate, "failed_run_rate": failed_run_rate,
@@ -191,8 +191,8 @@ def generate_ledger(
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{name} must be within [0, 1], got {value!r}")
     rng = random.Random(seed)
-    planted = _plant(rng, tools, workflows, min_len, max_len)
-    planner = _Planner(rng, tools, planted, zipf_exponent, noise, retry_rate, swap_rate)
+    planted = _plant(rng, tools, workflows, min_len=min_len, max_len=max_len)
+    planner = _Planner(rng, tools, planted, zipf_exponent=zipf_exponent, noise=noise, retry_rate=retry_rate, swap_rate=swap_rate)
     labels: list[RunLabel] = []
     plans: list[tuple[list[Call], bool]] = []
     sequences: list[RunSequence] = []
@@ -218,7 +218,7 @@ def generate_ledger(
             if not names_only:
                 plans.append((calls, success))
     built: Sequence[TaskRun] = (
-        () if names_only else _LazyRuns(seed, plans, labels, planted, with_args, with_usage)
+        () if names_only else _LazyRuns(seed, plans, labels, workflows=planted, with_args=with_args, with_usage=with_usage)
     )
     return SyntheticLedger(workflows=planted, labels=labels, sequences=sequences, runs=built)
 
@@ -255,7 +255,7 @@ def _vocabulary(vocabulary: int | Sequence[str]) -> list[str]:
     return out
 
 
-def _check(runs: int, workflows: int, min_len: int, max_len: int) -> None:
+def _check(runs: int, workflows: int, min_len: int, *, max_len: int) -> None:
     if runs < 0 or workflows < 0:
         raise ValueError(f"runs and workflows must be ≥ 0, got {runs} and {workflows}")
     if min_len < 2 or max_len < min_len:
@@ -263,7 +263,7 @@ def _check(runs: int, workflows: int, min_len: int, max_len: int) -> None:
 
 
 def _plant(
-    rng: random.Random, tools: list[str], count: int, min_len: int, max_len: int
+    rng: random.Random, tools: list[str], count: int, *, min_len: int, max_len: int
 ) -> list[PlantedWorkflow]:
     out: list[PlantedWorkflow] = []
     seen: set[tuple[str, ...]] = set()
@@ -426,7 +426,7 @@ class _LazyRuns(Sequence[TaskRun]):
         calls, success = self._plans[i]
         w = self._labels[i].workflow
         wf = self._workflows[w] if w is not None else None
-        return _materialise(self._seed, i, calls, success, wf, self._with_args, self._with_usage)
+        return _materialise(self._seed, i, calls, success=success, wf=wf, with_args=self._with_args, with_usage=self._with_usage)
 
 
 def _run_rng(seed: int, i: int, stream: int = 0) -> random.Random:
@@ -444,7 +444,7 @@ def _materialise(
     seed: int,
     i: int,
     calls: list[Call],
-    success: bool,
+    *, success: bool,
     wf: PlantedWorkflow | None,
     with_args: bool,
     with_usage: bool,

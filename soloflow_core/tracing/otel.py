@@ -110,7 +110,7 @@ class LoggedOnceExporter:
             log.warning("OpenTelemetry export failed (%s); spans are dropped until the collector "
                         "answers, and this is not logged again", reason)
             logging.getLogger(type(self.exporter).__module__).setLevel(logging.CRITICAL)
-        return result
+        return cast("SpanExportResult", result)
 
     def shutdown(self) -> None:
         self.exporter.shutdown()

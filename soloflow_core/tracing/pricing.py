@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 from soloflow_core.models.config import ModelPrice
 
@@ -54,7 +54,7 @@ def _table_price(model: str, input_tokens: int, output_tokens: int) -> Decimal |
     if rates is None:
         return None
     if isinstance(rates, tuple):
-        return (rates[0] * input_tokens + rates[1] * output_tokens) / _MTOK
+        return cast("Decimal | None", (rates[0] * input_tokens + rates[1] * output_tokens) / _MTOK)
     from genai_prices import Usage
 
     return Decimal(rates.calc_price(Usage(input_tokens=input_tokens, output_tokens=output_tokens))["total_price"])

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from soloflow_core.learning.promotion import DEFAULT_PROMOTION_THRESHOLD
+from soloflow_core.learning.outcomes import DEFAULT_PROMOTION_THRESHOLD
 from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
 from soloflow_core.models import FlowDefinition
 from soloflow_core.store.tokens import TokenScope
