@@ -166,7 +166,7 @@ def soloflow_flow_run_finished(run_id: str, flow: FlowDefinition, status: str, s
 @hookspec
 def soloflow_span_finished(span: Span) -> None:
     """Called when a span ends: an agent run, a model call, a tool call, a flow run, a step, a
-    step's attempt. For exporters written as plugins; runs on the thread that ended the span,
+    step's attempt, a sequential workflow's run or phase. For exporters written as plugins; runs on the thread that ended the span,
     so keep it fast and thread-safe. Exceptions are logged and swallowed.
 
     Args:

@@ -14,7 +14,7 @@ from soloflow_core.tracing.tree import COST, INPUT_TOKENS, OUTPUT_TOKENS, UNPRIC
 if TYPE_CHECKING:
     import pluggy
 
-__all__ = ["AgentTrace"]
+__all__ = ["AgentTrace", "chat_attributes"]
 
 _LOW64 = (1 << 64) - 1
 
@@ -22,6 +22,26 @@ _LOW64 = (1 << 64) - 1
 def span_id_of(run_id: UUID) -> str:
     """A LangChain run's span id: the low 64 bits of its UUID (the random ones of a UUIDv7)."""
     return f"{run_id.int & _LOW64 or 1:016x}"
+
+
+def chat_attributes(prices: PriceTable, span: Span, usage: dict[str, Any] | None,
+                    response_model: str | None) -> dict[str, Any]:
+    """The attributes a ``chat`` span gets when its call ends: the model that answered, the
+    tokens of its ``usage_metadata`` and their cost (``soloflow.unpriced`` when no price is
+    known for the model: the one that answered, else the one asked)."""
+    attrs: dict[str, Any] = {}
+    if response_model:
+        attrs["gen_ai.response.model"] = response_model
+    if usage:
+        inp, out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+        attrs[INPUT_TOKENS], attrs[OUTPUT_TOKENS] = inp, out
+        model = response_model or span.attributes.get("gen_ai.request.model")
+        price = prices.price(model, input_tokens=inp, output_tokens=out)
+        if price is None:
+            attrs[UNPRICED] = True
+        else:
+            attrs[COST] = float(price)
+    return attrs
 
 
 class AgentTrace:
@@ -65,20 +85,11 @@ class AgentTrace:
         span = self.open.pop(run_id.int, None)
         if span is None:
             return
-        attrs: dict[str, Any] = {}
-        if response_model:
-            attrs["gen_ai.response.model"] = response_model
-        if usage:
-            inp, out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-            attrs[INPUT_TOKENS], attrs[OUTPUT_TOKENS] = inp, out
-            model = response_model or span.attributes.get("gen_ai.request.model")
-            price = self.prices.price(model, input_tokens=inp, output_tokens=out)
-            if price is None:
-                attrs[UNPRICED] = True
-                self.unpriced += 1
-            else:
-                attrs[COST] = float(price)
-                self.cost += float(price)
+        attrs = chat_attributes(self.prices, span, usage, response_model)
+        if attrs.get(UNPRICED):
+            self.unpriced += 1
+        elif COST in attrs:
+            self.cost += attrs[COST]
         self.recorder.end(span, error=error, attributes=attrs)
 
     def tool_started(self, run_id: UUID, parent_run_id: UUID | None, name: str, call_id: str | None) -> None:

@@ -149,3 +149,31 @@ def test_soloflow_flow_run_finished(store: Store, pm: Any) -> None:
     stored = store.get_spans(result.run_id, **NS)
     assert stored[0].status == "error" and "fetch broke" in (stored[0].error or "")
     assert stored[1].status == "error"
+
+
+def test_a_call_that_ran_past_its_limit_is_a_failed_attempt(store: Store) -> None:
+    calls: list[int] = []
+
+    def slow(v: Any = None) -> Any:
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.6)  # abandoned at its limit; the run goes on without it
+        return {"ok": True}
+
+    flow = FlowDefinition(name="slow", steps=[FlowStep(id="slow", skill_key="slow", input_map={"v": "x"},
+                                                       timeout_seconds=0.2, retry_max=1, retry_backoff=0.01)])
+    rt = FlowRuntime(store, tools=[slow], **NS)
+    try:
+        result = rt.run(flow, {})
+    finally:
+        rt.close()
+    assert result.status == "completed" and result.run_id is not None
+    (root,) = build_tree(store.get_spans(result.run_id, **NS))
+    (step,) = root.children
+    assert step.span.status == "ok"
+    first, second = (c.span for c in step.children)
+    assert (first.attributes["soloflow.attempt"], first.status) == (1, "error")
+    assert first.error is not None and first.error.startswith("StepTimeoutError:")
+    assert first.duration_ms is not None and 200 <= first.duration_ms < 600
+    assert (second.attributes["soloflow.attempt"], second.status) == (2, "ok")
+    assert first.end is not None and first.end <= second.start

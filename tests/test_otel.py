@@ -8,12 +8,14 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from opentelemetry import trace
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -211,3 +213,57 @@ def test_a_dead_collector_is_logged_once_and_the_agent_is_unchanged(
         handler.close()
     ours = [r for r in caplog.records if r.name == "soloflow_core.tracing.otel"]
     assert len(ours) == 1 and "OpenTelemetry export failed" in ours[0].getMessage()
+
+
+# --------------------------------------------------------------------------- context in steps
+
+
+def _instrumented_tools(provider: TracerProvider, seen: dict[str, int]) -> list[Any]:
+    """The flow's tools, each opening its own span with the OpenTelemetry API (as a user's
+    instrumented client would); ``seen`` gets each tool's thread."""
+    tracer = trace.get_tracer("user-code", tracer_provider=provider)
+
+    def make(name: str, sleep: float) -> Any:
+        def fn(v: Any = None) -> Any:
+            seen[name] = threading.get_ident()
+            with tracer.start_as_current_span(f"user {name}"):
+                time.sleep(sleep)
+            return {"from": name}
+
+        fn.__name__ = name
+        return fn
+
+    return [make("fetch", 0.0), make("left", 0.05), make("right", 0.05), make("join", 0.0)]
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])  # sync: called in line on the watched thread
+def test_a_users_span_in_a_tool_nests_under_the_steps_call(sqlite_store: Store, durability: str) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    configure_tracing(provider)
+    flow = FlowDefinition(name="fan", version=1, steps=[
+        FlowStep(id=s, skill_key=s, depends_on=d, input_map={"v": s}) for s, d in
+        (("fetch", []), ("left", ["fetch"]), ("right", ["fetch"]), ("join", ["left", "right"]))])
+    seen: dict[str, int] = {}
+    rt = FlowRuntime(sqlite_store, tools=_instrumented_tools(provider, seen), durability=durability, **NS)  # type: ignore[arg-type]
+    try:
+        result = rt.run(flow, {})
+    finally:
+        rt.close()
+        configure_tracing(None)
+    provider.shutdown()
+    assert result.status == "completed"
+    spans = exporter.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    for name in ("fetch", "left", "right", "join"):
+        (user,) = _by_name(spans)[f"user {name}"]
+        call = by_id[user.parent.span_id]
+        assert call.name == f"execute_tool {name}" and call.attributes["soloflow.attempt"] == 1
+        assert by_id[call.parent.span_id].name == f"step {name}"
+        assert call.start_time <= user.start_time and user.end_time <= call.end_time
+    assert seen["left"] != seen["right"]  # the parallel layer: each call on its own thread
+    left, right = (_by_name(spans)[f"user {n}"][0] for n in ("left", "right"))
+    assert max(left.start_time, right.start_time) < min(left.end_time, right.end_time)
+    # Outside the run nothing is left current.
+    assert not trace.get_current_span().get_span_context().is_valid

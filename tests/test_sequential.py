@@ -23,12 +23,17 @@ from typing import Any
 
 import pluggy
 import pytest
+from genai_prices import Usage as GenaiUsage
+from genai_prices import calc_price
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.output_parsers import JsonOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import tool
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -43,6 +48,8 @@ from soloflow_core import (
     hookimpl,
 )
 from soloflow_core.plugins import get_plugin_manager
+from soloflow_core.store import Store
+from soloflow_core.tracing import Span, build_tree, configure_tracing, trace_id_for
 from soloflow_langgraph.cli import app
 from soloflow_langgraph.cli.sequential_cmd import PhaseView
 from soloflow_langgraph.sequential import (
@@ -438,6 +445,92 @@ def test_tokens_and_cost_come_from_usage_metadata(tmp_path: Path, pm: pluggy.Plu
         (1 - result.total_tokens / 15_100_000) * 100
     )
     assert result.token_efficiency_vs_baseline(result.total_tokens) == 0.0
+
+
+def test_a_workflow_is_traced_phase_by_phase_down_to_its_model_calls(
+    tmp_path: Path, pm: pluggy.PluginManager, store: Store
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    configure_tracing(provider)
+    team = metered_team((1_000, 100))
+    team["evaluator"] = ScriptedChatModel(  # a model genai-prices knows, named by the response
+        responses=[AIMessage(content=json.dumps({"satisfied": True}), usage_metadata=_usage(2_000, 50),
+                             response_metadata={"model_name": "gpt-4o"})], model_name="scripted-eval")
+    prices = {"m-auditor": TokenPrice(input_per_million=3.0, output_per_million=15.0)}
+    finished: list[str] = []
+
+    class SpanWatcher:
+        @hookimpl
+        def soloflow_span_finished(self, span: Span) -> None:
+            finished.append(span.name)
+
+    watcher = SpanWatcher()
+    pm.register(watcher)
+    try:
+        with SequentialWorkflow(tmp_path, team, plugin_manager=pm, prices=prices, store=store,
+                                user_id="wf-user", agent_id="wf-agent") as wf:
+            result = wf.run("Build a todo API", thread_id="wf-thread-1")
+    finally:
+        pm.unregister(watcher)
+        configure_tracing(None)
+        provider.shutdown()
+    assert finished[:3] == ["chat m-contract_writer", "phase contract_writer", "phase create_summary"]
+    assert finished[-1] == "invoke_workflow sequential"
+    assert result.status == "success"
+    spans = store.get_spans("wf-thread-1", user_id="wf-user", agent_id="wf-agent")
+    (root,) = build_tree(spans)
+    assert (root.span.kind, root.span.name, root.span.status) == ("invoke_workflow", "invoke_workflow sequential", "ok")
+    assert root.span.trace_id == trace_id_for("wf-thread-1")
+    assert root.span.attributes == {"soloflow.workflow.thread_id": "wf-thread-1", "soloflow.workflow.resumed": False,
+                                    "soloflow.namespace": "wf-user/wf-agent", "soloflow.workflow.status": "success",
+                                    "soloflow.workflow.reason": "completed"}
+    # One phase span per phase, in order; the model calls of each under it.
+    assert [c.span.name for c in root.children] == [f"phase {p}" for p in phases(result)]
+    assert all(c.span.kind == "phase" and c.span.status == "ok" for c in root.children)
+    for node, record in zip(root.children, result.final_state.phase_history, strict=True):
+        chats = [c.span for c in node.children]
+        assert all(c.kind == "chat" for c in chats)
+        assert sum(c.attributes.get("gen_ai.usage.input_tokens", 0) for c in chats) == record.input_tokens
+        assert sum(c.attributes.get("gen_ai.usage.output_tokens", 0) for c in chats) == record.output_tokens
+        assert len(chats) == (0 if record.agent == "create_summary" else 1)
+    audits = [c for c in root.children if c.span.name == "phase auditor"]
+    assert [a.span.attributes["soloflow.phase.compliance_score"] for a in audits] == [
+        p.compliance_score for p in result.final_state.phase_history if p.agent == "auditor"]
+    (audit_chat,) = audits[0].children
+    assert audit_chat.span.name == "chat m-auditor"
+    assert audit_chat.span.attributes["soloflow.cost_usd"] == pytest.approx((1_000 * 3.0 + 100 * 15.0) / 1e6)
+    (eval_phase,) = [c for c in root.children if c.span.name == "phase evaluator"]
+    (eval_chat,) = eval_phase.children
+    assert eval_chat.span.attributes["gen_ai.response.model"] == "gpt-4o"
+    assert eval_chat.span.attributes["soloflow.cost_usd"] == pytest.approx(
+        float(calc_price(GenaiUsage(input_tokens=2_000, output_tokens=50), model_ref="gpt-4o").total_price))
+    (writer,) = [c for c in root.children if c.span.name == "phase contract_writer"]
+    assert writer.children[0].span.attributes["soloflow.unpriced"] is True  # unknown model: not 0
+    assert root.unpriced > 0 and root.output_tokens == sum(p.output_tokens for p in result.final_state.phase_history)
+    # Exported live, the same tree.
+    exported = exporter.get_finished_spans()
+    assert len(exported) == len(spans)
+    by_id = {s.context.span_id: s for s in exported}
+    for s in exported:
+        if s.name.startswith("chat "):
+            assert by_id[s.parent.span_id].name.startswith("phase ")
+        elif s.name.startswith("phase "):
+            assert by_id[s.parent.span_id].name == "invoke_workflow sequential"
+        else:
+            assert s.parent is None and s.name == "invoke_workflow sequential"
+
+
+def test_a_failed_workflow_ends_its_trace_in_error(tmp_path: Path, pm: pluggy.PluginManager, store: Store) -> None:
+    with SequentialWorkflow(tmp_path, metered_team((800, 200)), plugin_manager=pm, token_budget=4500, store=store,
+                            user_id="wf-user", agent_id="wf-agent") as wf:
+        result = wf.run("Build a todo API", thread_id="wf-thread-2")
+    assert result.reason == "budget_exceeded"
+    (root,) = build_tree(store.get_spans("wf-thread-2", user_id="wf-user", agent_id="wf-agent"))
+    assert root.span.status == "error" and root.span.error == "workflow failed: budget_exceeded"
+    assert root.children[-1].span.attributes["soloflow.workflow.status"] == "failed"
+    assert [c.span.name for c in root.children] == [f"phase {p}" for p in phases(result)]
 
 
 def test_token_budget_checks_its_limits() -> None:

@@ -1,8 +1,9 @@
-"""The trace model: one :class:`Span` per thing that ran, for agent runs and flow runs alike.
+"""The trace model: one :class:`Span` per thing that ran, for agent runs, flow runs and sequential workflows alike.
 
 A captured agent run is ``invoke_agent`` → its model calls (``chat``) and tool calls
 (``execute_tool``); a flow run is ``invoke_flow`` → its steps (``step``) → each call of the
-step's tool (``execute_tool``, one per attempt), and ``approval_wait`` while a person decides.
+step's tool (``execute_tool``, one per attempt), and ``approval_wait`` while a person decides;
+a sequential workflow is ``invoke_workflow`` → its phases (``phase``) → their model calls (``chat``).
 Attributes use the OpenTelemetry GenAI names (``gen_ai.*``) plus ``soloflow.*``, so a span
 goes to any OpenTelemetry backend as it is (see docs/traces.md).
 """
@@ -16,7 +17,8 @@ from typing import Any, Literal
 
 __all__ = ["Span", "SpanKind", "SpanStatus", "trace_id_for"]
 
-SpanKind = Literal["invoke_agent", "chat", "execute_tool", "invoke_flow", "step", "approval_wait"]
+SpanKind = Literal["invoke_agent", "chat", "execute_tool", "invoke_flow", "step", "approval_wait",
+                   "invoke_workflow", "phase"]
 SpanStatus = Literal["ok", "error", "unset"]
 
 

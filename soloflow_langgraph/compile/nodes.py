@@ -13,8 +13,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypedDict, get_type_hints
 
 from langgraph.types import Send, interrupt
 
@@ -157,6 +158,21 @@ class NullJournal(StepJournal):
         return []
 
 
+class CallTracer(Protocol):
+    """Traces each call of a step's executor (the runtime's flow trace is one)."""
+
+    def call(self, step: FlowStep, index: int, key: str) -> AbstractContextManager[Any]:
+        """Entered around one call of the step's executor, in the thread that makes it (its
+        context is the one the executor runs in); an exception raised by the call passes
+        through it."""
+        ...
+
+    def timed_out(self, step: FlowStep, key: str, error: str) -> None:
+        """The call of ``key`` that the previous invocation left running past its limit
+        failed with ``error``."""
+        ...
+
+
 @dataclass(slots=True)
 class FlowContext:
     """What a run hands its nodes (LangGraph ``context``)."""
@@ -170,6 +186,7 @@ class FlowContext:
     timed_out: dict[str, WatchedCall] = field(default_factory=dict)
     """Calls of the previous invocation that ran past their limit, by step key: their
     attempt is failed with ``StepTimeoutError`` when the step's node runs again."""
+    tracer: CallTracer | None = None
 
 
 _NULL_CONTEXT = FlowContext()
@@ -304,6 +321,8 @@ class StepNode:
             attempt, idem = timed.attempt, timed.idempotency_key
             failure = timed_out(timed.where, timed.timeout, cancelled=False)
             start = time.perf_counter() - (time.monotonic() - timed.started)
+            if ctx.tracer is not None:
+                ctx.tracer.timed_out(step, key, _error_text(failure))
         else:
             begun = ctx.journal.begin(key, step.id)
             if begun.done:
@@ -320,13 +339,15 @@ class StepNode:
             if failure is None:
                 start = time.perf_counter()
                 try:
-                    if inline:
-                        assert watch is not None
-                        out = watch.call(self.spec.executor, self.spec.info, kwargs, timeout=step.timeout_seconds,
-                                         key=idem, step_key=key, attempt=attempt, where=where)
-                    else:
-                        out = call_with_limit(self.spec.executor, self.spec.info, kwargs,
-                                              timeout=step.timeout_seconds, key=idem, where=where)
+                    with ctx.tracer.call(step, self.spec.index, key) if ctx.tracer is not None else nullcontext():
+                        if inline:
+                            assert watch is not None
+                            out = watch.call(self.spec.executor, self.spec.info, kwargs,
+                                             timeout=step.timeout_seconds, key=idem, step_key=key, attempt=attempt,
+                                             where=where)
+                        else:
+                            out = call_with_limit(self.spec.executor, self.spec.info, kwargs,
+                                                  timeout=step.timeout_seconds, key=idem, where=where)
                 except Exception as exc:
                     failure = exc
             if failure is not None:

@@ -440,12 +440,9 @@ class FlowRuntime:
 
     def _on_step(self, steps: list[ToolCall], run_id: str):  # type: ignore[no-untyped-def]
         pm = self.pm
-        trace = self._traces.get(run_id)
 
         def on_step(step: FlowStep, call: ToolCall, index: int) -> None:
             steps.append(call)
-            if trace is not None:
-                trace.step_called(step, call, index)
             if pm is not None and pm.hook.soloflow_step_finished.get_hookimpls():
                 try:
                     call_hook(pm, "soloflow_step_finished", step=StepRecord(
@@ -499,7 +496,8 @@ class FlowRuntime:
     def _invoke(self, flow: FlowDefinition, graph: CompiledStateGraph, *, run_id: str,
                 journal: StepJournal, payload: Any) -> FlowRunResult:
         steps: list[ToolCall] = []
-        ctx = FlowContext(journal=journal, on_step=self._on_step(steps, run_id), run_id=run_id)
+        ctx = FlowContext(journal=journal, on_step=self._on_step(steps, run_id), run_id=run_id,
+                          tracer=self._traces.get(run_id))
         cfg: Any = _graph_config(run_id)
         invoke: Any = graph.invoke  # LangGraph's overloads type context as None
         start = time.perf_counter()
@@ -575,7 +573,7 @@ class FlowRuntime:
             except CallTimedOut as over:
                 log.info("flow run %r: %s; the run goes on without it", ctx.run_id, over)
                 ctx = FlowContext(journal=ctx.journal, on_step=ctx.on_step, run_id=ctx.run_id,
-                                  timed_out={over.call.step_key: over.call})
+                                  timed_out={over.call.step_key: over.call}, tracer=ctx.tracer)
                 payload = None
             except BaseException as exc:
                 if not isinstance(exc, Exception):  # the caller was interrupted: it is stopping

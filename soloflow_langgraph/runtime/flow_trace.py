@@ -6,6 +6,7 @@ waits for a person and the next one. Stored under the flow run's id."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
@@ -14,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 from soloflow_core.tracing import Span, SpanRecorder, active_listener, current_span, trace_id_for
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     import pluggy
 
-    from soloflow_core.models import FlowDefinition, FlowStep, ToolCall
+    from soloflow_core.models import FlowDefinition, FlowStep
     from soloflow_core.store import Store
     from soloflow_langgraph.runtime.results import FlowRunResult
 
@@ -41,6 +44,9 @@ class FlowTrace:
         self.recorder = SpanRecorder(trace_id, plugin_manager=plugin_manager, listener=self.listener)
         self.steps: dict[str, tuple[Span, int, int]] = {}
         """Step id → (its span, its calls so far, when its last call ended, perf_counter_ns)."""
+        self.calls: dict[str, Span] = {}
+        """The ``execute_tool`` span of each call in progress, by step key."""
+        self._lock = threading.Lock()
         self._waited_since = self._previous_wait() if resumed else None
         attrs = {"soloflow.flow.name": flow.name, "soloflow.flow.version": flow.version,
                  "soloflow.flow_run.id": run_id, "soloflow.namespace": f"{user_id}/{agent_id}"}
@@ -86,31 +92,53 @@ class FlowTrace:
 
         return trace.use_span(otel, end_on_exit=False)
 
-    def step_called(self, step: FlowStep, call: ToolCall, index: int) -> None:
-        """One call of ``step``'s tool has ended (reported by the step's node)."""
-        ms = call.duration_ms or 0.0
-        ended = time.perf_counter_ns()
-        known = self.steps.get(step.id)
-        if known is None:
-            span = self.recorder.start(f"step {step.id}", "step", self.root,
-                                       {"soloflow.step.id": step.id, "soloflow.step.index": index}, ago_ms=ms)
-            count = 0
-        else:
-            span, count = known[0], known[1]
-        count += 1
-        self.steps[step.id] = (span, count, ended)
+    def call(self, step: FlowStep, index: int, key: str) -> AbstractContextManager[Any]:
+        """Around one call of ``step``'s tool (``key``: the step, or one item of a map step):
+        its ``execute_tool`` span (and the step's span, at its first call) open while it runs,
+        and made the current OpenTelemetry span in the calling thread when spans are
+        exported, so that spans of the user's own instrumented tool nest under it."""
+        return _StepCall(self, step, index, key)
+
+    def timed_out(self, step: FlowStep, key: str, error: str) -> None:
+        """The call of ``key`` that the previous invocation left running past its limit
+        failed with ``error`` (its span ends now)."""
+        tool = self.calls.pop(key, None)
+        if tool is not None:
+            self._call_ended(step, key, tool, error)
+
+    def _call_started(self, step: FlowStep, index: int, key: str) -> Span:
+        with self._lock:
+            known = self.steps.get(step.id)
+            if known is None:
+                span = self.recorder.start(f"step {step.id}", "step", self.root,
+                                           {"soloflow.step.id": step.id, "soloflow.step.index": index})
+                count, ended = 1, 0
+            else:
+                span, count, ended = known[0], known[1] + 1, known[2]
+            self.steps[step.id] = (span, count, ended)
         attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": step.skill_key,
                                  "soloflow.step.id": step.id}
         attrs["soloflow.map_item" if step.map_over else "soloflow.attempt"] = count
-        tool = self.recorder.start(f"execute_tool {step.skill_key}", "execute_tool", span, attrs, ago_ms=ms)
-        self.recorder.end(tool, error=str(call.output) if call.error else None, ended_ns=ended)
-        if call.error:
-            span.error = str(call.output)  # the step's last failure, unless a later call succeeds
-        elif span.error is not None and not step.map_over:
-            span.error = None
+        tool = self.calls[key] = self.recorder.start(f"execute_tool {step.skill_key}", "execute_tool", span, attrs)
+        return tool
+
+    def _call_ended(self, step: FlowStep, key: str, tool: Span, error: str | None) -> None:
+        ended = time.perf_counter_ns()
+        if self.calls.get(key) is tool:
+            del self.calls[key]
+        self.recorder.end(tool, error=error, ended_ns=ended)
+        with self._lock:
+            span, count, last = self.steps[step.id]
+            self.steps[step.id] = (span, count, max(ended, last))
+            if error is not None:
+                span.error = error  # the step's last failure, unless a later call succeeds
+            elif span.error is not None and not step.map_over:
+                span.error = None
 
     def finish(self, result: FlowRunResult | None, error: str | None = None) -> None:
         """End the invocation's spans, store them and call ``soloflow_flow_run_finished``."""
+        for tool in list(self.calls.values()):  # a call the run stopped waiting for (an interrupt)
+            self.recorder.end(tool, error=error or "the run stopped waiting for this call")
         for span, _count, ended in self.steps.values():
             self.recorder.end(span, error=span.error, ended_ns=ended)
         status = result.status if result is not None else "failed"
@@ -124,3 +152,34 @@ class FlowTrace:
             except Exception:
                 log.exception("storing the trace of flow run %r failed", self.run_id)
         self._hook("soloflow_flow_run_finished", run_id=self.run_id, flow=self.flow, status=status, spans=spans)
+
+
+class _StepCall:
+    """The context manager of :meth:`FlowTrace.call`."""
+
+    __slots__ = ("index", "key", "span", "step", "token", "trace")
+
+    def __init__(self, trace: FlowTrace, step: FlowStep, index: int, key: str) -> None:
+        self.trace, self.step, self.index, self.key = trace, step, index, key
+        self.token: Any = None
+
+    def __enter__(self) -> Span:
+        self.span = self.trace._call_started(self.step, self.index, self.key)
+        listener = self.trace.listener
+        otel = listener.current(self.span) if listener is not None else None
+        if otel is not None:
+            from opentelemetry import context, trace
+
+            self.token = context.attach(trace.set_span_in_context(otel))
+        return self.span
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self.token is not None:
+            from opentelemetry import context
+
+            context.detach(self.token)
+        if exc is not None and not isinstance(exc, Exception):
+            return  # abandoned or interrupted: ended by the next invocation's node, or by finish
+        self.trace._call_ended(self.step, self.key, self.span,
+                               None if exc is None else f"{type(exc).__name__}: {exc}")

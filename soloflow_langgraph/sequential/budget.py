@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -23,6 +23,9 @@ from langchain_core.runnables.config import patch_config
 
 from soloflow_core.errors import ConfigError
 from soloflow_langgraph.sequential.models import TokenPrice
+
+if TYPE_CHECKING:
+    from soloflow_langgraph.sequential.trace import PhaseCalls
 
 __all__ = ["TokenBudget", "Usage", "UsageMeter", "metered_config"]
 
@@ -51,7 +54,12 @@ class UsageMeter(BaseCallbackHandler):
         self,
         prices: Mapping[str, TokenPrice] | None = None,
         default_price: TokenPrice | None = None,
+        *,
+        calls: PhaseCalls | None = None,
     ) -> None:
+        self.calls = calls
+        """Told of each model call as it starts and ends (its ``chat`` span), when the phase is
+        traced."""
         self._prices = dict(prices or {})
         self._default = default_price or TokenPrice()
         self._lock = threading.Lock()
@@ -89,13 +97,25 @@ class UsageMeter(BaseCallbackHandler):
         if name:
             with self._lock:
                 self._models[run_id] = str(name)
+        if self.calls is not None:
+            self.calls.model_started(run_id, str(name) if name else None)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        last = None
         with self._lock:
             model = self._models.pop(run_id, None)
             for generations in response.generations:
                 for generation in generations:
-                    self._add(getattr(generation, "message", None), model)
+                    last = getattr(generation, "message", None)
+                    self._add(last, model)
+        if self.calls is not None:
+            self.calls.model_ended(run_id, last)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            self._models.pop(run_id, None)
+        if self.calls is not None:
+            self.calls.model_ended(run_id, None, error=f"{type(error).__name__}: {error}")
 
     def add_returned_message(self, message: Any) -> None:
         """Count a message an agent returned, unless a callback already counted it.

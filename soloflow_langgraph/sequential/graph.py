@@ -45,6 +45,7 @@ from soloflow_langgraph.sequential.models import (
 from soloflow_langgraph.sequential.progress import ProgressTracker
 from soloflow_langgraph.sequential.summarize import summarize_context
 from soloflow_langgraph.sequential.tokens import count_tokens
+from soloflow_langgraph.sequential.trace import current_phase, traced_phase
 
 if TYPE_CHECKING:
     import pluggy
@@ -129,7 +130,7 @@ class _Phases:
     # ------------------------------------------------------------------ shared steps
 
     def _meter(self) -> UsageMeter:
-        return UsageMeter(self.settings.prices, self.settings.default_price)
+        return UsageMeter(self.settings.prices, self.settings.default_price, calls=current_phase())
 
     def _input(self, role: str, s: GraphState, **fields: Any) -> RoleInput:
         return RoleInput(
@@ -443,7 +444,7 @@ def build_sequential_graph(
         "reload_summary",
         "pr_orchestrator",
     ):
-        graph.add_node(name, getattr(phases, name))
+        graph.add_node(name, traced_phase(name, getattr(phases, name)))
     graph.add_edge(START, "contract_writer")
     graph.add_conditional_edges("contract_writer", _then("create_summary"), ["create_summary", END])
     graph.add_conditional_edges("create_summary", _then("auditor"), ["auditor", END])

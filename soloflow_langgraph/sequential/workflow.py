@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from soloflow_core.errors import ConfigError, SequentialWorkflowError
+from soloflow_core.models import ModelPrice
 from soloflow_core.plugins import get_plugin_manager
+from soloflow_core.tracing import PriceTable
 from soloflow_langgraph.sequential.agents import resolve_agents
 from soloflow_langgraph.sequential.budget import TokenBudget
 from soloflow_langgraph.sequential.graph import (
@@ -35,11 +37,14 @@ from soloflow_langgraph.sequential.models import (
     WorkflowResult,
     WorkflowState,
 )
+from soloflow_langgraph.sequential.trace import WorkflowTrace
 
 if TYPE_CHECKING:
     import pluggy
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from soloflow_core.store import Store
 
 __all__ = ["CHECKPOINT_FILE", "PhaseCallback", "SequentialWorkflow"]
 
@@ -71,6 +76,10 @@ class SequentialWorkflow:
             ``WORKSPACE/.soloflow/sequential.db`` (closed by :meth:`close`).
         durability: LangGraph's durability mode; ``"sync"`` writes each checkpoint before
             the next phase starts, so a killed process loses no finished phase.
+        store: where each run's trace (``invoke_workflow`` → phases → model calls) is kept,
+            under its thread id in the namespace ``user_id``/``agent_id``
+            (``store.get_spans(thread_id, ...)``); None: traced and exported, not stored.
+            The store is the caller's (not closed here).
 
     Raises:
         MissingAgentsError: some roles have no agent (names them).
@@ -94,6 +103,9 @@ class SequentialWorkflow:
         default_price: TokenPrice | None = None,
         checkpointer: BaseCheckpointSaver[Any] | None = None,
         durability: Literal["sync", "async", "exit"] = "sync",
+        store: Store | None = None,
+        user_id: str = "default",
+        agent_id: str = "default",
     ) -> None:
         if max_outer < 1 or max_inner < 1:
             raise ConfigError(
@@ -103,10 +115,16 @@ class SequentialWorkflow:
         self.workspace = Path(workspace).resolve()
         self.max_outer, self.max_inner, self.token_budget = max_outer, max_inner, token_budget
         self.durability = durability
+        self.store, self.user_id, self.agent_id = store, user_id, agent_id
         pm = add_sequential_hookspecs(
             plugin_manager if plugin_manager is not None else get_plugin_manager()
         )
         self.agents = resolve_agents(agents, pm)
+        self.pm = pm
+        # The workflow's own prices price its model calls' spans too (genai-prices for the rest).
+        self.price_table = PriceTable({
+            name: ModelPrice(input_per_mtok=p.input_per_million, output_per_mtok=p.output_per_million)
+            for name, p in (prices or {}).items()})
         self._conn: sqlite3.Connection | None = None
         if checkpointer is None:
             self.checkpoint_path: Path | None = self.workspace / CHECKPOINT_FILE
@@ -226,24 +244,34 @@ class SequentialWorkflow:
         on_phase: PhaseCallback | None,
     ) -> WorkflowResult:
         thread_id = str(config["configurable"]["thread_id"])
-        for values in self.graph.stream(
-            graph_input, config, stream_mode="values", durability=self.durability
-        ):
-            history = values.get("phase_history") or []
-            if on_phase is not None and len(history) > seen:
-                state = WorkflowState.model_validate(values)
-                for record in state.phase_history[seen:]:
-                    on_phase(record, state)
-            seen = len(history)
-        snapshot = self.graph.get_state(config)
-        state = WorkflowState.model_validate(snapshot.values)
-        if snapshot.next or state.status == "running":
-            raise SequentialWorkflowError(
-                f"the workflow stopped before its end at {', '.join(snapshot.next) or '?'} "
-                f"(an agent called interrupt()?); resume thread {thread_id!r} to go on",
-                phase=snapshot.next[0] if snapshot.next else None,
-            )
-        return self._result(state, thread_id)
+        trace = WorkflowTrace(
+            thread_id, resumed=graph_input is None, prices=self.price_table, store=self.store,
+            user_id=self.user_id, agent_id=self.agent_id, plugin_manager=self.pm,
+        )  # fmt: skip
+        try:
+            for values in self.graph.stream(
+                graph_input, config, stream_mode="values", durability=self.durability
+            ):
+                history = values.get("phase_history") or []
+                if on_phase is not None and len(history) > seen:
+                    state = WorkflowState.model_validate(values)
+                    for record in state.phase_history[seen:]:
+                        on_phase(record, state)
+                seen = len(history)
+            snapshot = self.graph.get_state(config)
+            state = WorkflowState.model_validate(snapshot.values)
+            if snapshot.next or state.status == "running":
+                raise SequentialWorkflowError(
+                    f"the workflow stopped before its end at {', '.join(snapshot.next) or '?'} "
+                    f"(an agent called interrupt()?); resume thread {thread_id!r} to go on",
+                    phase=snapshot.next[0] if snapshot.next else None,
+                )
+        except BaseException as exc:
+            trace.finish(None, error=f"{type(exc).__name__}: {exc}")
+            raise
+        result = self._result(state, thread_id)
+        trace.finish(result)
+        return result
 
     @staticmethod
     def _result(state: WorkflowState, thread_id: str) -> WorkflowResult:
