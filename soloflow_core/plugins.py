@@ -134,16 +134,23 @@ def _plugin_label(pm: pluggy.PluginManager, plugin: object) -> str:
 
 
 def _failing_impl(hook: Any, exc: BaseException) -> pluggy.HookImpl | None:
-    """The implementation of ``hook`` that raised ``exc``: the innermost one on its traceback."""
-    codes = {
-        code: impl
-        for impl in hook.get_hookimpls()
-        if (code := getattr(impl.function, "__code__", None)) is not None
-    }
+    """The implementation of ``hook`` that raised ``exc``: the innermost one on its traceback.
+
+    Two plugins that are instances of one class share their method's code: the frame's own
+    first argument (``self``) tells which instance was running."""
+    impls = [impl for impl in hook.get_hookimpls() if getattr(impl.function, "__code__", None) is not None]
     culprit = None
     tb = exc.__traceback__
     while tb is not None:
-        culprit = codes.get(tb.tb_frame.f_code, culprit)
+        frame = tb.tb_frame
+        for impl in impls:
+            if impl.function.__code__ is not frame.f_code:
+                continue
+            owner = getattr(impl.function, "__self__", None)
+            first = frame.f_code.co_varnames[0] if frame.f_code.co_argcount else None
+            if owner is None or first is None or frame.f_locals.get(first) is owner:
+                culprit = impl
+                break
         tb = tb.tb_next
     return culprit
 

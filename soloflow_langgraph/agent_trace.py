@@ -24,7 +24,7 @@ def span_id_of(run_id: UUID) -> str:
     return f"{run_id.int & _LOW64 or 1:016x}"
 
 
-def chat_attributes(prices: PriceTable, span: Span, usage: dict[str, Any] | None,
+def chat_attributes(prices: PriceTable, span: Span, *, usage: dict[str, Any] | None,
                     response_model: str | None) -> dict[str, Any]:
     """The attributes a ``chat`` span gets when its call ends: the model that answered, the
     tokens of its ``usage_metadata`` and their cost (``soloflow.unpriced`` when no price is
@@ -85,7 +85,7 @@ class AgentTrace:
         span = self.open.pop(run_id.int, None)
         if span is None:
             return
-        attrs = chat_attributes(self.prices, span, usage, response_model)
+        attrs = chat_attributes(self.prices, span, usage=usage, response_model=response_model)
         if attrs.get(UNPRICED):
             self.unpriced += 1
         elif COST in attrs:

@@ -183,3 +183,28 @@ def test_strict_mode_stops_a_flow_run_on_a_plugin_failure(sqlite_store: Store) -
             outcome = exc
     text = str(outcome) if isinstance(outcome, PluginError) else str(outcome.error)
     assert "'BrokenListener' failed in soloflow_step_finished" in text
+
+
+class Counting:
+    """Two instances of one class: they share their method's code."""
+
+    def __init__(self, fail: bool) -> None:
+        self.fail, self.calls = fail, 0
+
+    @hookimpl
+    def soloflow_flow_promoted(self, flow: FlowDefinition) -> None:
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("down")
+
+
+@pytest.mark.parametrize("failing_first", [True, False])
+def test_instances_of_one_class_are_told_apart(failing_first: bool) -> None:
+    pm = get_plugin_manager()
+    failing, fine = Counting(fail=True), Counting(fail=False)
+    for plugin in ((failing, fine) if failing_first else (fine, failing)):
+        pm.register(plugin)
+    flow = FlowDefinition(name="f", steps=[FlowStep(id="s", skill_key="lookup")])
+    call_hook(pm, "soloflow_flow_promoted", flow=flow)
+    # each called exactly once: the failing one is not called again, the other not skipped
+    assert (failing.calls, fine.calls) == (1, 1)

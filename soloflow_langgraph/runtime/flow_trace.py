@@ -97,14 +97,14 @@ class FlowTrace:
         its ``execute_tool`` span (and the step's span, at its first call) open while it runs,
         and made the current OpenTelemetry span in the calling thread when spans are
         exported, so that spans of the user's own instrumented tool nest under it."""
-        return _StepCall(self, step, index, key)
+        return _StepCall(self, step, index=index, key=key)
 
     def timed_out(self, step: FlowStep, key: str, error: str) -> None:
         """The call of ``key`` that the previous invocation left running past its limit
         failed with ``error`` (its span ends now)."""
         tool = self.calls.pop(key, None)
         if tool is not None:
-            self._call_ended(step, key, tool, error)
+            self._call_ended(step, key, tool=tool, error=error)
 
     def _call_started(self, step: FlowStep, index: int, key: str) -> Span:
         with self._lock:
@@ -122,7 +122,7 @@ class FlowTrace:
         tool = self.calls[key] = self.recorder.start(f"execute_tool {step.skill_key}", "execute_tool", span, attrs)
         return tool
 
-    def _call_ended(self, step: FlowStep, key: str, tool: Span, error: str | None) -> None:
+    def _call_ended(self, step: FlowStep, key: str, *, tool: Span, error: str | None) -> None:
         ended = time.perf_counter_ns()
         if self.calls.get(key) is tool:
             del self.calls[key]
@@ -159,7 +159,7 @@ class _StepCall:
 
     __slots__ = ("index", "key", "span", "step", "token", "trace")
 
-    def __init__(self, trace: FlowTrace, step: FlowStep, index: int, key: str) -> None:
+    def __init__(self, trace: FlowTrace, step: FlowStep, *, index: int, key: str) -> None:
         self.trace, self.step, self.index, self.key = trace, step, index, key
         self.token: Any = None
 
@@ -181,5 +181,5 @@ class _StepCall:
             context.detach(self.token)
         if exc is not None and not isinstance(exc, Exception):
             return  # abandoned or interrupted: ended by the next invocation's node, or by finish
-        self.trace._call_ended(self.step, self.key, self.span,
-                               None if exc is None else f"{type(exc).__name__}: {exc}")
+        self.trace._call_ended(self.step, self.key, tool=self.span,
+                               error=None if exc is None else f"{type(exc).__name__}: {exc}")

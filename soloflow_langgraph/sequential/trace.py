@@ -58,7 +58,7 @@ class PhaseCalls:
             return
         usage = getattr(message, "usage_metadata", None)
         response_model = (getattr(message, "response_metadata", None) or {}).get("model_name")
-        attrs = chat_attributes(self.trace.prices, span, usage, response_model)
+        attrs = chat_attributes(self.trace.prices, span, usage=usage, response_model=response_model)
         self.trace.recorder.end(span, error=error, attributes=attrs)
 
 
