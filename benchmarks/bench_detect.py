@@ -149,8 +149,13 @@ def _child_synthetic(side: str, path: str, k: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     top = mine(runs, k)
     seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "load_s": load_s, "rss_before_mb": before,
-            "peak_mb": status_mb("VmHWM"), "top": top}  # fmt: skip
+    return {
+        "seconds": seconds,
+        "load_s": load_s,
+        "rss_before_mb": before,
+        "peak_mb": status_mb("VmHWM"),
+        "top": top,
+    }
 
 
 def _child_e2e_baseline(db: str, k: int) -> dict[str, Any]:
@@ -258,8 +263,7 @@ def _write_ledger(n: int, workflows: int, seed: int, path: Path) -> tuple[int, f
     from soloflow_core.testing.synthetic_ledger import generate_ledger
 
     t0 = time.perf_counter()
-    ledger = generate_ledger(runs=n, workflows=workflows, seed=seed, noise=0.1,
-                             with_args=False)  # fmt: skip
+    ledger = generate_ledger(runs=n, workflows=workflows, seed=seed, noise=0.1, with_args=False)
     rows = [(s.run_id, s.names, s.errors, s.success, s.cost, s.tokens) for s in ledger.sequences]
     with open(path, "wb") as f:
         pickle.dump(rows, f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -394,8 +398,13 @@ def bench_end_to_end(n: int, repeats: int, args: argparse.Namespace) -> None:
     base: list[Outcome] = []
     solo: list[Outcome] = []
     for _ in range(repeats):
-        base.append(_run_child(_self("--child", "e2e-baseline", "--db", url, "--k", "5"),
-                               args.timeout, args.mem_cap_mb))  # fmt: skip
+        base.append(
+            _run_child(
+                _self("--child", "e2e-baseline", "--db", url, "--k", "5"),
+                args.timeout,
+                args.mem_cap_mb,
+            )
+        )
         solo.append(_run_child(detect + ["--max-candidates", "5"], args.timeout, args.mem_cap_mb))
     for o in solo:
         if not o.ok:
@@ -448,9 +457,16 @@ def _tau_runs() -> list[Any]:
     for _, run in read_ledger(path, default_user=USER, default_agent=AGENT):
         if isinstance(run, LedgerError):
             raise run
-        out.append(RunSequence(run_id=run.run_id, names=tuple(c.name for c in run.tool_calls),
-                               errors=tuple(bool(c.error) for c in run.tool_calls),
-                               success=run.success, cost=run.cost, tokens=run.tokens))  # fmt: skip
+        out.append(
+            RunSequence(
+                run_id=run.run_id,
+                names=tuple(c.name for c in run.tool_calls),
+                errors=tuple(bool(c.error) for c in run.tool_calls),
+                success=run.success,
+                cost=run.cost,
+                tokens=run.tokens,
+            )
+        )
     return out
 
 

@@ -51,15 +51,24 @@ def main() -> None:
     text = "{{" * 16_384  # 32 KB
     old = _median(lambda: list(_OLD_TEMPLATE.finditer(text)), args.repeats)
     new = _median(lambda: list(iter_references(text)), args.repeats)
-    print(f"32 KB of '{{{{': old regex {old * 1000:.0f} ms, scanner {new * 1000:.2f} ms, {old / new:,.0f}x")
+    print(
+        f"32 KB of '{{{{': old regex {old * 1000:.0f} ms, scanner {new * 1000:.2f} ms, {old / new:,.0f}x"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         laughs = Path(tmp, "lol.yaml")
-        laughs.write_text('a: &a ["l","l","l","l","l","l","l","l","l"]\n' + "".join(
-            f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)))
+        laughs.write_text(
+            'a: &a ["l","l","l","l","l","l","l","l","l"]\n'
+            + "".join(
+                f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]\n"
+                for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+            )
+        )
         t = _median(lambda: _refused(laughs), args.repeats)
         print(f"billion laughs ({laughs.stat().st_size} bytes): refused in {t * 1000:.2f} ms")
         long = Path(tmp, "long.json")
-        long.write_text(json.dumps({"name": "n" * 100_000, "steps": [{"id": "a", "skill_key": "t"}]}))
+        long.write_text(
+            json.dumps({"name": "n" * 100_000, "steps": [{"id": "a", "skill_key": "t"}]})
+        )
         t = _median(lambda: _refused(long), args.repeats)
         print(f"100k-character flow name: refused in {t * 1000:.2f} ms")
 

@@ -65,12 +65,45 @@ DOMAINS = {
     "analytics": ["report", "dashboard", "metric", "forecast", "export"],
     "calendar": ["meeting", "reminder", "invite", "schedule", "room"],
 }
-VERBS = ["create", "cancel", "update", "check", "track", "reset", "approve", "send", "review",
-         "archive", "summarize", "escalate", "book", "verify", "close", "assign", "renew",
-         "transfer", "split", "merge"]
-QUALIFIERS = ["weekly", "urgent", "international", "premium", "bulk", "monthly", "failed",
-              "pending", "overdue", "vip", "corporate", "partner", "internal", "duplicate",
-              "disputed"]
+VERBS = [
+    "create",
+    "cancel",
+    "update",
+    "check",
+    "track",
+    "reset",
+    "approve",
+    "send",
+    "review",
+    "archive",
+    "summarize",
+    "escalate",
+    "book",
+    "verify",
+    "close",
+    "assign",
+    "renew",
+    "transfer",
+    "split",
+    "merge",
+]
+QUALIFIERS = [
+    "weekly",
+    "urgent",
+    "international",
+    "premium",
+    "bulk",
+    "monthly",
+    "failed",
+    "pending",
+    "overdue",
+    "vip",
+    "corporate",
+    "partner",
+    "internal",
+    "duplicate",
+    "disputed",
+]
 CHANNELS = ["email", "slack", "sms", "portal", "phone", "teams"]
 PEOPLE = ["Dave Miller", "Eve Chen", "Ana Souza", "Jonas Berg", "Priya Nair", "Tom O'Neil"]
 TEMPLATES = [
@@ -83,35 +116,58 @@ TEMPLATES = [
 
 
 def make_flows(n: int, rng: random.Random) -> list[tuple[FlowDefinition, dict]]:
-    combos = [(v, q, d, o, c) for v in VERBS for q in QUALIFIERS for d, objs in DOMAINS.items()
-              for o in objs for c in CHANNELS]
+    combos = [
+        (v, q, d, o, c)
+        for v in VERBS
+        for q in QUALIFIERS
+        for d, objs in DOMAINS.items()
+        for o in objs
+        for c in CHANNELS
+    ]
     rng.shuffle(combos)
     out = []
     for verb, qual, domain, obj, chan in combos[:n]:
         tools = [f"{domain}_find_{obj}", f"{domain}_{verb}_{obj}", f"{chan}_notify"]
         if rng.random() < 0.4:
             tools.insert(1, f"{domain}_audit_log")
-        steps = [FlowStep(id=f"s{i}", name=tool.replace("_", " ").title(), skill_key=tool)
-                 for i, tool in enumerate(tools)]
+        steps = [
+            FlowStep(id=f"s{i}", name=tool.replace("_", " ").title(), skill_key=tool)
+            for i, tool in enumerate(tools)
+        ]
         flow = FlowDefinition(
             name=f"{verb} {qual} {obj} via {chan}",
             description=f"{verb.title()} a {qual} {obj} for the customer and notify them by {chan}.",
-            steps=steps, tags=[domain])
-        meta = {"verb": verb, "qual": qual, "obj": obj, "chan": chan,
-                "source": "user-submitted" if rng.random() < 0.2 else "auto-learned",
-                "confidence": round(rng.uniform(0.5, 1.0), 3)}
+            steps=steps,
+            tags=[domain],
+        )
+        meta = {
+            "verb": verb,
+            "qual": qual,
+            "obj": obj,
+            "chan": chan,
+            "source": "user-submitted" if rng.random() < 0.2 else "auto-learned",
+            "confidence": round(rng.uniform(0.5, 1.0), 3),
+        }
         out.append((flow, meta))
     return out
 
 
-def make_queries(flows: list[tuple[FlowDefinition, dict]], n: int, rng: random.Random) -> list[tuple[str, str]]:
+def make_queries(
+    flows: list[tuple[FlowDefinition, dict]], n: int, rng: random.Random
+) -> list[tuple[str, str]]:
     queries = []
     for _ in range(n):
         flow, m = rng.choice(flows)
         who = rng.choice(PEOPLE)
         text = rng.choice(TEMPLATES).format(
-            verb=m["verb"], qual=m["qual"], obj=m["obj"], chan=m["chan"], who=who,
-            mail=who.split()[0].lower() + "@example.com", num=rng.randint(1000, 99999))
+            verb=m["verb"],
+            qual=m["qual"],
+            obj=m["obj"],
+            chan=m["chan"],
+            who=who,
+            mail=who.split()[0].lower() + "@example.com",
+            num=rng.randint(1000, 99999),
+        )
         queries.append((text, flow.name))
     return queries
 
@@ -126,8 +182,12 @@ def baseline(store: Store) -> Callable[[str], list[str]]:
     """The design document's recall + selectBestWorkflow: every flow read, scored in Python."""
     c = t.flows.c
     q = sa.select(c.name, c.trigger_keywords, c.confidence).where(
-        c.user_id == NS["user_id"], c.agent_id == NS["agent_id"], c.is_latest,
-        c.status != "retired", c.confidence >= DEFAULT_MIN_CONFIDENCE)
+        c.user_id == NS["user_id"],
+        c.agent_id == NS["agent_id"],
+        c.is_latest,
+        c.status != "retired",
+        c.confidence >= DEFAULT_MIN_CONFIDENCE,
+    )
 
     def lookup(task: str) -> list[str]:
         text = task.lower()
@@ -158,11 +218,14 @@ def run(label: str, store: Store, flows, queries) -> dict:
         # counter row (and the tables) would hold 20,000 dead versions that the reads skip.
         with store.engine.connect() as conn:
             conn.execution_options(isolation_level="AUTOCOMMIT").execute(sa.text("VACUUM ANALYZE"))
-    print(f"[{label}] stored {2 * len(flows):,} flows in {time.perf_counter() - started:.1f} s",
-          file=sys.stderr)
+    print(
+        f"[{label}] stored {2 * len(flows):,} flows in {time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+    )
     memory = ProceduralMemory(store)
     ours: Callable[[str], list[str]] = lambda task: [  # noqa: E731
-        m.name for m in memory.find_workflow(NS["user_id"], NS["agent_id"], task, limit=5)]
+        m.name for m in memory.find_workflow(NS["user_id"], NS["agent_id"], task, limit=5)
+    ]
     theirs = baseline(store)
     cold = index_load(store, memory, queries[0][0])
     for task, _ in queries[:50]:  # warm-up: caches, pools, statement compilation
@@ -179,24 +242,37 @@ def run(label: str, store: Store, flows, queries) -> dict:
     result = {}
     for name in times:
         v = times[name]
-        result[name] = {"p50": pct(v, 50), "p95": pct(v, 95), "p99": pct(v, 99),
-                        "mean": statistics.fmean(v), "hit1": hits[name][0] / len(queries),
-                        "hit5": hits[name][1] / len(queries)}
-    print(f"\n{label}: {len(flows):,} flows in the namespace (+{len(flows):,} in another), "
-          f"{len(queries):,} queries")
+        result[name] = {
+            "p50": pct(v, 50),
+            "p95": pct(v, 95),
+            "p99": pct(v, 99),
+            "mean": statistics.fmean(v),
+            "hit1": hits[name][0] / len(queries),
+            "hit5": hits[name][1] / len(queries),
+        }
+    print(
+        f"\n{label}: {len(flows):,} flows in the namespace (+{len(flows):,} in another), "
+        f"{len(queries):,} queries"
+    )
     print("| lookup | p50 ms | p95 ms | p99 ms | hit@1 | hit@5 |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, r in result.items():
-        print(f"| {name} | {r['p50']:.2f} | {r['p95']:.2f} | {r['p99']:.2f} | "
-              f"{r['hit1']:.1%} | {r['hit5']:.1%} |")
+        print(
+            f"| {name} | {r['p50']:.2f} | {r['p95']:.2f} | {r['p99']:.2f} | "
+            f"{r['hit1']:.1%} | {r['hit5']:.1%} |"
+        )
     ours_r, base_r = result["find_workflow"], result["baseline"]
-    print(f"| baseline / find_workflow | {base_r['p50'] / ours_r['p50']:.1f}× | "
-          f"{base_r['p95'] / ours_r['p95']:.1f}× | {base_r['p99'] / ours_r['p99']:.1f}× | | |")
-    print(f"lookup index of the namespace: first lookup (reads it) {cold['first_ms']:.0f} ms, "
-          f"then {cold['warm_ms']:.2f} ms (median of 5); loading it alone {cold['load_ms']:.0f} ms (median of 3); "
-          f"{cold['flows']:,} flows, {cold['postings']:,} postings, {cold['terms']:,} terms; "
-          f"memory {cold['traced_mb']:.1f} MB measured (tracemalloc), {cold['estimate_mb']:.1f} MB "
-          "estimated by the cache")
+    print(
+        f"| baseline / find_workflow | {base_r['p50'] / ours_r['p50']:.1f}× | "
+        f"{base_r['p95'] / ours_r['p95']:.1f}× | {base_r['p99'] / ours_r['p99']:.1f}× | | |"
+    )
+    print(
+        f"lookup index of the namespace: first lookup (reads it) {cold['first_ms']:.0f} ms, "
+        f"then {cold['warm_ms']:.2f} ms (median of 5); loading it alone {cold['load_ms']:.0f} ms (median of 3); "
+        f"{cold['flows']:,} flows, {cold['postings']:,} postings, {cold['terms']:,} terms; "
+        f"memory {cold['traced_mb']:.1f} MB measured (tracemalloc), {cold['estimate_mb']:.1f} MB "
+        "estimated by the cache"
+    )
     result["index"] = cold
     return result
 
@@ -230,9 +306,16 @@ def index_load(store: Store, memory: ProceduralMemory, task: str) -> dict:
     tracemalloc.stop()
     index = cache.get(ns)
     assert index is not None
-    return {"first_ms": first, "warm_ms": warm, "load_ms": statistics.median(loads),
-            "flows": len(index), "postings": len(index.positions), "terms": len(index.term_ids),
-            "traced_mb": traced / 1e6, "estimate_mb": index.nbytes / 1e6}
+    return {
+        "first_ms": first,
+        "warm_ms": warm,
+        "load_ms": statistics.median(loads),
+        "flows": len(index),
+        "postings": len(index.positions),
+        "terms": len(index.term_ids),
+        "traced_mb": traced / 1e6,
+        "estimate_mb": index.nbytes / 1e6,
+    }
 
 
 def main() -> None:

@@ -87,10 +87,18 @@ def _measure(
     tracemalloc.stop()
     p, r = score_top_k([x.names for x in ranked], workflows_truth, k=workflows)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"runs": runs, "calls": calls, **phases, "total": round(total, 3),
-            "precision": p, "recall": r, "peak_rss_mb": round(rss),
-            "rss_before_mining_mb": round(before), "mining_peak_rss_mb": round(status_mb("VmHWM")),
-            "mining_peak_alloc_mb": mining_peak and round(mining_peak)}  # fmt: skip
+    return {
+        "runs": runs,
+        "calls": calls,
+        **phases,
+        "total": round(total, 3),
+        "precision": p,
+        "recall": r,
+        "peak_rss_mb": round(rss),
+        "rss_before_mining_mb": round(before),
+        "mining_peak_rss_mb": round(status_mb("VmHWM")),
+        "mining_peak_alloc_mb": mining_peak and round(mining_peak),
+    }
 
 
 _USER, _AGENT = "bench", "miner"
@@ -112,21 +120,42 @@ def _build_store(path: str, runs: int, workflows: int, noise: float, seed: int) 
     led = generate_ledger(runs=runs, workflows=workflows, seed=seed, noise=noise, names_only=True)
     rows = (
         RunRow(
-            run_id=s.run_id, user_id=_USER, agent_id=_AGENT, task=None, success=s.success,
-            cost=s.cost, tokens=s.tokens,
+            run_id=s.run_id,
+            user_id=_USER,
+            agent_id=_AGENT,
+            task=None,
+            success=s.success,
+            cost=s.cost,
+            tokens=s.tokens,
             tool_calls=[
-                ToolCallRow(name=n, args={}, output=None, error=e, duration_ms=None,
-                            tool_call_id=None, meta={})
+                ToolCallRow(
+                    name=n,
+                    args={},
+                    output=None,
+                    error=e,
+                    duration_ms=None,
+                    tool_call_id=None,
+                    meta={},
+                )
                 for n, e in zip(s.names, s.errors, strict=True)
             ],
-            model_calls=[], started_at=None, ended_at=None, classification=None,
+            model_calls=[],
+            started_at=None,
+            ended_at=None,
+            classification=None,
         )
         for s in led.sequences
-    )  # fmt: skip
+    )
     with Store.open(f"sqlite:///{path}") as store:
         written = store.add_runs(rows)
-    spec = {"runs": runs, "workflows": workflows, "noise": noise, "seed": seed,
-            "written": written, "planted": [list(w.tools) for w in led.workflows]}  # fmt: skip
+    spec = {
+        "runs": runs,
+        "workflows": workflows,
+        "noise": noise,
+        "seed": seed,
+        "written": written,
+        "planted": [list(w.tools) for w in led.workflows],
+    }
     with open(path + ".json", "w") as f:
         json.dump(spec, f)
 
@@ -144,8 +173,12 @@ def _read_plain(path: str) -> dict[str, object]:
     ).fetchall()
     seconds = time.perf_counter() - t
     db.close()
-    return {"calls": len(names), "read_plain_s": round(seconds, 2),
-            "rss_start_mb": round(rss_start), "peak_rss_mb": round(status_mb("VmHWM"))}  # fmt: skip
+    return {
+        "calls": len(names),
+        "read_plain_s": round(seconds, 2),
+        "rss_start_mb": round(rss_start),
+        "peak_rss_mb": round(status_mb("VmHWM")),
+    }
 
 
 def _detect(path: str, workflows: int) -> dict[str, object]:
@@ -182,17 +215,33 @@ def _detect(path: str, workflows: int) -> dict[str, object]:
     mine = time.perf_counter() - t
     mining_peak[0] = max(mining_peak[0], status_mb("VmHWM"))
     p, r = score_top_k([x.names for x in ranked], planted, k=workflows)
-    nbytes = sum(a.nbytes for a in (cols.run_pks, cols.offsets, cols.codes, cols.errors,
-                                    cols.success, cols.cost, cols.tokens))  # fmt: skip
+    nbytes = sum(
+        a.nbytes
+        for a in (
+            cols.run_pks,
+            cols.offsets,
+            cols.codes,
+            cols.errors,
+            cols.success,
+            cols.cost,
+            cols.tokens,
+        )
+    )
     return {
-        "runs": cols.run_count, "calls": int(cols.offsets[-1]),
-        "read_tool_names_s": round(read, 2), "mine_s": round(mine, 2),
-        "precision": p, "recall": r, "rss_start_mb": round(rss_start),
+        "runs": cols.run_count,
+        "calls": int(cols.offsets[-1]),
+        "read_tool_names_s": round(read, 2),
+        "mine_s": round(mine, 2),
+        "precision": p,
+        "recall": r,
+        "rss_start_mb": round(rss_start),
         "read_tool_names_peak_rss_mb": round(read_peak),
-        "column_arrays_mb": round(nbytes / 2**20), "rss_before_mining_mb": round(before),
-        "mining_peak_rss_mb": round(mining_peak[0]), "mining_phase_peak_rss_mb": phase_peaks,
+        "column_arrays_mb": round(nbytes / 2**20),
+        "rss_before_mining_mb": round(before),
+        "mining_peak_rss_mb": round(mining_peak[0]),
+        "mining_phase_peak_rss_mb": phase_peaks,
         "peak_rss_mb": round(max(read_peak, mining_peak[0])),
-    }  # fmt: skip
+    }
 
 
 def _store_is_built(path: str, runs: int, workflows: int, noise: float, seed: int) -> bool:
@@ -206,22 +255,38 @@ def _store_is_built(path: str, runs: int, workflows: int, noise: float, seed: in
 
 
 def _run_from_store(path: str, runs: int, workflows: int, noise: float, seed: int) -> None:
-    args = ["--from-store", path, "--runs", str(runs), "--workflows", str(workflows),
-            "--noise", str(noise), "--seed", str(seed)]  # fmt: skip
+    args = [
+        "--from-store",
+        path,
+        "--runs",
+        str(runs),
+        "--workflows",
+        str(workflows),
+        "--noise",
+        str(noise),
+        "--seed",
+        str(seed),
+    ]
     if not _store_is_built(path, runs, workflows, noise, seed):
         t = time.perf_counter()
         subprocess.run([sys.executable, __file__, "--build", *args], check=True)
         print(f"built {path} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     res: dict[str, Any] = {}
     for phase in ("read-plain", "detect"):  # each in a fresh process: its peak is its own
-        out = subprocess.run([sys.executable, __file__, "--child", phase, *args], check=True,
-                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", phase, *args],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         print(phase, out)
         res[phase] = json.loads(out)
     plain, detect = res["read-plain"], res["detect"]
     assert plain["calls"] == detect["calls"], (plain["calls"], detect["calls"])
-    for read, seconds in (("read_plain", plain["read_plain_s"]),
-                          ("read_tool_names", detect["read_tool_names_s"])):  # fmt: skip
+    for read, seconds in (
+        ("read_plain", plain["read_plain_s"]),
+        ("read_tool_names", detect["read_tool_names_s"]),
+    ):
         ratio = detect["mine_s"] / seconds
         print(f"mine / {read} = {detect['mine_s']} / {seconds} = {ratio:.2f} (≤ 2: {ratio <= 2})")
     peak = detect["peak_rss_mb"]
@@ -263,9 +328,21 @@ def main() -> None:
         )
         return
     for runs in a.runs:
-        cmd = [sys.executable, __file__, "--child", "--runs", str(runs), "--workflows",
-               str(a.workflows), "--noise", str(a.noise), "--seed", str(a.seed),
-               "--sample-units", a.sample_units] + ["--trace-memory"] * a.trace_memory  # fmt: skip
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--runs",
+            str(runs),
+            "--workflows",
+            str(a.workflows),
+            "--noise",
+            str(a.noise),
+            "--seed",
+            str(a.seed),
+            "--sample-units",
+            a.sample_units,
+        ] + ["--trace-memory"] * a.trace_memory
         print(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.strip())
 
 

@@ -47,12 +47,17 @@ USER, AGENT = "shop-user", "shop"
 
 
 def _config(learn: bool) -> LearningConfig:
-    return LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2,
-                          enabled=learn)  # fmt: skip
+    return LearningConfig(
+        auto_execute=True, learning_timeout=120, min_steps_to_learn=2, enabled=learn
+    )
 
 
-def _agent(store: Store, *, learn: bool, use_flow_tools: bool) -> tuple[Any, SoloFlowMiddleware, W.ShopModel]:
-    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=_config(learn))
+def _agent(
+    store: Store, *, learn: bool, use_flow_tools: bool
+) -> tuple[Any, SoloFlowMiddleware, W.ShopModel]:
+    mw = SoloFlowMiddleware(
+        store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=_config(learn)
+    )
     model = W.shop_model()
     if use_flow_tools:  # the typed flow tool of each job, by the job's last (effect) tool
         for flow_name, tool_name in mw._typed.items():
@@ -67,11 +72,16 @@ def _agent(store: Store, *, learn: bool, use_flow_tools: bool) -> tuple[Any, Sol
 def _ask(agent: Any, mw: SoloFlowMiddleware, model: W.ShopModel, text: str) -> dict[str, Any]:
     before, effects = model.calls, len(W.EFFECTS)
     t0 = time.perf_counter()
-    out = agent.invoke({"messages": [{"role": "user", "content": text}]},
-                       config={"callbacks": mw.callbacks})  # fmt: skip
+    out = agent.invoke(
+        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
+    )
     last = out["messages"][-1]
-    return {"calls": model.calls - before, "flow": last.response_metadata.get("soloflow_flow"),
-            "effects": W.EFFECTS[effects:], "ms": (time.perf_counter() - t0) * 1000}
+    return {
+        "calls": model.calls - before,
+        "flow": last.response_metadata.get("soloflow_flow"),
+        "effects": W.EFFECTS[effects:],
+        "ms": (time.perf_counter() - t0) * 1000,
+    }
 
 
 def _trained(url: str) -> Store:
@@ -107,8 +117,10 @@ def main() -> None:
     trained_db = tmp / "trained.db"
     store = _trained(f"sqlite:///{trained_db}")
     flows = store.list_flow_meta(user_id=USER, agent_id=AGENT)
-    print(f"learned and approved {len(flows)} flows from {sum(r['split'] == 'train' for r in corpus)} "
-          "training requests:")
+    print(
+        f"learned and approved {len(flows)} flows from {sum(r['split'] == 'train' for r in corpus)} "
+        "training requests:"
+    )
     for m in flows:
         print(f"  {m.name}  keywords={list(m.trigger_keywords)}")
     store.close()
@@ -126,9 +138,11 @@ def main() -> None:
         ms.append(got["ms"])
     mw.close()
     store.close()
-    print(f"\nnear misses and unrelated: {len(near)} requests; flows run: {ran}; side effects: "
-          f"{effects}; model calls per request median {statistics.median(calls)}; "
-          f"agent time median {statistics.median(ms):.1f} ms")
+    print(
+        f"\nnear misses and unrelated: {len(near)} requests; flows run: {ran}; side effects: "
+        f"{effects}; model calls per request median {statistics.median(calls)}; "
+        f"agent time median {statistics.median(ms):.1f} ms"
+    )
 
     # 2. cold: each phrasing against the training evidence only
     W.EFFECTS.clear()
@@ -176,16 +190,21 @@ def main() -> None:
     for job in W.JOBS:
         n = sum(r["job"] == job for r in paraphrases)
         print(f"  {job:<16} {cold[job]:>3}/{n:<3} {warm[job]:>3}/{n:<3}")
-    print(f"  served with no model call and the right effect: cold {sum(cold.values())}/{total} "
-          f"= {sum(cold.values()) / total:.0%}, warm {sum(warm.values())}/{total} = "
-          f"{sum(warm.values()) / total:.0%} (by thirds of the stream: "
-          + ", ".join(f"{sum(t) / len(t):.0%}" for t in thirds) + ")")
+    print(
+        f"  served with no model call and the right effect: cold {sum(cold.values())}/{total} "
+        f"= {sum(cold.values()) / total:.0%}, warm {sum(warm.values())}/{total} = "
+        f"{sum(warm.values()) / total:.0%} (by thirds of the stream: "
+        + ", ".join(f"{sum(t) / len(t):.0%}" for t in thirds)
+        + ")"
+    )
     print(f"  wrong effects of routed runs: cold {cold_wrong}, warm {warm_wrong}")
     if alone_calls:
-        print(f"  model calls per request — agent alone: median {statistics.median(alone_calls)}; "
-              f"with the hinted flow tool: median "
-              f"{statistics.median(hinted_calls) if hinted_calls else '-'} ({len(hinted_calls)} requests); "
-              "routed: 0")
+        print(
+            f"  model calls per request — agent alone: median {statistics.median(alone_calls)}; "
+            f"with the hinted flow tool: median "
+            f"{statistics.median(hinted_calls) if hinted_calls else '-'} ({len(hinted_calls)} requests); "
+            "routed: 0"
+        )
 
 
 if __name__ == "__main__":

@@ -12,11 +12,13 @@ compiled with a checkpointer and invoked with ``durability="sync"`` and a fresh
 * ``SF runtime``: ``FlowRuntime.run(name, inputs)`` on a store, ``retention="keep"``: the
   durable path (run record, step journal, the run's end). Each invocation runs on one
   watched daemon thread and the steps of one-task supersteps call their tool in line
-  (``soloflow_langgraph.compile.run_watch``): one thread hand-off per run instead of per step. On a SQLite file store its
+  (``soloflow_langgraph.compile.run_watch``): one thread hand-off per run instead of per step. On a
+  SQLite file store its
   checkpointer is ``SqliteSaver`` on a file next to the store; on PostgreSQL LangGraph's
   ``PostgresSaver`` (opened as ``PostgresSaver.from_conn_string`` opens it, the baseline's
   settings) in the same database. On both the journal writes one transaction per step (a
-  step's deferred completion with its successor's begin; see docs/flows.md). The target rows: ``SF runtime`` against ``LG`` on ``sqlite`` and on
+  step's deferred completion with its successor's begin; see docs/flows.md). The target rows: ``SF
+  runtime`` against ``LG`` on ``sqlite`` and on
   ``postgres``.
 * ``SF runtime, retention``: the same with the default retention — the runtime deletes each
   run's checkpoints as it ends (batched, on a background thread), inside the timing.
@@ -122,21 +124,35 @@ def shape_edges(shape: str) -> list[tuple[str, list[str]]]:
         n = int(shape[5:])
         return [(f"s{i}", [] if i == 0 else [f"s{i - 1}"]) for i in range(n)]
     if shape == "diamond":
-        return [("s0", []), ("b1", ["s0"]), ("b2", ["s0"]), ("b3", ["s0"]), ("d", ["b1", "b2", "b3"])]
+        return [
+            ("s0", []),
+            ("b1", ["s0"]),
+            ("b2", ["s0"]),
+            ("b3", ["s0"]),
+            ("d", ["b1", "b2", "b3"]),
+        ]
     raise ValueError(shape)
 
 
 def make_flow(name: str, shape: str, skill_key: str) -> FlowDefinition:
     steps = [
         FlowStep(
-            id=sid, skill_key=skill_key, depends_on=deps, side_effects=False,
+            id=sid,
+            skill_key=skill_key,
+            depends_on=deps,
+            side_effects=False,
             input_map={"x": "{{_trigger.x}}" if not deps else f"{{{{{deps[0]}}}}}", "step": sid},
         )
         for sid, deps in shape_edges(shape)
     ]
     return FlowDefinition(
-        name=name, steps=steps,
-        input_schema={"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]},
+        name=name,
+        steps=steps,
+        input_schema={
+            "type": "object",
+            "properties": {"x": {"type": "integer"}},
+            "required": ["x"],
+        },
     )
 
 
@@ -255,7 +271,9 @@ RETAINING = "SF runtime, retention"
 inside the timing): shown beside the target row, whose checkpoints go untimed like LG's."""
 
 
-def runtime_variant(config: str, who: str, runtime: FlowRuntime, flow: FlowDefinition | str) -> Variant:
+def runtime_variant(
+    config: str, who: str, runtime: FlowRuntime, flow: FlowDefinition | str
+) -> Variant:
     """A runtime's runs. With ``retention="keep"`` its checkpoints are deleted after each rep,
     outside the timing — as the ``LG`` and ``SF graph`` rows' are."""
     kept: list[str] = []
@@ -280,8 +298,13 @@ def runtime_variant(config: str, who: str, runtime: FlowRuntime, flow: FlowDefin
     return Variant(config, who, run, cleanup if runtime.retention == "keep" else None)
 
 
-def measure(variants: list[Variant], reps: int, runs: int,
-            deletes: dict[str, list[float]], interleave: str = "run") -> dict[int, list[float]]:
+def measure(
+    variants: list[Variant],
+    reps: int,
+    runs: int,
+    deletes: dict[str, list[float]],
+    interleave: str = "run",
+) -> dict[int, list[float]]:
     """ms per run of each variant (index → one entry per rep); the cleanups' ``delete_thread``
     ms go to ``deletes[config]``. ``interleave="run"``: within a rep, the variants take turns
     run by run (run 1 of each, then run 2 of each, ...), each run timed on its own; ``"block"``:
@@ -347,8 +370,14 @@ def open_pg(url: str) -> Store | None:
     return store
 
 
-VACUUMED = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "sf_flow_runs", "sf_flow_step_runs",
-            "sf_flow_transitions")
+VACUUMED = (
+    "checkpoints",
+    "checkpoint_blobs",
+    "checkpoint_writes",
+    "sf_flow_runs",
+    "sf_flow_step_runs",
+    "sf_flow_transitions",
+)
 
 
 def vacuum_pg(url: str) -> None:
@@ -362,8 +391,10 @@ def vacuum_pg(url: str) -> None:
         off = conn.execute("SHOW autovacuum").fetchone()
         t0 = time.perf_counter()
         conn.execute(f"VACUUM ANALYZE {', '.join(VACUUMED)}")
-    print(f"PostgreSQL: vacuumed {len(VACUUMED)} tables in {time.perf_counter() - t0:.1f} s "
-          f"(autovacuum {off[0] if off else '?'})")
+    print(
+        f"PostgreSQL: vacuumed {len(VACUUMED)} tables in {time.perf_counter() - t0:.1f} s "
+        f"(autovacuum {off[0] if off else '?'})"
+    )
 
 
 def pg_cleanup(store: Store, user_id: str) -> int:
@@ -384,8 +415,14 @@ def pg_cleanup(store: Store, user_id: str) -> int:
 # ----------------------------------------------------------------------------- sections
 
 
-def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None, pg_user: str,
-             deletes: dict[str, list[float]]) -> list[dict[str, Any]]:
+def per_step(
+    opts: argparse.Namespace,
+    tmp: Path,
+    store: Store,
+    pg: Store | None,
+    pg_user: str,
+    deletes: dict[str, list[float]],
+) -> list[dict[str, Any]]:
     """Target 1; one dict per (shape, tool, config, who) row."""
     reps, runs = opts.reps, opts.runs
     rows: list[dict[str, Any]] = []
@@ -403,30 +440,62 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
             variants: list[Variant] = []
             full = not opts.target_only  # --only target: LG and SF runtime on sqlite and postgres
             # (a) no checkpointer
-            variants += [] if not full else [
-                graph_variant("none", "LG", hand_written(shape, fn, is_tool, None), None, runs),
-                graph_variant("none", "SF graph", compile_flow(flow, registry=registry), None, runs),
-            ]
+            variants += (
+                []
+                if not full
+                else [
+                    graph_variant("none", "LG", hand_written(shape, fn, is_tool, None), None, runs),
+                    graph_variant(
+                        "none", "SF graph", compile_flow(flow, registry=registry), None, runs
+                    ),
+                ]
+            )
             # (b) InMemorySaver
             m1, m2, m3 = InMemorySaver(), InMemorySaver(), InMemorySaver()
-            variants += [] if not full else [
-                graph_variant("memory", "LG", hand_written(shape, fn, is_tool, m1), m1, runs),
-                graph_variant("memory", "SF graph", compile_flow(flow, registry=registry, checkpointer=m2),
-                              m2, runs),
-                runtime_variant("memory", "SF runtime (no store)",
-                                FlowRuntime(None, registry=registry, checkpointer=m3), flow),
-            ]
+            variants += (
+                []
+                if not full
+                else [
+                    graph_variant("memory", "LG", hand_written(shape, fn, is_tool, m1), m1, runs),
+                    graph_variant(
+                        "memory",
+                        "SF graph",
+                        compile_flow(flow, registry=registry, checkpointer=m2),
+                        m2,
+                        runs,
+                    ),
+                    runtime_variant(
+                        "memory",
+                        "SF runtime (no store)",
+                        FlowRuntime(None, registry=registry, checkpointer=m3),
+                        flow,
+                    ),
+                ]
+            )
             # (c) SqliteSaver on a file, durability="sync"
             s1 = sqlite_saver(tmp / f"lg-{name}.db")
             s2 = sqlite_saver(tmp / f"sfg-{name}.db")
-            rt = FlowRuntime(store, registry=registry, user_id="bench", agent_id=AGENT, retention="keep")
+            rt = FlowRuntime(
+                store, registry=registry, user_id="bench", agent_id=AGENT, retention="keep"
+            )
             rt_del = FlowRuntime(store, registry=registry, user_id="bench", agent_id=AGENT)
             savers += [s1, s2]
             runtimes += [rt, rt_del]
             variants += [
                 graph_variant("sqlite", "LG", hand_written(shape, fn, is_tool, s1), s1, runs),
-                *([graph_variant("sqlite", "SF graph", compile_flow(flow, registry=registry, checkpointer=s2),
-                                 s2, runs)] if full else []),
+                *(
+                    [
+                        graph_variant(
+                            "sqlite",
+                            "SF graph",
+                            compile_flow(flow, registry=registry, checkpointer=s2),
+                            s2,
+                            runs,
+                        )
+                    ]
+                    if full
+                    else []
+                ),
                 runtime_variant("sqlite", "SF runtime", rt, name),
                 *([runtime_variant("sqlite", RETAINING, rt_del, name)] if full else []),
             ]
@@ -434,15 +503,27 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
             if pg is not None:
                 pg.register_flow(flow, user_id=pg_user, agent_id=AGENT, source="user-submitted")
                 p1, p2 = pg_saver(PG_URL), pg_saver(PG_URL)
-                prt = FlowRuntime(pg, registry=registry, user_id=pg_user, agent_id=AGENT, retention="keep")
+                prt = FlowRuntime(
+                    pg, registry=registry, user_id=pg_user, agent_id=AGENT, retention="keep"
+                )
                 prt_del = FlowRuntime(pg, registry=registry, user_id=pg_user, agent_id=AGENT)
                 savers += [p1, p2]
                 runtimes += [prt, prt_del]
                 variants += [
                     graph_variant("postgres", "LG", hand_written(shape, fn, is_tool, p1), p1, runs),
-                    *([graph_variant("postgres", "SF graph",
-                                     compile_flow(flow, registry=registry, checkpointer=p2), p2, runs)]
-                      if full else []),
+                    *(
+                        [
+                            graph_variant(
+                                "postgres",
+                                "SF graph",
+                                compile_flow(flow, registry=registry, checkpointer=p2),
+                                p2,
+                                runs,
+                            )
+                        ]
+                        if full
+                        else []
+                    ),
                     runtime_variant("postgres", "SF runtime", prt, name),
                     *([runtime_variant("postgres", RETAINING, prt_del, name)] if full else []),
                 ]
@@ -450,11 +531,24 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
             times = measure(variants, reps, runs, deletes, opts.interleave)
             n_steps = len(flow.steps)
             for k, v in enumerate(variants):
-                rows.append({"shape": shape, "tool": tool_kind, "config": v.config, "who": v.who,
-                             "steps": n_steps, "ms": statistics.median(times[k]),
-                             "min": min(times[k]), "reps": len(times[k]), "samples": times[k]})
-            print(f"  measured {shape} / {tool_kind}: {len(variants)} variants × {reps} reps × {runs} runs "
-                  f"in {time.perf_counter() - t0:.0f} s", flush=True)
+                rows.append(
+                    {
+                        "shape": shape,
+                        "tool": tool_kind,
+                        "config": v.config,
+                        "who": v.who,
+                        "steps": n_steps,
+                        "ms": statistics.median(times[k]),
+                        "min": min(times[k]),
+                        "reps": len(times[k]),
+                        "samples": times[k],
+                    }
+                )
+            print(
+                f"  measured {shape} / {tool_kind}: {len(variants)} variants × {reps} reps × {runs} runs "
+                f"in {time.perf_counter() - t0:.0f} s",
+                flush=True,
+            )
     for r in runtimes:
         r.close()
     for s in savers:
@@ -463,12 +557,17 @@ def per_step(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None
 
 
 def print_per_step(rows: list[dict[str, Any]]) -> None:
-    print("\nTarget 1: per-run and per-step time, medians over interleaved reps "
-          "(SF ÷ LG = ratio to the hand-written graph with the same checkpointer)")
-    print(f"  {'shape':<8} {'tool':<6} {'config':<9} {'variant':<22} {'ms/run':>8} {'min':>7} "
-          f"{'ms/step':>8} {'SF÷LG':>6} {'+ms/step':>9}  {'95% CI of SF÷LG':<15}")
+    print(
+        "\nTarget 1: per-run and per-step time, medians over interleaved reps "
+        "(SF ÷ LG = ratio to the hand-written graph with the same checkpointer)"
+    )
+    print(
+        f"  {'shape':<8} {'tool':<6} {'config':<9} {'variant':<22} {'ms/run':>8} {'min':>7} "
+        f"{'ms/step':>8} {'SF÷LG':>6} {'+ms/step':>9}  {'95% CI of SF÷LG':<15}"
+    )
     base: dict[tuple[str, str, str], dict[str, Any]] = {
-        (r["shape"], r["tool"], r["config"]): r for r in rows if r["who"] == "LG"}
+        (r["shape"], r["tool"], r["config"]): r for r in rows if r["who"] == "LG"
+    }
     for r in rows:
         b = base[(r["shape"], r["tool"], r["config"])]
         per = r["ms"] / r["steps"]
@@ -480,32 +579,57 @@ def print_per_step(rows: list[dict[str, Any]]) -> None:
             lo, hi = ratio_ci(r["samples"], b["samples"])
             r["ci"] = (lo, hi)
             ci = f"{lo:.2f}–{hi:.2f}x ◀ target"
-        print(f"  {r['shape']:<8} {r['tool']:<6} {r['config']:<9} {r['who']:<22} {r['ms']:>8.2f} "
-              f"{r['min']:>7.2f} {per:>8.3f} {ratio:>6} {extra:>9}  {ci}")
-    print("  (ms/step = ms/run ÷ flow steps; 95% CI: bootstrap over the reps, each resample keeping a "
-          "rep's SF and LG times together)")
-    print("\nSummary, like-for-like (same checkpointer, durability=sync, checkpoints deleted untimed after "
-          "each rep on every row; SF runtime = run record + step journal):")
+        print(
+            f"  {r['shape']:<8} {r['tool']:<6} {r['config']:<9} {r['who']:<22} {r['ms']:>8.2f} "
+            f"{r['min']:>7.2f} {per:>8.3f} {ratio:>6} {extra:>9}  {ci}"
+        )
+    print(
+        "  (ms/step = ms/run ÷ flow steps; 95% CI: bootstrap over the reps, each resample keeping a "
+        "rep's SF and LG times together)"
+    )
+    print(
+        "\nSummary, like-for-like (same checkpointer, durability=sync, checkpoints deleted untimed after "
+        "each rep on every row; SF runtime = run record + step journal):"
+    )
     for config in ("sqlite", "postgres"):
         for who in ("SF runtime", RETAINING):
             sel = [r for r in rows if r["config"] == config and r["who"] == who]
             if not sel:
                 continue
             ratios = [r["ms"] / base[(r["shape"], r["tool"], config)]["ms"] for r in sel]
-            journal = [(r["ms"] - g["ms"]) / r["steps"] for r in sel for g in rows
-                       if g["who"] == "SF graph" and (g["shape"], g["tool"], g["config"]) ==
-                       (r["shape"], r["tool"], config)]
-            verdict = (f"target ≤ {TARGET_RATIO}x: {'met' if max(ratios) <= TARGET_RATIO else 'NOT met'}"
-                       if who == "SF runtime" else "(retention's deletions inside the timing; not the target row)")
-            vs_graph = f"; runtime − SF graph: {statistics.median(journal):+.2f} ms/step" if journal else ""
-            print(f"  {config:<9} {who} ÷ LG: {min(ratios):.2f}–{max(ratios):.2f}x (median "
-                  f"{statistics.median(ratios):.2f}x); {verdict}{vs_graph}")
+            journal = [
+                (r["ms"] - g["ms"]) / r["steps"]
+                for r in sel
+                for g in rows
+                if g["who"] == "SF graph"
+                and (g["shape"], g["tool"], g["config"]) == (r["shape"], r["tool"], config)
+            ]
+            verdict = (
+                f"target ≤ {TARGET_RATIO}x: {'met' if max(ratios) <= TARGET_RATIO else 'NOT met'}"
+                if who == "SF runtime"
+                else "(retention's deletions inside the timing; not the target row)"
+            )
+            vs_graph = (
+                f"; runtime − SF graph: {statistics.median(journal):+.2f} ms/step"
+                if journal
+                else ""
+            )
+            print(
+                f"  {config:<9} {who} ÷ LG: {min(ratios):.2f}–{max(ratios):.2f}x (median "
+                f"{statistics.median(ratios):.2f}x); {verdict}{vs_graph}"
+            )
             if who == "SF runtime":
                 above = [f"{r['shape']}/{r['tool']}" for r in sel if r["ci"][0] > TARGET_RATIO]
-                unsure = [f"{r['shape']}/{r['tool']}" for r in sel if r["ci"][0] <= TARGET_RATIO < r["ci"][1]]
-                print(f"  {'':<9} by the 95% CIs: above {TARGET_RATIO}x: {', '.join(above) or 'none'}; "
-                      f"undecided (CI spans {TARGET_RATIO}x): {', '.join(unsure) or 'none'}; "
-                      f"below: {len(sel) - len(above) - len(unsure)} of {len(sel)}")
+                unsure = [
+                    f"{r['shape']}/{r['tool']}"
+                    for r in sel
+                    if r["ci"][0] <= TARGET_RATIO < r["ci"][1]
+                ]
+                print(
+                    f"  {'':<9} by the 95% CIs: above {TARGET_RATIO}x: {', '.join(above) or 'none'}; "
+                    f"undecided (CI spans {TARGET_RATIO}x): {', '.join(unsure) or 'none'}; "
+                    f"below: {len(sel) - len(above) - len(unsure)} of {len(sel)}"
+                )
 
 
 def ratio_ci(sf: list[float], lg: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
@@ -515,7 +639,8 @@ def ratio_ci(sf: list[float], lg: list[float], n: int = 2000, seed: int = 0) -> 
     k = len(sf)
     stats = sorted(
         statistics.median(sf[i] for i in pick) / statistics.median(lg[i] for i in pick)
-        for pick in ([rng.randrange(k) for _ in range(k)] for _ in range(n)))
+        for pick in ([rng.randrange(k) for _ in range(k)] for _ in range(n))
+    )
     return stats[int(0.025 * (n - 1))], stats[int(0.975 * (n - 1))]
 
 
@@ -535,25 +660,69 @@ def components(opts: argparse.Namespace, store: Store) -> None:
 
     info = inspect_executor(work)
     out.append(("work(**kwargs) directly", timeit(lambda: work(x=1, step="s"), n) * 1e6, "µs"))
-    out.append(("call_with_limit(work): daemon thread + Event",
-                timeit(lambda: call_with_limit(work, info, {"x": 1, "step": "s"}, timeout=120, key=None,
-                                               where="bench"), n) * 1e6, "µs"))
+    out.append(
+        (
+            "call_with_limit(work): daemon thread + Event",
+            timeit(
+                lambda: call_with_limit(
+                    work, info, {"x": 1, "step": "s"}, timeout=120, key=None, where="bench"
+                ),
+                n,
+            )
+            * 1e6,
+            "µs",
+        )
+    )
     from soloflow_langgraph.compile.run_watch import RunWatch
 
     watch = RunWatch(1.0)
-    out.append(("RunWatch.call(work): in line, deadline published",
-                timeit(lambda: watch.call(work, info, {"x": 1, "step": "s"}, timeout=120, key=None, step_key="s",
-                                          attempt=1, where="bench"), n) * 1e6, "µs"))
+    out.append(
+        (
+            "RunWatch.call(work): in line, deadline published",
+            timeit(
+                lambda: watch.call(
+                    work,
+                    info,
+                    {"x": 1, "step": "s"},
+                    timeout=120,
+                    key=None,
+                    step_key="s",
+                    attempt=1,
+                    where="bench",
+                ),
+                n,
+            )
+            * 1e6,
+            "µs",
+        )
+    )
     tinfo = inspect_executor(work_tool)
-    out.append(("work_tool.invoke directly", timeit(lambda: work_tool.invoke({"x": 1, "step": "s"}), n) * 1e6,
-                "µs"))
-    out.append(("call_with_limit(work_tool)",
-                timeit(lambda: call_with_limit(work_tool, tinfo, {"x": 1, "step": "s"}, timeout=120, key=None,
-                                               where="bench"), n) * 1e6, "µs"))
+    out.append(
+        (
+            "work_tool.invoke directly",
+            timeit(lambda: work_tool.invoke({"x": 1, "step": "s"}), n) * 1e6,
+            "µs",
+        )
+    )
+    out.append(
+        (
+            "call_with_limit(work_tool)",
+            timeit(
+                lambda: call_with_limit(
+                    work_tool, tinfo, {"x": 1, "step": "s"}, timeout=120, key=None, where="bench"
+                ),
+                n,
+            )
+            * 1e6,
+            "µs",
+        )
+    )
     run_ids: list[str] = []
 
     def start() -> None:
-        run_ids.append(store.start_flow_run(flow, {"x": 1}, user_id="bench", agent_id=AGENT, owner="bench"))
+        run_ids.append(
+            store.start_flow_run(flow, {"x": 1}, user_id="bench", agent_id=AGENT, owner="bench")
+        )
 
     out.append(("Store.start_flow_run", timeit(start, n // 2) * 1000, "ms"))
     journal = store.step_journal(run_ids[0])
@@ -571,16 +740,29 @@ def components(opts: argparse.Namespace, store: Store) -> None:
     out.append(("StoreStepJournal.begin (new step)", statistics.median(begins) * 1000, "ms"))
     out.append(("StoreStepJournal.succeeded", statistics.median(ends) * 1000, "ms"))
     fin = iter(run_ids[1:])
-    out.append(("Store.finish_flow_run",
-                timeit(lambda: store.finish_flow_run(next(fin), status="completed", outputs={"output": 1},
-                                                     outcome="completed"), len(run_ids) - 1) * 1000, "ms"))
+    out.append(
+        (
+            "Store.finish_flow_run",
+            timeit(
+                lambda: store.finish_flow_run(
+                    next(fin), status="completed", outputs={"output": 1}, outcome="completed"
+                ),
+                len(run_ids) - 1,
+            )
+            * 1000,
+            "ms",
+        )
+    )
     print("\nComponents of SoloFlow's per-step path (SQLite file store; medians of single calls)")
     for label, v, unit in out:
-        print(f"  {label:<46} {v:>9.1f} {unit}" if unit == "µs" else f"  {label:<46} {v:>9.3f} {unit}")
+        print(
+            f"  {label:<46} {v:>9.1f} {unit}" if unit == "µs" else f"  {label:<46} {v:>9.3f} {unit}"
+        )
 
 
-def start_latency(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None,
-                  pg_user: str) -> None:
+def start_latency(
+    opts: argparse.Namespace, tmp: Path, store: Store, pg: Store | None, pg_user: str
+) -> None:
     """Target 2: from ``runtime.run("name", inputs)`` to the first step's tool body; beside it
     the hand-written graph with the same checkpointer, from ``invoke`` to its first node."""
     warm_n, cold_n = (40, 8) if opts.quick else (200, 30)
@@ -590,9 +772,11 @@ def start_latency(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store |
     targets: list[tuple[str, Store, str]] = [("sqlite", store, "bench")]
     if pg is not None:
         targets.append(("postgres", pg, pg_user))
-    print(f"\nTarget 2: start latency — runtime.run('bench-start', inputs) → first tool body "
-          f"(chain5; warm {warm_n} runs, cold {cold_n} fresh runtimes; LG = hand-written graph, "
-          "same checkpointer, invoke → first node, interleaved with the warm runs)")
+    print(
+        f"\nTarget 2: start latency — runtime.run('bench-start', inputs) → first tool body "
+        f"(chain5; warm {warm_n} runs, cold {cold_n} fresh runtimes; LG = hand-written graph, "
+        "same checkpointer, invoke → first node, interleaved with the warm runs)"
+    )
     print(f"  {'store':<9} {'case':<46} {'median ms':>10} {'p95 ms':>8} {'max ms':>8}")
     for label, st, user in targets:
         st.register_flow(flow, user_id=user, agent_id=AGENT, source="user-submitted")
@@ -644,14 +828,18 @@ def start_latency(opts: argparse.Namespace, tmp: Path, store: Store, pg: Store |
             ("cold: FlowRuntime() construction alone", build),
             ("cold: construction + run() → first step", both),
         ):
-            print(f"  {label:<9} {case:<46} {statistics.median(vals):>10.2f} {pct(vals, 0.95):>8.2f} "
-                  f"{max(vals):>8.2f}")
+            print(
+                f"  {label:<9} {case:<46} {statistics.median(vals):>10.2f} {pct(vals, 0.95):>8.2f} "
+                f"{max(vals):>8.2f}"
+            )
         print(f"  {label:<9} {'(first run of the warm runtime)':<46} {first:>10.2f}")
         med = statistics.median(warm)
-        print(f"  {label:<9} warm target ≤ {TARGET_START_MS:g} ms: {'met' if med <= TARGET_START_MS else 'NOT met'}"
-              f" (median {med:.2f}, p95 {pct(warm, 0.95):.2f}; SoloFlow adds "
-              f"{med - statistics.median(base):+.2f} ms to LG's own start); design < {DESIGN_START_MS:g} ms "
-              f"cold (p95): {'met' if pct(both, 0.95) < DESIGN_START_MS else 'NOT met'}")
+        print(
+            f"  {label:<9} warm target ≤ {TARGET_START_MS:g} ms: {'met' if med <= TARGET_START_MS else 'NOT met'}"
+            f" (median {med:.2f}, p95 {pct(warm, 0.95):.2f}; SoloFlow adds "
+            f"{med - statistics.median(base):+.2f} ms to LG's own start); design < {DESIGN_START_MS:g} ms "
+            f"cold (p95): {'met' if pct(both, 0.95) < DESIGN_START_MS else 'NOT met'}"
+        )
 
 
 def profile(opts: argparse.Namespace, tmp: Path, store: Store) -> None:
@@ -691,8 +879,10 @@ def profile(opts: argparse.Namespace, tmp: Path, store: Store) -> None:
         runtime_module.run_watched = watched
     wall = (time.perf_counter() - t0) * 1000 / runs
     rt.close()
-    print(f"\ncProfile: SF runtime, SQLite, chain10, {runs} runs ({wall:.1f} ms/run under the profiler); "
-          "the caller's thread and the run's own thread, merged (LangGraph's worker threads are not profiled)")
+    print(
+        f"\ncProfile: SF runtime, SQLite, chain10, {runs} runs ({wall:.1f} ms/run under the profiler); "
+        "the caller's thread and the run's own thread, merged (LangGraph's worker threads are not profiled)"
+    )
     stats = pstats.Stats(prof)
     stats.add(in_run)
     _print_stats(stats, (("cumulative", 45), ("tottime", 25)))
@@ -719,21 +909,27 @@ def profile(opts: argparse.Namespace, tmp: Path, store: Store) -> None:
     total = st.total_tt  # type: ignore[attr-defined]
     groups = {"sqlite3 execute/commit (the database)": 0.0, "SQLAlchemy": 0.0, "other": 0.0}
     for (file, _, func), (_, _, tt, _, _) in st.stats.items():  # type: ignore[attr-defined]
-        if "sqlite3" in func or func in ("<method 'execute' of 'sqlite3.Cursor' objects>",
-                                         "<method 'commit' of 'sqlite3.Connection' objects>"):
+        if "sqlite3" in func or func in (
+            "<method 'execute' of 'sqlite3.Cursor' objects>",
+            "<method 'commit' of 'sqlite3.Connection' objects>",
+        ):
             groups["sqlite3 execute/commit (the database)"] += tt
         elif "sqlalchemy" in file:
             groups["SQLAlchemy"] += tt
         else:
             groups["other"] += tt
-    print(f"\ncProfile: StoreStepJournal.begin + succeeded, {pairs} new steps ({plain:.3f} ms per pair "
-          f"without the profiler, {total * 1000 / pairs:.3f} ms with it); own time by origin:")
+    print(
+        f"\ncProfile: StoreStepJournal.begin + succeeded, {pairs} new steps ({plain:.3f} ms per pair "
+        f"without the profiler, {total * 1000 / pairs:.3f} ms with it); own time by origin:"
+    )
     for label, tt in groups.items():
         print(f"  {label:<40} {tt * 1000 / pairs:>7.3f} ms per pair  {tt / total:>5.0%}")
     _print_stats(prof, (("tottime", 20),))
 
 
-def _print_stats(prof: cProfile.Profile | pstats.Stats, orders: tuple[tuple[str, int], ...]) -> None:
+def _print_stats(
+    prof: cProfile.Profile | pstats.Stats, orders: tuple[tuple[str, int], ...]
+) -> None:
     for key, n in orders:
         buf = io.StringIO()
         stats = prof if isinstance(prof, pstats.Stats) else pstats.Stats(prof)
@@ -741,7 +937,7 @@ def _print_stats(prof: cProfile.Profile | pstats.Stats, orders: tuple[tuple[str,
         stats.strip_dirs().sort_stats(key).print_stats(n)
         text = buf.getvalue()
         print(f"--- sorted by {key} ---")
-        print(text[text.find("   ncalls"):].rstrip())
+        print(text[text.find("   ncalls") :].rstrip())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -751,12 +947,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="flow runs per rep")
     parser.add_argument("--no-pg", action="store_true", help="skip PostgreSQL")
     parser.add_argument("--pg-url", default=PG_URL)
-    parser.add_argument("--profile", action="store_true", help="also print a cProfile of SF runtime")
-    parser.add_argument("--interleave", choices=["run", "block"], default="run",
-                        help="within a rep, variants take turns run by run (default) or run in blocks")
-    parser.add_argument("--only", choices=["steps", "target", "start", "components", "profile"], default=None,
-                        help="one section; 'target' is 'steps' with only the target rows and their baselines "
-                             "(LG and SF runtime on sqlite and postgres), 21 reps by default")
+    parser.add_argument(
+        "--profile", action="store_true", help="also print a cProfile of SF runtime"
+    )
+    parser.add_argument(
+        "--interleave",
+        choices=["run", "block"],
+        default="run",
+        help="within a rep, variants take turns run by run (default) or run in blocks",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["steps", "target", "start", "components", "profile"],
+        default=None,
+        help="one section; 'target' is 'steps' with only the target rows and their baselines "
+        "(LG and SF runtime on sqlite and postgres), 21 reps by default",
+    )
     opts = parser.parse_args(argv)
     opts.target_only = opts.only == "target"
     opts.reps = max(3, opts.reps or (5 if opts.quick else 21 if opts.target_only else 11))
@@ -766,17 +972,22 @@ def main(argv: list[str] | None = None) -> int:
     store = Store.open(f"sqlite:///{tmp / 'store.db'}")
     pg = None if opts.no_pg else open_pg(opts.pg_url)
     pg_user = f"bench_rt_{uuid.uuid4().hex[:12]}"
-    print(f"bench_runtime: Python {sys.version.split()[0]}, {opts.reps} reps × {opts.runs} runs "
-          f"(interleaved by {opts.interleave}), "
-          f"medians; SQLite store {tmp / 'store.db'}; PostgreSQL {'on (user ' + pg_user + ')' if pg else 'off'}")
+    print(
+        f"bench_runtime: Python {sys.version.split()[0]}, {opts.reps} reps × {opts.runs} runs "
+        f"(interleaved by {opts.interleave}), "
+        f"medians; SQLite store {tmp / 'store.db'}; PostgreSQL {'on (user ' + pg_user + ')' if pg else 'off'}"
+    )
     started = time.perf_counter()
     try:
         if opts.only in (None, "steps", "target"):
             deletes: dict[str, list[float]] = {}
             rows = per_step(opts, tmp, store, pg, pg_user, deletes)
             print_per_step(rows)
-            print("  checkpoint delete_thread per run (untimed in the LG / SF graph rows, inside "
-                  "SF runtime's): " + ", ".join(f"{c} {statistics.median(v):.2f} ms" for c, v in deletes.items()))
+            print(
+                "  checkpoint delete_thread per run (untimed in the LG / SF graph rows, inside "
+                "SF runtime's): "
+                + ", ".join(f"{c} {statistics.median(v):.2f} ms" for c, v in deletes.items())
+            )
         if opts.only in (None, "components"):
             components(opts, store)
         if opts.only in (None, "start"):

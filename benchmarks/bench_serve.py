@@ -63,9 +63,16 @@ USER, AGENT = "bench", "serve"
 MCP_USER, MCP_AGENT, MCP_FLOWS = "bench", "mcp", 20
 """The MCP client's namespace: ``echo`` and 20 other flows (every active flow is a tool: a
 namespace of 10,000 would measure listing them, not a call)."""
-ECHO = {"name": "echo", "description": "Echo a text.", "steps": [
-    {"id": "s", "skill_key": "bench_echo", "input_map": {"text": "{{_trigger.text}}"}}],
-    "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}
+ECHO = {
+    "name": "echo",
+    "description": "Echo a text.",
+    "steps": [{"id": "s", "skill_key": "bench_echo", "input_map": {"text": "{{_trigger.text}}"}}],
+    "input_schema": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    },
+}
 
 
 def _seed(url: str, flows: int) -> str:
@@ -78,11 +85,21 @@ def _seed(url: str, flows: int) -> str:
         have = len(store.list_flow_meta(user_id=USER, agent_id=AGENT))
         start = time.perf_counter()
         for i in range(have, flows):
-            flow = FlowDefinition(name=f"flow {i:05d}", description=f"Bench flow number {i}.", steps=[
-                FlowStep(id="s", skill_key="bench_echo", input_map={"text": "{{_trigger.text}}"})])
+            flow = FlowDefinition(
+                name=f"flow {i:05d}",
+                description=f"Bench flow number {i}.",
+                steps=[
+                    FlowStep(
+                        id="s", skill_key="bench_echo", input_map={"text": "{{_trigger.text}}"}
+                    )
+                ],
+            )
             store.add_flow_version(flow, user_id=USER, agent_id=AGENT, source="user-submitted")
         if have < flows:
-            print(f"registered {flows - have} flows in {time.perf_counter() - start:.1f} s", flush=True)
+            print(
+                f"registered {flows - have} flows in {time.perf_counter() - start:.1f} s",
+                flush=True,
+            )
         memory = ProceduralMemory(store)
         memory.submit_workflow(USER, AGENT, ECHO)
         memory.submit_workflow(MCP_USER, MCP_AGENT, ECHO)
@@ -104,7 +121,10 @@ def _soloflow(*args: str) -> list[str]:
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
 
 
 def _concurrently(clients: int, requests: int, call: Callable[[int, int], None]) -> list[float]:
@@ -128,13 +148,19 @@ def _concurrently(clients: int, requests: int, call: Callable[[int, int], None])
 
 
 def _pct(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000 if len(values) > 1 else values[0] * 1000
+    return (
+        statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1] * 1000
+        if len(values) > 1
+        else values[0] * 1000
+    )
 
 
 def _row(label: str, served: list[float], direct: list[float]) -> str:
     s50, s95, d50, d95 = _pct(served, 50), _pct(served, 95), _pct(direct, 50), _pct(direct, 95)
-    return (f"| {label} | {d50:.2f} | {d95:.2f} | {s50:.2f} | {s95:.2f} | {s95 - d95:+.2f} | "
-            f"**{s95 / d95:.2f}×** |")
+    return (
+        f"| {label} | {d50:.2f} | {d95:.2f} | {s50:.2f} | {s95:.2f} | {s95 - d95:+.2f} | "
+        f"**{s95 / d95:.2f}×** |"
+    )
 
 
 def bench_rest(url: str, token: str, args: argparse.Namespace) -> None:
@@ -144,8 +170,22 @@ def bench_rest(url: str, token: str, args: argparse.Namespace) -> None:
     from soloflow_langgraph.server.service import Principal, SoloFlowService
 
     port = _free_port()
-    proc = subprocess.Popen(_soloflow("--db", url, "serve", "--port", str(port), "--tools", "benchmarks.bench_serve:TOOLS",
-                                      "--log-level", "warning"), env=_env(), stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        _soloflow(
+            "--db",
+            url,
+            "serve",
+            "--port",
+            str(port),
+            "--tools",
+            "benchmarks.bench_serve:TOOLS",
+            "--log-level",
+            "warning",
+        ),
+        env=_env(),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     base = f"http://127.0.0.1:{port}"
     store = Store.open(url)
     service = SoloFlowService(store, tools=TOOLS)
@@ -159,17 +199,27 @@ def bench_rest(url: str, token: str, args: argparse.Namespace) -> None:
             except httpx.TransportError:
                 time.sleep(0.1)
         pages = max(1, (args.flows + 1) // 50)
-        offsets = [random.Random(7 + k).randrange(pages) * 50 for k in range(args.clients * args.requests * args.rounds)]
-        clients = [httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=120)
-                   for _ in range(args.clients)]
-        results: dict[str, tuple[list[float], list[float]]] = {k: ([], []) for k in ("list", "noq", "run")}
+        offsets = [
+            random.Random(7 + k).randrange(pages) * 50
+            for k in range(args.clients * args.requests * args.rounds)
+        ]
+        clients = [
+            httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+            for _ in range(args.clients)
+        ]
+        results: dict[str, tuple[list[float], list[float]]] = {
+            k: ([], []) for k in ("list", "noq", "run")
+        }
         n = args.requests
         for r in range(args.rounds):
+
             def off(k: int, i: int, r: int = r) -> int:
                 return offsets[(r * args.clients + k) * n + i]
 
             def http_list(k: int, i: int, quality: bool) -> None:
-                got = clients[k].get("/api/workflows", params={"limit": 50, "offset": off(k, i), "quality": quality})
+                got = clients[k].get(
+                    "/api/workflows", params={"limit": 50, "offset": off(k, i), "quality": quality}
+                )
                 assert got.status_code == 200, got.text
 
             def http_run(k: int, i: int) -> None:
@@ -183,12 +233,28 @@ def bench_rest(url: str, token: str, args: argparse.Namespace) -> None:
             if r == 0:
                 http_run(0, 0)
                 direct_run(0, 0)
-            results["list"][0].extend(_concurrently(args.clients, n, lambda k, i: http_list(k, i, True)))
-            results["list"][1].extend(_concurrently(args.clients, n, lambda k, i: service.list_workflows(
-                p, limit=50, offset=off(k, i))))  # noqa: B023
-            results["noq"][0].extend(_concurrently(args.clients, n, lambda k, i: http_list(k, i, False)))
-            results["noq"][1].extend(_concurrently(args.clients, n, lambda k, i: service.list_workflows(
-                p, limit=50, offset=off(k, i), quality=False)))  # noqa: B023
+            results["list"][0].extend(
+                _concurrently(args.clients, n, lambda k, i: http_list(k, i, True))
+            )
+            results["list"][1].extend(
+                _concurrently(
+                    args.clients,
+                    n,
+                    lambda k, i: service.list_workflows(p, limit=50, offset=off(k, i)),
+                )
+            )  # noqa: B023
+            results["noq"][0].extend(
+                _concurrently(args.clients, n, lambda k, i: http_list(k, i, False))
+            )
+            results["noq"][1].extend(
+                _concurrently(
+                    args.clients,
+                    n,
+                    lambda k, i: service.list_workflows(
+                        p, limit=50, offset=off(k, i), quality=False
+                    ),
+                )
+            )  # noqa: B023
             results["run"][0].extend(_concurrently(args.clients, max(1, n // 2), http_run))
             results["run"][1].extend(_concurrently(args.clients, max(1, n // 2), direct_run))
             print(f"  REST round {r + 1}/{args.rounds} done", flush=True)
@@ -199,12 +265,18 @@ def bench_rest(url: str, token: str, args: argparse.Namespace) -> None:
         proc.wait(60)
         service.close()
         store.close()
-    print(f"\n### REST: {args.flows} flows, {args.clients} concurrent clients ({args.rounds} rounds)\n")
-    print("| operation | direct p50 ms | direct p95 ms | API p50 ms | API p95 ms | p95 overhead ms | p95 ratio |")
+    print(
+        f"\n### REST: {args.flows} flows, {args.clients} concurrent clients ({args.rounds} rounds)\n"
+    )
+    print(
+        "| operation | direct p50 ms | direct p95 ms | API p50 ms | API p95 ms | p95 overhead ms | p95 ratio |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for key, label in (("list", "GET /api/workflows (limit 50, quality)"),
-                       ("noq", "GET /api/workflows (limit 50, quality=false)"),
-                       ("run", "POST /api/flows/echo/runs (start a short run)")):
+    for key, label in (
+        ("list", "GET /api/workflows (limit 50, quality)"),
+        ("noq", "GET /api/workflows (limit 50, quality=false)"),
+        ("run", "POST /api/flows/echo/runs (start a short run)"),
+    ):
         print(_row(label, *results[key]))
 
 
@@ -229,14 +301,28 @@ def bench_mcp(url: str, args: argparse.Namespace) -> None:
     service = SoloFlowService(store, tools=TOOLS)
     p = Principal(MCP_USER, MCP_AGENT)
     runtime = service.runtime(p)
-    argv = _soloflow("--db", url, "--user", MCP_USER, "--agent", MCP_AGENT, "mcp", "--tools",
-                     "benchmarks.bench_serve:TOOLS")
+    argv = _soloflow(
+        "--db",
+        url,
+        "--user",
+        MCP_USER,
+        "--agent",
+        MCP_AGENT,
+        "mcp",
+        "--tools",
+        "benchmarks.bench_serve:TOOLS",
+    )
     stdio, inproc, direct = [], [], []
 
     async def run() -> None:
         server = SoloFlowMCP(service, principal=p)
-        async with Client(StdioServerParameters(command=argv[0], args=argv[1:], env=_env()),
-                          read_timeout_seconds=300) as over_stdio, Client(server.server) as in_process:
+        async with (
+            Client(
+                StdioServerParameters(command=argv[0], args=argv[1:], env=_env()),
+                read_timeout_seconds=300,
+            ) as over_stdio,
+            Client(server.server) as in_process,
+        ):
             await _mcp_calls(over_stdio, 5)
             await _mcp_calls(in_process, 5)
             for r in range(args.rounds):
@@ -253,13 +339,19 @@ def bench_mcp(url: str, args: argparse.Namespace) -> None:
     finally:
         service.close()
         store.close()
-    print(f"\n### MCP: a flow tool call against FlowRuntime.run ({args.rounds} × {args.calls} calls, one client)\n")
-    print("| transport | direct p50 ms | direct p95 ms | MCP p50 ms | MCP p95 ms | p50 overhead ms | p50 ratio |")
+    print(
+        f"\n### MCP: a flow tool call against FlowRuntime.run ({args.rounds} × {args.calls} calls, one client)\n"
+    )
+    print(
+        "| transport | direct p50 ms | direct p95 ms | MCP p50 ms | MCP p95 ms | p50 overhead ms | p50 ratio |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
     for label, served in (("stdio (`soloflow mcp`)", stdio), ("in process (no transport)", inproc)):
         s50, d50 = _pct(served, 50), _pct(direct, 50)
-        print(f"| {label} | {d50:.2f} | {_pct(direct, 95):.2f} | {s50:.2f} | {_pct(served, 95):.2f} | "
-              f"{s50 - d50:+.2f} | **{s50 / d50:.2f}×** |")
+        print(
+            f"| {label} | {d50:.2f} | {_pct(direct, 95):.2f} | {s50:.2f} | {_pct(served, 95):.2f} | "
+            f"{s50 - d50:+.2f} | **{s50 / d50:.2f}×** |"
+        )
 
 
 def main() -> None:
@@ -269,14 +361,21 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100, help="Per client per round.")
     parser.add_argument("--calls", type=int, default=200, help="MCP calls per round.")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--db", default=None, help="A store URL (default: a SQLite file in a temporary directory).")
-    parser.add_argument("--quick", action="store_true", help="1,000 flows, 20 requests, 50 calls, 1 round.")
+    parser.add_argument(
+        "--db", default=None, help="A store URL (default: a SQLite file in a temporary directory)."
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="1,000 flows, 20 requests, 50 calls, 1 round."
+    )
     args = parser.parse_args()
     if args.quick:
         args.flows, args.requests, args.calls, args.rounds = 1000, 20, 50, 1
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         url = args.db or f"sqlite:///{Path(tmp) / 'serve.db'}"
-        print(f"store {url.split('@')[-1]}; {args.flows} flows; python {sys.version.split()[0]}", flush=True)
+        print(
+            f"store {url.split('@')[-1]}; {args.flows} flows; python {sys.version.split()[0]}",
+            flush=True,
+        )
         token = _seed(url, args.flows)
         bench_rest(url, token, args)
         bench_mcp(url, args)

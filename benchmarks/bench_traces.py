@@ -46,8 +46,12 @@ from soloflow_core.tracing import configure_tracing
 from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
 from soloflow_langgraph.testing import ScriptedChatModel
 
-NOOP, BASE, TRACED, OTEL = ("(ii) no-op handler", "(iii) SoloFlow, trace=False", "(iv) SoloFlow, traces stored",
-                            "(v) (iv) + OpenTelemetry export")
+NOOP, BASE, TRACED, OTEL = (
+    "(ii) no-op handler",
+    "(iii) SoloFlow, trace=False",
+    "(iv) SoloFlow, traces stored",
+    "(v) (iv) + OpenTelemetry export",
+)
 UNWRITTEN = "(iv-a) (iv), spans built, not written"
 TURNS = 10
 
@@ -61,10 +65,16 @@ def add(a: int, b: int) -> int:
 def script(messages: list[BaseMessage]) -> AIMessage:
     done = sum(isinstance(m, ToolMessage) for m in messages)
     if done < TURNS:
-        return AIMessage(content="", tool_calls=[{"name": "add", "args": {"a": done, "b": 1}, "id": f"c{done}",
-                                                  "type": "tool_call"}],
-                         response_metadata={"model_name": "gpt-4o"})  # fmt: skip
-    return AIMessage(content=f"sum done after {done} calls", response_metadata={"model_name": "gpt-4o"})
+        return AIMessage(
+            content="",
+            tool_calls=[
+                {"name": "add", "args": {"a": done, "b": 1}, "id": f"c{done}", "type": "tool_call"}
+            ],
+            response_metadata={"model_name": "gpt-4o"},
+        )
+    return AIMessage(
+        content=f"sum done after {done} calls", response_metadata={"model_name": "gpt-4o"}
+    )
 
 
 class NoOpHandler(BaseCallbackHandler):
@@ -144,10 +154,14 @@ def main(argv: list[str] | None = None) -> int:
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(DropExporter()))
     agent: Any = create_agent(ScriptedChatModel(script=script), tools=[add], name="bench_agent")
-    print(f"bench_traces: Python {sys.version.split()[0]}, {reps} reps, median of CPU time reported")
+    print(
+        f"bench_traces: Python {sys.version.split()[0]}, {reps} reps, median of CPU time reported"
+    )
 
     def solo(trace: bool) -> SoloFlowCallbackHandler:
-        return SoloFlowCallbackHandler(store=store, user_id="bench", agent_id="bench", plugin_manager=pm, trace=trace)
+        return SoloFlowCallbackHandler(
+            store=store, user_id="bench", agent_id="bench", plugin_manager=pm, trace=trace
+        )
 
     unwritten = solo(True)
     unwritten.store = SpansNotWritten(store)  # type: ignore[assignment]
@@ -156,7 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         def run() -> int:
             configure_tracing(provider if export else None)
             for i in range(invokes):
-                agent.invoke({"messages": [("user", f"add things {i}")]}, config={"callbacks": [handler]})
+                agent.invoke(
+                    {"messages": [("user", f"add things {i}")]}, config={"callbacks": [handler]}
+                )
             configure_tracing(None)
             return invokes * TURNS
 
@@ -183,15 +199,36 @@ def main(argv: list[str] | None = None) -> int:
         return run
 
     try:
-        loop_med = report("create_agent loop (the model turn included)", measure(
-            {NOOP: loop(NoOpHandler()), BASE: loop(solo(False)), TRACED: loop(solo(True)),
-             OTEL: loop(solo(True), export=True)}, reps))  # fmt: skip
-        rep_med = report("one invocation's events replayed into the handler", measure(
-            {NOOP: replay(NoOpHandler()), BASE: replay(solo(False)), UNWRITTEN: replay(unwritten),
-             TRACED: replay(solo(True)), OTEL: replay(solo(True), export=True)}, reps))  # fmt: skip
+        loop_med = report(
+            "create_agent loop (the model turn included)",
+            measure(
+                {
+                    NOOP: loop(NoOpHandler()),
+                    BASE: loop(solo(False)),
+                    TRACED: loop(solo(True)),
+                    OTEL: loop(solo(True), export=True),
+                },
+                reps,
+            ),
+        )
+        rep_med = report(
+            "one invocation's events replayed into the handler",
+            measure(
+                {
+                    NOOP: replay(NoOpHandler()),
+                    BASE: replay(solo(False)),
+                    UNWRITTEN: replay(unwritten),
+                    TRACED: replay(solo(True)),
+                    OTEL: replay(solo(True), export=True),
+                },
+                reps,
+            ),
+        )
         for title, med in (("agent loop", loop_med), ("replayed", rep_med)):
-            print(f"\n  {title}: traces stored {med[TRACED] - med[BASE]:+.1f} µs per tool call (target ≤ +50), "
-                  f"with OpenTelemetry {med[OTEL] - med[BASE]:+.1f} µs (target ≤ +100)")
+            print(
+                f"\n  {title}: traces stored {med[TRACED] - med[BASE]:+.1f} µs per tool call (target ≤ +50), "
+                f"with OpenTelemetry {med[OTEL] - med[BASE]:+.1f} µs (target ≤ +100)"
+            )
     finally:
         provider.shutdown()
         store.close()

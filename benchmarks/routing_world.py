@@ -77,10 +77,12 @@ def lookup_account(email: str) -> str:
 def list_invoices(account_id: str) -> str:
     """List an account's invoices, newest first."""
     n = int(_digits(account_id, 2)) % 40 + 10
-    return json.dumps([
-        {"invoice_id": f"INV-{n}", "month": "2026-10", "amount": 42.5},
-        {"invoice_id": f"INV-{n - 1}", "month": "2026-09", "amount": 39.0},
-    ])
+    return json.dumps(
+        [
+            {"invoice_id": f"INV-{n}", "month": "2026-10", "amount": 42.5},
+            {"invoice_id": f"INV-{n - 1}", "month": "2026-09", "amount": 39.0},
+        ]
+    )
 
 
 @tool
@@ -112,7 +114,9 @@ def list_orders(customer_id: str) -> str:
 def track_shipment(order_id: str) -> str:
     """Track the shipment of an order."""
     status = ["in transit", "delivered", "label created"][int(_digits(order_id, 1)) % 3]
-    return json.dumps({"order_id": order_id, "carrier": "DHL", "status": status, "eta": "2026-12-01"})
+    return json.dumps(
+        {"order_id": order_id, "carrier": "DHL", "status": status, "eta": "2026-12-01"}
+    )
 
 
 @tool
@@ -144,12 +148,30 @@ def search_help_center(query: str) -> str:
 
 for _t in (send_email, notify_customer, refund_order, reset_password):
     _t.metadata = dict(_SIDE)
-for _t in (lookup_account, list_invoices, get_invoice_pdf, find_customer, list_orders,
-           track_shipment, search_help_center):
+for _t in (
+    lookup_account,
+    list_invoices,
+    get_invoice_pdf,
+    find_customer,
+    list_orders,
+    track_shipment,
+    search_help_center,
+):
     _t.metadata = dict(_READ)
 
-TOOLS = [lookup_account, list_invoices, get_invoice_pdf, send_email, find_customer, list_orders,
-         track_shipment, notify_customer, refund_order, reset_password, search_help_center]
+TOOLS = [
+    lookup_account,
+    list_invoices,
+    get_invoice_pdf,
+    send_email,
+    find_customer,
+    list_orders,
+    track_shipment,
+    notify_customer,
+    refund_order,
+    reset_password,
+    search_help_center,
+]
 
 SEQUENCES = {
     "invoice_email": ["lookup_account", "list_invoices", "get_invoice_pdf", "send_email"],
@@ -157,11 +179,17 @@ SEQUENCES = {
     "refund": ["find_customer", "list_orders", "refund_order"],
     "password_reset": ["lookup_account", "reset_password"],
 }
-EFFECT_TOOL = {"invoice_email": "send_email", "order_status": "notify_customer",
-               "refund": "refund_order", "password_reset": "reset_password"}
+EFFECT_TOOL = {
+    "invoice_email": "send_email",
+    "order_status": "notify_customer",
+    "refund": "refund_order",
+    "password_reset": "reset_password",
+}
 
 
-def _next_call(job: str, email: str, results: list[ToolMessage]) -> tuple[str, dict[str, Any]] | None:
+def _next_call(
+    job: str, email: str, results: list[ToolMessage]
+) -> tuple[str, dict[str, Any]] | None:
     """The job's next tool call given the results so far; None when it is done."""
     step = len(results)
     seq = SEQUENCES[job]
@@ -178,15 +206,21 @@ def _next_call(job: str, email: str, results: list[ToolMessage]) -> tuple[str, d
         if name == "get_invoice_pdf":
             return name, {"invoice_id": last[0]["invoice_id"]}
         invoice = json.loads(str(results[1].content))[0]
-        return name, {"to": email, "subject": f"Your invoice {invoice['invoice_id']}",
-                      "body": f"Your invoice: {last['url']}"}
+        return name, {
+            "to": email,
+            "subject": f"Your invoice {invoice['invoice_id']}",
+            "body": f"Your invoice: {last['url']}",
+        }
     if job == "order_status":
         if name == "list_orders":
             return name, {"customer_id": last["customer_id"]}
         if name == "track_shipment":
             return name, {"order_id": last[0]["order_id"]}
-        return name, {"customer_id": first["customer_id"], "order_id": last["order_id"],
-                      "status": last["status"]}
+        return name, {
+            "customer_id": first["customer_id"],
+            "order_id": last["order_id"],
+            "status": last["status"],
+        }
     if job == "refund":
         if name == "list_orders":
             return name, {"customer_id": last["customer_id"]}
@@ -200,8 +234,10 @@ def _answer(job: str, email: str, results: list[ToolMessage]) -> str:
         return f"I've e-mailed your latest invoice to {email}."
     if job == "order_status":
         shipment = json.loads(str(results[2].content))
-        return (f"Your order {shipment['order_id']} is {shipment['status']} "
-                f"(ETA {shipment['eta']}). I've sent you a notification.")
+        return (
+            f"Your order {shipment['order_id']} is {shipment['status']} "
+            f"(ETA {shipment['eta']}). I've sent you a notification."
+        )
     if job == "refund":
         refund = json.loads(str(results[2].content))
         return f"Your order {refund['order_id']} is refunded (refund {refund['refund_id']})."
@@ -256,8 +292,10 @@ class ShopModel(ScriptedChatModel):
 
 
 def _call(name: str, args: dict[str, Any], n: int) -> AIMessage:
-    return AIMessage(content="", tool_calls=[
-        {"name": name, "args": args, "id": f"call_{n}_{name}", "type": "tool_call"}])
+    return AIMessage(
+        content="",
+        tool_calls=[{"name": name, "args": args, "id": f"call_{n}_{name}", "type": "tool_call"}],
+    )
 
 
 def shop_model(labels: Sequence[dict[str, Any]] = ()) -> ShopModel:

@@ -31,17 +31,43 @@ def get_forecast(city: str, days: int = 3) -> str:
 
 
 def main() -> None:
-    model = ScriptedChatModel(responses=[
-        AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {"city": "Lyon"}, "id": "c1", "type": "tool_call"}]),
-        AIMessage(content="", tool_calls=[{"name": "get_forecast", "args": {"city": "Lyon", "days": 2}, "id": "c2", "type": "tool_call"}]),
-        AIMessage(content="It is 18°C and clear in Lyon, and mild for the next two days."),
-    ])
-    agent = create_agent(model, tools=[get_weather, get_forecast], system_prompt="You are a weather bot.")
+    model = ScriptedChatModel(
+        responses=[
+            AIMessage(
+                content="",
+                tool_calls=[
+                    {
+                        "name": "get_weather",
+                        "args": {"city": "Lyon"},
+                        "id": "c1",
+                        "type": "tool_call",
+                    }
+                ],
+            ),
+            AIMessage(
+                content="",
+                tool_calls=[
+                    {
+                        "name": "get_forecast",
+                        "args": {"city": "Lyon", "days": 2},
+                        "id": "c2",
+                        "type": "tool_call",
+                    }
+                ],
+            ),
+            AIMessage(content="It is 18°C and clear in Lyon, and mild for the next two days."),
+        ]
+    )
+    agent = create_agent(
+        model, tools=[get_weather, get_forecast], system_prompt="You are a weather bot."
+    )
     with tempfile.TemporaryDirectory() as tmp:
         store = Store.open(str(Path(tmp) / "quickstart.db"))  # omit for the embedded default
         handler = SoloFlowCallbackHandler(store=store, user_id="alice", agent_id="weather-bot")
-        agent.invoke({"messages": [{"role": "user", "content": "Weather in Lyon?"}]},
-                     config={"callbacks": [handler]})
+        agent.invoke(
+            {"messages": [{"role": "user", "content": "Weather in Lyon?"}]},
+            config={"callbacks": [handler]},
+        )
         run = store.get_run(handler.last_run.run_id, user_id="alice", agent_id="weather-bot")
         print(f"task: {run.task}")
         for call in run.tool_calls:

@@ -159,11 +159,21 @@ class FlowFileError(FlowValidationError):
         issues: every problem, each with its field path and line.
     """
 
-    def __init__(self, file: str, issues: list[FlowFileProblem], *, flow: str | None = None) -> None:
-        head = "invalid flow file" if len(issues) == 1 else f"invalid flow file ({len(issues)} problems)"
+    def __init__(
+        self, file: str, issues: list[FlowFileProblem], *, flow: str | None = None
+    ) -> None:
+        head = (
+            "invalid flow file"
+            if len(issues) == 1
+            else f"invalid flow file ({len(issues)} problems)"
+        )
         message = head + ":\n  " + "\n  ".join(p.format(file) for p in issues)
-        super().__init__(message, flow=flow, field=issues[0].path if issues else None,
-                         problems=[(None, p.path, p.message) for p in issues])
+        super().__init__(
+            message,
+            flow=flow,
+            field=issues[0].path if issues else None,
+            problems=[(None, p.path, p.message) for p in issues],
+        )
         self.file = file
         self.issues = issues
         self.line = issues[0].line if issues else None
@@ -221,6 +231,7 @@ class InvalidTransitionError(SoloFlowError):
         self.run_id = run_id
         self.step = step
 
+
 class AccessDeniedError(SoloFlowError):
     """An API token's scope does not allow what it asked (a read-only token asked to run,
     approve, cancel or submit).
@@ -249,7 +260,11 @@ class SkillPackageError(SoloFlowError):
         self.package = package
         self.problems = list(problems)
         lines = [f"{file}: {message}" if file else message for file, message in self.problems]
-        head = "skill package refused" if len(lines) == 1 else f"skill package refused ({len(lines)} problems)"
+        head = (
+            "skill package refused"
+            if len(lines) == 1
+            else f"skill package refused ({len(lines)} problems)"
+        )
         super().__init__(f"{package}: {head}:\n  " + "\n  ".join(lines))
 
 

@@ -99,9 +99,7 @@ def soloflow_register_memory_providers(register: Callable[[str, Callable[..., An
 
 
 @hookspec
-def soloflow_register_executors(
-    register: Callable[[str, Any], None], tools: Sequence[Any]
-) -> None:
+def soloflow_register_executors(register: Callable[[str, Any], None], tools: Sequence[Any]) -> None:
     """Offer executors for flow steps.
 
     Call ``register(skill_key, tool_or_callable)``: a LangChain tool, or a plain callable
@@ -149,7 +147,9 @@ def soloflow_flow_run_started(run_id: str, flow: FlowDefinition) -> None:
 
 
 @hookspec
-def soloflow_flow_run_finished(run_id: str, flow: FlowDefinition, status: str, spans: Sequence[Span]) -> None:
+def soloflow_flow_run_finished(
+    run_id: str, flow: FlowDefinition, status: str, spans: Sequence[Span]
+) -> None:
     """Called when an invocation of a flow run ends: ``completed``, ``failed``, ``fallback``,
     ``cancelled``, or ``waiting`` (for a person's approval; it goes on later).
 
@@ -166,8 +166,8 @@ def soloflow_flow_run_finished(run_id: str, flow: FlowDefinition, status: str, s
 @hookspec
 def soloflow_span_finished(span: Span) -> None:
     """Called when a span ends: an agent run, a model call, a tool call, a flow run, a step, a
-    step's attempt, a sequential workflow's run or phase. For exporters written as plugins; runs on the thread that ended the span,
-    so keep it fast and thread-safe. Exceptions are logged and swallowed.
+    step's attempt, a sequential workflow's run or phase. For exporters written as plugins; runs on
+    the thread that ended the span, so keep it fast and thread-safe. Exceptions are logged and swallowed.
 
     Args:
         span: the ended span, its ``duration_ms``, ``status`` and ``attributes`` set.

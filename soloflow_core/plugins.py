@@ -138,7 +138,11 @@ def _failing_impl(hook: Any, exc: BaseException) -> pluggy.HookImpl | None:
 
     Two plugins that are instances of one class share their method's code: the frame's own
     first argument (``self``) tells which instance was running."""
-    impls = [impl for impl in hook.get_hookimpls() if getattr(impl.function, "__code__", None) is not None]
+    impls = [
+        impl
+        for impl in hook.get_hookimpls()
+        if getattr(impl.function, "__code__", None) is not None
+    ]
     culprit = None
     tb = exc.__traceback__
     while tb is not None:
@@ -192,7 +196,12 @@ def call_hook(pm: pluggy.PluginManager, hook_name: str, /, **kwargs: Any) -> Any
 
 
 def _call_isolated(
-    pm: pluggy.PluginManager, hook_name: str, hook: Any, *, kwargs: dict[str, Any], removed: list[object]
+    pm: pluggy.PluginManager,
+    hook_name: str,
+    hook: Any,
+    *,
+    kwargs: dict[str, Any],
+    removed: list[object],
 ) -> Any:
     """Call ``hook``; on a plugin's failure, call the implementations after it, leaving out
     ``removed`` (those that already ran or failed, and the wrappers)."""
@@ -213,9 +222,15 @@ def _call_isolated(
             ) from exc
         log.error(
             "plugin %r failed in %s (%s: %s); the other plugins still run. Fix it, or block "
-            "it with %s=%s.", name, hook_name, type(exc).__name__, exc, ENV_BLOCKED, name,
+            "it with %s=%s.",
+            name,
+            hook_name,
+            type(exc).__name__,
+            exc,
+            ENV_BLOCKED,
+            name,
             exc_info=exc,
-        )  # fmt: skip
+        )
         impls = hook.get_hookimpls()
         order = [i for i in reversed(impls) if not (i.wrapper or i.hookwrapper)]
         if impl not in order:  # a wrapper failed: what ran inside it cannot be told apart
@@ -224,8 +239,11 @@ def _call_isolated(
         if len(done) == len(order):
             return None
         # The wrappers have seen this call (and its failure): the rest runs without them.
-        removed = [*removed, *(i.plugin for i in impls if i.wrapper or i.hookwrapper),
-                   *(i.plugin for i in done)]  # fmt: skip
+        removed = [
+            *removed,
+            *(i.plugin for i in impls if i.wrapper or i.hookwrapper),
+            *(i.plugin for i in done),
+        ]
         rest = pm.subset_hook_caller(hook_name, remove_plugins=removed)
         return _call_isolated(pm, hook_name, rest, kwargs=kwargs, removed=removed)
 
@@ -249,7 +267,11 @@ def plugin_errors(pm: pluggy.PluginManager, hook_name: str) -> Iterator[None]:
         if name is None:
             raise
         blockable = pm.get_plugin(name) is not None  # registered under that name
-        remedy = f"Fix or uninstall it, or block it with {ENV_BLOCKED}={name}." if blockable else "Fix it."
+        remedy = (
+            f"Fix or uninstall it, or block it with {ENV_BLOCKED}={name}."
+            if blockable
+            else "Fix it."
+        )
         raise PluginError(
             f"plugin {name!r} failed in {hook_name}: {type(exc).__name__}: {exc}. {remedy}",
             plugin=name,

@@ -129,8 +129,11 @@ class LedgerLink:
             if not self._schema_missing(store):
                 self.problem = f"storing a run failed: {_error_text(exc)}"
                 raise
-            self._loud("schema", f"the store {safe_url(self.url)} has no SoloFlow tables "
-                       "any more (database emptied or re-created); re-creating the schema")
+            self._loud(
+                "schema",
+                f"the store {safe_url(self.url)} has no SoloFlow tables "
+                "any more (database emptied or re-created); re-creating the schema",
+            )
             migrate(store.engine)
             fresh = store.add_run(run)
         self._up()
@@ -143,11 +146,17 @@ class LedgerLink:
         if store is not None and self._file is not None and self._identity() != self._file:
             path = self._sqlite_path()
             if not self._owns:
-                self._loud("vanished", f"the store file {path} was deleted or replaced under "
-                           "the running agent; the store was passed in, so runs are spilled")
+                self._loud(
+                    "vanished",
+                    f"the store file {path} was deleted or replaced under "
+                    "the running agent; the store was passed in, so runs are spilled",
+                )
                 raise StoreVanished(f"the store file {path} vanished")
-            self._loud("vanished", f"the store file {path} was deleted or replaced under the "
-                       "running agent; re-creating it")
+            self._loud(
+                "vanished",
+                f"the store file {path} was deleted or replaced under the "
+                "running agent; re-creating it",
+            )
             store.close()
             self.store = store = None
         if store is None:
@@ -221,5 +230,3 @@ def _resolve(database_url: str | None) -> str:
         return resolve_database_url(database_url)
     except Exception:  # e.g. no home directory: the store is then unavailable, said so
         return database_url or "sqlite://"
-
-

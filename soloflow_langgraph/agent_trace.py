@@ -24,8 +24,9 @@ def span_id_of(run_id: UUID) -> str:
     return f"{run_id.int & _LOW64 or 1:016x}"
 
 
-def chat_attributes(prices: PriceTable, span: Span, *, usage: dict[str, Any] | None,
-                    response_model: str | None) -> dict[str, Any]:
+def chat_attributes(
+    prices: PriceTable, span: Span, *, usage: dict[str, Any] | None, response_model: str | None
+) -> dict[str, Any]:
     """The attributes a ``chat`` span gets when its call ends: the model that answered, the
     tokens of its ``usage_metadata`` and their cost (``soloflow.unpriced`` when no price is
     known for the model: the one that answered, else the one asked)."""
@@ -50,9 +51,17 @@ class AgentTrace:
 
     __slots__ = ("cost", "open", "prices", "recorder", "root", "tokens", "unpriced")
 
-    def __init__(self, root_id: UUID, name: str | None, *, prices: PriceTable,
-                 plugin_manager: pluggy.PluginManager | None) -> None:
-        self.recorder = SpanRecorder(root_id.hex, plugin_manager=plugin_manager, listener=active_listener())
+    def __init__(
+        self,
+        root_id: UUID,
+        name: str | None,
+        *,
+        prices: PriceTable,
+        plugin_manager: pluggy.PluginManager | None,
+    ) -> None:
+        self.recorder = SpanRecorder(
+            root_id.hex, plugin_manager=plugin_manager, listener=active_listener()
+        )
         self.prices = prices
         self.open: dict[int, Span] = {}
         self.tokens: dict[int, Token[Span | None]] = {}
@@ -62,8 +71,13 @@ class AgentTrace:
         attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
         if name:
             attrs["gen_ai.agent.name"] = name
-        self.root = self.recorder.start(f"invoke_agent {name}" if name else "invoke_agent", "invoke_agent", None,
-                                        attrs, span_id=span_id_of(root_id))
+        self.root = self.recorder.start(
+            f"invoke_agent {name}" if name else "invoke_agent",
+            "invoke_agent",
+            None,
+            attrs,
+            span_id=span_id_of(root_id),
+        )
 
     def _parent(self, parent_run_id: UUID | None) -> Span:
         # A model or tool run's parent is a graph node chain (not a span): the agent's span.
@@ -77,11 +91,21 @@ class AgentTrace:
         attrs: dict[str, Any] = {"gen_ai.operation.name": "chat"}
         if model:
             attrs["gen_ai.request.model"] = model
-        self.open[run_id.int] = self.recorder.start(f"chat {model}" if model else "chat", "chat",
-                                                    self._parent(parent_run_id), attrs, span_id=span_id_of(run_id))
+        self.open[run_id.int] = self.recorder.start(
+            f"chat {model}" if model else "chat",
+            "chat",
+            self._parent(parent_run_id),
+            attrs,
+            span_id=span_id_of(run_id),
+        )
 
-    def model_ended(self, run_id: UUID, usage: dict[str, Any] | None, response_model: str | None,
-                    error: str | None = None) -> None:
+    def model_ended(
+        self,
+        run_id: UUID,
+        usage: dict[str, Any] | None,
+        response_model: str | None,
+        error: str | None = None,
+    ) -> None:
         span = self.open.pop(run_id.int, None)
         if span is None:
             return
@@ -92,7 +116,9 @@ class AgentTrace:
             self.cost += attrs[COST]
         self.recorder.end(span, error=error, attributes=attrs)
 
-    def tool_started(self, run_id: UUID, parent_run_id: UUID | None, name: str, call_id: str | None) -> None:
+    def tool_started(
+        self, run_id: UUID, parent_run_id: UUID | None, name: str, call_id: str | None
+    ) -> None:
         attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
         if call_id:
             attrs["gen_ai.tool.call.id"] = call_id
@@ -101,8 +127,13 @@ class AgentTrace:
             self.root.attributes.clear()
             self.root.attributes.update(attrs)
             return
-        span = self.recorder.start(f"execute_tool {name}", "execute_tool", self._parent(parent_run_id), attrs,
-                                   span_id=span_id_of(run_id))
+        span = self.recorder.start(
+            f"execute_tool {name}",
+            "execute_tool",
+            self._parent(parent_run_id),
+            attrs,
+            span_id=span_id_of(run_id),
+        )
         self.open[run_id.int] = span
         # The handler is called in the context the tool then runs in (a copy of it).
         self.tokens[run_id.int] = current_span.set(span)

@@ -378,8 +378,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         problem = self._ledger.problem
         return CaptureHealth(
             ok=problem is None and not self.unsaved,
-            problem=problem or (f"{len(self.unsaved)} runs wait in the spill file"
-                                if self.unsaved else None),
+            problem=problem
+            or (f"{len(self.unsaved)} runs wait in the spill file" if self.unsaved else None),
             runs_written=self.runs_written,
             runs_spilled=self._runs_spilled,
             runs_dropped=self._runs_dropped,
@@ -394,8 +394,9 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         stored = 0
         for run in pending:
             try:
-                fresh = self._ledger.call(functools.partial(self._ledger.store_run, run),
-                                          self.write_timeout)
+                fresh = self._ledger.call(
+                    functools.partial(self._ledger.store_run, run), self.write_timeout
+                )
             except Exception as exc:
                 self._ledger.report("flush", f"storing run {run.run_id} failed: {_error_text(exc)}")
                 continue
@@ -430,8 +431,11 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         if report.runs_written or report.errors:
             logger.warning(
                 "SoloFlow capture: wrote back %d runs from the spill file %s (%d already stored, "
-                "%d bad lines%s)", report.runs_written, self.spill_path,
-                report.runs_skipped_existing, len(report.errors),
+                "%d bad lines%s)",
+                report.runs_written,
+                self.spill_path,
+                report.runs_skipped_existing,
+                len(report.errors),
                 "".join(f"; {e}" for e in report.errors[:5]),
             )
         return report.runs_written
@@ -457,8 +461,14 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
     ) -> _Capture:
         now = datetime.now(UTC)
         key = run_id.int
-        state = _Capture(root_id=run_id, name=name, task=task, started_at=now, members=[key],
-                         namespace=_namespace_of(metadata))
+        state = _Capture(
+            root_id=run_id,
+            name=name,
+            task=task,
+            started_at=now,
+            members=[key],
+            namespace=_namespace_of(metadata),
+        )
         if self.trace:
             state.trace = AgentTrace(run_id, name, prices=self.prices, plugin_manager=self.pm)
         self._root_of[key] = state
@@ -532,7 +542,9 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        state = self._model_start(serialized, run_id, parent_run_id=parent_run_id, metadata=metadata, kwargs=kwargs)
+        state = self._model_start(
+            serialized, run_id, parent_run_id=parent_run_id, metadata=metadata, kwargs=kwargs
+        )
         if state is not None and state.task is None and messages:
             # No task in the root's input (not a messages state): the model's first human turn.
             task = _first_human(list(messages[0]))
@@ -550,7 +562,9 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         metadata: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        self._model_start(serialized, run_id, parent_run_id=parent_run_id, metadata=metadata, kwargs=kwargs)
+        self._model_start(
+            serialized, run_id, parent_run_id=parent_run_id, metadata=metadata, kwargs=kwargs
+        )
 
     def _model_start(
         self,
@@ -569,7 +583,9 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             if state is not None:
                 state.open_models[run_id.int] = (started, model if isinstance(model, str) else None)
                 if state.trace is not None:
-                    state.trace.model_started(run_id, parent_run_id, model if isinstance(model, str) else None)
+                    state.trace.model_started(
+                        run_id, parent_run_id, model if isinstance(model, str) else None
+                    )
         return state
 
     @_never_raises
@@ -632,7 +648,9 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         call_id = kwargs.get("tool_call_id")
         with self._lock:
             if parent_run_id is None:  # a tool called directly: a one-call run
-                state: _Capture | None = self._open_root(run_id, name=name, task=None, metadata=kwargs.get("metadata"))
+                state: _Capture | None = self._open_root(
+                    run_id, name=name, task=None, metadata=kwargs.get("metadata")
+                )
             else:
                 state = self._join(run_id, parent_run_id)
             if state is None:
@@ -645,8 +663,15 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
                 key, index = (len(state.turn_base) - 1, _NO_POSITION, seq), seq
             else:
                 key, index = (*placed, seq), state.turn_base[placed[0]] + placed[1]
-            call = _Call(name=name, args=args, key=key, index=index, started=started, tool_call_id=call_id,
-                         meta=_effects(kwargs.get("metadata")))
+            call = _Call(
+                name=name,
+                args=args,
+                key=key,
+                index=index,
+                started=started,
+                tool_call_id=call_id,
+                meta=_effects(kwargs.get("metadata")),
+            )
             state.calls.append(call)
             state.open_calls[run_id.int] = call
             if state.trace is not None:
@@ -685,7 +710,9 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             call.duration_ms = (ended - call.started) * 1000
             call.tool_call_id = call.tool_call_id or call_id
             if state.trace is not None:
-                state.trace.tool_ended(run_id, error if error is not None or not failed else str(output))
+                state.trace.tool_ended(
+                    run_id, error if error is not None or not failed else str(output)
+                )
         hook = self.pm.hook.soloflow_step_finished
         if hook.get_hookimpls():
             step = StepRecord(
@@ -807,13 +834,16 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         with self._lock:
             if kept:
                 self._runs_spilled += 1
-                self.unsaved = [*self.unsaved[-(MAX_UNSAVED - 1):], run]
+                self.unsaved = [*self.unsaved[-(MAX_UNSAVED - 1) :], run]
             else:
                 self._runs_dropped += 1
         if kept:
-            self._ledger.report("spill", f"storing run {run.run_id} failed: {why}; kept in the "
-                                f"spill file {where} and handler.unsaved (handler.flush(), or "
-                                f"`soloflow ingest --spill {where}`, writes it back)")
+            self._ledger.report(
+                "spill",
+                f"storing run {run.run_id} failed: {why}; kept in the "
+                f"spill file {where} and handler.unsaved (handler.flush(), or "
+                f"`soloflow ingest --spill {where}`, writes it back)",
+            )
         else:
             logger.error("SoloFlow capture: run %s is LOST: %s", run.run_id, why)
 
@@ -853,8 +883,10 @@ def _namespace_of(metadata: Any) -> tuple[str | None, str | None]:
     if not isinstance(metadata, dict):
         return None, None
     user, agent = metadata.get(USER_KEY), metadata.get(AGENT_KEY)
-    return (user if isinstance(user, str) and user else None,
-            agent if isinstance(agent, str) and agent else None)
+    return (
+        user if isinstance(user, str) and user else None,
+        agent if isinstance(agent, str) and agent else None,
+    )
 
 
 def _effects(metadata: Any) -> dict[str, Any] | None:
@@ -864,7 +896,9 @@ def _effects(metadata: Any) -> dict[str, Any] | None:
     parallel), and the flow a flow tool runs (``soloflow_flow``)."""
     if not isinstance(metadata, dict):
         return None
-    found: dict[str, Any] = {k: metadata[k] for k in _EFFECT_KEYS if isinstance(metadata.get(k), bool)}
+    found: dict[str, Any] = {
+        k: metadata[k] for k in _EFFECT_KEYS if isinstance(metadata.get(k), bool)
+    }
     if isinstance(metadata.get("soloflow_flow"), str):
         found["soloflow_flow"] = metadata["soloflow_flow"]
     return found or None

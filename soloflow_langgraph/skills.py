@@ -40,7 +40,11 @@ def replay_fixture(flow: FlowDefinition, occurrence: Occurrence) -> tuple[bool, 
     outcome = replay_occurrence(flow, occurrence, label="fixture")
     reasons = []
     for d in outcome.divergences:
-        where = " ".join(x for x in (f"step {d.step!r}" if d.step else "", f"tool {d.tool!r}" if d.tool else "") if x)
+        where = " ".join(
+            x
+            for x in (f"step {d.step!r}" if d.step else "", f"tool {d.tool!r}" if d.tool else "")
+            if x
+        )
         if d.kind == "unexpected":
             reasons.append(f"{where}: called with {d.made!r}, recorded {d.expected!r}")
         elif d.kind == "missing":
@@ -51,22 +55,48 @@ def replay_fixture(flow: FlowDefinition, occurrence: Occurrence) -> tuple[bool, 
 
 
 def export_skill(
-    store: Store, name: str, out_dir: str | os.PathLike[str], *, user_id: str, agent_id: str,
-    version: int | None = None, max_fixtures: int = MAX_FIXTURES,
+    store: Store,
+    name: str,
+    out_dir: str | os.PathLike[str],
+    *,
+    user_id: str,
+    agent_id: str,
+    version: int | None = None,
+    max_fixtures: int = MAX_FIXTURES,
 ) -> ExportedSkill:
     """:func:`soloflow_core.skills.export_skill` with the LangGraph replay."""
-    return _export(store, name, Path(out_dir), user_id=user_id, agent_id=agent_id, replay=replay_fixture,
-                   version=version, max_fixtures=max_fixtures)
+    return _export(
+        store,
+        name,
+        Path(out_dir),
+        user_id=user_id,
+        agent_id=agent_id,
+        replay=replay_fixture,
+        version=version,
+        max_fixtures=max_fixtures,
+    )
 
 
 def import_skill(
-    store: Store, directory: str | os.PathLike[str], *, user_id: str, agent_id: str,
-    tools: Sequence[Any] = (), plugin_manager: pluggy.PluginManager | None = None,
+    store: Store,
+    directory: str | os.PathLike[str],
+    *,
+    user_id: str,
+    agent_id: str,
+    tools: Sequence[Any] = (),
+    plugin_manager: pluggy.PluginManager | None = None,
 ) -> ImportedSkill:
     """:func:`soloflow_core.skills.import_skill` with the LangGraph replay; the target's
     executors are ``tools`` and those the plugins register (a fresh ``get_plugin_manager()``
     when none is given)."""
     pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
     registry = build_executor_registry(pm, tools=tools)
-    return _import(store, directory, user_id=user_id, agent_id=agent_id, executors=registry.keys(),
-                   replay=replay_fixture, pm=pm)
+    return _import(
+        store,
+        directory,
+        user_id=user_id,
+        agent_id=agent_id,
+        executors=registry.keys(),
+        replay=replay_fixture,
+        pm=pm,
+    )

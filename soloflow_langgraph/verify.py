@@ -65,9 +65,13 @@ def _canon(v: Any) -> str:
 def args_match(made: Any, recorded: Any) -> bool:
     """Same arguments: equal JSON, where a scalar also equals its text (``7`` == ``"7"``)."""
     if isinstance(made, Mapping) and isinstance(recorded, Mapping):
-        return made.keys() == recorded.keys() and all(args_match(made[k], recorded[k]) for k in made)
+        return made.keys() == recorded.keys() and all(
+            args_match(made[k], recorded[k]) for k in made
+        )
     if isinstance(made, list | tuple) and isinstance(recorded, list | tuple):
-        return len(made) == len(recorded) and all(args_match(a, b) for a, b in zip(made, recorded, strict=True))
+        return len(made) == len(recorded) and all(
+            args_match(a, b) for a, b in zip(made, recorded, strict=True)
+        )
     if isinstance(made, bool) or isinstance(recorded, bool) or made is None or recorded is None:
         return made is recorded or made == recorded
     if isinstance(made, Mapping | list | tuple) or isinstance(recorded, Mapping | list | tuple):
@@ -90,31 +94,52 @@ class Divergence:
     message: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"occurrence": self.occurrence, "step": self.step, "tool": self.tool, "kind": self.kind,
-                "made": self.made, "expected": self.expected, "message": self.message}
+        return {
+            "occurrence": self.occurrence,
+            "step": self.step,
+            "tool": self.tool,
+            "kind": self.kind,
+            "made": self.made,
+            "expected": self.expected,
+            "message": self.message,
+        }
 
 
 class ReplayExecutor:
     """Answers calls from one occurrence's recorded calls (same tool, same arguments)."""
 
-    def __init__(self, recorded: Sequence[tuple[str, str, dict[str, Any], Any]], label: str = "") -> None:
+    def __init__(
+        self, recorded: Sequence[tuple[str, str, dict[str, Any], Any]], label: str = ""
+    ) -> None:
         self.recorded = list(recorded)  # (step id, tool, args, output)
         self.used = [False] * len(self.recorded)
         self.label = label
         self.divergences: list[Divergence] = []
 
     def answer(self, tool: str, kwargs: dict[str, Any]) -> Any:
-        matches = [k for k, (_, t, a, _) in enumerate(self.recorded) if t == tool and args_match(kwargs, a)]
+        matches = [
+            k for k, (_, t, a, _) in enumerate(self.recorded) if t == tool and args_match(kwargs, a)
+        ]
         if matches:
             k = next((m for m in matches if not self.used[m]), matches[0])
             self.used[k] = True
             return self.recorded[k][3]
         expected = [a for _, t, a, _ in self.recorded if t == tool]
         step = next((s for s, t, _, _ in self.recorded if t == tool), None)
-        self.divergences.append(Divergence(
-            occurrence=self.label, step=step, tool=tool, kind="unexpected", made=kwargs, expected=expected,
-            message="no recorded call of this tool has these arguments"))
-        raise ReplayMiss(f"replay of {self.label!r}: {tool}({_canon(kwargs)[:200]}) was not recorded")
+        self.divergences.append(
+            Divergence(
+                occurrence=self.label,
+                step=step,
+                tool=tool,
+                kind="unexpected",
+                made=kwargs,
+                expected=expected,
+                message="no recorded call of this tool has these arguments",
+            )
+        )
+        raise ReplayMiss(
+            f"replay of {self.label!r}: {tool}({_canon(kwargs)[:200]}) was not recorded"
+        )
 
     def registry(self) -> ExecutorRegistry:
         reg = ExecutorRegistry()
@@ -124,9 +149,18 @@ class ReplayExecutor:
         return reg
 
     def missing(self) -> list[Divergence]:
-        return [Divergence(occurrence=self.label, step=s, tool=t, kind="missing", expected=a,
-                           message="recorded call the flow did not make")
-                for (s, t, a, _), used in zip(self.recorded, self.used, strict=True) if not used]
+        return [
+            Divergence(
+                occurrence=self.label,
+                step=s,
+                tool=t,
+                kind="missing",
+                expected=a,
+                message="recorded call the flow did not make",
+            )
+            for (s, t, a, _), used in zip(self.recorded, self.used, strict=True)
+            if not used
+        ]
 
 
 class _Bound:
@@ -181,9 +215,11 @@ class VerificationReport:
     def note(self) -> str:
         if self.fidelity is None:
             return "; ".join(self.notes) or "not verified"
-        head = (f"generalised from {self.trained_on} occurrence(s), replayed {self.held_out} held out: "
-                f"{sum(o.reproduced for o in self.outcomes)} reproduced; arguments derived "
-                f"{self.arguments_derived}, taken from the recording {self.arguments_from_recording}")
+        head = (
+            f"generalised from {self.trained_on} occurrence(s), replayed {self.held_out} held out: "
+            f"{sum(o.reproduced for o in self.outcomes)} reproduced; arguments derived "
+            f"{self.arguments_derived}, taken from the recording {self.arguments_from_recording}"
+        )
         return "; ".join([head, *self.notes])
 
     def passes(self, threshold: float = DEFAULT_PROMOTION_THRESHOLD) -> bool:
@@ -210,8 +246,12 @@ def _argument_sources(flow: FlowDefinition | None, outcome: ReplayOutcome) -> tu
 
 def _whole_trigger(value: Any) -> str | None:
     refs = list(iter_references(value)) if isinstance(value, str) else []
-    if (len(refs) == 1 and isinstance(refs[0][1], Reference) and refs[0][1].is_trigger
-            and value.strip() == refs[0][1].text):
+    if (
+        len(refs) == 1
+        and isinstance(refs[0][1], Reference)
+        and refs[0][1].is_trigger
+        and value.strip() == refs[0][1].text
+    ):
         return refs[0][1].path[0]
     return None
 
@@ -238,7 +278,13 @@ def _inputs(flow: FlowDefinition, occ: Occurrence) -> tuple[dict[str, Any], list
             if value is not None:
                 jtype = rule.get("type")
                 try:
-                    inputs[name] = int(value) if jtype == "integer" else float(value) if jtype == "number" else value
+                    inputs[name] = (
+                        int(value)
+                        if jtype == "integer"
+                        else float(value)
+                        if jtype == "number"
+                        else value
+                    )
                 except ValueError:
                     inputs[name] = value
                 continue
@@ -253,15 +299,24 @@ def replay_occurrence(flow: FlowDefinition, occ: Occurrence, *, label: str = "")
     """Run ``flow``'s compiled graph against one recorded occurrence."""
     recorded = [
         (step.id, step.skill_key, args, out)
-        for i, step in enumerate(flow.steps) if i < len(occ.args)
+        for i, step in enumerate(flow.steps)
+        if i < len(occ.args)
         for args, out in step_calls_of(occ, i)
     ]
     replay = ReplayExecutor(recorded, label)
     inputs, given, problems = _inputs(flow, occ)
-    divergences = [Divergence(occurrence=label, step=None, tool=None, kind="input", message=p) for p in problems]
+    divergences = [
+        Divergence(occurrence=label, step=None, tool=None, kind="input", message=p)
+        for p in problems
+    ]
     # Retries would only repeat a miss: a replayed flow makes each call once.
-    strict = flow.model_copy(update={"steps": [
-        s.model_copy(update={"retry_max": 0, "on_failure": "stop"}) for s in flow.steps]})
+    strict = flow.model_copy(
+        update={
+            "steps": [
+                s.model_copy(update={"retry_max": 0, "on_failure": "stop"}) for s in flow.steps
+            ]
+        }
+    )
     try:
         graph = compile_flow(strict, registry=replay.registry())
         graph.invoke({"inputs": inputs, "results": {}, "errors": {}, "map_parts": {}})
@@ -272,14 +327,32 @@ def replay_occurrence(flow: FlowDefinition, occ: Occurrence, *, label: str = "")
             pass  # the step failed on a miss: recorded in replay.divergences
         else:
             divergences.append(
-                Divergence(occurrence=label, step=getattr(exc, "step", None), tool=None, kind="input",
-                           message=str(exc)))
+                Divergence(
+                    occurrence=label,
+                    step=getattr(exc, "step", None),
+                    tool=None,
+                    kind="input",
+                    message=str(exc),
+                )
+            )
     except Exception as exc:  # a template or executor problem in this occurrence
-        divergences.append(Divergence(occurrence=label, step=None, tool=None, kind="input",
-                                      message=f"{type(exc).__name__}: {exc}"))
+        divergences.append(
+            Divergence(
+                occurrence=label,
+                step=None,
+                tool=None,
+                kind="input",
+                message=f"{type(exc).__name__}: {exc}",
+            )
+        )
     divergences += replay.divergences + replay.missing()
-    return ReplayOutcome(occurrence=label, reproduced=not divergences, divergences=divergences, inputs=inputs,
-                         inputs_from_recording=given)
+    return ReplayOutcome(
+        occurrence=label,
+        reproduced=not divergences,
+        divergences=divergences,
+        inputs=inputs,
+        inputs_from_recording=given,
+    )
 
 
 def verify_flow(
@@ -289,7 +362,9 @@ def verify_flow(
     outcomes = [replay_occurrence(flow, occ, label=label) for label, occ in held_out]
     fidelity = sum(o.reproduced for o in outcomes) / len(outcomes) if outcomes else None
     notes = [] if outcomes else ["no held-out occurrence to replay"]
-    return VerificationReport(flow=flow, fidelity=fidelity, outcomes=outcomes, trained_on=trained_on, notes=notes)
+    return VerificationReport(
+        flow=flow, fidelity=fidelity, outcomes=outcomes, trained_on=trained_on, notes=notes
+    )
 
 
 def split_holdout(n: int, every: int = 3) -> tuple[list[int], list[int]]:
@@ -308,21 +383,35 @@ def verify_occurrences(
 ) -> VerificationReport:
     """Generalise from some occurrences, replay the flow against the others."""
     if len(occurrences) < 3:
-        return VerificationReport(flow=None, fidelity=None, notes=[
-            f"cannot verify: {len(occurrences)} complete occurrence(s) found, at least 3 are "
-            "needed (2 to generalise from, 1 to replay); ingest more runs with arguments and outputs"])
+        return VerificationReport(
+            flow=None,
+            fidelity=None,
+            notes=[
+                f"cannot verify: {len(occurrences)} complete occurrence(s) found, at least 3 are "
+                "needed (2 to generalise from, 1 to replay); ingest more runs with arguments and outputs"
+            ],
+        )
     train, held = split_holdout(len(occurrences), holdout_every)
     trained_tasks = {occurrences[k][1].task for k in train}
-    replays = [k for k in held if occurrences[k][1].task not in trained_tasks or not occurrences[k][1].task]
+    replays = [
+        k for k in held if occurrences[k][1].task not in trained_tasks or not occurrences[k][1].task
+    ]
     try:
-        proposal = propose(tool_sequence, [occurrences[k][1] for k in train], observed=len(train),
-                           repeated_steps=repeated_steps, side_effects=side_effects)
+        proposal = propose(
+            tool_sequence,
+            [occurrences[k][1] for k in train],
+            observed=len(train),
+            repeated_steps=repeated_steps,
+            side_effects=side_effects,
+        )
     except SoloFlowError as exc:
         return VerificationReport(flow=None, fidelity=None, notes=[f"cannot generalise: {exc}"])
     report = verify_flow(proposal.flow, [occurrences[k] for k in replays], trained_on=len(train))
     if len(replays) < len(held):
-        report.notes.append(f"{len(held) - len(replays)} held-out occurrence(s) replay the task of "
-                            "a training occurrence: not counted")
+        report.notes.append(
+            f"{len(held) - len(replays)} held-out occurrence(s) replay the task of "
+            "a training occurrence: not counted"
+        )
     report.confidence = proposal.overall_confidence
     report.free_inputs = proposal.free_inputs
     report.notes += proposal.notes
@@ -330,27 +419,36 @@ def verify_occurrences(
 
 
 def verify_candidate(
-    store: Store, candidate_id: str, *, user_id: str, agent_id: str, save: bool = True,
+    store: Store,
+    candidate_id: str,
+    *,
+    user_id: str,
+    agent_id: str,
+    save: bool = True,
     side_effects: Mapping[str, bool | None] | None = None,
 ) -> tuple[FlowCandidate, VerificationReport]:
     """Verify a stored candidate on its runs and store fidelity, confidence, divergences."""
     cand = store.get_candidate(candidate_id, user_id=user_id, agent_id=agent_id)
     runs = store.load_runs(cand.run_ids, user_id=user_id, agent_id=agent_id)
     occs = find_occurrences(runs, cand.tool_sequence, repeated_steps=cand.repeated_steps or "any")
-    report = verify_occurrences(cand.tool_sequence, occs, repeated_steps=cand.repeated_steps,
-                                side_effects=side_effects)
+    report = verify_occurrences(
+        cand.tool_sequence, occs, repeated_steps=cand.repeated_steps, side_effects=side_effects
+    )
     vals = [v for step in cand.argument_confidence.values() for v in step.values()]
-    updated = cand.model_copy(update={
-        "fidelity": None if report.fidelity is None else round(report.fidelity, 4),
-        "confidence": report.confidence if report.confidence is not None
-        else (round(sum(vals) / len(vals), 3) if vals else None),
-        "divergences": [d.to_dict() for d in report.divergences[:_MAX_SHOWN]],
-        "verified_at": datetime.now(UTC),
-        "held_out": report.held_out if report.fidelity is not None else 0,
-        "arguments_from_recording": report.arguments_from_recording,
-        "arguments_derived": report.arguments_derived,
-        "verification_note": report.note(),
-    })
+    updated = cand.model_copy(
+        update={
+            "fidelity": None if report.fidelity is None else round(report.fidelity, 4),
+            "confidence": report.confidence
+            if report.confidence is not None
+            else (round(sum(vals) / len(vals), 3) if vals else None),
+            "divergences": [d.to_dict() for d in report.divergences[:_MAX_SHOWN]],
+            "verified_at": datetime.now(UTC),
+            "held_out": report.held_out if report.fidelity is not None else 0,
+            "arguments_from_recording": report.arguments_from_recording,
+            "arguments_derived": report.arguments_derived,
+            "verification_note": report.note(),
+        }
+    )
     if save and cand.status == "pending":
         store.save_candidates([updated])
     return updated, report

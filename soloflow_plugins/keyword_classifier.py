@@ -12,9 +12,23 @@ import re
 from soloflow_core import hookimpl
 
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("visual", re.compile(r"\b(image|picture|photo|diagram|chart|plot|screenshot|ui|design|draw|render)s?\b", re.I)),
-    ("ultrabrain", re.compile(r"\b(multi[- ]agent|coordinate|orchestrat\w*|delegate|team of agents)\b", re.I)),
-    ("deep", re.compile(r"\b(analy[sz]\w*|research|investigat\w*|compare|audit|refactor|debug|plan|architect\w*|evaluat\w*)\b", re.I)),
+    (
+        "visual",
+        re.compile(
+            r"\b(image|picture|photo|diagram|chart|plot|screenshot|ui|design|draw|render)s?\b", re.I
+        ),
+    ),
+    (
+        "ultrabrain",
+        re.compile(r"\b(multi[- ]agent|coordinate|orchestrat\w*|delegate|team of agents)\b", re.I),
+    ),
+    (
+        "deep",
+        re.compile(
+            r"\b(analy[sz]\w*|research|investigat\w*|compare|audit|refactor|debug|plan|architect\w*|evaluat\w*)\b",
+            re.I,
+        ),
+    ),
 ]
 _LONG_TASK_WORDS = 60
 

@@ -58,7 +58,9 @@ def pg_url() -> Iterator[str]:
     problem = pg_problem()
     if problem:
         if REQUIRE_PG:
-            pytest.fail(f"PostgreSQL required (SOLOFLOW_REQUIRE_POSTGRES=1) but {PG_URL}: {problem}")
+            pytest.fail(
+                f"PostgreSQL required (SOLOFLOW_REQUIRE_POSTGRES=1) but {PG_URL}: {problem}"
+            )
         pytest.skip(f"no PostgreSQL server at {PG_URL} ({problem}); set SOLOFLOW_TEST_POSTGRES_URL")
     schema = "sf_test_" + uuid.uuid4().hex[:12]
     admin = sa.create_engine(_pg_driver_url(PG_URL))

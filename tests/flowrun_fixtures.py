@@ -62,15 +62,18 @@ def _recorded(key: str) -> str | None:
     prefix = f"done {key} "
     for line in path.read_text(encoding="utf-8").splitlines():
         if line.startswith(prefix):
-            return line[len(prefix):]
+            return line[len(prefix) :]
     return None
 
 
 def _sleep(tag: str) -> None:
     spec = os.environ.get(SLEEP_ENV, "0")
     lo, _, hi = spec.partition(",")
-    seconds = float(lo) if not hi else random.Random(f"{os.environ.get(SEED_ENV, '0')}:{tag}").uniform(
-        float(lo), float(hi))
+    seconds = (
+        float(lo)
+        if not hi
+        else random.Random(f"{os.environ.get(SEED_ENV, '0')}:{tag}").uniform(float(lo), float(hi))
+    )
     time.sleep(seconds)
 
 
@@ -112,21 +115,43 @@ def _step(sid: str, deps: list[str], *, tool: str = "fx_step", **extra: Any) -> 
     inputs: dict[str, Any] = {"tag": sid}
     if tool == "fx_step":
         inputs["parts"] = [f"{{{{{d}}}}}" for d in deps] or ["{{_trigger.seed}}"]
-    return {"id": sid, "skill_key": tool, "depends_on": deps, "input_map": inputs,
-            "retry_max": 0, **extra}
+    return {
+        "id": sid,
+        "skill_key": tool,
+        "depends_on": deps,
+        "input_map": inputs,
+        "retry_max": 0,
+        **extra,
+    }
 
 
 def _flow(name: str, steps: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {"name": name, "steps": steps,
-            "input_schema": {"type": "object", "properties": {"seed": {"type": "string"}},
-                             "required": ["seed"]}, **extra}
+    return {
+        "name": name,
+        "steps": steps,
+        "input_schema": {
+            "type": "object",
+            "properties": {"seed": {"type": "string"}},
+            "required": ["seed"],
+        },
+        **extra,
+    }
 
 
-CRASH_DAG = {"a": [], "b": ["a"], "c": ["a"], "d": ["a"], "e": ["b", "c"], "f": ["d"],
-             "g": ["e", "f"], "h": ["g"], "i": ["g"], "j": ["h", "i"]}
+CRASH_DAG = {
+    "a": [],
+    "b": ["a"],
+    "c": ["a"],
+    "d": ["a"],
+    "e": ["b", "c"],
+    "f": ["d"],
+    "g": ["e", "f"],
+    "h": ["g"],
+    "i": ["g"],
+    "j": ["h", "i"],
+}
 """The 10-step flow of the crash test: three parallel branches after ``a``, two fan-ins
 (``e``, ``g``), a second parallel pair (``h``, ``i``) and a last fan-in (``j``)."""
-
 
 
 def crash_flow_output(seed: str) -> str:
@@ -140,14 +165,18 @@ def crash_flow_output(seed: str) -> str:
 CRASH_FLOW = _flow("crash10", [_step(s, deps) for s, deps in CRASH_DAG.items()])
 
 SLOW_STEPS = [f"s{k}" for k in range(1, 9)]
-SLOW_FLOW = _flow("slow8", [_step(s, SLOW_STEPS[k - 1:k]) for k, s in enumerate(SLOW_STEPS)])
+SLOW_FLOW = _flow("slow8", [_step(s, SLOW_STEPS[k - 1 : k]) for k, s in enumerate(SLOW_STEPS)])
 """A chain of eight side-effecting steps (run with ``FLOWRUN_SLEEP=0.3``)."""
 
-APPROVAL_FLOW = _flow("refund", [
-    _step("look", [], tool="fx_read", side_effects=False),
-    _step("charge", ["look"]),
-    _step("notify", ["charge"]),
-], requires_approval=True)
+APPROVAL_FLOW = _flow(
+    "refund",
+    [
+        _step("look", [], tool="fx_read", side_effects=False),
+        _step("charge", ["look"]),
+        _step("notify", ["charge"]),
+    ],
+    requires_approval=True,
+)
 """A read-only first step, then two side-effecting ones behind the approval gate."""
 
 
@@ -192,8 +221,10 @@ def _child(cmd: dict[str, Any]) -> int:
         result = runtime.run(cmd["flow"], cmd["inputs"], on_started=started)
     else:
         result = runtime.resume(cmd["run_id"], force=True)
-    print(json.dumps({"run_id": result.run_id, "status": result.status, "output": result.output}),
-          flush=True)
+    print(
+        json.dumps({"run_id": result.run_id, "status": result.status, "output": result.output}),
+        flush=True,
+    )
     store.close()
     return 0 if result.status == "completed" else 1
 
@@ -210,9 +241,13 @@ def serve() -> None:
         cmd = json.loads(line)
         if cmd["op"] == "wait":
             _, status = os.waitpid(cmd["pid"], 0)
-            reply({"pid": cmd["pid"],
-                   "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-                   "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None})
+            reply(
+                {
+                    "pid": cmd["pid"],
+                    "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+                }
+            )
             continue
         pid = os.fork()
         if pid == 0:  # the child never returns into the server's loop
@@ -250,14 +285,20 @@ def replay_history(run_id: str, history: list[Any]) -> tuple[str | None, dict[st
     steps: dict[str, str] = {}
     for m in history:
         if m.step_key is None:
-            assert m.from_state == run_state, f"run moves from {m.from_state!r} but was {run_state!r}"
+            assert m.from_state == run_state, (
+                f"run moves from {m.from_state!r} but was {run_state!r}"
+            )
             check_run_transition(run_id, m.from_state, m.to_state)
             run_state = m.to_state
             continue
         current = steps.get(m.step_key)
-        assert m.from_state == current, f"step {m.step_key!r} moves from {m.from_state!r} but was {current!r}"
+        assert m.from_state == current, (
+            f"step {m.step_key!r} moves from {m.from_state!r} but was {current!r}"
+        )
         if current is None:
-            assert m.to_state == "pending", f"step {m.step_key!r} is first recorded as {m.to_state!r}"
+            assert m.to_state == "pending", (
+                f"step {m.step_key!r} is first recorded as {m.to_state!r}"
+            )
         else:
             check_step_transition(run_id, m.step_key, current, m.to_state)
         steps[m.step_key] = m.to_state
@@ -268,8 +309,13 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     """The environment of a test's subprocess: this module importable, plus ``extra``."""
     here = str(Path(__file__).resolve().parent)
     path = os.environ.get("PYTHONPATH")
-    return {**os.environ, "PYTHONPATH": here if not path else here + os.pathsep + path,
-            "PYTHONUNBUFFERED": "1", "COLUMNS": "200", **extra}
+    return {
+        **os.environ,
+        "PYTHONPATH": here if not path else here + os.pathsep + path,
+        "PYTHONUNBUFFERED": "1",
+        "COLUMNS": "200",
+        **extra,
+    }
 
 
 def soloflow_argv(*args: str) -> list[str]:
@@ -277,4 +323,9 @@ def soloflow_argv(*args: str) -> list[str]:
     script = Path(sys.executable).with_name("soloflow")
     if script.exists():
         return [str(script), *args]
-    return [sys.executable, "-c", "import sys; from soloflow_langgraph.cli import main; main(sys.argv[1:])", *args]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from soloflow_langgraph.cli import main; main(sys.argv[1:])",
+        *args,
+    ]

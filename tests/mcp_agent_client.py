@@ -24,7 +24,9 @@ from soloflow_langgraph.testing import ScriptedChatModel
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+    return "".join(
+        part.get("text", "") if isinstance(part, dict) else str(part) for part in content
+    )
 
 
 async def main(config: dict[str, Any]) -> dict[str, Any]:
@@ -36,16 +38,30 @@ async def main(config: dict[str, Any]) -> dict[str, Any]:
         def script(messages: list[BaseMessage]) -> AIMessage:
             results = [m for m in messages if isinstance(m, ToolMessage)]
             if not results:
-                return AIMessage(content="", tool_calls=[{"name": config["tool"], "args": config["args"],
-                                                          "id": "call_flow", "type": "tool_call"}])
+                return AIMessage(
+                    content="",
+                    tool_calls=[
+                        {
+                            "name": config["tool"],
+                            "args": config["args"],
+                            "id": "call_flow",
+                            "type": "tool_call",
+                        }
+                    ],
+                )
             return AIMessage(content="The flow says: " + _text(results[-1].content))
 
-        agent = create_agent(ScriptedChatModel(script=script), tools=tools, system_prompt="Use the flow tools.")
+        agent = create_agent(
+            ScriptedChatModel(script=script), tools=tools, system_prompt="Use the flow tools."
+        )
         state = await agent.ainvoke({"messages": [{"role": "user", "content": config["task"]}]})
         report[server] = {
             "tools": sorted(t.name for t in tools),
-            "tool_messages": [{"name": m.name, "status": m.status, "text": _text(m.content)}
-                              for m in state["messages"] if isinstance(m, ToolMessage)],
+            "tool_messages": [
+                {"name": m.name, "status": m.status, "text": _text(m.content)}
+                for m in state["messages"]
+                if isinstance(m, ToolMessage)
+            ],
             "answer": _text(state["messages"][-1].content),
         }
     return report

@@ -27,7 +27,13 @@ from soloflow_langgraph.demo.agent import TOOLS as DEMO_TOOLS
 from soloflow_langgraph.demo.agent import build_support_agent
 from soloflow_langgraph.verify import verify_candidate
 
-EMAILS = ["alice@example.com", "bob@example.org", "carol@example.net", "dave@example.com", "erin@example.io"]
+EMAILS = [
+    "alice@example.com",
+    "bob@example.org",
+    "carol@example.net",
+    "dave@example.com",
+    "erin@example.io",
+]
 
 
 @tool
@@ -44,22 +50,46 @@ APPROVAL_FLOW: dict[str, Any] = {
     "name": "notify after approval",
     "description": "Tell a customer about an order once a person approves.",
     "requires_approval": True,
-    "input_schema": {"type": "object", "properties": {"customer_id": {"type": "string"},
-                                                       "order_id": {"type": "string"}},
-                     "required": ["customer_id", "order_id"]},
-    "steps": [{"id": "notify", "skill_key": "notify_customer", "side_effects": True,
-               "input_map": {"customer_id": "{{_trigger.customer_id}}", "order_id": "{{_trigger.order_id}}",
-                             "status": "approved"}}],
+    "input_schema": {
+        "type": "object",
+        "properties": {"customer_id": {"type": "string"}, "order_id": {"type": "string"}},
+        "required": ["customer_id", "order_id"],
+    },
+    "steps": [
+        {
+            "id": "notify",
+            "skill_key": "notify_customer",
+            "side_effects": True,
+            "input_map": {
+                "customer_id": "{{_trigger.customer_id}}",
+                "order_id": "{{_trigger.order_id}}",
+                "status": "approved",
+            },
+        }
+    ],
 }
 SLOW_FLOW: dict[str, Any] = {
     "name": "slow echo",
     "description": "Echo a text, slowly.",
-    "input_schema": {"type": "object", "properties": {"text": {"type": "string"}, "seconds": {"type": "number", "default": 0}},
-                     "required": ["text"]},
-    "steps": [{"id": "echo", "skill_key": "slow_echo", "retry_max": 0,
-               "input_map": {"text": "{{_trigger.text}}", "seconds": "{{_trigger.seconds}}"}},
-              {"id": "again", "skill_key": "slow_echo", "depends_on": ["echo"],
-               "input_map": {"text": "{{echo}}"}}],
+    "input_schema": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "seconds": {"type": "number", "default": 0}},
+        "required": ["text"],
+    },
+    "steps": [
+        {
+            "id": "echo",
+            "skill_key": "slow_echo",
+            "retry_max": 0,
+            "input_map": {"text": "{{_trigger.text}}", "seconds": "{{_trigger.seconds}}"},
+        },
+        {
+            "id": "again",
+            "skill_key": "slow_echo",
+            "depends_on": ["echo"],
+            "input_map": {"text": "{{echo}}"},
+        },
+    ],
 }
 
 
@@ -75,8 +105,9 @@ def live_server(app: Any) -> Iterator[str]:
     import uvicorn
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()
     try:
@@ -91,15 +122,21 @@ def live_server(app: Any) -> Iterator[str]:
         thread.join(30)
 
 
-def learn_demo_flow(store: Store, user_id: str, agent_id: str, emails: list[str] = EMAILS) -> FlowDefinition:
+def learn_demo_flow(
+    store: Store, user_id: str, agent_id: str, emails: list[str] = EMAILS
+) -> FlowDefinition:
     """Capture the demo agent's runs (a real ``create_agent`` agent, scripted model), detect the
     repeated sequence, verify it by replay and approve it: a learned flow with a candidate."""
     pm = get_plugin_manager()
-    handler = SoloFlowCallbackHandler(store=store, user_id=user_id, agent_id=agent_id, plugin_manager=pm)
+    handler = SoloFlowCallbackHandler(
+        store=store, user_id=user_id, agent_id=agent_id, plugin_manager=pm
+    )
     agent, _ = build_support_agent()
     for email in emails:
-        agent.invoke({"messages": [{"role": "user", "content": f"Where is my order? My email is {email}."}]},
-                     config={"callbacks": [handler]})
+        agent.invoke(
+            {"messages": [{"role": "user", "content": f"Where is my order? My email is {email}."}]},
+            config={"callbacks": [handler]},
+        )
     config = DetectorConfig(min_sequence_length=3, min_occurrences=3, max_candidates=3)
     cand = detect_candidates(store, user_id=user_id, agent_id=agent_id, config=config)[0]
     verify_candidate(store, cand.id, user_id=user_id, agent_id=agent_id)

@@ -38,9 +38,19 @@ def test_planted_constants_with_outliers_stay_constants(seed):
     """On planted ledgers of other seeds, a planted constant that one occurrence in twelve
     gets wrong is still a constant, and the outlier is reported; the other sources stay
     right."""
-    led = generate_ledger(runs=300, workflows=4, seed=seed, noise=0.0, retry_rate=0.0,
-                          swap_rate=0.0, failed_run_rate=0.0, truncate_rate=0.0,
-                          min_len=3, max_len=8, planted_fraction=0.9)  # fmt: skip
+    led = generate_ledger(
+        runs=300,
+        workflows=4,
+        seed=seed,
+        noise=0.0,
+        retry_rate=0.0,
+        swap_rate=0.0,
+        failed_run_rate=0.0,
+        truncate_rate=0.0,
+        min_len=3,
+        max_len=8,
+        planted_fraction=0.9,
+    )
     planted_constants = right = total = 0
     for wf in led.workflows:
         occs = []
@@ -70,8 +80,12 @@ def test_planted_constants_with_outliers_stay_constants(seed):
                     planted_constants += 1
                     assert got.kind == "constant" and gen.input_maps[i][name] == src.value
                     assert name not in gen.input_schema["required"]
-                    assert any(n.startswith(f"step_{i + 1}.{name}:") and "outlier-value" in n
-                               and "occurrence 1)" in n for n in gen.notes)  # fmt: skip
+                    assert any(
+                        n.startswith(f"step_{i + 1}.{name}:")
+                        and "outlier-value" in n
+                        and "occurrence 1)" in n
+                        for n in gen.notes
+                    )
                     right += 1
                 elif src.kind == "upstream":
                     path = src.path.replace("[0]", ".0")
@@ -94,8 +108,12 @@ def test_planted_sources_through_the_detector_despite_agent_noise(store, seed):
     store.add_runs(list(led.runs))
     effects = {s.tool: not s.read_only for w in led.workflows for s in w.steps}
     config = DetectorConfig(max_candidates=6, side_effects=effects)
-    cands = {tuple(c.tool_sequence): c for c in detect_candidates(store, user_id="default",
-             agent_id="default", save=False, config=config)}  # fmt: skip
+    cands = {
+        tuple(c.tool_sequence): c
+        for c in detect_candidates(
+            store, user_id="default", agent_id="default", save=False, config=config
+        )
+    }
     right = total = 0
     for wf in led.workflows:
         flow = cands[wf.tools].proposed_flow
@@ -132,8 +150,10 @@ def test_tau_bench_user_id_is_read_from_the_task_by_its_shape():
     with_user = [
         r for r in runs if r["tool_calls"] and r["tool_calls"][0]["name"] == "get_user_details"
     ]
-    occs = [_occ(r["task"], [r["tool_calls"][0]["args"]], [r["tool_calls"][0]["output"]])
-            for r in with_user[:20]]  # fmt: skip
+    occs = [
+        _occ(r["task"], [r["tool_calls"][0]["args"]], [r["tool_calls"][0]["output"]])
+        for r in with_user[:20]
+    ]
     gen = generalize(occs)
     assert gen.sources[0]["user_id"].kind == "task"
     rule = gen.extraction["user_id"]
@@ -158,8 +178,10 @@ def test_learned_shapes():
     assert learn_shape(["INV-31", "INV-7"]) == r"(?:[A-Z]+\-)+\d+"
     assert learn_shape(["hello", "world"]) is None  # one class of characters says nothing
     assert learn_shape(["ab_12", "AB-12"]) is None  # the values differ in shape
-    rule = learn_extraction(["aarav_ahmed_6699", "raj_sanchez_7340"],
-                            ["You are aarav_ahmed_6699, flying soon", "Your user id is raj_sanchez_7340."])  # fmt: skip
+    rule = learn_extraction(
+        ["aarav_ahmed_6699", "raj_sanchez_7340"],
+        ["You are aarav_ahmed_6699, flying soon", "Your user id is raj_sanchez_7340."],
+    )
     assert rule is not None and rule["shape"] == "learned"
     # A shape that finds another value first in one task is no rule.
     assert learn_extraction(["ab_12", "cd_34"], ["ab_12 here", "first xy_99 then cd_34"]) is None
@@ -170,11 +192,13 @@ def test_learned_shapes():
 
 def test_a_composed_message_becomes_a_template_over_the_upstream_value():
     occs = [
-        _occ(f"send invoice {n} to {e}",
-             [{"id": n}, {"to": e, "body": f"Your invoice: https://x.io/pdf/INV-{n}.pdf"}],
-             [{"url": f"https://x.io/pdf/INV-{n}.pdf", "n": n}, "sent"])
+        _occ(
+            f"send invoice {n} to {e}",
+            [{"id": n}, {"to": e, "body": f"Your invoice: https://x.io/pdf/INV-{n}.pdf"}],
+            [{"url": f"https://x.io/pdf/INV-{n}.pdf", "n": n}, "sent"],
+        )
         for n, e in ((31, "a@x.io"), (7, "b@y.io"), (58, "c@z.io"))
-    ]  # fmt: skip
+    ]
     gen = generalize(occs)
     assert gen.input_maps[1]["body"] == "Your invoice: {{step_1.url}}"
     assert gen.sources[1]["body"].kind == "composed"
@@ -187,8 +211,10 @@ def test_a_composed_message_becomes_a_template_over_the_upstream_value():
 
 
 def test_a_composed_string_over_a_task_input():
-    occs = [_occ(f"greet {u}", [{"u": u}, {"msg": f"Hello {u}, welcome"}], ["ok", "sent"])
-            for u in ("ann_1", "bob_2", "cy_3")]  # fmt: skip
+    occs = [
+        _occ(f"greet {u}", [{"u": u}, {"msg": f"Hello {u}, welcome"}], ["ok", "sent"])
+        for u in ("ann_1", "bob_2", "cy_3")
+    ]
     gen = generalize(occs)
     assert gen.input_maps[1]["msg"] == "Hello {{_trigger.u}}, welcome"
 
@@ -197,14 +223,21 @@ def test_a_composed_string_over_a_task_input():
 
 
 def _yaml_event(eid: str, place: str) -> str:
-    return (f"- all_day: false\n  description: Weekly class.\n  end_time: 2024-05-28 19:00:00\n"
-            f"  id_: '{eid}'\n  location: {place}\n  participants:\n  - emma@x.com\n")  # fmt: skip
+    return (
+        f"- all_day: false\n  description: Weekly class.\n  end_time: 2024-05-28 19:00:00\n"
+        f"  id_: '{eid}'\n  location: {place}\n  participants:\n  - emma@x.com\n"
+    )
 
 
 def test_yaml_outputs_are_searched_and_followed():
-    occs = [_occ(f"move my {q}", [{"query": q}, {"event_id": eid}],
-                 [_yaml_event(eid, place), "done"])
-            for q, eid, place in (("yoga", "25", "Hall"), ("dentist", "7", "Clinic"), ("gym", "31", "Gym"))]  # fmt: skip
+    occs = [
+        _occ(f"move my {q}", [{"query": q}, {"event_id": eid}], [_yaml_event(eid, place), "done"])
+        for q, eid, place in (
+            ("yoga", "25", "Hall"),
+            ("dentist", "7", "Clinic"),
+            ("gym", "31", "Gym"),
+        )
+    ]
     gen = generalize(occs)
     assert gen.input_maps[1] == {"event_id": "{{step_1.0.id_}}"}
     # The runtime follows the same path into a new YAML answer.
@@ -231,10 +264,13 @@ def test_plain_text_is_not_read_as_yaml():
 
 def test_a_writing_step_takes_no_constant_from_replays_of_one_task():
     task = "cancel reservation ZFA04Y for me"
-    occs = [_occ(task, [{"user_id": "u_1"}, {"reservation_id": "ZFA04Y"}], [{"ok": 1}, "ok"])
-            for _ in range(3)]  # fmt: skip
-    p = propose(["get_user", "cancel_reservation"], occs, observed=3,
-                side_effects={"get_user": False})  # fmt: skip
+    occs = [
+        _occ(task, [{"user_id": "u_1"}, {"reservation_id": "ZFA04Y"}], [{"ok": 1}, "ok"])
+        for _ in range(3)
+    ]
+    p = propose(
+        ["get_user", "cancel_reservation"], occs, observed=3, side_effects={"get_user": False}
+    )
     steps = p.flow.steps
     assert steps[0].input_map == {"user_id": "u_1"}  # read-only: a constant is harmless
     assert steps[1].input_map == {"reservation_id": "{{_trigger.reservation_id}}"}
@@ -243,8 +279,10 @@ def test_a_writing_step_takes_no_constant_from_replays_of_one_task():
         "reservation_id": "QQ11ZZ"
     }
     # Different tasks agreeing on a value make it a constant again.
-    occs = [_occ(f"task {k}", [{"user_id": "u_1"}, {"reservation_id": "ZFA04Y"}], [{"ok": 1}, "ok"])
-            for k in range(3)]  # fmt: skip
+    occs = [
+        _occ(f"task {k}", [{"user_id": "u_1"}, {"reservation_id": "ZFA04Y"}], [{"ok": 1}, "ok"])
+        for k in range(3)
+    ]
     p = propose(["get_user", "cancel_reservation"], occs, observed=3)
     assert p.flow.steps[1].input_map == {"reservation_id": "ZFA04Y"}
 
@@ -264,17 +302,26 @@ def test_note_taking_tools_and_retried_failures_are_left_out_of_the_ledger(store
 
     runs = []
     for k in range(4):
-        calls = [ToolCall(name="find", args={"q": f"q{k}"}, output={"id": f"F{k}"}), note(k),
-                 ToolCall(name="book", args={"id": f"F{k}", "pay": 1}, output="Error: amount", error=True),
-                 ToolCall(name="calc", args={"expression": "2 + 3"}, output="5"),
-                 ToolCall(name="book", args={"id": f"F{k}", "pay": 5}, output="booked"),
-                 ToolCall(name="notify", args={"summary": f"booked flight number {k} for the user"},
-                          output="Sent")]  # fmt: skip
+        calls = [
+            ToolCall(name="find", args={"q": f"q{k}"}, output={"id": f"F{k}"}),
+            note(k),
+            ToolCall(
+                name="book", args={"id": f"F{k}", "pay": 1}, output="Error: amount", error=True
+            ),
+            ToolCall(name="calc", args={"expression": "2 + 3"}, output="5"),
+            ToolCall(name="book", args={"id": f"F{k}", "pay": 5}, output="booked"),
+            ToolCall(
+                name="notify",
+                args={"summary": f"booked flight number {k} for the user"},
+                output="Sent",
+            ),
+        ]
         runs.append(TaskRun(run_id=f"r{k}", task=f"book flight {k}", tool_calls=calls))
     # notify takes free text too, but answers: an action, not a note.
     assert inert_tools(runs) == {"think"}
-    assert kept_calls([c.name for c in runs[0].tool_calls], [c.error for c in runs[0].tool_calls],
-                      {"think"}) == [True, False, False, True, True, True]  # fmt: skip
+    assert kept_calls(
+        [c.name for c in runs[0].tool_calls], [c.error for c in runs[0].tool_calls], {"think"}
+    ) == [True, False, False, True, True, True]
     store.add_runs(runs)
     cols = store.read_tool_names(user_id="default", agent_id="default")
     filtered = without_calls(cols, {"think"})
@@ -291,10 +338,15 @@ def test_replays_of_one_task_count_once(store):
     from soloflow_core.models import TaskRun, ToolCall
 
     def run(rid: str, task: str, rid_value: str) -> TaskRun:
-        return TaskRun(run_id=rid, task=task, tool_calls=[
-            ToolCall(name="get_user", args={"user_id": "u_1"}, output={"res": [rid_value]}),
-            ToolCall(name="get_res", args={"id": rid_value}, output={"id": rid_value}),
-            ToolCall(name="cancel", args={"id": rid_value}, output="ok")])  # fmt: skip
+        return TaskRun(
+            run_id=rid,
+            task=task,
+            tool_calls=[
+                ToolCall(name="get_user", args={"user_id": "u_1"}, output={"res": [rid_value]}),
+                ToolCall(name="get_res", args={"id": rid_value}, output={"id": rid_value}),
+                ToolCall(name="cancel", args={"id": rid_value}, output="ok"),
+            ],
+        )
 
     # Three trials of one task: one piece of evidence, no candidate.
     store.add_runs([run(f"t{k}", "cancel my trip ZFA04Y", "ZFA04Y") for k in range(3)])
@@ -358,17 +410,27 @@ def test_a_real_agent_s_runs_give_a_flow_that_reads_its_task_and_composes(store,
             )
         if step == 2:
             url = re.search(r"url: (\S+)", tool_msgs[1].content).group(1)
-            return AIMessage("", tool_calls=[{"name": "send_email", "args": {
-                "to_user": user, "body": f"Your invoice: {url}"}, "id": "c2"}])  # fmt: skip
+            return AIMessage(
+                "",
+                tool_calls=[
+                    {
+                        "name": "send_email",
+                        "args": {"to_user": user, "body": f"Your invoice: {url}"},
+                        "id": "c2",
+                    }
+                ],
+            )
         return AIMessage("Done.")
 
     agent = create_agent(
         ScriptedChatModel(script=script), [lookup_account, latest_invoice, send_email]
     )
     handler = SoloFlowCallbackHandler(store=store, user_id="u", agent_id="a", plugin_manager=pm)
-    for text in ("You are aarav_ahmed_6699. Mail me my invoice.",
-                 "My user id is raj_sanchez_7340, please send the latest invoice",
-                 "invoice for mia_li_3668 by e-mail"):  # fmt: skip
+    for text in (
+        "You are aarav_ahmed_6699. Mail me my invoice.",
+        "My user id is raj_sanchez_7340, please send the latest invoice",
+        "invoice for mia_li_3668 by e-mail",
+    ):
         agent.invoke(
             {"messages": [{"role": "user", "content": text}]}, config={"callbacks": [handler]}
         )

@@ -16,10 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("soloflow_core", "soloflow_langgraph", "soloflow_plugins")
 MAX_POSITIONAL = 3
 
+
 def _modules() -> dict[str, ast.Module]:
-    return {str(f.relative_to(ROOT)): ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
-            for pkg in PACKAGES for f in sorted((ROOT / pkg).rglob("*.py"))
-            if "migrations" not in f.parts}
+    return {
+        str(f.relative_to(ROOT)): ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
+        for pkg in PACKAGES
+        for f in sorted((ROOT / pkg).rglob("*.py"))
+        if "migrations" not in f.parts
+    }
 
 
 def _defined(trees: dict[str, ast.Module]) -> tuple[set[str], set[str]]:
@@ -31,7 +35,11 @@ def _defined(trees: dict[str, ast.Module]) -> tuple[set[str], set[str]]:
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 top.add(node.name)
             if isinstance(node, ast.ClassDef):
-                methods.update(n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef))
+                methods.update(
+                    n.name
+                    for n in node.body
+                    if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+                )
     return top, methods
 
 
@@ -47,8 +55,11 @@ def _offences(trees: dict[str, ast.Module]) -> list[tuple[str, int, str, int]]:
                 continue
             fn = node.func
             ours = (isinstance(fn, ast.Name) and fn.id in top) or (
-                isinstance(fn, ast.Attribute) and isinstance(fn.value, ast.Name)
-                and fn.value.id in ("self", "cls") and fn.attr in methods)
+                isinstance(fn, ast.Attribute)
+                and isinstance(fn.value, ast.Name)
+                and fn.value.id in ("self", "cls")
+                and fn.attr in methods
+            )
             if ours:
                 found.append((path, node.lineno, ast.unparse(fn), positional))
     return found
@@ -56,11 +67,15 @@ def _offences(trees: dict[str, ast.Module]) -> list[tuple[str, int, str, int]]:
 
 def test_no_call_passes_more_than_three_positional_arguments() -> None:
     found = _offences(_modules())
-    lines = [f"{path}:{line}: {name}(...) with {n} positional arguments; pass the rest by keyword"
-             for path, line, name, n in found]
+    lines = [
+        f"{path}:{line}: {name}(...) with {n} positional arguments; pass the rest by keyword"
+        for path, line, name, n in found
+    ]
     assert not found, "\n".join(lines)
 
 
 def test_the_check_finds_a_positional_call_and_passes_a_keyword_one() -> None:
-    bad = ast.parse("def f(a, b, c, d): ...\nf(1, 2, 3, 4)\nf(1, 2, 3, d=4)\nimport x\nx.g(1, 2, 3, 4)\n")
+    bad = ast.parse(
+        "def f(a, b, c, d): ...\nf(1, 2, 3, 4)\nf(1, 2, 3, d=4)\nimport x\nx.g(1, 2, 3, 4)\n"
+    )
     assert [(line, name, n) for _, line, name, n in _offences({"m.py": bad})] == [(2, "f", 4)]

@@ -279,11 +279,16 @@ def test_task_is_the_first_human_message(sqlite_store: Store, pm, agent_input: A
 
 def test_the_agents_final_answer_is_captured_and_stored(sqlite_store: Store, pm) -> None:
     handler = SoloFlowCallbackHandler(store=sqlite_store, plugin_manager=pm)
-    agent = _agent(handle_errors=True, responses=[AIMessage(content=[{"type": "text", "text": "All done."}])])
+    agent = _agent(
+        handle_errors=True, responses=[AIMessage(content=[{"type": "text", "text": "All done."}])]
+    )
     agent.invoke({"messages": [("user", "the task")]}, config={"callbacks": [handler]})
     run = handler.last_run
     assert run.answer == "All done."
-    assert sqlite_store.get_run(run.run_id, user_id=run.user_id, agent_id=run.agent_id).answer == "All done."
+    assert (
+        sqlite_store.get_run(run.run_id, user_id=run.user_id, agent_id=run.agent_id).answer
+        == "All done."
+    )
     # A root whose output is not a conversation ending with an answer has none.
     RunnableLambda(lambda s: {"value": s}).invoke("x", config={"callbacks": [handler]})
     assert handler.last_run.answer is None
@@ -341,14 +346,19 @@ def test_a_tools_side_effect_metadata_is_recorded(sqlite_store: Store, pm) -> No
     def lookup(code: str) -> str:
         return code.upper()
 
-    read_only = StructuredTool.from_function(lookup, name="lookup", description="Look up a code.",
-                                             metadata={"read_only": True, "owner": "ops"})
+    read_only = StructuredTool.from_function(
+        lookup,
+        name="lookup",
+        description="Look up a code.",
+        metadata={"read_only": True, "owner": "ops"},
+    )
     handler = SoloFlowCallbackHandler(store=sqlite_store, plugin_manager=pm)
     assert read_only.invoke({"code": "ab"}, config={"callbacks": [handler]}) == "AB"
     list_orders.invoke({"customer_id": "C-9"}, config={"callbacks": [handler]})
     runs = sqlite_store.load_runs(
         [r.run_id for r in sqlite_store.list_runs(user_id="default", agent_id="default")],
-        user_id="default", agent_id="default",
+        user_id="default",
+        agent_id="default",
     )
     metas = {r.tool_calls[0].name: r.tool_calls[0].meta for r in runs}
     assert metas == {"lookup": {"read_only": True}, "list_orders": {}}  # only the flags

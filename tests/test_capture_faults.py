@@ -47,8 +47,9 @@ def deep_report(key: str) -> Any:
 def _agent(tool_=lookup) -> Any:
     call = {"name": tool_.name, "args": {"key": "k"}, "id": "c1", "type": "tool_call"}
     return create_agent(
-        ScriptedChatModel(responses=[AIMessage(content="", tool_calls=[call]),
-                                     AIMessage(content="done")]),
+        ScriptedChatModel(
+            responses=[AIMessage(content="", tool_calls=[call]), AIMessage(content="done")]
+        ),
         tools=[tool_],
     )
 
@@ -156,8 +157,9 @@ def test_a_lock_held_by_another_process_holds_the_agent_only_the_bounded_time(
 ) -> None:
     db = tmp_path / "runs.db"
     handler = SoloFlowCallbackHandler(database_url=str(db), write_timeout=0.5, **NS)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(db), "8"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(db), "8"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         started = time.monotonic()
@@ -222,20 +224,28 @@ def test_soloflow_ingest_spill_writes_back_and_empties_the_file(
     tmp_path: Path, db_url: str
 ) -> None:
     spill = tmp_path / "runs.db.spill.jsonl"
-    append_spill(spill, [TaskRun(run_id=f"r{i}", task=f"t{i}", **NS) for i in range(3)],
-                 limit_bytes=1 << 20)
+    append_spill(
+        spill, [TaskRun(run_id=f"r{i}", task=f"t{i}", **NS) for i in range(3)], limit_bytes=1 << 20
+    )
     soloflow = str(Path(sys.executable).with_name("soloflow"))  # the console script, as run
-    result = subprocess.run([soloflow, "--db", db_url, "ingest", "--spill", str(spill), "--json"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [soloflow, "--db", db_url, "ingest", "--spill", str(spill), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["runs_written"] == 3
     assert spill.stat().st_size == 0
     with Store.open(db_url) as store:
         assert _tasks(store) == {"t0", "t1", "t2"}
         assert write_back_spill(store, spill).runs_written == 0
-    missing = subprocess.run([soloflow, "--db", db_url, "ingest", "--spill",
-                              str(tmp_path / "nope.jsonl")], capture_output=True, text=True,
-                             timeout=120)
+    missing = subprocess.run(
+        [soloflow, "--db", db_url, "ingest", "--spill", str(tmp_path / "nope.jsonl")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert missing.returncode == 1 and "no such spill file" in " ".join(missing.stderr.split())
 
 
@@ -256,13 +266,15 @@ def test_a_process_that_exits_keeps_its_runs(tmp_path: Path) -> None:
         print(handler.health().runs_spilled, flush=True)
         os._exit(0)
     """)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(db), "20"],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(db), "20"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        agent = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                               timeout=120, env=env)
+        agent = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+        )
         assert agent.returncode == 0, agent.stderr
         assert agent.stdout.strip() == "3"
     finally:

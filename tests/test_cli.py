@@ -34,8 +34,17 @@ def test_ingest_detect_approve_show_run(sqlite_url):
     res = sf(sqlite_url, "detect", "--json", "--max-candidates", "3")
     cands = json.loads(res.stdout)
     assert len(cands) == 3
-    fields = {"id", "tool_sequence", "occurrence_count", "match_type", "estimated_token_savings",
-              "avg_cost_per_execution", "dedupe_key", "proposed_flow", "run_ids"}
+    fields = {
+        "id",
+        "tool_sequence",
+        "occurrence_count",
+        "match_type",
+        "estimated_token_savings",
+        "avg_cost_per_execution",
+        "dedupe_key",
+        "proposed_flow",
+        "run_ids",
+    }
     assert fields <= set(cands[0])
     assert "input_map" in cands[0]["proposed_flow"]["steps"][0]
 
@@ -64,17 +73,42 @@ def test_flows_run_with_tools_and_task(sqlite_url):
 
     flow = FlowDefinition(
         name="track",
-        input_schema={"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
-        extraction={"email": {"shape": "email", "pattern": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", "anchor": "", "type": "string"}},
+        input_schema={
+            "type": "object",
+            "properties": {"email": {"type": "string"}},
+            "required": ["email"],
+        },
+        extraction={
+            "email": {
+                "shape": "email",
+                "pattern": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
+                "anchor": "",
+                "type": "string",
+            }
+        },
         steps=[
             FlowStep(id="c", skill_key="find_customer", input_map={"email": "{{_trigger.email}}"}),
-            FlowStep(id="o", skill_key="list_orders", depends_on=["c"], input_map={"customer_id": "{{c.customer_id}}"}),
+            FlowStep(
+                id="o",
+                skill_key="list_orders",
+                depends_on=["c"],
+                input_map={"customer_id": "{{c.customer_id}}"},
+            ),
         ],
     )
     with Store.open(sqlite_url) as store:
         submit_flow(store, flow, user_id="u1", agent_id="default")
     tools = "soloflow_langgraph.demo.agent:TOOLS"
-    res = sf(sqlite_url, "flows", "run", "track", "--task", "where is bob@example.org's order", "--tools", tools)
+    res = sf(
+        sqlite_url,
+        "flows",
+        "run",
+        "track",
+        "--task",
+        "where is bob@example.org's order",
+        "--tools",
+        tools,
+    )
     assert res.exit_code == 0, res.output
     first, *rest = res.stdout.splitlines()
     assert first.startswith("frun_") and "O-5002" in "".join(rest)
@@ -114,15 +148,22 @@ def test_errors_are_one_clear_line(sqlite_url, args, message):
     from soloflow_core.store import Store
 
     Store.open(sqlite_url).close()  # an existing database: the errors are about the ids
-    exe = shutil.which("soloflow") or str(__import__("pathlib").Path(sys.executable).with_name("soloflow"))
-    proc = subprocess.run([exe, "--db", sqlite_url, *args], capture_output=True, text=True, timeout=120)
+    exe = shutil.which("soloflow") or str(
+        __import__("pathlib").Path(sys.executable).with_name("soloflow")
+    )
+    proc = subprocess.run(
+        [exe, "--db", sqlite_url, *args], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 1
     assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_the_cli_starts_without_langgraph():
     # `soloflow detect` and the store commands need no LangGraph: importing it costs a second.
-    code = "import sys, soloflow_langgraph.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain_core', 'langchain', 'sqlalchemy')))"
+    code = (
+        "import sys, soloflow_langgraph.cli; print(sorted(m for m in sys.modules if m.split('.')[0] "
+        "in ('langgraph', 'langchain_core', 'langchain', 'sqlalchemy')))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

@@ -22,8 +22,9 @@ EXE = str(Path(sys.executable).with_name("soloflow"))
 
 
 def sf(db: str, *args: str, user: str = "u1", agent: str = "default"):
-    return runner.invoke(app, ["--db", db, "--user", user, "--agent", agent, *args],
-                         catch_exceptions=False)
+    return runner.invoke(
+        app, ["--db", db, "--user", user, "--agent", agent, *args], catch_exceptions=False
+    )
 
 
 def one_error_line(res, *words: str) -> str:
@@ -54,10 +55,19 @@ def unique_prefix(value: str, others: list[str]) -> str:
 # ------------------------------------------------------------------ the database
 
 
-@pytest.mark.parametrize("args", [
-    ["runs", "list"], ["runs", "show", "r1"], ["flows", "list"], ["flows", "candidates"],
-    ["flows", "approve", "cand_x"], ["detect"], ["namespaces"], ["flows", "status", "frun_x"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "list"],
+        ["runs", "show", "r1"],
+        ["flows", "list"],
+        ["flows", "candidates"],
+        ["flows", "approve", "cand_x"],
+        ["detect"],
+        ["namespaces"],
+        ["flows", "status", "frun_x"],
+    ],
+)
 def test_a_read_command_on_a_missing_file_creates_nothing(tmp_path: Path, args: list[str]):
     typo = tmp_path / "demo.dbb"
     res = sf(str(typo), *args)
@@ -102,13 +112,22 @@ def test_namespaces_and_the_hint_of_an_empty_listing(loaded):
     rows = {(r["user_id"], r["agent_id"]): r for r in json.loads(res.stdout)}
     assert set(rows) == {("u1", "default"), ("alice", "support-bot")}
     assert rows[("u1", "default")]["runs"] == 150 and rows[("u1", "default")]["candidates"] == 3
-    assert rows[("alice", "support-bot")] == {"user_id": "alice", "agent_id": "support-bot",
-                                              "runs": 150, "candidates": 0, "flows": 0, "flow_runs": 0}
+    assert rows[("alice", "support-bot")] == {
+        "user_id": "alice",
+        "agent_id": "support-bot",
+        "runs": 150,
+        "candidates": 0,
+        "flows": 0,
+        "flow_runs": 0,
+    }
     # The README's namespace is not the CLI's default: an empty listing says where data is.
     res = sf(db, "runs", "list", user="default")
     assert res.exit_code == 0
     assert "no task runs in namespace default/default" in res.stderr
-    assert "--user alice --agent support-bot" in res.stderr and "--user u1 --agent default" in res.stderr
+    assert (
+        "--user alice --agent support-bot" in res.stderr
+        and "--user u1 --agent default" in res.stderr
+    )
     # --json stays JSON only, hint or not.
     res = sf(db, "runs", "list", "--json", user="default")
     assert json.loads(res.stdout) == [] and res.stderr == ""
@@ -124,18 +143,26 @@ def test_candidates_and_runs_by_unique_prefix_and_ambiguity_listed(loaded):
     res = sf(db, "flows", "approve", "cand_")
     line = one_error_line(res, "'cand_' is ambiguous", "3 candidates")
     assert all(i in line for i in ids)
-    assert {c["status"] for c in json.loads(sf(db, "flows", "candidates", "--json").stdout)} == {"pending"}
+    assert {c["status"] for c in json.loads(sf(db, "flows", "candidates", "--json").stdout)} == {
+        "pending"
+    }
     # Unique prefix: approved.
     short = unique_prefix(ids[0], ids)
     res = sf(db, "flows", "approve", short)
     assert res.exit_code == 0 and "version 1" in res.stdout
-    statuses = {c["id"]: c["status"] for c in json.loads(sf(db, "flows", "candidates", "--json").stdout)}
+    statuses = {
+        c["id"]: c["status"] for c in json.loads(sf(db, "flows", "candidates", "--json").stdout)
+    }
     assert statuses[ids[0]] == "approved"
     # Unknown: the command's own not-found line.
     one_error_line(sf(db, "flows", "reject", "cand_zzzz"), "no candidate 'cand_zzzz'")
     # Task runs: ids like tau-bench/…; a prefix shared by many is listed, a unique one is shown.
-    runs = [r["run_id"] for r in json.loads(sf(db, "runs", "list", "--json", "--limit", "200").stdout)]
-    one_error_line(sf(db, "runs", "show", "tau-bench/"), "is ambiguous", "more than 10", "type more")
+    runs = [
+        r["run_id"] for r in json.loads(sf(db, "runs", "list", "--json", "--limit", "200").stdout)
+    ]
+    one_error_line(
+        sf(db, "runs", "show", "tau-bench/"), "is ambiguous", "more than 10", "type more"
+    )
     target = sorted(runs)[-1]
     res = sf(db, "runs", "show", unique_prefix(target, runs), "--json")
     assert res.exit_code == 0 and json.loads(res.stdout)["run_id"] == target
@@ -155,7 +182,9 @@ def test_flows_by_name_prefix_any_case_or_slug(loaded):
         assert res.exit_code == 0, (typed, res.output)
         assert json.loads(res.stdout)["name"] == name
     assert sf(db, "flows", "approve", cands[1]["id"]).exit_code == 0
-    line = one_error_line(sf(db, "flows", "show", "auto", "--json"), "flow 'auto' is ambiguous", "2 flows")
+    line = one_error_line(
+        sf(db, "flows", "show", "auto", "--json"), "flow 'auto' is ambiguous", "2 flows"
+    )
     assert name in line
     one_error_line(sf(db, "flows", "show", "nope"), "no flow 'nope'")
 
@@ -183,11 +212,21 @@ def test_tables_never_cut_ids_at_80_columns(sqlite_url: str):
     env = {**os.environ, "COLUMNS": "80"}
     for args, ids in (
         (["flows", "candidates"], [c["id"] for c in cands]),
-        (["runs", "list", "--limit", "5"],
-         [r["run_id"] for r in json.loads(sf(sqlite_url, "runs", "list", "--json", "--limit", "5").stdout)]),
+        (
+            ["runs", "list", "--limit", "5"],
+            [
+                r["run_id"]
+                for r in json.loads(sf(sqlite_url, "runs", "list", "--json", "--limit", "5").stdout)
+            ],
+        ),
     ):
-        proc = subprocess.run([EXE, "--db", sqlite_url, "--user", "u1", *args], capture_output=True,
-                              text=True, env=env, timeout=120)
+        proc = subprocess.run(
+            [EXE, "--db", sqlite_url, "--user", "u1", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert proc.returncode == 0, proc.stderr
         assert max(map(len, proc.stdout.splitlines())) <= 80
         for i in ids:
@@ -200,13 +239,28 @@ def test_flows_run_json_prints_only_json(sqlite_url: str):
 
     flow = FlowDefinition(
         name="Track → order",
-        input_schema={"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
-        steps=[FlowStep(id="c", skill_key="find_customer", input_map={"email": "{{_trigger.email}}"})],
+        input_schema={
+            "type": "object",
+            "properties": {"email": {"type": "string"}},
+            "required": ["email"],
+        },
+        steps=[
+            FlowStep(id="c", skill_key="find_customer", input_map={"email": "{{_trigger.email}}"})
+        ],
     )
     with Store.open(sqlite_url) as store:
         submit_flow(store, flow, user_id="u1", agent_id="default")
-    res = sf(sqlite_url, "flows", "run", "track", "--input", '{"email": "bob@example.org"}',
-             "--tools", "soloflow_langgraph.demo.agent:TOOLS", "--json")
+    res = sf(
+        sqlite_url,
+        "flows",
+        "run",
+        "track",
+        "--input",
+        '{"email": "bob@example.org"}',
+        "--tools",
+        "soloflow_langgraph.demo.agent:TOOLS",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     result = json.loads(res.stdout)
     assert result["status"] == "completed" and result["run_id"].startswith("frun_")
@@ -215,11 +269,24 @@ def test_flows_run_json_prints_only_json(sqlite_url: str):
     run_id = result["run_id"]
     res = sf(sqlite_url, "flows", "status", run_id[:10], "--json")
     assert res.exit_code == 0 and json.loads(res.stdout)["run_id"] == run_id
-    again = sf(sqlite_url, "flows", "run", "TRACK", "--input", '{"email": "bob@example.org"}',
-               "--tools", "soloflow_langgraph.demo.agent:TOOLS", "--json")
+    again = sf(
+        sqlite_url,
+        "flows",
+        "run",
+        "TRACK",
+        "--input",
+        '{"email": "bob@example.org"}',
+        "--tools",
+        "soloflow_langgraph.demo.agent:TOOLS",
+        "--json",
+    )
     assert again.exit_code == 0, again.output
-    one_error_line(sf(sqlite_url, "flows", "history", "frun_"), "flow run 'frun_' is ambiguous",
-                   run_id, json.loads(again.stdout)["run_id"])
+    one_error_line(
+        sf(sqlite_url, "flows", "history", "frun_"),
+        "flow run 'frun_' is ambiguous",
+        run_id,
+        json.loads(again.stdout)["run_id"],
+    )
 
 
 def test_version_and_demo_with_its_own_db(tmp_path: Path):
@@ -228,8 +295,13 @@ def test_version_and_demo_with_its_own_db(tmp_path: Path):
     proc = subprocess.run([EXE, "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == f"soloflow {__version__}"
     db = tmp_path / "demo.db"
-    proc = subprocess.run([EXE, "demo", "--db", str(db)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "COLUMNS": "120"})
+    proc = subprocess.run(
+        [EXE, "demo", "--db", str(db)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "120"},
+    )
     assert proc.returncode == 0, proc.stderr
     res = sf(str(db), "flows", "list", "--json", user="default")
     assert res.exit_code == 0 and len(json.loads(res.stdout)) == 1

@@ -19,16 +19,30 @@ MARKUP = "close [/x] then [bold]b[/bold] and [/]"
 
 
 def sf(db: str, *args: str):
-    return runner.invoke(app, ["--db", db, "--user", "u", "--agent", "a", *args], catch_exceptions=False)
+    return runner.invoke(
+        app, ["--db", db, "--user", "u", "--agent", "a", *args], catch_exceptions=False
+    )
 
 
 def test_stored_text_with_markup_prints_literally(store: Store, db_url: str) -> None:
-    store.add_run(TaskRun(run_id="r[/1]", user_id="u", agent_id="a", task=MARKUP, success=True,
-                          tool_calls=[ToolCall(name="tool[/t]", args={"q": "[/q]"}, output="ok")]))  # fmt: skip
+    store.add_run(
+        TaskRun(
+            run_id="r[/1]",
+            user_id="u",
+            agent_id="a",
+            task=MARKUP,
+            success=True,
+            tool_calls=[ToolCall(name="tool[/t]", args={"q": "[/q]"}, output="ok")],
+        )
+    )
     store.add_run(TaskRun(run_id="plain", user_id="u", agent_id="a", task="fine", success=True))
     res = sf(db_url, "runs", "list")
     assert res.exit_code == 0, res.output
-    assert "close [/x] then [bold]b[/bold]" in res.output and "r[/1]" in res.output and "fine" in res.output
+    assert (
+        "close [/x] then [bold]b[/bold]" in res.output
+        and "r[/1]" in res.output
+        and "fine" in res.output
+    )
     res = sf(db_url, "runs", "show", "r[/1]")
     assert res.exit_code == 0, res.output
     assert "tool[/t]" in res.output and "[/x]" in res.output
@@ -48,11 +62,16 @@ def test_a_flow_named_with_markup_lists_literally(store: Store, db_url: str) -> 
 
 @pytest.mark.parametrize(
     "args",
-    [("runs", "list", "--limit", "99999999999999999999"), ("runs", "list", "--limit", "0"),
-     ("flows", "runs", "--limit", "99999999999999999999"),
-     ("detect", "--min-occurrences", "99999999999999999999")],
-)  # fmt: skip
-def test_numbers_out_of_range_are_refused_with_exit_2(sqlite_url: str, args: tuple[str, ...]) -> None:
+    [
+        ("runs", "list", "--limit", "99999999999999999999"),
+        ("runs", "list", "--limit", "0"),
+        ("flows", "runs", "--limit", "99999999999999999999"),
+        ("detect", "--min-occurrences", "99999999999999999999"),
+    ],
+)
+def test_numbers_out_of_range_are_refused_with_exit_2(
+    sqlite_url: str, args: tuple[str, ...]
+) -> None:
     res = sf(sqlite_url, *args)
     assert res.exit_code == 2, res.output
     assert "Invalid value" in res.output and "Traceback" not in res.output
@@ -66,10 +85,18 @@ def test_deeply_nested_input_is_a_clear_error(sqlite_url: str) -> None:
 
 def test_a_bad_extraction_pattern_fails_validation_with_its_path(tmp_path: Path) -> None:
     path = tmp_path / "f.json"
-    path.write_text(json.dumps({
-        "name": "x", "steps": [{"id": "a", "skill_key": "t", "input_map": {"q": "{{_trigger.q}}"}}],
-        "extraction": {"q": {"pattern": "(", "anchor": "id"}, "r": {"pattern": "a" * 2_000}},
-    }))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "name": "x",
+                "steps": [{"id": "a", "skill_key": "t", "input_map": {"q": "{{_trigger.q}}"}}],
+                "extraction": {
+                    "q": {"pattern": "(", "anchor": "id"},
+                    "r": {"pattern": "a" * 2_000},
+                },
+            }
+        )
+    )
     res = runner.invoke(app, ["flows", "validate", str(path)])
     assert res.exit_code == 1, res.output
     assert "extraction.q.pattern: not a valid regular expression" in res.output

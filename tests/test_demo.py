@@ -17,7 +17,12 @@ def test_run_demo_closes_the_loop(sqlite_url):
         report = run_demo(store, user_id="demo", agent_id="support")
         assert report.detected_after == 4  # three matching runs plus one unrelated task
         assert report.candidate is not None
-        assert report.candidate.tool_sequence == ["find_customer", "list_orders", "track_shipment", "notify_customer"]
+        assert report.candidate.tool_sequence == [
+            "find_customer",
+            "list_orders",
+            "track_shipment",
+            "notify_customer",
+        ]
         assert report.flow is not None and report.flow.version == 1
         assert report.flow_inputs == {"email": "dave@example.com"}
         assert report.flow_model_calls == 0
@@ -36,15 +41,26 @@ def test_run_demo_closes_the_loop(sqlite_url):
         assert savings is not None and savings.agent.runs == 3 and savings.completed_runs == 1
         assert savings.agent.model_calls == 5.0 and savings.flow_runs.model_calls == 0.0
         assert savings.saved_per_run.tokens == savings.agent.tokens > 0
-        assert savings.estimated_tokens_per_occurrence == report.candidate.tokens_saved_per_occurrence
+        assert (
+            savings.estimated_tokens_per_occurrence == report.candidate.tokens_saved_per_occurrence
+        )
 
 
 def test_soloflow_demo_command_finishes_under_a_minute(tmp_path):
     exe = shutil.which("soloflow") or str(Path(sys.executable).with_name("soloflow"))
     start = time.perf_counter()
-    proc = subprocess.run([exe, "demo"], capture_output=True, text=True, timeout=120,
-                          env={"PATH": str(Path(sys.executable).parent), "SOLOFLOW_HOME": str(tmp_path),
-                               "HOME": str(tmp_path), "COLUMNS": "120"})
+    proc = subprocess.run(
+        [exe, "demo"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "PATH": str(Path(sys.executable).parent),
+            "SOLOFLOW_HOME": str(tmp_path),
+            "HOME": str(tmp_path),
+            "COLUMNS": "120",
+        },
+    )
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr
     assert elapsed < 60

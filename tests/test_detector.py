@@ -51,7 +51,9 @@ def test_detect_on_tau_bench_proposes_the_repeated_sequences(tau_store):
     assert len(cands) == 5
     grd = "get_reservation_details"
     # Loops are one step: get_reservation_details once per reservation of the user.
-    (cancel,) = [c for c in cands[:2] if c.tool_sequence == ["get_user_details", grd, "cancel_reservation"]]
+    (cancel,) = [
+        c for c in cands[:2] if c.tool_sequence == ["get_user_details", grd, "cancel_reservation"]
+    ]
     assert 1 in cancel.repeated_steps and cancel.occurrence_count >= 15
     top = cands[0]
     assert top.savings_method.startswith("estimate")  # the file records no token usage
@@ -133,10 +135,11 @@ def test_tau_bench_default_view_hard_codes_no_task_value(tau_both):
                 if isinstance(value, str) and "{{" in value:
                     continue
                 used_in = {
-                    runs[i].task for i in c.run_ids
-                    for call in runs[i].tool_calls if call.name == step.skill_key
-                    and (call.args or {}).get(key) == value
-                }  # fmt: skip
+                    runs[i].task
+                    for i in c.run_ids
+                    for call in runs[i].tool_calls
+                    if call.name == step.skill_key and (call.args or {}).get(key) == value
+                }
                 assert len(used_in) >= 2, (c.tool_sequence, step.id, key, value)
 
 
@@ -383,20 +386,59 @@ def test_evidence_is_read_once_for_all_candidates_and_sampled(sqlite_store, monk
 
 def _evidence_runs() -> list[TaskRun]:
     """Runs with every kind of value a call's JSON columns hold, and model usage."""
-    values = [None, {}, [], "", "text", '{"json": "text"}', 0, 1.5, True, {"a": [1, {"b": None}]},
-              "é \u2028 \x1f", [{"id": "x"}, {"id": "y"}]]  # fmt: skip
+    values = [
+        None,
+        {},
+        [],
+        "",
+        "text",
+        '{"json": "text"}',
+        0,
+        1.5,
+        True,
+        {"a": [1, {"b": None}]},
+        "é \u2028 \x1f",
+        [{"id": "x"}, {"id": "y"}],
+    ]
     runs = []
     for i, v in enumerate(values):
         calls = [
-            ToolCall(name="find", args={"q": v, "n": i}, output=v, error=None if i % 3 else True,
-                     meta={"side_effects": False} if i % 2 else {}),
-            ToolCall(name="act", args={} if i % 4 else {"v": v}, output=None, error=bool(i % 2),
-                     duration_ms=1.0, tool_call_id=f"c{i}"),
-        ]  # fmt: skip
-        turns = [ModelCall(input_tokens=10 * i, output_tokens=i, total_tokens=11 * i,
-                           tool_calls_requested=2)] if i % 5 else []  # fmt: skip
-        runs.append(TaskRun(run_id=f"e{i}", task=None if i == 3 else f"task {i}",
-                            tool_calls=calls, model_calls=turns))  # fmt: skip
+            ToolCall(
+                name="find",
+                args={"q": v, "n": i},
+                output=v,
+                error=None if i % 3 else True,
+                meta={"side_effects": False} if i % 2 else {},
+            ),
+            ToolCall(
+                name="act",
+                args={} if i % 4 else {"v": v},
+                output=None,
+                error=bool(i % 2),
+                duration_ms=1.0,
+                tool_call_id=f"c{i}",
+            ),
+        ]
+        turns = (
+            [
+                ModelCall(
+                    input_tokens=10 * i,
+                    output_tokens=i,
+                    total_tokens=11 * i,
+                    tool_calls_requested=2,
+                )
+            ]
+            if i % 5
+            else []
+        )
+        runs.append(
+            TaskRun(
+                run_id=f"e{i}",
+                task=None if i == 3 else f"task {i}",
+                tool_calls=calls,
+                model_calls=turns,
+            )
+        )
     runs.append(TaskRun(run_id="empty", task="nothing"))
     return runs
 
@@ -406,8 +448,13 @@ def test_read_evidence_gives_the_runs_as_written(store):
     with the values written (numbers stored as numbers too), on SQLite and PostgreSQL."""
     runs = _evidence_runs()
     store.add_runs(runs)
-    store.add_runs([TaskRun(run_id="e0", user_id="mallory", task="theirs",
-                            tool_calls=[ToolCall(name="steal")])])  # fmt: skip
+    store.add_runs(
+        [
+            TaskRun(
+                run_id="e0", user_id="mallory", task="theirs", tool_calls=[ToolCall(name="steal")]
+            )
+        ]
+    )
     cols = store.read_tool_names(**NS)
     pks = cols.run_pks.tolist()
     theirs = store.read_tool_names(user_id="mallory", agent_id="default").run_pks.tolist()
@@ -423,11 +470,13 @@ def test_read_evidence_gives_the_runs_as_written(store):
         assert [repr(c.output) for c in lean.tool_calls] == [
             repr(c.output) for c in want.tool_calls
         ]
-        assert [(m.input_tokens, m.output_tokens, m.total_tokens, m.tool_calls_requested)
-                for m in lean.model_calls] == [
+        assert [
+            (m.input_tokens, m.output_tokens, m.total_tokens, m.tool_calls_requested)
+            for m in lean.model_calls
+        ] == [
             (m.input_tokens, m.output_tokens, m.total_tokens, m.tool_calls_requested)
             for m in want.model_calls
-        ]  # fmt: skip
+        ]
     assert store.read_evidence([], **NS) == {}
 
 
@@ -471,10 +520,13 @@ def test_read_tool_names_numbers_names_in_order_however_each_chunk_is_read(
     assert len(seen) > 4
     for cols in (quick, mixed):
         got = [
-            (cols.run_ids[r], tuple(cols.names[c] for c in cols.codes[cols.offsets[r] : cols.offsets[r + 1]]),
-             tuple(bool(e) for e in cols.errors[cols.offsets[r] : cols.offsets[r + 1]]))
+            (
+                cols.run_ids[r],
+                tuple(cols.names[c] for c in cols.codes[cols.offsets[r] : cols.offsets[r + 1]]),
+                tuple(bool(e) for e in cols.errors[cols.offsets[r] : cols.offsets[r + 1]]),
+            )
             for r in range(cols.run_count)
-        ]  # fmt: skip
+        ]
         assert got == want
         assert cols.names == list(dict.fromkeys(n for _, names, _ in want for n in names))
     np.testing.assert_array_equal(quick.codes, mixed.codes)
@@ -490,8 +542,10 @@ def test_read_tool_names_of_an_in_memory_database_stays_on_its_connection():
         with store.engine.connect() as conn:
             assert not columns._file_backed(conn)
         cols = store.read_tool_names(**NS)
-        assert [tuple(cols.names[c] for c in cols.codes[cols.offsets[r] : cols.offsets[r + 1]])
-                for r in range(cols.run_count)] == [s.names for s in store.iter_sequences(**NS)]  # fmt: skip
+        assert [
+            tuple(cols.names[c] for c in cols.codes[cols.offsets[r] : cols.offsets[r + 1]])
+            for r in range(cols.run_count)
+        ] == [s.names for s in store.iter_sequences(**NS)]
 
 
 def test_columns_the_caller_read_are_mined_as_the_detector_reads_them(sqlite_store):

@@ -13,10 +13,16 @@ from soloflow_core.errors import FlowFileError
 from soloflow_core.flow.loader import MAX_DEPTH, validate_flow_file
 from soloflow_langgraph.cli import app
 
-LAUGHS = "\n".join(
-    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    + [f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]" for p, c in zip("abcdefgh", "bcdefghi", strict=True)]
-) + "\n"
+LAUGHS = (
+    "\n".join(
+        ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+        + [
+            f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]"
+            for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+        ]
+    )
+    + "\n"
+)
 
 
 def test_a_billion_laughs_file_is_refused_fast_naming_file_and_line(tmp_path: Path) -> None:
@@ -48,7 +54,9 @@ def test_a_few_aliases_are_fine(tmp_path: Path) -> None:
 def test_deep_nesting_is_refused(tmp_path: Path, suffix: str, depth: int) -> None:
     deep = "[" * depth + "]" * depth
     path = tmp_path / f"deep{suffix}"
-    path.write_text(f'{{"name": "d", "steps": [{{"id": "a", "skill_key": "t", "input_map": {{"q": {deep}}}}}]}}')
+    path.write_text(
+        f'{{"name": "d", "steps": [{{"id": "a", "skill_key": "t", "input_map": {{"q": {deep}}}}}]}}'
+    )
     start = time.perf_counter()
     with pytest.raises(FlowFileError, match="nest"):
         validate_flow_file(path)
@@ -58,7 +66,9 @@ def test_deep_nesting_is_refused(tmp_path: Path, suffix: str, depth: int) -> Non
 
 def test_a_100k_character_name_is_refused_by_validation_fast(tmp_path: Path) -> None:
     path = tmp_path / "long.json"
-    path.write_text(json.dumps({"name": "x" * 100_000, "steps": [{"id": "a" * 300, "skill_key": "t"}]}))
+    path.write_text(
+        json.dumps({"name": "x" * 100_000, "steps": [{"id": "a" * 300, "skill_key": "t"}]})
+    )
     start = time.perf_counter()
     with pytest.raises(FlowFileError) as info:
         validate_flow_file(path)

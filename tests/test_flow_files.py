@@ -44,9 +44,9 @@ steps:
       status: shipped
 """
 
-GOOD = FlowDefinition.model_validate(
-    yaml.safe_load(GOOD_YAML)
-).model_dump(mode="json", exclude_defaults=True)
+GOOD = FlowDefinition.model_validate(yaml.safe_load(GOOD_YAML)).model_dump(
+    mode="json", exclude_defaults=True
+)
 
 
 def sf(db: str, *args: str, user: str = "u1"):
@@ -64,16 +64,21 @@ def test_load_good_yaml_and_json_give_the_same_flow(tmp_path):
     j = write(tmp_path, "flow.json", json.dumps(GOOD, indent=2))
     sniffed = write(tmp_path, "flow.txt", json.dumps(GOOD))  # no known extension: sniffed as JSON
     assert load_flow_file(y) == load_flow_file(j) == load_flow_file(sniffed)
-    flow, plan = validate_flow_file(y, executors=["find_customer", "list_orders", "notify_customer"])
+    flow, plan = validate_flow_file(
+        y, executors=["find_customer", "list_orders", "notify_customer"]
+    )
     assert plan.layers == [["customer"], ["orders", "notify"]] == layers(flow)
 
 
 def test_layers_names_a_cycle():
-    flow = FlowDefinition(name="loop", steps=[
-        FlowStep(id="a", skill_key="x", depends_on=["c"]),
-        FlowStep(id="b", skill_key="x", depends_on=["a"]),
-        FlowStep(id="c", skill_key="x", depends_on=["b"]),
-    ])
+    flow = FlowDefinition(
+        name="loop",
+        steps=[
+            FlowStep(id="a", skill_key="x", depends_on=["c"]),
+            FlowStep(id="b", skill_key="x", depends_on=["a"]),
+            FlowStep(id="c", skill_key="x", depends_on=["b"]),
+        ],
+    )
     with pytest.raises(FlowValidationError, match="a → b → c → a"):
         layers(flow)
 
@@ -101,8 +106,7 @@ def test_type_error_has_field_path_and_line(tmp_path, fmt):
     data = json.loads(json.dumps(GOOD))
     data["steps"][2]["retry_max"] = "three"
     data["steps"][1]["retyr_max"] = 1
-    text = (yaml.safe_dump(data, sort_keys=False) if fmt == "yaml"
-            else json.dumps(data, indent=2))
+    text = yaml.safe_dump(data, sort_keys=False) if fmt == "yaml" else json.dumps(data, indent=2)
     path = write(tmp_path, f"flow.{fmt}", text)
     lines = text.splitlines()
     with pytest.raises(FlowFileError) as info:
@@ -111,20 +115,24 @@ def test_type_error_has_field_path_and_line(tmp_path, fmt):
     assert set(by_path) == {"steps[2].retry_max", "steps[1].retyr_max"}
     p = by_path["steps[2].retry_max"]
     assert "retry_max" in lines[p.line - 1] and "three" in p.message and "integer" in p.message
-    assert lines[p.line - 1][p.column - 1:].lstrip('"').startswith("retry_max")
+    assert lines[p.line - 1][p.column - 1 :].lstrip('"').startswith("retry_max")
     q = by_path["steps[1].retyr_max"]
     assert "retyr_max" in lines[q.line - 1] and "did you mean 'retry_max'" in q.message
 
 
 def test_missing_field_points_at_its_step(tmp_path):
-    path = write(tmp_path, "flow.yaml", """\
+    path = write(
+        tmp_path,
+        "flow.yaml",
+        """\
         name: f
         steps:
           - id: a
             skill_key: x
           - id: b
             depends_on: [a]
-        """)
+        """,
+    )
     with pytest.raises(FlowFileError) as info:
         load_flow_file(path)
     (p,) = info.value.issues
@@ -132,7 +140,11 @@ def test_missing_field_points_at_its_step(tmp_path):
 
 
 def test_duplicate_keys_are_reported(tmp_path):
-    path = write(tmp_path, "flow.json", '{"name": "f",\n "name": "g", "steps": [{"id": "a", "skill_key": "x"}]}')
+    path = write(
+        tmp_path,
+        "flow.json",
+        '{"name": "f",\n "name": "g", "steps": [{"id": "a", "skill_key": "x"}]}',
+    )
     with pytest.raises(FlowFileError) as info:
         load_flow_file(path)
     (p,) = info.value.issues
@@ -140,7 +152,10 @@ def test_duplicate_keys_are_reported(tmp_path):
 
 
 def test_dag_reference_template_and_executor_problems_at_their_lines(tmp_path):
-    path = write(tmp_path, "flow.yaml", """\
+    path = write(
+        tmp_path,
+        "flow.yaml",
+        """\
         name: broken
         steps:
           - id: a
@@ -154,7 +169,8 @@ def test_dag_reference_template_and_executor_problems_at_their_lines(tmp_path):
             depends_on: [b]
             input_map:
               q: "{{nowhere.x}}"
-        """)
+        """,
+    )
     with pytest.raises(FlowFileError) as info:
         validate_flow_file(path, executors=["find_customer", "list_orders"])
     got = {(p.path, p.line): p.message for p in info.value.issues}
@@ -220,16 +236,30 @@ def test_cli_submit_then_list_and_namespaces(tmp_path, sqlite_url):
     assert listed["name"] == "track order" and listed["version"] == 2
     assert listed["source"] == "user-submitted" and listed["inputs"] == ["email"]
     assert json.loads(sf(sqlite_url, "flows", "list", "--json", user="u2").stdout) == []
-    res = sf(sqlite_url, "flows", "run", "track order", "--input", '{"email": "bob@example.org"}',
-             "--tools", TOOLS)
+    res = sf(
+        sqlite_url,
+        "flows",
+        "run",
+        "track order",
+        "--input",
+        '{"email": "bob@example.org"}',
+        "--tools",
+        TOOLS,
+    )
     assert res.exit_code == 0, res.output
 
 
 def test_cli_submit_refuses_an_invalid_file_and_stores_nothing(tmp_path, sqlite_url):
-    path = write(tmp_path, "flow.yaml", GOOD_YAML.replace("  - id: notify\n", "  - id: notify\n    retry_max: -1\n"))
+    path = write(
+        tmp_path,
+        "flow.yaml",
+        GOOD_YAML.replace("  - id: notify\n", "  - id: notify\n    retry_max: -1\n"),
+    )
     res = sf(sqlite_url, "flows", "submit", str(path), "--tools", TOOLS)
     assert res.exit_code == 1
-    assert f"{path}:18:5: steps[2].retry_max: Input should be greater than or equal to 0" in res.stderr
+    assert (
+        f"{path}:18:5: steps[2].retry_max: Input should be greater than or equal to 0" in res.stderr
+    )
     res = sf(sqlite_url, "flows", "submit", str(path), "--tools", TOOLS, "--json")
     assert res.exit_code == 1 and json.loads(res.stdout)["errors"][0]["line"] == 18
     res = sf(sqlite_url, "flows", "list", "--json")  # nothing stored: not even a database
@@ -237,7 +267,10 @@ def test_cli_submit_refuses_an_invalid_file_and_stores_nothing(tmp_path, sqlite_
 
 
 def test_a_file_of_10k_steps_is_refused_quickly_with_the_limit_and_the_fix(tmp_path):
-    steps = [{"id": f"s{i}", "skill_key": "t", "depends_on": [f"s{i - 1}"] if i else []} for i in range(10_000)]
+    steps = [
+        {"id": f"s{i}", "skill_key": "t", "depends_on": [f"s{i - 1}"] if i else []}
+        for i in range(10_000)
+    ]
     path = tmp_path / "huge.json"
     path.write_text(json.dumps({"name": "huge", "steps": steps}))
     with pytest.raises(FlowFileError) as info:
@@ -249,7 +282,8 @@ def test_a_file_of_10k_steps_is_refused_quickly_with_the_limit_and_the_fix(tmp_p
 
 def test_failure_policy_compensation_and_approval_fields_load_from_yaml(tmp_path):
     path = tmp_path / "book.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         name: book
         requires_approval: true
         steps:
@@ -263,7 +297,8 @@ def test_failure_policy_compensation_and_approval_fields_load_from_yaml(tmp_path
             skill_key: charge
             depends_on: [hold]
             on_failure: compensate
-        """))
+        """)
+    )
     flow = load_flow_file(str(path))
     assert flow.requires_approval and flow.steps[1].on_failure == "compensate"
     assert flow.steps[0].compensation.skill_key == "release_seat"

@@ -46,9 +46,17 @@ def refund(user_id: str) -> str:
 TOOLS = [get_user, refund]
 FLOW = FlowDefinition(
     name="Refund",
-    steps=[FlowStep(id="u", skill_key="get_user", input_map={"email": "{{_trigger.email}}"}, retry_max=0),
-           FlowStep(id="r", skill_key="refund", depends_on=["u"], input_map={"user_id": "{{u.id}}"})],
-    input_schema={"type": "object", "properties": {"email": {"type": "string"}}, "required": ["email"]},
+    steps=[
+        FlowStep(
+            id="u", skill_key="get_user", input_map={"email": "{{_trigger.email}}"}, retry_max=0
+        ),
+        FlowStep(id="r", skill_key="refund", depends_on=["u"], input_map={"user_id": "{{u.id}}"}),
+    ],
+    input_schema={
+        "type": "object",
+        "properties": {"email": {"type": "string"}},
+        "required": ["email"],
+    },
 )
 
 
@@ -63,14 +71,32 @@ def test_every_way_of_running_a_registered_flow_counts(store: Store, db_url: str
         assert runtime.run("Refund", {"email": "a@x.io"}).status == "completed"
         assert runtime.run("Refund", {"email": "no-at-sign"}).status == "failed"
     assert _counts(store) == (1, 2)
-    flows = OfferedFlows(store, tools=TOOLS, runtime=None, pm=None, min_confidence=0.0, limit=3, **NS)
+    flows = OfferedFlows(
+        store, tools=TOOLS, runtime=None, pm=None, min_confidence=0.0, limit=3, **NS
+    )
     assert flows.flow_run_tool().invoke({"name": "Refund", "inputs": {"email": "b@x.io"}}) == "ok"
     (typed,) = flows.typed_tools()
     assert typed.invoke({"email": "c@x.io"}) == "ok"  # a flow as the agent's tool
     assert _counts(store) == (3, 4)
-    res = CliRunner().invoke(app, ["--db", db_url, "--user", "u", "--agent", "a", "flows", "run",
-                                   "Refund", "--input", '{"email": "d@x.io"}', "--tools",
-                                   "tests.test_flow_records:TOOLS", "--json"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "--db",
+            db_url,
+            "--user",
+            "u",
+            "--agent",
+            "a",
+            "flows",
+            "run",
+            "Refund",
+            "--input",
+            '{"email": "d@x.io"}',
+            "--tools",
+            "tests.test_flow_records:TOOLS",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert _counts(store) == (4, 5)
     # Inputs refused before any step ran are not the flow's failure.
@@ -81,10 +107,19 @@ def test_every_way_of_running_a_registered_flow_counts(store: Store, db_url: str
 
 def test_a_person_approving_gives_the_approval_prior_whatever_the_replay_measured(store: Store):
     cand = FlowCandidate(
-        id="cand_x", user_id="u", agent_id="a", tool_sequence=["get_user", "refund"],
-        occurrence_count=3, match_type="exact", estimated_token_savings=1.0,
-        avg_cost_per_execution=1.0, dedupe_key="flow_offload:get_user→refund",
-        proposed_flow=FLOW, run_ids=[], fidelity=0.0, held_out=3,
+        id="cand_x",
+        user_id="u",
+        agent_id="a",
+        tool_sequence=["get_user", "refund"],
+        occurrence_count=3,
+        match_type="exact",
+        estimated_token_savings=1.0,
+        avg_cost_per_execution=1.0,
+        dedupe_key="flow_offload:get_user→refund",
+        proposed_flow=FLOW,
+        run_ids=[],
+        fidelity=0.0,
+        held_out=3,
     )
     store.save_candidates([cand])
     approve_candidate(store, cand.id, **NS)
@@ -95,13 +130,22 @@ def test_a_person_approving_gives_the_approval_prior_whatever_the_replay_measure
 
 def _agent_run(i: int, calls: list[ToolCall], success: bool | None = True) -> TaskRun:
     at = datetime(2026, 11, 1, tzinfo=UTC)
-    return TaskRun(run_id=f"agent-{i}", task=f"please refund me, user{i}@x.io", success=success,
-                   tool_calls=calls, started_at=at, ended_at=at, **NS)  # fmt: skip
+    return TaskRun(
+        run_id=f"agent-{i}",
+        task=f"please refund me, user{i}@x.io",
+        success=success,
+        tool_calls=calls,
+        started_at=at,
+        ended_at=at,
+        **NS,
+    )
 
 
 def _did(i: int) -> list[ToolCall]:
-    return [ToolCall(name="get_user", args={"email": f"user{i}@x.io"}, output={"id": f"user{i}"}),
-            ToolCall(name="refund", args={"user_id": f"user{i}"}, output="ok")]
+    return [
+        ToolCall(name="get_user", args={"email": f"user{i}@x.io"}, output={"id": f"user{i}"}),
+        ToolCall(name="refund", args={"user_id": f"user{i}"}, output="ok"),
+    ]
 
 
 def test_agent_runs_of_the_flows_sequence_bring_a_flow_back(store: Store):
@@ -141,9 +185,16 @@ def test_a_retried_call_still_does_the_sequence():
 def _candidate(store: Store, name: str, i: int) -> FlowCandidate:
     flow = FLOW.model_copy(update={"name": name})
     cand = FlowCandidate(
-        id=f"cand_{i}", user_id="u", agent_id="a", tool_sequence=["get_user", "refund"],
-        occurrence_count=3, match_type="exact", estimated_token_savings=1.0,
-        avg_cost_per_execution=1.0, dedupe_key=f"flow_offload:{name}", proposed_flow=flow,
+        id=f"cand_{i}",
+        user_id="u",
+        agent_id="a",
+        tool_sequence=["get_user", "refund"],
+        occurrence_count=3,
+        match_type="exact",
+        estimated_token_savings=1.0,
+        avg_cost_per_execution=1.0,
+        dedupe_key=f"flow_offload:{name}",
+        proposed_flow=flow,
         run_ids=[],
     )
     store.save_candidates([cand])
@@ -161,8 +212,12 @@ def test_max_workflows_per_agent_evicts_learned_flows_and_never_a_persons(store:
     submit_flow(store, FLOW.model_copy(update={"name": "Mine too"}), **NS)
     # Only a person's flows would be left to evict: the learned flow is refused.
     with pytest.raises(SoloFlowError, match="max_workflows_per_agent=2"):
-        approve_candidate(store, _candidate(store, "Learned 3", 3).id,
-                          config=LearningConfig(max_workflows_per_agent=2), **NS)
+        approve_candidate(
+            store,
+            _candidate(store, "Learned 3", 3).id,
+            config=LearningConfig(max_workflows_per_agent=2),
+            **NS,
+        )
     assert "Learned 3" not in {m.name for m in store.list_flow_meta(**NS)}
 
 
@@ -172,11 +227,22 @@ def test_a_run_that_did_more_than_the_job_is_no_evidence_of_it(store: Store):
     assert record_agent_run(store, more) == ["Refund"]  # the steps worked: a success...
     assert store.flow_evidence(["Refund"], **NS)["Refund"] == []  # ...but not its job's words
     assert flow_stats(store, "Refund", **NS).agent_successes == 1
-    tool = _agent_run(8, [ToolCall(name="soloflow_refund", args={"email": "a@x.io"}, output="ok",
-                                   meta={"soloflow_flow": "Refund"})])
+    tool = _agent_run(
+        8,
+        [
+            ToolCall(
+                name="soloflow_refund",
+                args={"email": "a@x.io"},
+                output="ok",
+                meta={"soloflow_flow": "Refund"},
+            )
+        ],
+    )
     assert record_agent_run(store, tool) == ["Refund"]  # the model chose the flow: its job
     assert store.flow_evidence(["Refund"], **NS)["Refund"] == [tool.task]
-    assert flow_stats(store, "Refund", **NS).agent_successes == 1  # the flow's own run counts itself
+    assert (
+        flow_stats(store, "Refund", **NS).agent_successes == 1
+    )  # the flow's own run counts itself
 
 
 def test_a_flow_that_keeps_failing_stops_running_unasked_until_it_succeeds(store: Store):
@@ -191,7 +257,9 @@ def test_a_flow_that_keeps_failing_stops_running_unasked_until_it_succeeds(store
         for i in range(5):  # the agent doing the job itself does not bring it back
             record_agent_run(store, _agent_run(20 + i, _did(20 + i)))
         stats = flow_stats(store, "Refund", **NS)
-        assert stats.confidence > config.confidence_threshold and not may_auto_execute(stats, config)
+        assert stats.confidence > config.confidence_threshold and not may_auto_execute(
+            stats, config
+        )
         runtime.run("Refund", {"email": "good@x.io"})  # an execution that succeeds does
     assert may_auto_execute(flow_stats(store, "Refund", **NS), config)
 
@@ -226,7 +294,9 @@ def test_flows_whose_text_scores_tie_are_offered_best_quality_first(store: Store
         for i in range(3):  # the same record; "two" served three people, "one" one of them
             runtime.run("Refund flow two", {"email": f"p{i}@x.io"})
             runtime.run("Refund flow one", {"email": "p0@x.io"})
-    flows = OfferedFlows(store, tools=TOOLS, runtime=None, pm=None, min_confidence=0.0, limit=3, **NS)
+    flows = OfferedFlows(
+        store, tools=TOOLS, runtime=None, pm=None, min_confidence=0.0, limit=3, **NS
+    )
     found = flows.find("refund flow please")
     assert found[0].score == found[1].score  # a tie by their words and records...
     assert [m.name for m in found] == ["Refund flow two", "Refund flow one"]  # ...quality decides

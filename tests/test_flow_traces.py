@@ -40,12 +40,27 @@ def _tools(fail: dict[str, int]) -> list[Any]:
 
 
 def _step(sid: str, *deps: str, **kw: Any) -> FlowStep:
-    return FlowStep(id=sid, skill_key=sid, depends_on=list(deps), input_map={"v": sid}, retry_backoff=0.01,
-                    side_effects=False, **kw)
+    return FlowStep(
+        id=sid,
+        skill_key=sid,
+        depends_on=list(deps),
+        input_map={"v": sid},
+        retry_backoff=0.01,
+        side_effects=False,
+        **kw,
+    )
 
 
-FLOW = FlowDefinition(name="fan", version=1, steps=[
-    _step("fetch", retry_max=2), _step("left", "fetch"), _step("right", "fetch"), _step("join", "left", "right")])
+FLOW = FlowDefinition(
+    name="fan",
+    version=1,
+    steps=[
+        _step("fetch", retry_max=2),
+        _step("left", "fetch"),
+        _step("right", "fetch"),
+        _step("join", "left", "right"),
+    ],
+)
 
 
 @pytest.fixture()
@@ -57,40 +72,65 @@ def runtime(store: Store) -> Iterator[FlowRuntime]:
         rt.close()
 
 
-def test_flow_run_trace_has_steps_attempts_and_a_parallel_layer(store: Store, runtime: FlowRuntime) -> None:
+def test_flow_run_trace_has_steps_attempts_and_a_parallel_layer(
+    store: Store, runtime: FlowRuntime
+) -> None:
     result = runtime.run(FLOW, {})
     assert result.status == "completed" and result.run_id is not None
     spans = store.get_spans(result.run_id, **NS)
     (root,) = build_tree(spans)
     s = root.span
     assert (s.kind, s.name, s.parent, s.status) == ("invoke_flow", "invoke_flow fan", None, "ok")
-    assert s.trace_id == trace_id_for(result.run_id) and all(x.trace_id == s.trace_id for x in spans)
-    assert s.attributes == {"soloflow.flow.name": "fan", "soloflow.flow.version": 1,
-                            "soloflow.flow_run.id": result.run_id, "soloflow.namespace": "tr-user/tr-agent",
-                            "soloflow.flow_run.status": "completed"}
+    assert s.trace_id == trace_id_for(result.run_id) and all(
+        x.trace_id == s.trace_id for x in spans
+    )
+    assert s.attributes == {
+        "soloflow.flow.name": "fan",
+        "soloflow.flow.version": 1,
+        "soloflow.flow_run.id": result.run_id,
+        "soloflow.namespace": "tr-user/tr-agent",
+        "soloflow.flow_run.status": "completed",
+    }
     steps = {c.span.attributes["soloflow.step.id"]: c for c in root.children}
     assert set(steps) == {"fetch", "left", "right", "join"}
     assert all(c.span.kind == "step" and c.span.status == "ok" for c in steps.values())
     # The retried step: two calls, the first failed, the second succeeded.
     calls = [c.span for c in steps["fetch"].children]
     assert [(c.kind, c.attributes["soloflow.attempt"], c.status) for c in calls] == [
-        ("execute_tool", 1, "error"), ("execute_tool", 2, "ok")]
-    assert calls[0].error == "RuntimeError: fetch broke" and calls[1].attributes["gen_ai.tool.name"] == "fetch"
+        ("execute_tool", 1, "error"),
+        ("execute_tool", 2, "ok"),
+    ]
+    assert (
+        calls[0].error == "RuntimeError: fetch broke"
+        and calls[1].attributes["gen_ai.tool.name"] == "fetch"
+    )
     # The parallel layer overlaps in time; both start after fetch ended and end before join starts.
     left, right, join, fetch = (steps[k].span for k in ("left", "right", "join", "fetch"))
     assert left.end is not None and right.end is not None and fetch.end is not None
     assert max(left.start, right.start) < min(left.end, right.end)
     assert fetch.end <= min(left.start, right.start) and max(left.end, right.end) <= join.start
     # The critical path goes through the slower branch.
-    assert [k for k in ("fetch", "left", "right", "join") if steps[k].critical] == ["fetch", "left", "join"]
+    assert [k for k in ("fetch", "left", "right", "join") if steps[k].critical] == [
+        "fetch",
+        "left",
+        "join",
+    ]
     assert [c.critical for c in steps["fetch"].children] == [True, True]
     assert root.critical and root.span.duration_ms is not None
-    assert root.span.duration_ms >= sum(x.span.duration_ms or 0 for x in (steps["fetch"], steps["left"]))
+    assert root.span.duration_ms >= sum(
+        x.span.duration_ms or 0 for x in (steps["fetch"], steps["left"])
+    )
 
 
 def test_an_approval_wait_sits_between_the_invocations(store: Store) -> None:
-    flow = FlowDefinition(name="refund", requires_approval=True, steps=[
-        _step("fetch"), FlowStep(id="left", skill_key="left", depends_on=["fetch"], side_effects=True)])
+    flow = FlowDefinition(
+        name="refund",
+        requires_approval=True,
+        steps=[
+            _step("fetch"),
+            FlowStep(id="left", skill_key="left", depends_on=["fetch"], side_effects=True),
+        ],
+    )
     rt = FlowRuntime(store, tools=_tools({}), **NS)
     try:
         first = rt.run(flow, {})
@@ -118,8 +158,9 @@ class _FlowRunWatcher:
         self.events.append(("started", run_id, flow.name))
 
     @hookimpl
-    def soloflow_flow_run_finished(self, run_id: str, flow: FlowDefinition, status: str,
-                                   spans: list[Span]) -> None:
+    def soloflow_flow_run_finished(
+        self, run_id: str, flow: FlowDefinition, status: str, spans: list[Span]
+    ) -> None:
         self.events.append(("finished", run_id, flow.name, status, [s.kind for s in spans]))
 
 
@@ -160,8 +201,19 @@ def test_a_call_that_ran_past_its_limit_is_a_failed_attempt(store: Store) -> Non
             time.sleep(0.6)  # abandoned at its limit; the run goes on without it
         return {"ok": True}
 
-    flow = FlowDefinition(name="slow", steps=[FlowStep(id="slow", skill_key="slow", input_map={"v": "x"},
-                                                       timeout_seconds=0.2, retry_max=1, retry_backoff=0.01)])
+    flow = FlowDefinition(
+        name="slow",
+        steps=[
+            FlowStep(
+                id="slow",
+                skill_key="slow",
+                input_map={"v": "x"},
+                timeout_seconds=0.2,
+                retry_max=1,
+                retry_backoff=0.01,
+            )
+        ],
+    )
     rt = FlowRuntime(store, tools=[slow], **NS)
     try:
         result = rt.run(flow, {})

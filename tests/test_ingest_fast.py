@@ -56,7 +56,11 @@ def _normal(rows: tuple[list[Any], list[Any], list[Any]]) -> str:
 def fast_rows(line: bytes, keep: bool = False) -> tuple[list[Any], list[Any], list[Any]] | None:
     rows = ledger_rows.Rows()
     if not ledger_rows.add_line(
-        rows, 1, line, user=DEFAULTS["default_user"], agent=DEFAULTS["default_agent"],
+        rows,
+        1,
+        line,
+        user=DEFAULTS["default_user"],
+        agent=DEFAULTS["default_agent"],
         keep_namespaces=keep,
     ):
         assert (rows.runs, rows.calls, rows.models) == ([], [], [])

@@ -42,7 +42,9 @@ def verdict(text: str, evidence: JobEvidence = JOB, **kw: object) -> str:
 
 
 def test_values_are_never_words_of_the_job():
-    read = read_request("Invoice for bob@example.org, order O-5001, 2026-11-27, user raj_sanchez_7340")
+    read = read_request(
+        "Invoice for bob@example.org, order O-5001, 2026-11-27, user raj_sanchez_7340"
+    )
     assert read.terms == ("invoic", "order", "user")
     assert read.values == ("bob@example.org", "O-5001", "2026-11-27", "raj_sanchez_7340")
     assert not {"com", "example", "org"} & set(JOB.vocabulary)
@@ -53,22 +55,25 @@ def test_words_in_any_form_are_the_same_word():
     assert tokenize("orders ordering") == ["order", "order"]
 
 
-@pytest.mark.parametrize(("text", "why"), [
-    ("Do NOT send me any invoice, zoe@x.io", "negates"),
-    ("I no longer want my latest invoice zoe@x.io", "negates"),
-    ("What's the weather for zoe@x.io's city?", "no word of the request is common"),
-    ("Reset the password of zoe@x.io", "another action: reset"),
-    ("Cancel my latest invoice zoe@x.io", "another action: cancel"),
-    ("Send the latest invoice to my accountant at acc@firm.io", "someone else: accountant"),
-    ("zoe@x.io", "nothing but values"),
-    ("", "nothing but values"),
-    ("请把我最新的发票发到 zoe@x.io", "script"),
-    ("Schicken Sie mir bitte meine letzte Rechnung, zoe@x.io", "unknown to the job"),
-    ("latest invoice " * 400 + "zoe@x.io", f"longer than {MAX_REQUEST_CHARS}"),
-    ("Please send all my latest invoices to zoe@x.io", "unknown to the job: all"),
-    ("Please send me any latest invoice, zoe@x.io", "unknown to the job: ani"),
-    ("Please send these latest invoices to zoe@x.io", "unknown to the job: these"),
-])
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("Do NOT send me any invoice, zoe@x.io", "negates"),
+        ("I no longer want my latest invoice zoe@x.io", "negates"),
+        ("What's the weather for zoe@x.io's city?", "no word of the request is common"),
+        ("Reset the password of zoe@x.io", "another action: reset"),
+        ("Cancel my latest invoice zoe@x.io", "another action: cancel"),
+        ("Send the latest invoice to my accountant at acc@firm.io", "someone else: accountant"),
+        ("zoe@x.io", "nothing but values"),
+        ("", "nothing but values"),
+        ("请把我最新的发票发到 zoe@x.io", "script"),
+        ("Schicken Sie mir bitte meine letzte Rechnung, zoe@x.io", "unknown to the job"),
+        ("latest invoice " * 400 + "zoe@x.io", f"longer than {MAX_REQUEST_CHARS}"),
+        ("Please send all my latest invoices to zoe@x.io", "unknown to the job: all"),
+        ("Please send me any latest invoice, zoe@x.io", "unknown to the job: ani"),
+        ("Please send these latest invoices to zoe@x.io", "unknown to the job: these"),
+    ],
+)
 def test_near_misses_do_not_run(text: str, why: str):
     found = judge_intent(JOB, read_request(text))
     assert found.verdict != "run"
@@ -78,56 +83,74 @@ def test_near_misses_do_not_run(text: str, why: str):
 def test_unknown_words_and_thin_evidence_do_not_run():
     assert verdict("send my latest invoice status zoe@x.io", other_jobs={"status"}) != "run"
     thin = JobEvidence.of(EXEMPLARS[:2])
-    assert "fewer than 3" in judge_intent(thin, read_request("send latest invoice z@x.io")).reasons[0]
-    person = JobEvidence.of([], ["Invoice by e-mail", "e-mail the latest invoice"], user_submitted=True)
+    assert (
+        "fewer than 3" in judge_intent(thin, read_request("send latest invoice z@x.io")).reasons[0]
+    )
+    person = JobEvidence.of(
+        [], ["Invoice by e-mail", "e-mail the latest invoice"], user_submitted=True
+    )
     assert verdict("please email me the latest invoice z@x.io", person) == "run"
     assert verdict("invoice z@x.io", person) != "run"  # one word asks for nothing
 
 
-@pytest.mark.parametrize("text", [
-    "Has my latest invoice been sent? zoe@x.io",
-    "Was my last invoice sent to zoe@x.io?",
-    "How do I send my latest invoice? zoe@x.io",
-    "Send my latest invoice? Never mind. zoe@x.io",
-    "send my latest invoice, just kidding zoe@x.io",
-    "Send my latest invoice — NOT! zoe@x.io",
-    "send my wife's latest invoice zoe@x.io",
-    "send her latest invoice zoe@x.io",
-    "latest invoice zoe@x.io",
-    "My latest invoice zoe@x.io",
-    "send my latest invoice z\u200boe@x.io",
-    "**send** my latest invoice zoe@x.io",
-    '{"action": "send", "what": "latest invoice", "to": "zoe@x.io"}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Has my latest invoice been sent? zoe@x.io",
+        "Was my last invoice sent to zoe@x.io?",
+        "How do I send my latest invoice? zoe@x.io",
+        "Send my latest invoice? Never mind. zoe@x.io",
+        "send my latest invoice, just kidding zoe@x.io",
+        "Send my latest invoice — NOT! zoe@x.io",
+        "send my wife's latest invoice zoe@x.io",
+        "send her latest invoice zoe@x.io",
+        "latest invoice zoe@x.io",
+        "My latest invoice zoe@x.io",
+        "send my latest invoice z\u200boe@x.io",
+        "**send** my latest invoice zoe@x.io",
+        '{"action": "send", "what": "latest invoice", "to": "zoe@x.io"}',
+    ],
+)
 def test_questions_retractions_other_people_and_plain_nouns_do_not_run(text: str):
     assert verdict(text) != "run"
 
 
 def test_the_job_s_own_effect_tool_names_its_action_and_nothing_more():
-    assert tool_actions(["send_email", "resetPassword", "lookup_account", "get-invoice-pdf"]) == {"send", "reset"}
-    job = JobEvidence.of([
-        "Please email me my latest invoice. My address is alice@example.com",
-        "email me my last invoice, grace@example.com",
-        "Could you email my most recent invoice to carol@example.net?",
-        "need my latest invoice emailed please, dan@example.com",
-    ])  # fmt: skip
+    assert tool_actions(["send_email", "resetPassword", "lookup_account", "get-invoice-pdf"]) == {
+        "send",
+        "reset",
+    }
+    job = JobEvidence.of(
+        [
+            "Please email me my latest invoice. My address is alice@example.com",
+            "email me my last invoice, grace@example.com",
+            "Could you email my most recent invoice to carol@example.net?",
+            "need my latest invoice emailed please, dan@example.com",
+        ]
+    )
     request = "Please send my latest invoice to zed@example.com"
     assert verdict(request, job) == "hint"  # 'send' is an action the texts never asked for
     assert verdict(request, job, own_actions=tool_actions(["send_email"])) == "run"
     # the flow's own action is no key word, no anchor, and vetoes nothing else's rules
-    for text in ("Please send an email to zed@example.com",  # none of the job's words
-                 "Please don't send my latest invoice to zed@example.com",  # negated
-                 "Please send my latest invoice to my boss, zed@example.com",  # someone else
-                 "Please send and delete my latest invoice, zed@example.com"):  # another action
+    for text in (
+        "Please send an email to zed@example.com",  # none of the job's words
+        "Please don't send my latest invoice to zed@example.com",  # negated
+        "Please send my latest invoice to my boss, zed@example.com",  # someone else
+        "Please send and delete my latest invoice, zed@example.com",
+    ):  # another action
         assert verdict(text, job, own_actions={"send"}) != "run", text
     # only verbs count: a tool named after a noun adds no word
-    assert verdict("Please invoice my latest email to zed@example.com", job,
-                   own_actions=tool_actions(["get_invoice_pdf"])) == verdict(
-        "Please invoice my latest email to zed@example.com", job)  # fmt: skip
+    assert verdict(
+        "Please invoice my latest email to zed@example.com",
+        job,
+        own_actions=tool_actions(["get_invoice_pdf"]),
+    ) == verdict("Please invoice my latest email to zed@example.com", job)
 
 
 def test_inputs_are_bound_from_the_request_itself_with_their_shape():
-    assert bind_inputs(SCHEMA, {"email": EMAIL}, read_request("invoice for a@x.io")).inputs == {"email": "a@x.io"}
+    assert bind_inputs(SCHEMA, {"email": EMAIL}, read_request("invoice for a@x.io")).inputs == {
+        "email": "a@x.io"
+    }
     two = bind_inputs(SCHEMA, {"email": EMAIL}, read_request("a@x.io or b@x.io"))
     assert "2 values" in two.problems[0]
     none = bind_inputs(SCHEMA, {"email": EMAIL}, read_request("my invoice please"))
@@ -136,11 +159,13 @@ def test_inputs_are_bound_from_the_request_itself_with_their_shape():
     assert "caller must give it" in free.problems[0]
     spare = bind_inputs(SCHEMA, {"email": EMAIL}, read_request("invoice INV-27 for a@x.io"))
     assert "'INV-27', which no input" in spare.problems[0]
-    for text, why in [("refund my order, my email is not a@x.io", "set aside"),
-                      ("refund my order, my email used to be a@x.io", "set aside"),
-                      ("refund my order https://shop.example/track?email=a@x.io", "inside a link"),
-                      ("refund my order a@exаmple.io", "outside ASCII"),
-                      ("refund order 7 for a@x.io", "'7', which no input")]:
+    for text, why in [
+        ("refund my order, my email is not a@x.io", "set aside"),
+        ("refund my order, my email used to be a@x.io", "set aside"),
+        ("refund my order https://shop.example/track?email=a@x.io", "inside a link"),
+        ("refund my order a@exаmple.io", "outside ASCII"),
+        ("refund order 7 for a@x.io", "'7', which no input"),
+    ]:
         found = bind_inputs(SCHEMA, {"email": EMAIL}, read_request(text))
         assert any(why in p for p in found.problems), (text, found.problems)
     typed = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
@@ -161,12 +186,18 @@ def test_reading_never_raises_and_a_bare_address_never_runs(text: str):
 
 def test_a_text_composed_of_values_becomes_a_template():
     texts = ["Your invoice: https://x/INV-1.pdf", "Your invoice: https://x/INV-7.pdf"]
-    sources = [dict(leaf_texts("pdf", {"url": "https://x/INV-1.pdf"})),
-               dict(leaf_texts("pdf", {"url": "https://x/INV-7.pdf"}))]
+    sources = [
+        dict(leaf_texts("pdf", {"url": "https://x/INV-1.pdf"})),
+        dict(leaf_texts("pdf", {"url": "https://x/INV-7.pdf"})),
+    ]
     assert compose_template(texts, sources) == "Your invoice: {{pdf.url}}"
     assert compose_template(["same", "same"], sources) is None  # a constant, not a template
-    assert compose_template(["Your bill: https://x/INV-1.pdf", "Your invoice: https://x/INV-7.pdf"],
-                            sources) is None  # fixed text differs
+    assert (
+        compose_template(
+            ["Your bill: https://x/INV-1.pdf", "Your invoice: https://x/INV-7.pdf"], sources
+        )
+        is None
+    )  # fixed text differs
 
 
 def test_replies_learned_from_answers_that_agree_and_only_then():
@@ -179,8 +210,11 @@ def test_replies_learned_from_answers_that_agree_and_only_then():
 
 
 def test_a_reply_that_cannot_be_written_states_what_was_done():
-    flow = FlowDefinition(name="F", steps=[FlowStep(id="s", skill_key="t")],
-                          reply_template="Your order {{s.missing}} is ready.")
+    flow = FlowDefinition(
+        name="F",
+        steps=[FlowStep(id="s", skill_key="t")],
+        reply_template="Your order {{s.missing}} is ready.",
+    )
     text = render_reply(flow, {"email": "a@x.io"}, {"s": {"id": 1}}, {"id": 1})
     assert text == describe_run("F", ["t"], {"email": "a@x.io"}, output={"id": 1})
     ok = flow.model_copy(update={"reply_template": "Order {{s.id}} for {{_trigger.email}}."})

@@ -77,8 +77,11 @@ def _legal(history: list[Any]) -> None:
 
 def _run_ids(store: Store) -> set[str]:
     with store.engine.connect() as conn:
-        return set(conn.execute(sa.select(t.flow_runs.c.id).where(t.flow_runs.c.user_id == NS["user_id"]))
-                   .scalars())
+        return set(
+            conn.execute(
+                sa.select(t.flow_runs.c.id).where(t.flow_runs.c.user_id == NS["user_id"])
+            ).scalars()
+        )
 
 
 # ---------------------------------------------------------------- the run's start
@@ -89,7 +92,8 @@ class _Unsaveable:
 
 
 def test_a_first_save_that_fails_before_sending_anything_leaves_a_failed_run_and_no_running_step(
-        store, runtimes):
+    store, runtimes
+):
     """LangGraph's first save of a run raises on the client side (an input it cannot
     serialise): the run ends recorded ``failed``, its first step never called nor left
     ``running``."""
@@ -100,7 +104,10 @@ def test_a_first_save_that_fails_before_sending_anything_leaves_a_failed_run_and
     result = rt.run("odd", {"x": _Unsaveable()})
     assert result.status == "failed" and calls == []
     rec = rt.status(result.run_id)
-    assert rec.state == "failed" and [(s.step_key, s.state) for s in rec.steps] in ([], [("a", "skipped")])
+    assert rec.state == "failed" and [(s.step_key, s.state) for s in rec.steps] in (
+        [],
+        [("a", "skipped")],
+    )
     assert _run_ids(store) == {result.run_id}
     _legal(rt.history(result.run_id))
 
@@ -112,15 +119,23 @@ def _kept(store: Store, run_id: str) -> dict[str, tuple[bool, bool]]:
     """Per step: whether its row keeps its begin, and its completion."""
     s = t.flow_step_runs.c
     with store.engine.connect() as conn:
-        rows = conn.execute(sa.select(s.step_key, s.begun_at, s.done_at).where(s.run_id == run_id)).all()
+        rows = conn.execute(
+            sa.select(s.step_key, s.begun_at, s.done_at).where(s.run_id == run_id)
+        ).all()
     return {k: (b is not None, d is not None) for k, b, d in rows}
 
 
 def _stored(store: Store, run_id: str) -> list[tuple[str | None, str | None, str]]:
     c = t.flow_transitions.c
     with store.engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(sa.select(c.step_key, c.from_state, c.to_state)
-                                               .where(c.run_id == run_id).order_by(c.id)).all()]
+        return [
+            tuple(r)
+            for r in conn.execute(
+                sa.select(c.step_key, c.from_state, c.to_state)
+                .where(c.run_id == run_id)
+                .order_by(c.id)
+            ).all()
+        ]
 
 
 def test_a_retried_step_keeps_its_first_begin_and_its_completion_in_its_row(store, runtimes):
@@ -134,11 +149,22 @@ def test_a_retried_step_keeps_its_first_begin_and_its_completion_in_its_row(stor
     assert result.status == "completed" and calls == ["a", "b", "b"]
     assert _kept(store, result.run_id) == {"a": (True, True), "b": (True, True)}
     assert [r for r in _stored(store, result.run_id) if r[0] == "b"] == [
-        ("b", "running", "failed"), ("b", "failed", "ready"), ("b", "ready", "running")]
+        ("b", "running", "failed"),
+        ("b", "failed", "ready"),
+        ("b", "ready", "running"),
+    ]
     history = rt.history(result.run_id)
     _legal(history)
     b = [m for m in history if m.step_key == "b"]
-    assert [m.to_state for m in b] == ["pending", "ready", "running", "failed", "ready", "running", "completed"]
+    assert [m.to_state for m in b] == [
+        "pending",
+        "ready",
+        "running",
+        "failed",
+        "ready",
+        "running",
+        "completed",
+    ]
     assert b[2].at < b[5].at <= b[6].at  # the first attempt's start kept its own time
     assert rt.status(result.run_id).steps[1].started_at == b[5].at  # the row's own, rewritten
 
@@ -148,16 +174,22 @@ def test_a_compensated_step_keeps_its_completion_in_its_row(store, runtimes):
     stored, rewrites the row's ``finished_at``, and the history reads begin, completion (with
     its own time), compensation."""
     calls: list[str] = []
-    flow = FlowDefinition(name="undo", steps=[
-        _step("a", compensation=Compensation(skill_key="undo_a", input_map={"v": "a"})),
-        _step("c", "a", on_failure="compensate")])
+    flow = FlowDefinition(
+        name="undo",
+        steps=[
+            _step("a", compensation=Compensation(skill_key="undo_a", input_map={"v": "a"})),
+            _step("c", "a", on_failure="compensate"),
+        ],
+    )
     tools = [_tool("a", calls), _tool("undo_a", calls), _tool("c", calls, fail={"c": 1})]
     rt = _runtime(store, runtimes, tools)
     result = rt.run(flow, {})
     assert result.status == "failed" and result.outcome == "compensated"
     assert calls == ["a", "c", "undo_a"]
     assert _kept(store, result.run_id)["a"] == (True, True)
-    assert [r for r in _stored(store, result.run_id) if r[0] == "a"] == [("a", "completed", "compensated")]
+    assert [r for r in _stored(store, result.run_id) if r[0] == "a"] == [
+        ("a", "completed", "compensated")
+    ]
     history = rt.history(result.run_id)
     _legal(history)
     a = [m for m in history if m.step_key == "a"]
@@ -193,9 +225,14 @@ def test_a_history_is_in_the_order_moves_were_written_whatever_the_clocks_say(st
     later.flush()
     after = store.flow_run_history(run_id, **NS)
     _legal(after)
-    assert after[:len(before)] == before
-    assert [(m.step_key, m.to_state) for m in after[len(before):]] == [
-        ("c", "failed"), ("c", "ready"), ("c", "running"), ("c", "completed"), ("d", "completed")]
+    assert after[: len(before)] == before
+    assert [(m.step_key, m.to_state) for m in after[len(before) :]] == [
+        ("c", "failed"),
+        ("c", "ready"),
+        ("c", "running"),
+        ("c", "completed"),
+        ("d", "completed"),
+    ]
     assert after[len(before)].at < before[-1].at  # written later, stamped earlier
 
 
@@ -206,9 +243,11 @@ def _as_listed_by_0004(rows: list[Any]) -> list[tuple[Any, ...]]:
     for at, key, old, new, detail in rows:
         if old is None and new == "running":
             first = ("draft", "active") if key is None else ("pending", "ready")
-            out += [(at, key, None, first[0], None),
-                    (at, key, first[0], first[1], "inputs checked" if key is None else None),
-                    (at, key, first[1], new, detail)]
+            out += [
+                (at, key, None, first[0], None),
+                (at, key, first[0], first[1], "inputs checked" if key is None else None),
+                (at, key, first[1], new, detail),
+            ]
         else:
             out.append((at, key, old, new, detail))
     return out
@@ -240,8 +279,13 @@ def test_downgrading_the_schema_writes_the_kept_moves_out_in_history_order(db_ur
                 journal.flush()
         for run_id, _ in runs:
             store.finish_flow_run(run_id, status="completed", outputs={}, outcome="completed")
-        before = {run_id: [(m.at, m.step_key, m.from_state, m.to_state, m.detail)
-                           for m in store.flow_run_history(run_id, **NS)] for run_id, _ in runs}
+        before = {
+            run_id: [
+                (m.at, m.step_key, m.from_state, m.to_state, m.detail)
+                for m in store.flow_run_history(run_id, **NS)
+            ]
+            for run_id, _ in runs
+        }
         assert len(before[runs[0][0]]) == 3 + 3 * 4 + 3 + 1  # start, steps (b's retry), end
         cfg = Config()
         cfg.set_main_option("script_location", str(_MIGRATIONS))
@@ -251,9 +295,14 @@ def test_downgrading_the_schema_writes_the_kept_moves_out_in_history_order(db_ur
         with store.engine.connect() as conn:
             for run_id, _ in runs:
                 c = t.flow_transitions.c  # a table 0005 did not change
-                rows = conn.execute(sa.select(c.at, c.step_key, c.from_state, c.to_state, c.detail)
-                                    .where(c.run_id == run_id).order_by(c.id)).all()
+                rows = conn.execute(
+                    sa.select(c.at, c.step_key, c.from_state, c.to_state, c.detail)
+                    .where(c.run_id == run_id)
+                    .order_by(c.id)
+                ).all()
                 assert _as_listed_by_0004(rows) == before[run_id]
-            assert "begun_at" not in {col["name"] for col in sa.inspect(conn).get_columns("sf_flow_step_runs")}
+            assert "begun_at" not in {
+                col["name"] for col in sa.inspect(conn).get_columns("sf_flow_step_runs")
+            }
     finally:
         store.close()

@@ -76,7 +76,10 @@ def test_by_default_every_run_lands_in_the_callers_namespace(store, tmp_path):
     )
     ingest(store, [other], **DEFAULTS)
     assert store.count_runs(user_id="mallory", agent_id="a") == 0
-    assert store.get_run("x", user_id="me", agent_id="my-agent").meta == {"ledger_user_id": "mallory", "ledger_agent_id": "a"}
+    assert store.get_run("x", user_id="me", agent_id="my-agent").meta == {
+        "ledger_user_id": "mallory",
+        "ledger_agent_id": "a",
+    }
 
 
 def test_agentdojo_ingests_with_the_counts_of_the_data_readme(store):
@@ -591,9 +594,7 @@ model_call_records = st.dictionaries(
 )
 records = st.dictionaries(
     st.sampled_from([*sorted(ledger.RUN_FIELDS), "source", "reward"]),
-    odd_values
-    | st.lists(tool_call_records, max_size=3)
-    | st.lists(model_call_records, max_size=2),
+    odd_values | st.lists(tool_call_records, max_size=3) | st.lists(model_call_records, max_size=2),
     max_size=14,
 ).map(lambda r: {"run_id": "r1", **r} if "run_id" not in r else r)
 
@@ -652,7 +653,9 @@ def test_the_agents_final_answer_is_kept_on_every_path(store, tmp_path):
     store.add_run(TaskRun(run_id="direct", user_id="u", agent_id="a", answer="Done."))
     runs = store.load_runs(["plain", "checked", "none", "direct"], user_id="u", agent_id="a")
     assert {r.run_id: r.answer for r in runs} == {
-        "plain": "Your order O-1 is in transit.", "checked": "Sent ✓", "none": None,
+        "plain": "Your order O-1 is in transit.",
+        "checked": "Sent ✓",
+        "none": None,
         "direct": "Done.",
     }
     with pytest.raises(LedgerError, match="answer"):

@@ -33,17 +33,32 @@ HOSTILE = [
     (f'{{"run_id": {BIG}}}', "run_id:", "5000 digits"),
     (f'{{"run_id": "r", "tokens": {BIG}}}', "tokens:", "5000 digits"),
     (f'{{"run_id": "r", "meta": {{"x": [1, {BIG}]}}}}', "meta.x[1]:", "at most 4300 digits"),
-    (f'{{"run_id": "r", "tool_calls": [{{"name": "t", "args": {{"n": -{BIG}}}}}]}}',
-     "tool_calls[0].args.n:", "at most 4300 digits"),
-    (f'{{"run_id": "r", "tool_calls": [{{"name": "t", "output": {nested(65)}}}]}}',
-     "tool_calls[0].output:", "nest more than 64 deep"),
-    (f'{{"run_id": "r", "tool_calls": [{{"name": "t", "args": {{"a": {nested(450)}}}}}]}}',
-     "tool_calls[0].args:", "nest more than 64 deep"),
+    (
+        f'{{"run_id": "r", "tool_calls": [{{"name": "t", "args": {{"n": -{BIG}}}}}]}}',
+        "tool_calls[0].args.n:",
+        "at most 4300 digits",
+    ),
+    (
+        f'{{"run_id": "r", "tool_calls": [{{"name": "t", "output": {nested(65)}}}]}}',
+        "tool_calls[0].output:",
+        "nest more than 64 deep",
+    ),
+    (
+        f'{{"run_id": "r", "tool_calls": [{{"name": "t", "args": {{"a": {nested(450)}}}}}]}}',
+        "tool_calls[0].args:",
+        "nest more than 64 deep",
+    ),
     (f'{{"run_id": "r", "meta": {{"a": {nested(1000)}}}}}', "", "nest more than 64 deep"),
-    (f'{{"run_id": "r", "tool_calls": [{{"name": "t", "output": {nested(100_000)}}}]}}',
-     "", "nest more than 64 deep"),
-    ('{"run_id": "r", "extra": %s}' % ('{"a":' * 80 + "1" + "}" * 80), "extra:",
-     "nest more than 64 deep"),
+    (
+        f'{{"run_id": "r", "tool_calls": [{{"name": "t", "output": {nested(100_000)}}}]}}',
+        "",
+        "nest more than 64 deep",
+    ),
+    (
+        '{"run_id": "r", "extra": %s}' % ('{"a":' * 80 + "1" + "}" * 80),
+        "extra:",
+        "nest more than 64 deep",
+    ),
 ]
 
 
@@ -66,8 +81,13 @@ def test_a_deep_line_names_the_column_where_it_passes_the_limit() -> None:
 
 
 def test_values_at_the_limit_are_kept_whole(db_url: str, tmp_path: Path) -> None:
-    line = json.dumps({"run_id": "edge", "meta": {"n": int("9" * 4300)},
-                       "tool_calls": [{"name": "t", "output": json.loads(nested(64))}]})
+    line = json.dumps(
+        {
+            "run_id": "edge",
+            "meta": {"n": int("9" * 4300)},
+            "tool_calls": [{"name": "t", "output": json.loads(nested(64))}],
+        }
+    )
     path = tmp_path / "edge.jsonl"
     path.write_text(line + "\n")
     with Store.open(db_url) as store:
@@ -105,16 +125,47 @@ def test_every_good_line_around_hostile_ones_is_kept(db_url: str, tmp_path: Path
 
 def _fuzz_record(rng: random.Random) -> str:
     """A record with one hostile value somewhere: huge numbers, deep nesting, odd types."""
-    hostile = rng.choice([
-        BIG, "-" + BIG, nested(rng.randint(65, 3000)), '{"a":' * 70 + "1" + "}" * 70,
-        "1e999", '"\\u0000"', '"\\ud800"', "[]", "{}", "null", "true", "12.0", "-1",
-        json.dumps("x" * rng.randint(0, 5000)), nested(rng.randint(1, 64)),
-    ])
-    field = rng.choice(["run_id", "tokens", "cost", "task", "meta", "success", "extra",
-                        "tool_calls", "args", "output", "call_meta", "duration_ms", "name"])
+    hostile = rng.choice(
+        [
+            BIG,
+            "-" + BIG,
+            nested(rng.randint(65, 3000)),
+            '{"a":' * 70 + "1" + "}" * 70,
+            "1e999",
+            '"\\u0000"',
+            '"\\ud800"',
+            "[]",
+            "{}",
+            "null",
+            "true",
+            "12.0",
+            "-1",
+            json.dumps("x" * rng.randint(0, 5000)),
+            nested(rng.randint(1, 64)),
+        ]
+    )
+    field = rng.choice(
+        [
+            "run_id",
+            "tokens",
+            "cost",
+            "task",
+            "meta",
+            "success",
+            "extra",
+            "tool_calls",
+            "args",
+            "output",
+            "call_meta",
+            "duration_ms",
+            "name",
+        ]
+    )
     call = '{{"name": "t", "args": {}, "output": {}, "meta": {}, "duration_ms": {}}}'.format(
-        hostile if field == "args" else "{}", hostile if field == "output" else "null",
-        hostile if field == "call_meta" else "{}", hostile if field == "duration_ms" else "1",
+        hostile if field == "args" else "{}",
+        hostile if field == "output" else "null",
+        hostile if field == "call_meta" else "{}",
+        hostile if field == "duration_ms" else "1",
     )
     if field == "name":
         call = f'{{"name": {hostile}}}'
@@ -147,8 +198,12 @@ def test_the_writer_cuts_a_capture_nested_deeper_than_the_limit(db_url: str) -> 
     deep: object = "leaf"
     for _ in range(600):
         deep = [deep]
-    run = TaskRun(run_id="deep", user_id="me", agent_id="bot",
-                  tool_calls=[ToolCall(name="t", output=deep, args={"n": 10**5000})])
+    run = TaskRun(
+        run_id="deep",
+        user_id="me",
+        agent_id="bot",
+        tool_calls=[ToolCall(name="t", output=deep, args={"n": 10**5000})],
+    )
     with Store.open(db_url) as store:
         assert store.add_run(run) is True
         back = store.get_run("deep", user_id="me", agent_id="bot").tool_calls[0]

@@ -57,10 +57,16 @@ def run(
     ns: dict[str, str] = NS,
 ) -> TaskRun:
     return TaskRun(
-        run_id=run_id, task=task, started_at=at, ended_at=at, **ns,
-        tool_calls=[ToolCall(name=n, args=a, output=o, error=True if i == error_at else None)
-                    for i, (n, a, o) in enumerate(calls)],
-    )  # fmt: skip
+        run_id=run_id,
+        task=task,
+        started_at=at,
+        ended_at=at,
+        **ns,
+        tool_calls=[
+            ToolCall(name=n, args=a, output=o, error=True if i == error_at else None)
+            for i, (n, a, o) in enumerate(calls)
+        ],
+    )
 
 
 REFUND = run(
@@ -349,8 +355,9 @@ def test_prune_archives_what_fell_below_the_threshold_and_never_deletes(
     assert report.archived == dry.archived and report.skipped == [] and not report.dry_run
     hits = memory.search("refund", tiers="episodic", reinforce=False, now=now, **NS)
     assert [h.data["run_id"] for h in hits] == ["r-new"]
-    archived = memory.search("refund", tiers="episodic", include_archived=True, reinforce=False,
-                             now=now, **NS)  # fmt: skip
+    archived = memory.search(
+        "refund", tiers="episodic", include_archived=True, reinforce=False, now=now, **NS
+    )
     assert {(h.data["run_id"], h.archived) for h in archived} == {
         ("r-new", False),
         ("r-refund", True),
@@ -428,8 +435,11 @@ def test_no_namespace_sees_another_ones_memories(store: Store, memory: MemoryTie
         assert all(h.data.get("run_id") in (None, "r-bob") for h in hits), ns
         assert not [h for h in hits if h.tier in ("working", "semantic")], ns
         for query in ("", "kettle", "订单", "rückerstattung"):
-            assert [h for h in memory.search(query, include_archived=True, **ns)
-                    if h.data.get("run_id") != "r-bob"] == []  # fmt: skip
+            assert [
+                h
+                for h in memory.search(query, include_archived=True, **ns)
+                if h.data.get("run_id") != "r-bob"
+            ] == []
     # Only bob's own run (its id is 3: written third).
     assert memory.prune(now=T0 + timedelta(days=400), **OTHER).archived["episodic"] == ["r3:task"]
     assert memory.search("kettle", tiers="episodic", reinforce=False, **NS)  # alice's untouched
@@ -523,8 +533,11 @@ def test_the_built_in_providers_come_from_the_plugin(memory: MemoryTiers) -> Non
     assert isinstance(memory.semantic, StoreMemoryProvider) and memory.semantic.tier == "semantic"
     assert isinstance(memory.episodic, RetainingProvider)
     pm = get_plugin_manager()
-    impls = [i for i in pm.hook.soloflow_register_memory_providers.get_hookimpls()
-             if i.plugin is soloflow_plugins.store_memory]  # fmt: skip
+    impls = [
+        i
+        for i in pm.hook.soloflow_register_memory_providers.get_hookimpls()
+        if i.plugin is soloflow_plugins.store_memory
+    ]
     assert len(impls) == 1 and impls[0].trylast
 
 

@@ -36,7 +36,9 @@ def test_side_effects_of_reads_the_flags_in_one_order(meta: Any, expected: bool 
 
 
 @pytest.mark.parametrize(("meta", "expected"), [c for c in CASES if isinstance(c[0], dict)])
-def test_compilation_generalisation_and_routing_agree(meta: dict[str, Any], expected: bool | None) -> None:
+def test_compilation_generalisation_and_routing_agree(
+    meta: dict[str, Any], expected: bool | None
+) -> None:
     def lookup(order_id: str) -> str:
         """Look an order up."""
         return order_id
@@ -51,18 +53,28 @@ def test_compilation_generalisation_and_routing_agree(meta: dict[str, Any], expe
 def test_the_middleware_reads_tool_metadata_the_same_way() -> None:
     from soloflow_langgraph.routing.middleware import _tool_side_effects
 
-    tools = [StructuredTool.from_function(lambda: "", name=f"t{i}", description="t", metadata=meta)
-             for i, (meta, _) in enumerate(CASES) if isinstance(meta, dict)]
-    expected = {f"t{i}": e for i, (meta, e) in enumerate(CASES) if isinstance(meta, dict) and e is not None}
+    tools = [
+        StructuredTool.from_function(lambda: "", name=f"t{i}", description="t", metadata=meta)
+        for i, (meta, _) in enumerate(CASES)
+        if isinstance(meta, dict)
+    ]
+    expected = {
+        f"t{i}": e for i, (meta, e) in enumerate(CASES) if isinstance(meta, dict) and e is not None
+    }
     assert _tool_side_effects(tools) == expected
 
 
 def test_message_text_keeps_text_blocks_only() -> None:
-    blocks = ["Hello, ", {"type": "text", "text": "Ann"}, {"type": "image_url", "image_url": "x"},
-              {"type": "reasoning", "text": "hidden"}]
+    blocks = [
+        "Hello, ",
+        {"type": "text", "text": "Ann"},
+        {"type": "image_url", "image_url": "x"},
+        {"type": "reasoning", "text": "hidden"},
+    ]
     assert content_text(blocks) == "Hello, Ann"
     assert content_text("plain") == "plain"
     assert content_text(None) == content_text(3) == ""
     assert message_text(AIMessage(content=blocks)) == "Hello, Ann"
-    assert task_of([AIMessage(content="hi"), HumanMessage(content=blocks), HumanMessage(content="more")]) == (
-        "Hello, Ann", 2)
+    assert task_of(
+        [AIMessage(content="hi"), HumanMessage(content=blocks), HumanMessage(content="more")]
+    ) == ("Hello, Ann", 2)

@@ -402,8 +402,9 @@ def test_a_routed_flow_runs_on_the_middlewares_plugin_manager(sqlite_store: Stor
     try:
         assert mw.runtime.pm is pm
         model = make_model()
-        agent = create_agent(model, tools=TOOLS, system_prompt="You are a support agent.",
-                             middleware=[mw])
+        agent = create_agent(
+            model, tools=TOOLS, system_prompt="You are a support agent.", middleware=[mw]
+        )
         answer, calls = ask(agent, mw, model, FOURTH)
         assert calls == 0  # routed: the flow ran, with the plugin's executor
         # The plugin's output has no ETA: the reply template cannot be written, so the reply

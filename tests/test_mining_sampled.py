@@ -52,11 +52,22 @@ def _columns(runs: list[RunSequence]) -> ToolNameColumns:
 def _ranking(runs: object, **kw: object) -> list[tuple[object, ...]]:
     # Not the mined pattern's codes: from runs, tools are coded in the kept runs only.
     return [
-        (r.names, r.runs, r.score, r.pattern.names, r.pattern.support, r.pattern.exact_support,
-         r.clean_occurrences, r.lift,
-         r.estimated_token_savings, r.savings_method, r.explanation, tuple(r.occurrences))
+        (
+            r.names,
+            r.runs,
+            r.score,
+            r.pattern.names,
+            r.pattern.support,
+            r.pattern.exact_support,
+            r.clean_occurrences,
+            r.lift,
+            r.estimated_token_savings,
+            r.savings_method,
+            r.explanation,
+            tuple(r.occurrences),
+        )
         for r in mine_ranked(runs, **kw)  # type: ignore[arg-type]
-    ]  # fmt: skip
+    ]
 
 
 @pytest.mark.parametrize("include_failed", [False, True])
@@ -100,9 +111,14 @@ def test_a_failure_in_the_background_thread_reaches_the_caller(monkeypatch, runs
 
 @pytest.mark.parametrize(
     "options",
-    [RankingOptions(), RankingOptions(max_swaps=0), RankingOptions(max_gap=0),
-     RankingOptions(max_gap=0, max_swaps=0), RankingOptions(collapse_loops=False)],
-)  # fmt: skip
+    [
+        RankingOptions(),
+        RankingOptions(max_swaps=0),
+        RankingOptions(max_gap=0),
+        RankingOptions(max_gap=0, max_swaps=0),
+        RankingOptions(collapse_loops=False),
+    ],
+)
 def test_pair_positions_find_the_starts_a_scan_of_code_positions_finds(options):
     ledger = prepare_units(_ledger_runs(1500, seed=7), options)
     rng = np.random.default_rng(2)

@@ -27,7 +27,10 @@ def test_the_licence_ships() -> None:
 def test_a_user_install_pulls_no_dev_tools() -> None:
     extras = PROJECT["project"]["optional-dependencies"]
     assert "dev" not in extras
-    everything = [*PROJECT["project"]["dependencies"], *(r for reqs in extras.values() for r in reqs)]
+    everything = [
+        *PROJECT["project"]["dependencies"],
+        *(r for reqs in extras.values() for r in reqs),
+    ]
     for tool in ("pytest", "mypy", "ruff", "hypothesis", "schemathesis"):
         assert not any(r.startswith(tool) for r in everything), tool
     assert not any(r.startswith("agentdojo") for r in PROJECT["project"]["dependencies"])

@@ -68,16 +68,23 @@ class Timing:
 
 FLOW = FlowDefinition(
     name="Look",
-    steps=[FlowStep(id="a", skill_key="lookup", input_map={"key": "{{_trigger.k}}"}),
-           FlowStep(id="b", skill_key="lookup", depends_on=["a"], input_map={"key": "{{a}}"})],
-)  # fmt: skip
+    steps=[
+        FlowStep(id="a", skill_key="lookup", input_map={"key": "{{_trigger.k}}"}),
+        FlowStep(id="b", skill_key="lookup", depends_on=["a"], input_map={"key": "{{a}}"}),
+    ],
+)
 
 
 def _step(index: int = 0) -> StepRecord:
     from soloflow_core.models import ToolCall
 
-    return StepRecord(run_id="r", user_id="u", agent_id="a", index=index,
-                      call=ToolCall(name="lookup", args={"key": "k"}, output="v"))  # fmt: skip
+    return StepRecord(
+        run_id="r",
+        user_id="u",
+        agent_id="a",
+        index=index,
+        call=ToolCall(name="lookup", args={"key": "k"}, output="v"),
+    )
 
 
 def test_a_failing_listener_does_not_silence_the_others(caplog: pytest.LogCaptureFixture) -> None:
@@ -87,7 +94,10 @@ def test_a_failing_listener_does_not_silence_the_others(caplog: pytest.LogCaptur
         call_hook(pm, "soloflow_step_finished", step=_step())
     assert len(listener.steps) == 1
     assert timing.calls == 1
-    assert "plugin 'BrokenListener' failed in soloflow_step_finished (RuntimeError: listener bug)" in caplog.text
+    assert (
+        "plugin 'BrokenListener' failed in soloflow_step_finished (RuntimeError: listener bug)"
+        in caplog.text
+    )
     assert "SOLOFLOW_BLOCK_PLUGINS=BrokenListener" in caplog.text
 
 
@@ -99,23 +109,34 @@ def test_several_failing_plugins_are_each_skipped(caplog: pytest.LogCaptureFixtu
         def soloflow_step_finished(self, step: StepRecord) -> None:
             raise OSError("disk gone")
 
-    pm = get_plugin_manager(load_entrypoints=False, plugins=[listener, AlsoBroken(), BrokenListener()])
+    pm = get_plugin_manager(
+        load_entrypoints=False, plugins=[listener, AlsoBroken(), BrokenListener()]
+    )
     call_hook(pm, "soloflow_step_finished", step=_step())
     assert len(listener.steps) == 1
     assert "'BrokenListener'" in caplog.text and "'AlsoBroken'" in caplog.text
 
 
-def test_the_built_in_classifier_answers_when_a_user_classifier_raises(caplog: pytest.LogCaptureFixture) -> None:
+def test_the_built_in_classifier_answers_when_a_user_classifier_raises(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     pm = get_plugin_manager(plugins=[BrokenListener()])
     label = call_hook(pm, "soloflow_classify_task", task="draw a diagram of the checkout page")
     assert label == "visual"  # the built-in keyword classifier
-    assert "plugin 'BrokenListener' failed in soloflow_classify_task (ValueError: classifier bug)" in caplog.text
+    assert (
+        "plugin 'BrokenListener' failed in soloflow_classify_task (ValueError: classifier bug)"
+        in caplog.text
+    )
 
 
 def test_strict_mode_makes_a_plugin_failure_fatal_and_names_the_plugin() -> None:
     listener = Listener()
-    pm = get_plugin_manager(load_entrypoints=False, plugins=[listener, BrokenListener()], strict=True)
-    with pytest.raises(PluginError, match=r"plugin 'BrokenListener' failed in soloflow_step_finished") as info:
+    pm = get_plugin_manager(
+        load_entrypoints=False, plugins=[listener, BrokenListener()], strict=True
+    )
+    with pytest.raises(
+        PluginError, match=r"plugin 'BrokenListener' failed in soloflow_step_finished"
+    ) as info:
         call_hook(pm, "soloflow_step_finished", step=_step())
     assert info.value.plugin == "BrokenListener"
     assert isinstance(info.value.__cause__, RuntimeError)
@@ -142,7 +163,9 @@ def test_a_soloflow_error_from_a_plugin_passes_through_unchanged() -> None:
         call_hook(pm, "soloflow_step_finished", step=_step())
 
 
-def test_capture_keeps_the_classifier_and_listeners_when_a_plugin_raises(sqlite_store: Store) -> None:
+def test_capture_keeps_the_classifier_and_listeners_when_a_plugin_raises(
+    sqlite_store: Store,
+) -> None:
     from langchain.agents import create_agent
     from langchain_core.messages import AIMessage
 
@@ -152,10 +175,16 @@ def test_capture_keeps_the_classifier_and_listeners_when_a_plugin_raises(sqlite_
     pm = get_plugin_manager(plugins=[listener, BrokenListener()])
     handler = SoloFlowCallbackHandler(store=sqlite_store, plugin_manager=pm)
     call = {"name": "lookup", "args": {"key": "a"}, "id": "k1", "type": "tool_call"}
-    agent = create_agent(ScriptedChatModel(responses=[AIMessage(content="", tool_calls=[call]),
-                                                      AIMessage(content="done")]), tools=[lookup])  # fmt: skip
-    agent.invoke({"messages": [("user", "draw a diagram of the checkout page")]},
-                 config={"callbacks": [handler]})  # fmt: skip
+    agent = create_agent(
+        ScriptedChatModel(
+            responses=[AIMessage(content="", tool_calls=[call]), AIMessage(content="done")]
+        ),
+        tools=[lookup],
+    )
+    agent.invoke(
+        {"messages": [("user", "draw a diagram of the checkout page")]},
+        config={"callbacks": [handler]},
+    )
     assert len(listener.steps) == 1
     stored = sqlite_store.get_run(handler.last_run.run_id, user_id="default", agent_id="default")
     assert stored.classification == "visual"
@@ -166,7 +195,9 @@ def test_flow_runs_and_promotion_keep_their_listeners(sqlite_store: Store) -> No
     pm = get_plugin_manager(plugins=[listener, BrokenListener()])
     submit_flow(sqlite_store, FLOW, pm=pm, user_id="u", agent_id="a")
     assert listener.promoted == ["Look"]
-    with FlowRuntime(sqlite_store, tools=[lookup], plugin_manager=pm, user_id="u", agent_id="a") as rt:
+    with FlowRuntime(
+        sqlite_store, tools=[lookup], plugin_manager=pm, user_id="u", agent_id="a"
+    ) as rt:
         result = rt.run("Look", {"k": "x"})
     assert result.status == "completed"
     assert [s.call.output for s in listener.steps] == ["value of x", "value of value of x"]
@@ -175,7 +206,9 @@ def test_flow_runs_and_promotion_keep_their_listeners(sqlite_store: Store) -> No
 def test_strict_mode_stops_a_flow_run_on_a_plugin_failure(sqlite_store: Store) -> None:
     pm = get_plugin_manager(plugins=[BrokenListener()], strict=True)
     submit_flow(sqlite_store, FLOW, user_id="u", agent_id="a")
-    with FlowRuntime(sqlite_store, tools=[lookup], plugin_manager=pm, user_id="u", agent_id="a") as rt:
+    with FlowRuntime(
+        sqlite_store, tools=[lookup], plugin_manager=pm, user_id="u", agent_id="a"
+    ) as rt:
         outcome: Any
         try:
             outcome = rt.run("Look", {"k": "x"})
@@ -202,7 +235,7 @@ class Counting:
 def test_instances_of_one_class_are_told_apart(failing_first: bool) -> None:
     pm = get_plugin_manager()
     failing, fine = Counting(fail=True), Counting(fail=False)
-    for plugin in ((failing, fine) if failing_first else (fine, failing)):
+    for plugin in (failing, fine) if failing_first else (fine, failing):
         pm.register(plugin)
     flow = FlowDefinition(name="f", steps=[FlowStep(id="s", skill_key="lookup")])
     call_hook(pm, "soloflow_flow_promoted", flow=flow)

@@ -130,8 +130,11 @@ def test_built_ins_load_through_entry_points() -> None:
         assert loaded[name] is module
     dists = {(plugin, dist.project_name) for plugin, dist in pm.list_plugin_distinfo()}
     assert {(m, "soloflow-engine") for m in BUILT_INS.values()} <= dists
-    for hook in (pm.hook.soloflow_classify_task, pm.hook.soloflow_register_executors,
-                 pm.hook.soloflow_register_memory_providers):
+    for hook in (
+        pm.hook.soloflow_classify_task,
+        pm.hook.soloflow_register_executors,
+        pm.hook.soloflow_register_memory_providers,
+    ):
         built_in = [i for i in hook.get_hookimpls() if i.plugin in BUILT_INS.values()]
         assert built_in and all(i.trylast for i in built_in), hook.name
 

@@ -130,7 +130,10 @@ def test_the_public_api_is_pinned(package: str) -> None:
 @pytest.mark.parametrize("package", ["soloflow_langgraph", "soloflow_core.mining"])
 def test_lazy_faces_load_nothing_heavy_until_a_name_is_used(package: str) -> None:
     """``soloflow --help`` imports ``soloflow_langgraph``; capture imports the miner's watcher."""
-    heavy = {"soloflow_langgraph": "langgraph", "soloflow_core.mining": "soloflow_core.mining.pipeline"}
+    heavy = {
+        "soloflow_langgraph": "langgraph",
+        "soloflow_core.mining": "soloflow_core.mining.pipeline",
+    }
     probe = f"import sys, {package}; print({heavy[package]!r} in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

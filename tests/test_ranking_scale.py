@@ -174,9 +174,14 @@ def _noisy_ledger(seed: int, options: RankingOptions | None = None) -> UnitLedge
 
 @pytest.mark.parametrize(
     "options",
-    [None, RankingOptions(max_swaps=0), RankingOptions(max_gap=0, min_truncated_steps=2),
-     RankingOptions(max_swaps=2), RankingOptions(collapse_loops=False, allow_truncated=False)],
-)  # fmt: skip
+    [
+        None,
+        RankingOptions(max_swaps=0),
+        RankingOptions(max_gap=0, min_truncated_steps=2),
+        RankingOptions(max_swaps=2),
+        RankingOptions(collapse_loops=False, allow_truncated=False),
+    ],
+)
 def test_matching_many_patterns_at_once_matches_each_alone(options):
     ledger = _noisy_ledger(3, options)
     rng = np.random.default_rng(0)
@@ -204,7 +209,9 @@ def test_scanning_starts_for_many_patterns_finds_each_ones():
     pats = [rng.integers(0, len(ledger.names), rng.integers(2, 6)) for _ in range(200)]
     starts, which = scan_starts_many(work, pats, ledger.options, where=where)
     for k, pat in enumerate(pats):
-        assert np.array_equal(starts[which == k], scan_starts(work, pat, ledger.options, where=where))
+        assert np.array_equal(
+            starts[which == k], scan_starts(work, pat, ledger.options, where=where)
+        )
 
 
 @given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 12)), max_size=80))
@@ -291,9 +298,10 @@ def test_chosen_parts_tell_fragments_as_a_scan_does(chosen, pat, usage, slack):
         used.append((codes, 3 * i + 1))
     n = len(pat)
     inside = [
-        u for codes, u in used if len(codes) > n
-        and any(codes[o : o + n] == pat for o in range(len(codes) - n + 1))
-    ]  # fmt: skip
+        u
+        for codes, u in used
+        if len(codes) > n and any(codes[o : o + n] == pat for o in range(len(codes) - n + 1))
+    ]
     expected = any(usage < slack * u for u in inside)
     assert parts.is_fragment(np.asarray(pat, dtype=np.int64), usage) == expected
 
@@ -320,8 +328,9 @@ def test_a_pattern_on_the_whole_ledger_is_counted_exactly_from_either_index(inde
 
 
 def test_savings_say_in_how_many_of_all_occurrences_they_were_measured():
-    runs = [replace(_seq(i, ["a", "b", "c", "d"]), tokens=1000 if i % 2 else None)
-            for i in range(40)]  # fmt: skip
+    runs = [
+        replace(_seq(i, ["a", "b", "c", "d"]), tokens=1000 if i % 2 else None) for i in range(40)
+    ]
     (top,) = mine_ranked(runs, top_k=1)
     assert top.names == ("a", "b", "c", "d")
     assert "in 20 of 40 occurrences" in top.savings_method

@@ -27,12 +27,28 @@ def _user(uid: str, reservations: list[str]) -> str:
 def _airline_run(n: int, reservations: list[str], *, skip_one: bool = False) -> TaskRun:
     uid = f"user_{n}"
     walked = reservations[:-1] if skip_one else reservations
-    calls = [ToolCall(name="get_user_details", args={"user_id": uid}, output=_user(uid, reservations))]
-    calls += [ToolCall(name="get_reservation_details", args={"reservation_id": r},
-                       output=json.dumps({"reservation_id": r, "cabin": "economy"})) for r in walked]
-    calls.append(ToolCall(name="send_summary", args={"user_id": uid, "channel": "email"}, output="sent"))
-    return TaskRun(run_id=f"r{n}", user_id="u", agent_id="a", task=f"I am {uid}, list my trips",
-                   success=True, tool_calls=calls)
+    calls = [
+        ToolCall(name="get_user_details", args={"user_id": uid}, output=_user(uid, reservations))
+    ]
+    calls += [
+        ToolCall(
+            name="get_reservation_details",
+            args={"reservation_id": r},
+            output=json.dumps({"reservation_id": r, "cabin": "economy"}),
+        )
+        for r in walked
+    ]
+    calls.append(
+        ToolCall(name="send_summary", args={"user_id": uid, "channel": "email"}, output="sent")
+    )
+    return TaskRun(
+        run_id=f"r{n}",
+        user_id="u",
+        agent_id="a",
+        task=f"I am {uid}, list my trips",
+        success=True,
+        tool_calls=calls,
+    )
 
 
 SEQ = ["get_user_details", "get_reservation_details", "send_summary"]
@@ -66,7 +82,7 @@ def test_loop_of_1_and_4_repetitions_is_one_map_step_and_replays():
 def test_partial_walk_diverges_and_names_the_missing_call():
     runs = [_airline_run(n, [f"R{n}{k}" for k in range(2 + n % 2)]) for n in range(6)]
     flow = propose(SEQ, [o for _, o in _occs(runs)], observed=6).flow
-    (label, occ), = _occs([_airline_run(7, ["X1", "X2", "X3"], skip_one=True)])
+    ((label, occ),) = _occs([_airline_run(7, ["X1", "X2", "X3"], skip_one=True)])
     outcome = replay_occurrence(flow, occ, label=label)
     assert not outcome.reproduced
     d, *rest = outcome.divergences
@@ -80,11 +96,24 @@ def test_partial_walk_diverges_and_names_the_missing_call():
 def test_free_inputs_come_from_the_recording_and_are_listed():
     runs = []
     for n in range(6):
-        calls = [ToolCall(name="lookup", args={"q": f"id{n}"}, output={"id": f"x{n}"}),
-                 ToolCall(name="note", args={"text": f"whatever {n * 7}", "ref": f"x{n}"}, output="ok")]
-        runs.append(TaskRun(run_id=f"f{n}", user_id="u", agent_id="a", task=f"find id{n}", success=True,
-                            tool_calls=calls))
-    occs = [(r.run_id, find_occurrence(r.tool_calls, ["lookup", "note"], task=r.task or "")) for r in runs]
+        calls = [
+            ToolCall(name="lookup", args={"q": f"id{n}"}, output={"id": f"x{n}"}),
+            ToolCall(name="note", args={"text": f"whatever {n * 7}", "ref": f"x{n}"}, output="ok"),
+        ]
+        runs.append(
+            TaskRun(
+                run_id=f"f{n}",
+                user_id="u",
+                agent_id="a",
+                task=f"find id{n}",
+                success=True,
+                tool_calls=calls,
+            )
+        )
+    occs = [
+        (r.run_id, find_occurrence(r.tool_calls, ["lookup", "note"], task=r.task or ""))
+        for r in runs
+    ]
     report = verify_occurrences(["lookup", "note"], occs)  # type: ignore[arg-type]
     assert report.fidelity == 1.0 and report.free_inputs == ["text"]
     assert all(o.inputs_from_recording == ["text"] for o in report.outcomes)
@@ -97,9 +126,19 @@ def test_too_few_occurrences_give_a_reason_not_a_crash():
 
 
 def _planted_store(store, *, seed: int = 5):
-    led = generate_ledger(runs=160, workflows=2, seed=seed, noise=0.0, retry_rate=0.0, swap_rate=0.0,
-                          failed_run_rate=0.0, truncate_rate=0.0, min_len=3, max_len=5,
-                          planted_fraction=0.8)
+    led = generate_ledger(
+        runs=160,
+        workflows=2,
+        seed=seed,
+        noise=0.0,
+        retry_rate=0.0,
+        swap_rate=0.0,
+        failed_run_rate=0.0,
+        truncate_rate=0.0,
+        min_len=3,
+        max_len=5,
+        planted_fraction=0.8,
+    )
     store.add_runs([r.model_copy(update={"user_id": "u", "agent_id": "a"}) for r in led.runs])
     return led
 
@@ -129,9 +168,23 @@ def test_unverified_or_low_fidelity_candidate_is_not_auto_promoted(sqlite_store)
     sqlite_store.save_candidates([few])
     with pytest.raises(SoloFlowError, match="2 held-out occurrence"):
         auto_promote_candidate(sqlite_store, cand.id, user_id="u", agent_id="a")
-    low = cand.model_copy(update={"fidelity": 0.5, "held_out": 3, "divergences": [
-        {"occurrence": "r9", "step": "step_2", "tool": cand.tool_sequence[1], "kind": "unexpected",
-         "made": {"x": 1}, "expected": [{"x": 2}], "message": ""}]})
+    low = cand.model_copy(
+        update={
+            "fidelity": 0.5,
+            "held_out": 3,
+            "divergences": [
+                {
+                    "occurrence": "r9",
+                    "step": "step_2",
+                    "tool": cand.tool_sequence[1],
+                    "kind": "unexpected",
+                    "made": {"x": 1},
+                    "expected": [{"x": 2}],
+                    "message": "",
+                }
+            ],
+        }
+    )
     sqlite_store.save_candidates([low])
     with pytest.raises(SoloFlowError) as info:
         auto_promote_candidate(sqlite_store, cand.id, user_id="u", agent_id="a")
@@ -143,13 +196,31 @@ def test_cli_verify_and_candidates_show_fidelity(sqlite_store, sqlite_url):
     _planted_store(sqlite_store)
     cand = detect_candidates(sqlite_store, user_id="u", agent_id="a")[0]
     runner = CliRunner()
-    res = runner.invoke(app, ["--db", sqlite_url, "--user", "u", "--agent", "a", "flows", "verify",
-                              cand.id, "--json", "--promote"], catch_exceptions=False)
+    res = runner.invoke(
+        app,
+        [
+            "--db",
+            sqlite_url,
+            "--user",
+            "u",
+            "--agent",
+            "a",
+            "flows",
+            "verify",
+            cand.id,
+            "--json",
+            "--promote",
+        ],
+        catch_exceptions=False,
+    )
     assert res.exit_code == 0, res.output
     body = json.loads(res.stdout)
     assert body["fidelity"] is not None and body["held_out"] >= 1
     assert body["promotable"] == (body["passes"] and body["held_out"] >= 3)
     assert (body["promoted"] is not None) == body["promotable"]
-    res = runner.invoke(app, ["--db", sqlite_url, "--user", "u", "--agent", "a", "flows", "candidates"],
-                        catch_exceptions=False)
+    res = runner.invoke(
+        app,
+        ["--db", sqlite_url, "--user", "u", "--agent", "a", "flows", "candidates"],
+        catch_exceptions=False,
+    )
     assert "fidelity" in res.stdout

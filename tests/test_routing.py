@@ -32,6 +32,7 @@ CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_le
 HOSTILE = [text for text, _ in W.HOSTILE]
 """Requests of our own (the password reset's flow is not approved in these tests)."""
 
+
 @pytest.fixture(autouse=True)
 def _effects() -> Iterator[None]:
     W.EFFECTS.clear()
@@ -41,14 +42,21 @@ def _effects() -> Iterator[None]:
 
 def _ask(agent: Any, mw: SoloFlowMiddleware, model: W.ShopModel, text: str) -> dict[str, Any]:
     before, effects = model.calls, len(W.EFFECTS)
-    result = agent.invoke({"messages": [{"role": "user", "content": text}]},
-                          config={"callbacks": mw.callbacks})  # fmt: skip
+    result = agent.invoke(
+        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
+    )
     last = result["messages"][-1]
-    return {"answer": str(last.content), "calls": model.calls - before,
-            "flow": last.response_metadata.get("soloflow_flow"), "effects": W.EFFECTS[effects:]}
+    return {
+        "answer": str(last.content),
+        "calls": model.calls - before,
+        "flow": last.response_metadata.get("soloflow_flow"),
+        "effects": W.EFFECTS[effects:],
+    }
 
 
-def _shop(store: Store, *, approve: set[str] | None = None) -> tuple[Any, SoloFlowMiddleware, W.ShopModel]:
+def _shop(
+    store: Store, *, approve: set[str] | None = None
+) -> tuple[Any, SoloFlowMiddleware, W.ShopModel]:
     """The shop agent after its training requests, with the flows a person approved (all the
     learned ones unless ``approve`` names jobs by their effect tool)."""
     mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=CONFIG)
@@ -71,13 +79,17 @@ def _shop(store: Store, *, approve: set[str] | None = None) -> tuple[Any, SoloFl
 def test_the_learned_jobs_are_flows_with_replies(sqlite_store: Store):
     agent, mw, _ = _shop(sqlite_store)
     try:
-        flows = {m.skill_keys[-1]: m for m in sqlite_store.list_flow_meta(user_id=USER, agent_id=AGENT)}
+        flows = {
+            m.skill_keys[-1]: m for m in sqlite_store.list_flow_meta(user_id=USER, agent_id=AGENT)
+        }
         assert set(flows) >= {"notify_customer", "refund_order", "send_email"}
         for meta in flows.values():
             flow = sqlite_store.get_flow(meta.name, user_id=USER, agent_id=AGENT).flow
             assert flow.reply_template, meta.name  # the agent answered the same way every time
             # Values, addresses and the generaliser's words are never trigger keywords.
-            assert not {"com", "example", "org", "step", "also", "task", "chosen"} & set(meta.trigger_keywords)
+            assert not {"com", "example", "org", "step", "also", "task", "chosen"} & set(
+                meta.trigger_keywords
+            )
             assert meta.confidence == pytest.approx(5 / 6)  # a person approved: the approval prior
     finally:
         mw.close()
@@ -132,22 +144,50 @@ def test_a_user_submitted_flow_for_the_same_job_outranks_the_learned_one(sqlite_
     mine = FlowDefinition(
         name="Shipment update",
         description="Tell a customer where their parcel is.",
-        steps=[FlowStep(id="c", skill_key="find_customer", input_map={"email": "{{_trigger.email}}"}),
-               FlowStep(id="o", skill_key="list_orders", input_map={"customer_id": "{{c.customer_id}}"},
-                        depends_on=["c"]),
-               FlowStep(id="t", skill_key="track_shipment", input_map={"order_id": "{{o.0.order_id}}"},
-                        depends_on=["o"]),
-               FlowStep(id="n", skill_key="notify_customer", depends_on=["t"], input_map={
-                   "customer_id": "{{c.customer_id}}", "order_id": "{{t.order_id}}",
-                   "status": "{{t.status}}"})],
-        input_schema={"type": "object", "properties": {"email": {"type": "string"}},
-                      "required": ["email"]},
-        extraction={"email": {"shape": "email", "pattern": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
-                              "anchor": "", "type": "string"}},
+        steps=[
+            FlowStep(id="c", skill_key="find_customer", input_map={"email": "{{_trigger.email}}"}),
+            FlowStep(
+                id="o",
+                skill_key="list_orders",
+                input_map={"customer_id": "{{c.customer_id}}"},
+                depends_on=["c"],
+            ),
+            FlowStep(
+                id="t",
+                skill_key="track_shipment",
+                input_map={"order_id": "{{o.0.order_id}}"},
+                depends_on=["o"],
+            ),
+            FlowStep(
+                id="n",
+                skill_key="notify_customer",
+                depends_on=["t"],
+                input_map={
+                    "customer_id": "{{c.customer_id}}",
+                    "order_id": "{{t.order_id}}",
+                    "status": "{{t.status}}",
+                },
+            ),
+        ],
+        input_schema={
+            "type": "object",
+            "properties": {"email": {"type": "string"}},
+            "required": ["email"],
+        },
+        extraction={
+            "email": {
+                "shape": "email",
+                "pattern": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
+                "anchor": "",
+                "type": "string",
+            }
+        },
     )
     submit_flow(store, mine, user_id=USER, agent_id=AGENT)
     task = "Where is my order? I'm zed@example.com, please track it"
-    matches = ProceduralMemory(store).find_workflow(USER, AGENT, task, available_tools=[t.name for t in W.TOOLS])
+    matches = ProceduralMemory(store).find_workflow(
+        USER, AGENT, task, available_tools=[t.name for t in W.TOOLS]
+    )
     by_name = {m.name: m for m in matches}
     # The learned flow's words match the task better: by score alone it would win...
     assert by_name[learned.name].score > by_name["Shipment update"].score
@@ -174,8 +214,21 @@ def test_flows_route_explains_each_verdict_without_running(sqlite_store: Store, 
     W.EFFECTS.clear()  # the training requests' own
 
     def route(text: str) -> dict[str, Any]:
-        res = CliRunner().invoke(app, ["--db", sqlite_url, "--user", USER, "--agent", AGENT,
-                                       "flows", "route", text, "--json"])  # fmt: skip
+        res = CliRunner().invoke(
+            app,
+            [
+                "--db",
+                sqlite_url,
+                "--user",
+                USER,
+                "--agent",
+                AGENT,
+                "flows",
+                "route",
+                text,
+                "--json",
+            ],
+        )
         assert res.exit_code == 0, res.output
         return dict(json.loads(res.stdout))
 

@@ -27,24 +27,48 @@ from soloflow_langgraph.routing.tools import flow_tool_name
 from soloflow_langgraph.testing import ScriptedChatModel
 
 USER, AGENT = "ann", "shop"
-EMAIL_RULE = {"shape": "email", "pattern": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", "anchor": "",
-              "type": "string"}
+EMAIL_RULE = {
+    "shape": "email",
+    "pattern": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+",
+    "anchor": "",
+    "type": "string",
+}
 INVOICE = FlowDefinition(
     name="Invoice by e-mail",
     description="E-mail a customer their latest invoice as a PDF link.",
     requires_approval=True,
     steps=[
-        FlowStep(id="account", skill_key="lookup_account", input_map={"email": "{{_trigger.email}}"}),
-        FlowStep(id="invoices", skill_key="list_invoices", depends_on=["account"],
-                 input_map={"account_id": "{{account.account_id}}"}),
-        FlowStep(id="pdf", skill_key="get_invoice_pdf", depends_on=["invoices"],
-                 input_map={"invoice_id": "{{invoices.0.invoice_id}}"}),
-        FlowStep(id="send", skill_key="send_email", depends_on=["pdf"], input_map={
-            "to": "{{_trigger.email}}", "subject": "Your invoice {{invoices.0.invoice_id}}",
-            "body": "Your invoice: {{pdf.url}}"}),
+        FlowStep(
+            id="account", skill_key="lookup_account", input_map={"email": "{{_trigger.email}}"}
+        ),
+        FlowStep(
+            id="invoices",
+            skill_key="list_invoices",
+            depends_on=["account"],
+            input_map={"account_id": "{{account.account_id}}"},
+        ),
+        FlowStep(
+            id="pdf",
+            skill_key="get_invoice_pdf",
+            depends_on=["invoices"],
+            input_map={"invoice_id": "{{invoices.0.invoice_id}}"},
+        ),
+        FlowStep(
+            id="send",
+            skill_key="send_email",
+            depends_on=["pdf"],
+            input_map={
+                "to": "{{_trigger.email}}",
+                "subject": "Your invoice {{invoices.0.invoice_id}}",
+                "body": "Your invoice: {{pdf.url}}",
+            },
+        ),
     ],
-    input_schema={"type": "object", "properties": {"email": {"type": "string"}},
-                  "required": ["email"]},
+    input_schema={
+        "type": "object",
+        "properties": {"email": {"type": "string"}},
+        "required": ["email"],
+    },
     extraction={"email": EMAIL_RULE},
     reply_template="I've e-mailed your latest invoice to {{_trigger.email}}.",
 )
@@ -62,13 +86,20 @@ class Recorder(ScriptedChatModel):
         return self
 
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
-        self._systems.append(str(messages[0].content) if messages and messages[0].type == "system" else "")
+        self._systems.append(
+            str(messages[0].content) if messages and messages[0].type == "system" else ""
+        )
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kw)
 
 
 def _call(*calls: tuple[str, dict[str, Any]]) -> AIMessage:
-    return AIMessage(content="", tool_calls=[
-        {"name": n, "args": a, "id": f"c{i}_{n}", "type": "tool_call"} for i, (n, a) in enumerate(calls)])
+    return AIMessage(
+        content="",
+        tool_calls=[
+            {"name": n, "args": a, "id": f"c{i}_{n}", "type": "tool_call"}
+            for i, (n, a) in enumerate(calls)
+        ],
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -85,8 +116,9 @@ def _agent(store: Store, model: Any, *, auto: bool) -> tuple[Any, SoloFlowMiddle
 
 
 def _invoke(agent: Any, mw: SoloFlowMiddleware, text: str) -> list[Any]:
-    out = agent.invoke({"messages": [{"role": "user", "content": text}]},
-                       config={"callbacks": mw.callbacks})  # fmt: skip
+    out = agent.invoke(
+        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
+    )
     return list(out["messages"])
 
 
@@ -105,7 +137,9 @@ def test_a_routed_run_that_waits_ends_the_turn_and_runs_once_approved(store: Sto
         assert result.status == "completed"
         assert [e["tool"] for e in W.EFFECTS] == ["send_email"]
         assert W.EFFECTS[0]["args"]["to"] == "ann@example.io"
-        assert W.EFFECTS[0]["args"]["body"].startswith("Your invoice: https://files.example-shop.com/")
+        assert W.EFFECTS[0]["args"]["body"].startswith(
+            "Your invoice: https://files.example-shop.com/"
+        )
         with pytest.raises(SoloFlowError):  # an ended run cannot be approved again
             mw.runtime.approve(run_id)
         assert len(W.EFFECTS) == 1
@@ -117,11 +151,13 @@ def test_a_model_that_tries_the_step_itself_after_the_flow_waits_is_refused(stor
     submit_flow(store, INVOICE, user_id=USER, agent_id=AGENT)
     tool = flow_tool_name(store.get_flow(INVOICE.name, user_id=USER, agent_id=AGENT).flow)
     send = {"to": "ann@example.io", "subject": "Invoice", "body": "here"}
-    model = Recorder(responses=[
-        _call((tool, {"email": "ann@example.io"})),
-        _call(("send_email", send)),  # a model that does it anyway
-        AIMessage(content="It awaits approval."),
-    ])
+    model = Recorder(
+        responses=[
+            _call((tool, {"email": "ann@example.io"})),
+            _call(("send_email", send)),  # a model that does it anyway
+            AIMessage(content="It awaits approval."),
+        ]
+    )
     agent, mw = _agent(store, model, auto=False)
     try:
         messages = _invoke(agent, mw, TASK)
@@ -144,10 +180,12 @@ def test_the_flows_own_step_in_the_same_turn_is_refused(store: Store):
     submit_flow(store, INVOICE, user_id=USER, agent_id=AGENT)
     tool = flow_tool_name(store.get_flow(INVOICE.name, user_id=USER, agent_id=AGENT).flow)
     send = {"to": "ann@example.io", "subject": "Invoice", "body": "here"}
-    model = Recorder(responses=[
-        _call((tool, {"email": "ann@example.io"}), ("send_email", send)),
-        AIMessage(content="Done."),
-    ])
+    model = Recorder(
+        responses=[
+            _call((tool, {"email": "ann@example.io"}), ("send_email", send)),
+            AIMessage(content="Done."),
+        ]
+    )
     agent, mw = _agent(store, model, auto=False)
     try:
         messages = _invoke(agent, mw, TASK)
@@ -175,18 +213,25 @@ def test_while_a_run_waits_no_invocation_does_its_step_or_starts_it_again(store:
     copy = INVOICE.model_copy(update={"name": "Quick invoice", "requires_approval": False})
     submit_flow(store, copy, user_id=USER, agent_id=AGENT)
     send = {"to": "ann@example.io", "subject": "Invoice", "body": "here"}
-    model = Recorder(responses=[
-        _call(("send_email", send)),  # the same thread, a later turn: do it anyway
-        AIMessage(content="ok"),
-        _call(("flow_run", {"name": INVOICE.name, "inputs": {"email": "ann@example.io"}})),
-        AIMessage(content="ok"),
-        _call(("flow_run", {"name": "Quick invoice", "inputs": {"email": "ann@example.io"}})),
-        AIMessage(content="ok"),
-    ])
+    model = Recorder(
+        responses=[
+            _call(("send_email", send)),  # the same thread, a later turn: do it anyway
+            AIMessage(content="ok"),
+            _call(("flow_run", {"name": INVOICE.name, "inputs": {"email": "ann@example.io"}})),
+            AIMessage(content="ok"),
+            _call(("flow_run", {"name": "Quick invoice", "inputs": {"email": "ann@example.io"}})),
+            AIMessage(content="ok"),
+        ]
+    )
     config = LearningConfig(auto_execute=True, learning_timeout=60)
     mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=config)
-    agent = create_agent(model, tools=W.TOOLS, system_prompt="Support.", middleware=[mw],
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        model,
+        tools=W.TOOLS,
+        system_prompt="Support.",
+        middleware=[mw],
+        checkpointer=InMemorySaver(),
+    )
     thread = {"configurable": {"thread_id": "t1"}, "callbacks": mw.callbacks}
     try:
         first = agent.invoke({"messages": [{"role": "user", "content": TASK}]}, config=thread)
@@ -194,11 +239,15 @@ def test_while_a_run_waits_no_invocation_does_its_step_or_starts_it_again(store:
         assert model.calls == 0 and W.EFFECTS == []
         agent.invoke({"messages": [{"role": "user", "content": "send it now"}]}, config=thread)
         for i, words in enumerate(("run the flow again", "use the quick one")):
-            agent.invoke({"messages": [{"role": "user", "content": words}]},
-                         config={"configurable": {"thread_id": f"n{i}"}, "callbacks": mw.callbacks})
+            agent.invoke(
+                {"messages": [{"role": "user", "content": words}]},
+                config={"configurable": {"thread_id": f"n{i}"}, "callbacks": mw.callbacks},
+            )
         # The same request again, in a new conversation: told it waits, no second run.
-        again = agent.invoke({"messages": [{"role": "user", "content": TASK}]},
-                             config={"configurable": {"thread_id": "t2"}, "callbacks": mw.callbacks})
+        again = agent.invoke(
+            {"messages": [{"role": "user", "content": TASK}]},
+            config={"configurable": {"thread_id": "t2"}, "callbacks": mw.callbacks},
+        )
         assert again["messages"][-1].response_metadata["soloflow_run_id"] == run_id
         assert W.EFFECTS == []
         assert [r["id"] for r in _runs(store)] == [run_id]
@@ -211,11 +260,15 @@ def test_while_a_run_waits_no_invocation_does_its_step_or_starts_it_again(store:
 def test_the_same_flow_twice_in_one_turn_runs_once(store: Store):
     submit_flow(store, INVOICE, user_id=USER, agent_id=AGENT)
     tool = flow_tool_name(store.get_flow(INVOICE.name, user_id=USER, agent_id=AGENT).flow)
-    model = Recorder(responses=[
-        _call((tool, {"email": "ann@example.io"}),
-              ("flow_run", {"name": INVOICE.name, "inputs": {"email": "ann@example.io"}})),
-        AIMessage(content="Done."),
-    ])
+    model = Recorder(
+        responses=[
+            _call(
+                (tool, {"email": "ann@example.io"}),
+                ("flow_run", {"name": INVOICE.name, "inputs": {"email": "ann@example.io"}}),
+            ),
+            AIMessage(content="Done."),
+        ]
+    )
     agent, mw = _agent(store, model, auto=False)
     try:
         messages = _invoke(agent, mw, TASK)

@@ -70,7 +70,9 @@ class Calls:
 
 def test_the_steps_of_a_chain_run_in_line_on_one_thread_that_is_not_the_callers(store, runtimes):
     calls = Calls()
-    flow = FlowDefinition(name="chain", steps=[_step("a"), _step("b", "a"), _step("c", "b"), _step("d", "c")])
+    flow = FlowDefinition(
+        name="chain", steps=[_step("a"), _step("b", "a"), _step("c", "b"), _step("d", "c")]
+    )
     rt = _rt(runtimes, store, [calls.make(n) for n in "abcd"])
     result = rt.run(flow, {})
     assert result.status == "completed" and calls.names() == ["a", "b", "c", "d"]
@@ -81,24 +83,35 @@ def test_the_steps_of_a_chain_run_in_line_on_one_thread_that_is_not_the_callers(
 
 def test_an_overrunning_call_that_returns_late_leaves_no_trace(store, runtimes):
     calls = Calls()
-    flow = FlowDefinition(name="late", steps=[
-        _step("a"),
-        _step("h", "a", timeout_seconds=0.2, on_failure="continue"),
-        _step("b", "h"),
-    ])
+    flow = FlowDefinition(
+        name="late",
+        steps=[
+            _step("a"),
+            _step("h", "a", timeout_seconds=0.2, on_failure="continue"),
+            _step("b", "h"),
+        ],
+    )
     rt = _rt(runtimes, store, [calls.make("a"), calls.make("h", sleep=0.8), calls.make("b")])
     t0 = time.perf_counter()
     result = rt.run(flow, {})
     elapsed = time.perf_counter() - t0
     assert result.status == "completed" and elapsed < 0.7, elapsed
     assert "StepTimeoutError" in result.errors["h"] and "0.2 s" in result.errors["h"]
-    before = ([(s.step_key, s.state, s.attempts) for s in rt.status(result.run_id).steps],
-              [(m.step_key, m.from_state, m.to_state) for m in rt.history(result.run_id)])
+    before = (
+        [(s.step_key, s.state, s.attempts) for s in rt.status(result.run_id).steps],
+        [(m.step_key, m.from_state, m.to_state) for m in rt.history(result.run_id)],
+    )
     time.sleep(1.0)  # the abandoned call returns now, on its own thread
-    after = ([(s.step_key, s.state, s.attempts) for s in rt.status(result.run_id).steps],
-             [(m.step_key, m.from_state, m.to_state) for m in rt.history(result.run_id)])
+    after = (
+        [(s.step_key, s.state, s.attempts) for s in rt.status(result.run_id).steps],
+        [(m.step_key, m.from_state, m.to_state) for m in rt.history(result.run_id)],
+    )
     assert after == before
-    assert dict((k, st) for k, st, _ in after[0]) == {"a": "completed", "h": "failed", "b": "completed"}
+    assert dict((k, st) for k, st, _ in after[0]) == {
+        "a": "completed",
+        "h": "failed",
+        "b": "completed",
+    }
     assert not any(k == "h" and to == "completed" for k, _, to in after[1])
     assert calls.names() == ["a", "h", "b"]  # nothing called twice, and b after h's limit
 
@@ -115,14 +128,27 @@ def test_a_timeout_is_retried_then_compensated_in_reverse_order(store, runtimes)
         undo.append("b")
         return "undone"
 
-    flow = FlowDefinition(name="comp-timeout", steps=[
-        _step("a", compensation=Compensation(skill_key="undo_a")),
-        _step("b", "a", compensation=Compensation(skill_key="undo_b")),
-        _step("h", "b", timeout_seconds=0.2, retry_max=1, on_failure="compensate"),
-        _step("z", "h"),
-    ])
-    rt = _rt(runtimes, store, [calls.make("a"), calls.make("b"), calls.make("h", sleep=1.0), calls.make("z"),
-                               undo_a, undo_b])
+    flow = FlowDefinition(
+        name="comp-timeout",
+        steps=[
+            _step("a", compensation=Compensation(skill_key="undo_a")),
+            _step("b", "a", compensation=Compensation(skill_key="undo_b")),
+            _step("h", "b", timeout_seconds=0.2, retry_max=1, on_failure="compensate"),
+            _step("z", "h"),
+        ],
+    )
+    rt = _rt(
+        runtimes,
+        store,
+        [
+            calls.make("a"),
+            calls.make("b"),
+            calls.make("h", sleep=1.0),
+            calls.make("z"),
+            undo_a,
+            undo_b,
+        ],
+    )
     result = rt.run(flow, {})
     assert result.status == "failed" and result.outcome == "compensated", result
     assert result.failed_step == "h" and "StepTimeoutError" in result.error
@@ -133,8 +159,10 @@ def test_a_timeout_is_retried_then_compensated_in_reverse_order(store, runtimes)
 
 def test_a_timeout_with_stop_fails_the_run_naming_the_step(store, runtimes):
     calls = Calls()
-    flow = FlowDefinition(name="stop-timeout", steps=[
-        _step("a"), _step("h", "a", timeout_seconds=0.2), _step("z", "h")])
+    flow = FlowDefinition(
+        name="stop-timeout",
+        steps=[_step("a"), _step("h", "a", timeout_seconds=0.2), _step("z", "h")],
+    )
     rt = _rt(runtimes, store, [calls.make("a"), calls.make("h", sleep=1.0), calls.make("z")])
     result = rt.run(flow, {})
     assert result.status == "failed" and result.failed_step == "h"
@@ -147,10 +175,13 @@ def test_a_short_limit_after_a_long_one_is_kept(store, runtimes):
     """The caller looks at the call in progress at least every quarter of the shortest limit,
     so a step's overrun is seen on time even after a step with a long limit."""
     calls = Calls()
-    flow = FlowDefinition(name="mixed-limits", steps=[
-        _step("slow_ok", timeout_seconds=60, skill_key="a"),
-        _step("h", "slow_ok", timeout_seconds=0.3, on_failure="continue"),
-    ])
+    flow = FlowDefinition(
+        name="mixed-limits",
+        steps=[
+            _step("slow_ok", timeout_seconds=60, skill_key="a"),
+            _step("h", "slow_ok", timeout_seconds=0.3, on_failure="continue"),
+        ],
+    )
     rt = _rt(runtimes, store, [calls.make("a", sleep=0.25), calls.make("h", sleep=3.0)])
     t0 = time.perf_counter()
     result = rt.run(flow, {})
@@ -160,13 +191,20 @@ def test_a_short_limit_after_a_long_one_is_kept(store, runtimes):
 
 def test_a_timeout_in_a_parallel_layer_is_kept_by_the_steps_own_thread(store, runtimes):
     calls = Calls()
-    flow = FlowDefinition(name="par-timeout", steps=[
-        _step("a"),
-        _step("p1", "a", timeout_seconds=0.2, on_failure="continue", side_effects=False),
-        _step("p2", "a", side_effects=False),
-        _step("d", "p1", "p2"),
-    ])
-    rt = _rt(runtimes, store, [calls.make("a"), calls.make("p1", sleep=1.0), calls.make("p2"), calls.make("d")])
+    flow = FlowDefinition(
+        name="par-timeout",
+        steps=[
+            _step("a"),
+            _step("p1", "a", timeout_seconds=0.2, on_failure="continue", side_effects=False),
+            _step("p2", "a", side_effects=False),
+            _step("d", "p1", "p2"),
+        ],
+    )
+    rt = _rt(
+        runtimes,
+        store,
+        [calls.make("a"), calls.make("p1", sleep=1.0), calls.make("p2"), calls.make("d")],
+    )
     t0 = time.perf_counter()
     result = rt.run(flow, {})
     assert time.perf_counter() - t0 < 0.9
@@ -189,7 +227,11 @@ def test_an_interrupted_caller_abandons_the_call_and_resume_runs_it_again(store,
             signal.pthread_kill(main, signal.SIGINT)
 
     flow = FlowDefinition(name="ctrl-c", steps=[_step("a"), _step("b", "a"), _step("c", "b")])
-    rt = _rt(runtimes, store, [calls.make("a"), calls.make("b", then=interrupt, sleep=0.4), calls.make("c")])
+    rt = _rt(
+        runtimes,
+        store,
+        [calls.make("a"), calls.make("b", then=interrupt, sleep=0.4), calls.make("c")],
+    )
     started: list[str] = []
     with pytest.raises(KeyboardInterrupt):
         rt.run(flow, {}, on_started=started.append)
@@ -205,8 +247,10 @@ def test_an_interrupted_caller_abandons_the_call_and_resume_runs_it_again(store,
 
 def test_a_first_step_that_overruns_goes_on_from_the_first_checkpoint(store, runtimes):
     calls = Calls()
-    flow = FlowDefinition(name="first-over", steps=[
-        _step("h", timeout_seconds=0.15, on_failure="continue"), _step("b", "h")])
+    flow = FlowDefinition(
+        name="first-over",
+        steps=[_step("h", timeout_seconds=0.15, on_failure="continue"), _step("b", "h")],
+    )
     rt = _rt(runtimes, store, [calls.make("h", sleep=0.8), calls.make("b")])
     result = rt.run(flow, {})
     assert result.status == "completed" and "StepTimeoutError" in result.errors["h"]
@@ -216,14 +260,24 @@ def test_a_first_step_that_overruns_goes_on_from_the_first_checkpoint(store, run
 def test_a_single_map_item_that_overruns_is_retried_then_continues(store, runtimes):
     calls = Calls()
     flow = FlowDefinition(
-        name="map-over", input_schema={"type": "object", "properties": {"items": {"type": "array"}}},
+        name="map-over",
+        input_schema={"type": "object", "properties": {"items": {"type": "array"}}},
         steps=[
             _step("a"),
-            FlowStep(id="m", skill_key="h", depends_on=["a"], map_over="{{_trigger.items}}",
-                     input_map={"v": "{{_item}}"}, timeout_seconds=0.15, retry_max=1, retry_backoff=0.01,
-                     on_failure="continue"),
+            FlowStep(
+                id="m",
+                skill_key="h",
+                depends_on=["a"],
+                map_over="{{_trigger.items}}",
+                input_map={"v": "{{_item}}"},
+                timeout_seconds=0.15,
+                retry_max=1,
+                retry_backoff=0.01,
+                on_failure="continue",
+            ),
             _step("b", "m"),
-        ])
+        ],
+    )
     rt = _rt(runtimes, store, [calls.make("a"), calls.make("h", sleep=0.6), calls.make("b")])
     result = rt.run(flow, {"items": [1]})
     assert result.status == "completed" and "StepTimeoutError" in str(result.errors)
@@ -232,11 +286,15 @@ def test_a_single_map_item_that_overruns_is_retried_then_continues(store, runtim
 
 def test_a_step_that_overruns_after_an_approval_goes_on_by_policy(store, runtimes):
     calls = Calls()
-    flow = FlowDefinition(name="approve-over", requires_approval=True, steps=[
-        _step("a", side_effects=False),
-        _step("h", "a", timeout_seconds=0.15, on_failure="continue"),
-        _step("b", "h"),
-    ])
+    flow = FlowDefinition(
+        name="approve-over",
+        requires_approval=True,
+        steps=[
+            _step("a", side_effects=False),
+            _step("h", "a", timeout_seconds=0.15, on_failure="continue"),
+            _step("b", "h"),
+        ],
+    )
     rt = _rt(runtimes, store, [calls.make("a"), calls.make("h", sleep=0.6), calls.make("b")])
     waiting = rt.run(flow, {})
     assert waiting.status == "waiting"
@@ -288,8 +346,16 @@ def test_run_watched_returns_raises_and_reports_an_overrun():
 
     def target() -> int:
         try:
-            return w.call(slow, inspect_executor(slow), {"v": 1}, timeout=0.1, key=None, step_key="s",
-                          attempt=1, where="flow 'f', step 's'")
+            return w.call(
+                slow,
+                inspect_executor(slow),
+                {"v": 1},
+                timeout=0.1,
+                key=None,
+                step_key="s",
+                attempt=1,
+                where="flow 'f', step 's'",
+            )
         except BaseException as exc:
             late.append(exc)
             raise
@@ -304,4 +370,13 @@ def test_run_watched_returns_raises_and_reports_an_overrun():
     assert returned.wait(2.0)
     assert len(late) == 1 and isinstance(late[0], RunAbandoned)
     with pytest.raises(RunAbandoned):  # a fenced invocation starts no call
-        w.call(slow, inspect_executor(slow), {"v": 1}, timeout=1, key=None, step_key="t", attempt=1, where="x")
+        w.call(
+            slow,
+            inspect_executor(slow),
+            {"v": 1},
+            timeout=1,
+            key=None,
+            step_key="t",
+            attempt=1,
+            where="x",
+        )

@@ -127,10 +127,23 @@ def test_a_completed_run_records_every_transition_and_cannot_be_resumed(rt_store
     history = rt.history(result.run_id)
     _legal(history)
     run_moves = [(m.from_state, m.to_state) for m in history if m.step_key is None]
-    assert run_moves == [(None, "draft"), ("draft", "active"), ("active", "running"), ("running", "completed")]
-    assert [m.to_state for m in history if m.step_key == "a"] == ["pending", "ready", "running", "completed"]
+    assert run_moves == [
+        (None, "draft"),
+        ("draft", "active"),
+        ("active", "running"),
+        ("running", "completed"),
+    ]
+    assert [m.to_state for m in history if m.step_key == "a"] == [
+        "pending",
+        "ready",
+        "running",
+        "completed",
+    ]
     status = rt.status(result.run_id)
-    assert [(s.step_key, s.state, s.attempts) for s in status.steps] == [("a", "completed", 1), ("b", "completed", 1)]
+    assert [(s.step_key, s.state, s.attempts) for s in status.steps] == [
+        ("a", "completed", 1),
+        ("b", "completed", 1),
+    ]
     assert status.steps[0].idempotency_key == f"{result.run_id}:a"
     with pytest.raises(InvalidTransitionError, match="has ended"):
         rt.resume(result.run_id)
@@ -143,7 +156,9 @@ def test_a_runs_step_records_are_whole_tool_calls_each_with_its_own_meta(rt_stor
     still a whole record — its own ``meta`` dict, only the fields it set marked set, and a
     dump that validates back to the same call."""
     rec = Recorder()
-    flow = FlowDefinition(name="calls", steps=[_step("a"), _step("b", "a", input_map={"v": "{{a}}"})])
+    flow = FlowDefinition(
+        name="calls", steps=[_step("a"), _step("b", "a", input_map={"v": "{{a}}"})]
+    )
     result = FlowRuntime(rt_store, tools=[rec.make("a"), rec.make("b")], **NS).run(flow, {})
     assert result.status == "completed"
     a, b = result.steps
@@ -152,12 +167,18 @@ def test_a_runs_step_records_are_whole_tool_calls_each_with_its_own_meta(rt_stor
     assert a.meta == {} and a.meta is not b.meta
     a.meta["note"] = 1
     assert b.meta == {}
-    assert a.model_fields_set == b.model_fields_set == {"name", "args", "output", "error", "duration_ms"}
+    assert (
+        a.model_fields_set
+        == b.model_fields_set
+        == {"name", "args", "output", "error", "duration_ms"}
+    )
     assert a.model_fields_set is not b.model_fields_set
     assert type(b).model_validate(b.model_dump()) == b
 
 
-def test_when_the_last_checkpoint_save_fails_the_result_says_what_the_store_recorded(rt_store, monkeypatch):
+def test_when_the_last_checkpoint_save_fails_the_result_says_what_the_store_recorded(
+    rt_store, monkeypatch
+):
     """The final checkpoint save (after the last step) fails. Every step is recorded
     completed, nothing recorded the run's end yet: the run fails, in the result and in the
     store alike, on both databases."""
@@ -166,17 +187,24 @@ def test_when_the_last_checkpoint_save_fails_the_result_says_what_the_store_reco
 
     def failing_last(real):  # noqa: ANN001, ANN202
         def put(self, config, checkpoint, metadata, new_versions):  # noqa: ANN001, ANN202
-            if (metadata or {}).get("step") == 2:  # after the last step (input -1, start 0, a 1, b 2)
+            if (metadata or {}).get(
+                "step"
+            ) == 2:  # after the last step (input -1, start 0, a 1, b 2)
                 raise RuntimeError("checkpoint save failed (injected)")
             return real(self, config, checkpoint, metadata, new_versions)
+
         return put
 
     monkeypatch.setattr(PostgresSaver, "put", failing_last(PostgresSaver.put))
     monkeypatch.setattr(SqliteSaver, "put", failing_last(SqliteSaver.put))
     rec = Recorder()
-    flow = FlowDefinition(name="last-save", steps=[_step("a"), _step("b", "a", input_map={"v": "{{a}}"})])
+    flow = FlowDefinition(
+        name="last-save", steps=[_step("a"), _step("b", "a", input_map={"v": "{{a}}"})]
+    )
     finished: list[Any] = []
-    rt = FlowRuntime(rt_store, tools=[rec.make("a"), rec.make("b")], on_finished=finished.append, **NS)
+    rt = FlowRuntime(
+        rt_store, tools=[rec.make("a"), rec.make("b")], on_finished=finished.append, **NS
+    )
     result = rt.run(flow, {})
     recorded = rt.status(result.run_id)
     assert rec.names() == ["a", "b"]
@@ -191,13 +219,19 @@ def test_two_approvals_at_once_run_the_guarded_step_once(rt_store, monkeypatch):
     the same moment: both have read it as waiting before either claims it. One runs it; the
     other is refused before touching the graph — the side-effecting step is called once."""
     rec = Recorder()
-    flow = FlowDefinition(name="wire", requires_approval=True,
-                          steps=[_step("send", side_effects=True), _step("log", "send")])
+    flow = FlowDefinition(
+        name="wire",
+        requires_approval=True,
+        steps=[_step("send", side_effects=True), _step("log", "send")],
+    )
     tools = [rec.make("send", sleep=0.3), rec.make("log")]
     run_id = FlowRuntime(rt_store, tools=tools, **NS).run(flow, {}).run_id
     other = Store.open(str(rt_store.engine.url.render_as_string(hide_password=False)))
     try:
-        first, second = FlowRuntime(rt_store, tools=tools, **NS), FlowRuntime(other, tools=tools, **NS)
+        first, second = (
+            FlowRuntime(rt_store, tools=tools, **NS),
+            FlowRuntime(other, tools=tools, **NS),
+        )
         read, answers = threading.Event(), {}
 
         def second_approves() -> None:
@@ -226,7 +260,9 @@ def test_two_approvals_at_once_run_the_guarded_step_once(rt_store, monkeypatch):
     assert isinstance(answers["second"], InvalidTransitionError)
     assert "another process" in str(answers["second"])
     assert rec.names() == ["send", "log"]
-    assert [(s.step_key, s.attempts) for s in first.status(run_id).steps if s.step_key == "send"] == [("send", 1)]
+    assert [
+        (s.step_key, s.attempts) for s in first.status(run_id).steps if s.step_key == "send"
+    ] == [("send", 1)]
 
 
 def test_a_claim_on_a_stale_read_is_refused(rt_store):
@@ -259,9 +295,17 @@ def test_a_map_steps_output_keeps_item_positions_when_an_item_fails_and_goes_on(
     """``on_failure: continue`` on a map step: a failed item is ``None`` at its own position,
     so outputs still line up with the items (a failed last item used to vanish)."""
     calls: list[Any] = []
-    flow = FlowDefinition(name="map-continue", steps=[
-        _step("m", input_map={"v": "{{_item}}"}, map_over="{{_trigger.xs}}", on_failure="continue")])
-    result = FlowRuntime(rt_store, tools=[_picky("m", calls, {bad})], **NS).run(flow, {"xs": ["a", "b", "c"]})
+    flow = FlowDefinition(
+        name="map-continue",
+        steps=[
+            _step(
+                "m", input_map={"v": "{{_item}}"}, map_over="{{_trigger.xs}}", on_failure="continue"
+            )
+        ],
+    )
+    result = FlowRuntime(rt_store, tools=[_picky("m", calls, {bad})], **NS).run(
+        flow, {"xs": ["a", "b", "c"]}
+    )
     assert result.status == "completed"
     assert result.output == [None if x == bad else {"from": "m", "v": x} for x in ("a", "b", "c")]
     assert sorted(v for _, v in calls) == ["a", "b", "c"]
@@ -276,12 +320,25 @@ def test_a_map_step_whose_calls_all_completed_is_compensated_when_another_step_f
     def undo(sid: str) -> Compensation:
         return Compensation(skill_key="undo", input_map={"v": sid})
 
-    flow = FlowDefinition(name="map-compensate", steps=[
-        _step("x", compensation=undo("x")),
-        _step("m", input_map={"v": "{{_item}}"}, map_over="{{_trigger.xs}}", compensation=undo("m")),
-        _step("b", "x", on_failure="compensate")])
-    tools = [_picky("x", calls, set()), _picky("m", calls, set()), _picky("b", calls, {"b"}),
-             _picky("undo", calls, set())]
+    flow = FlowDefinition(
+        name="map-compensate",
+        steps=[
+            _step("x", compensation=undo("x")),
+            _step(
+                "m",
+                input_map={"v": "{{_item}}"},
+                map_over="{{_trigger.xs}}",
+                compensation=undo("m"),
+            ),
+            _step("b", "x", on_failure="compensate"),
+        ],
+    )
+    tools = [
+        _picky("x", calls, set()),
+        _picky("m", calls, set()),
+        _picky("b", calls, {"b"}),
+        _picky("undo", calls, set()),
+    ]
     rt = FlowRuntime(rt_store, tools=tools, **NS)
     result = rt.run(flow, {"xs": ["a", "b"]})
     assert (result.status, result.outcome) == ("failed", "compensated")
@@ -295,10 +352,15 @@ def test_a_run_that_halts_beside_its_approval_gate_ends_by_the_halt_without_aski
     asks: nothing is left to approve, so the run does not wait — it ends ``fallback`` with its
     hand-off, the gate recorded skipped, the side-effecting step never called."""
     calls: list[Any] = []
-    flow = FlowDefinition(name="gate-halt", requires_approval=True, steps=[
-        _step("r2", side_effects=False),
-        _step("r1", "r2", side_effects=False, on_failure="fallback"),
-        _step("send", "r2", side_effects=True)])
+    flow = FlowDefinition(
+        name="gate-halt",
+        requires_approval=True,
+        steps=[
+            _step("r2", side_effects=False),
+            _step("r1", "r2", side_effects=False, on_failure="fallback"),
+            _step("send", "r2", side_effects=True),
+        ],
+    )
     tools = [_picky("r2", calls, set()), _picky("r1", calls, {"r1"}), _picky("send", calls, set())]
     rt = FlowRuntime(rt_store, tools=tools, **NS)
     result = rt.run(flow, {})
@@ -307,13 +369,19 @@ def test_a_run_that_halts_beside_its_approval_gate_ends_by_the_halt_without_aski
     record = rt.status(result.run_id)
     assert (record.state, record.outcome) == ("failed", "fallback")
     assert {s.step_key: s.state for s in record.steps} == {
-        "r2": "completed", "r1": "failed", "send": "skipped", "__approval__": "skipped"}
+        "r2": "completed",
+        "r1": "failed",
+        "send": "skipped",
+        "__approval__": "skipped",
+    }
 
 
 def test_another_namespace_cannot_see_or_touch_a_run(rt_store):
     flow = FlowDefinition(name="mine", steps=[_step("a")])
     result = FlowRuntime(rt_store, tools=[Recorder().make("a")], **NS).run(flow, {})
-    other = FlowRuntime(rt_store, tools=[Recorder().make("a")], user_id="intruder", agent_id=NS["agent_id"])
+    other = FlowRuntime(
+        rt_store, tools=[Recorder().make("a")], user_id="intruder", agent_id=NS["agent_id"]
+    )
     for call in (other.status, other.history, other.cancel, other.resume):
         with pytest.raises(NotFoundError, match="no flow run"):
             call(result.run_id)
@@ -332,14 +400,26 @@ def test_retries_any_exception_with_backoff_and_records_each_attempt(rt_store):
     assert result.status == "completed" and rec.names() == ["a", "a", "a"]
     assert time.perf_counter() - t0 >= 0.05 + 0.1  # 0.05 s, then doubled
     moves = [m.to_state for m in rt.history(result.run_id) if m.step_key == "a"]
-    assert moves == ["pending", "ready", "running", "failed", "ready", "running", "failed", "ready",
-                     "running", "completed"]
+    assert moves == [
+        "pending",
+        "ready",
+        "running",
+        "failed",
+        "ready",
+        "running",
+        "failed",
+        "ready",
+        "running",
+        "completed",
+    ]
     assert rt.status(result.run_id).steps[0].attempts == 3
 
 
 def test_out_of_retries_with_stop_fails_the_run_naming_the_step(rt_store):
     rec = Recorder(fail={"b": -1})
-    flow = FlowDefinition(name="stop", steps=[_step("a"), _step("b", "a", retry_max=1), _step("c", "b")])
+    flow = FlowDefinition(
+        name="stop", steps=[_step("a"), _step("b", "a", retry_max=1), _step("c", "b")]
+    )
     rt = FlowRuntime(rt_store, tools=[rec.make(n) for n in "abc"], **NS)
     result = rt.run(flow, {})
     assert result.status == "failed" and result.failed_step == "b"
@@ -357,10 +437,13 @@ def test_a_sync_tool_that_hangs_times_out_and_the_run_goes_on_by_policy(rt_store
         return "late"
 
     rec = Recorder()
-    flow = FlowDefinition(name="hang", steps=[
-        _step("h", skill_key="hang", timeout_seconds=0.2, retry_max=1, on_failure="continue"),
-        _step("b"),
-    ])
+    flow = FlowDefinition(
+        name="hang",
+        steps=[
+            _step("h", skill_key="hang", timeout_seconds=0.2, retry_max=1, on_failure="continue"),
+            _step("b"),
+        ],
+    )
     rt = FlowRuntime(rt_store, tools=[hang, rec.make("b")], **NS)
     t0 = time.perf_counter()
     result = rt.run(flow, {})
@@ -385,13 +468,19 @@ def test_an_async_tool_that_hangs_is_cancelled_at_its_timeout(rt_store):
             raise
         return "never"
 
-    flow = FlowDefinition(name="async-hang", steps=[
-        _step("s", skill_key="slow_fetch", timeout_seconds=0.2, on_failure="fallback")])
+    flow = FlowDefinition(
+        name="async-hang",
+        steps=[_step("s", skill_key="slow_fetch", timeout_seconds=0.2, on_failure="fallback")],
+    )
     rt = FlowRuntime(rt_store, tools=[slow_fetch], **NS)
     t0 = time.perf_counter()
     result = rt.run(flow, {})
     assert time.perf_counter() - t0 < 2.0
-    assert result.status == "fallback" and "StepTimeoutError" in result.error and "cancelled" in result.error
+    assert (
+        result.status == "fallback"
+        and "StepTimeoutError" in result.error
+        and "cancelled" in result.error
+    )
     assert state["cancelled"] is True
 
 
@@ -402,7 +491,9 @@ def test_async_tools_run_and_return(rt_store):
         await asyncio.sleep(0.01)
         return v * 2
 
-    flow = FlowDefinition(name="async-ok", steps=[_step("d", skill_key="double", input_map={"v": "ab"})])
+    flow = FlowDefinition(
+        name="async-ok", steps=[_step("d", skill_key="double", input_map={"v": "ab"})]
+    )
     assert FlowRuntime(rt_store, tools=[double], **NS).run(flow, {}).output == "abab"
 
 
@@ -411,8 +502,9 @@ def test_async_tools_run_and_return(rt_store):
 
 def test_continue_records_the_error_and_runs_everything_else(rt_store):
     rec = Recorder(fail={"b": -1})
-    flow = FlowDefinition(name="cont", steps=[_step("a"), _step("b", "a", on_failure="continue"),
-                                              _step("c", "a")])
+    flow = FlowDefinition(
+        name="cont", steps=[_step("a"), _step("b", "a", on_failure="continue"), _step("c", "a")]
+    )
     result = FlowRuntime(rt_store, tools=[rec.make(n) for n in "abc"], **NS).run(flow, {})
     assert result.status == "completed" and set(result.results) == {"a", "c"}
     assert "b broke" in result.errors["b"]
@@ -420,10 +512,18 @@ def test_continue_records_the_error_and_runs_everything_else(rt_store):
 
 def test_skip_dependents_skips_the_downstream_steps_and_runs_the_independent_ones(rt_store):
     rec = Recorder(fail={"b": -1})
-    flow = FlowDefinition(name="skip", steps=[
-        _step("a"), _step("b", "a", on_failure="skip_dependents"), _step("c", "b"), _step("d", "c"),
-        _step("e", "a"), _step("f", "e", "d"),
-    ], output_step="e")
+    flow = FlowDefinition(
+        name="skip",
+        steps=[
+            _step("a"),
+            _step("b", "a", on_failure="skip_dependents"),
+            _step("c", "b"),
+            _step("d", "c"),
+            _step("e", "a"),
+            _step("f", "e", "d"),
+        ],
+        output_step="e",
+    )
     rt = FlowRuntime(rt_store, tools=[rec.make(n) for n in "abcdef"], **NS)
     result = rt.run(flow, {})
     assert result.status == "completed"
@@ -431,15 +531,28 @@ def test_skip_dependents_skips_the_downstream_steps_and_runs_the_independent_one
     assert set(result.skipped) == {"c", "d", "f"}
     assert "failed (on_failure=skip_dependents)" in result.skipped["c"]
     states = {s.step_key: s.state for s in rt.status(result.run_id).steps}
-    assert states == {"a": "completed", "b": "failed", "c": "skipped", "d": "skipped", "e": "completed",
-                      "f": "skipped"}
+    assert states == {
+        "a": "completed",
+        "b": "failed",
+        "c": "skipped",
+        "d": "skipped",
+        "e": "completed",
+        "f": "skipped",
+    }
     _legal(rt.history(result.run_id))
 
 
 def test_fallback_hands_the_task_back_with_the_partial_results(rt_store):
     rec = Recorder(fail={"c": -1})
-    flow = FlowDefinition(name="fb", steps=[_step("a"), _step("b", "a"), _step("c", "b", on_failure="fallback"),
-                                            _step("d", "c")])
+    flow = FlowDefinition(
+        name="fb",
+        steps=[
+            _step("a"),
+            _step("b", "a"),
+            _step("c", "b", on_failure="fallback"),
+            _step("d", "c"),
+        ],
+    )
     rt = FlowRuntime(rt_store, tools=[rec.make(n) for n in "abcd"], **NS)
     result = rt.run(flow, {})
     assert result.status == "fallback" and result.outcome == "fallback"
@@ -457,17 +570,31 @@ def test_compensate_undoes_completed_steps_in_reverse_completion_order(rt_store)
     def comp(sid: str) -> Compensation:
         return Compensation(skill_key=f"undo_{sid}", input_map={"v": f"{{{{{sid}.from}}}}"})
 
-    flow = FlowDefinition(name="book", steps=[
-        _step("hold", compensation=comp("hold")),
-        _step("seat", "hold", compensation=comp("seat")),
-        _step("meal", "seat", compensation=comp("meal")),
-        _step("pay", "meal", on_failure="compensate", retry_max=1),
-        _step("mail", "pay"),
-    ])
-    rt = FlowRuntime(rt_store, tools=[rec.make(n) for n in ("hold", "seat", "meal", "pay", "mail")] + undo, **NS)
+    flow = FlowDefinition(
+        name="book",
+        steps=[
+            _step("hold", compensation=comp("hold")),
+            _step("seat", "hold", compensation=comp("seat")),
+            _step("meal", "seat", compensation=comp("meal")),
+            _step("pay", "meal", on_failure="compensate", retry_max=1),
+            _step("mail", "pay"),
+        ],
+    )
+    rt = FlowRuntime(
+        rt_store, tools=[rec.make(n) for n in ("hold", "seat", "meal", "pay", "mail")] + undo, **NS
+    )
     result = rt.run(flow, {})
     assert result.status == "failed" and result.outcome == "compensated"
-    assert rec.names() == ["hold", "seat", "meal", "pay", "pay", "undo_meal", "undo_seat", "undo_hold"]
+    assert rec.names() == [
+        "hold",
+        "seat",
+        "meal",
+        "pay",
+        "pay",
+        "undo_meal",
+        "undo_seat",
+        "undo_hold",
+    ]
     assert [v for n, v in rec.calls if n.startswith("undo_")] == ["meal", "seat", "hold"]
     states = {s.step_key: s.state for s in rt.status(result.run_id).steps}
     assert states["hold"] == states["seat"] == states["meal"] == "compensated"
@@ -478,11 +605,14 @@ def test_compensate_undoes_completed_steps_in_reverse_completion_order(rt_store)
 
 def test_a_failing_compensation_is_reported_and_the_others_still_run(rt_store):
     rec = Recorder(fail={"b": -1, "undo_a2": -1})
-    flow = FlowDefinition(name="comp-fail", steps=[
-        _step("a1", compensation=Compensation(skill_key="undo_a1", input_map={"v": "x"})),
-        _step("a2", "a1", compensation=Compensation(skill_key="undo_a2", input_map={"v": "y"})),
-        _step("b", "a2", on_failure="compensate"),
-    ])
+    flow = FlowDefinition(
+        name="comp-fail",
+        steps=[
+            _step("a1", compensation=Compensation(skill_key="undo_a1", input_map={"v": "x"})),
+            _step("a2", "a1", compensation=Compensation(skill_key="undo_a2", input_map={"v": "y"})),
+            _step("b", "a2", on_failure="compensate"),
+        ],
+    )
     tools = [rec.make(n) for n in ("a1", "a2", "b", "undo_a1", "undo_a2")]
     result = FlowRuntime(rt_store, tools=tools, **NS).run(flow, {})
     assert result.outcome == "compensation_failed" and "undo_a2 broke" in result.error
@@ -490,8 +620,9 @@ def test_a_failing_compensation_is_reported_and_the_others_still_run(rt_store):
 
 
 def test_an_unknown_compensation_tool_is_a_validation_error_naming_the_field():
-    flow = FlowDefinition(name="bad-comp", steps=[
-        _step("a", compensation=Compensation(skill_key="no_such_tool"))])
+    flow = FlowDefinition(
+        name="bad-comp", steps=[_step("a", compensation=Compensation(skill_key="no_such_tool"))]
+    )
     with pytest.raises(FlowValidationError, match="compensation.skill_key") as info:
         compile_flow(flow, tools=[Recorder().make("a")])
     assert info.value.step == "a"
@@ -502,11 +633,19 @@ def test_an_unknown_compensation_tool_is_a_validation_error_naming_the_field():
 
 def test_two_independent_read_only_steps_run_in_parallel(rt_store):
     rec = Recorder()
-    flow = FlowDefinition(name="par", steps=[
-        _step("x", skill_key="slow1", side_effects=False), _step("y", skill_key="slow2", side_effects=False),
-        _step("z", "x", "y")])
-    rt = FlowRuntime(rt_store, tools=[rec.make("slow1", sleep=0.3), rec.make("slow2", sleep=0.3), rec.make("z")],
-                     **NS)
+    flow = FlowDefinition(
+        name="par",
+        steps=[
+            _step("x", skill_key="slow1", side_effects=False),
+            _step("y", skill_key="slow2", side_effects=False),
+            _step("z", "x", "y"),
+        ],
+    )
+    rt = FlowRuntime(
+        rt_store,
+        tools=[rec.make("slow1", sleep=0.3), rec.make("slow2", sleep=0.3), rec.make("z")],
+        **NS,
+    )
     rt.run(flow, {})  # warm up: compile and first checkpoints
     t0 = time.perf_counter()
     result = rt.run(flow, {})
@@ -517,13 +656,21 @@ def test_two_independent_read_only_steps_run_in_parallel(rt_store):
 
 def test_cancel_stops_a_running_flow_before_its_next_step(rt_store):
     rec = Recorder()
-    flow = FlowDefinition(name="slow", steps=[_step("a", skill_key="s1"), _step("b", "a", skill_key="s2"),
-                                              _step("c", "b", skill_key="s3")])
+    flow = FlowDefinition(
+        name="slow",
+        steps=[
+            _step("a", skill_key="s1"),
+            _step("b", "a", skill_key="s2"),
+            _step("c", "b", skill_key="s3"),
+        ],
+    )
     tools = [rec.make("s1", sleep=0.3), rec.make("s2", sleep=0.3), rec.make("s3")]
     rt = FlowRuntime(rt_store, tools=tools, **NS)
     started: list[str] = []
     box: dict[str, Any] = {}
-    worker = threading.Thread(target=lambda: box.update(r=rt.run(flow, {}, on_started=started.append)))
+    worker = threading.Thread(
+        target=lambda: box.update(r=rt.run(flow, {}, on_started=started.append))
+    )
     worker.start()
     while not started:
         time.sleep(0.01)
@@ -540,13 +687,19 @@ def test_cancel_stops_a_running_flow_before_its_next_step(rt_store):
 
 def test_approval_pauses_before_the_first_side_effect_and_resumes_on_approve(rt_store):
     rec = Recorder()
-    flow = FlowDefinition(name="refund", requires_approval=True, steps=[
-        _step("look", side_effects=False), _step("refund", "look"), _step("mail", "refund")])
+    flow = FlowDefinition(
+        name="refund",
+        requires_approval=True,
+        steps=[_step("look", side_effects=False), _step("refund", "look"), _step("mail", "refund")],
+    )
     tools = [rec.make(n) for n in ("look", "refund", "mail")]
     rt = FlowRuntime(rt_store, tools=tools, **NS)
     result = rt.run(flow, {})
     assert result.status == "waiting" and rec.names() == ["look"]
-    assert result.interrupt["next_steps"] == ["refund"] and "look" in result.interrupt["results_so_far"]
+    assert (
+        result.interrupt["next_steps"] == ["refund"]
+        and "look" in result.interrupt["results_so_far"]
+    )
     assert rt.status(result.run_id).waiting_for_approval
     with pytest.raises(InvalidTransitionError, match="waits for approval"):
         rt.resume(result.run_id)
@@ -558,7 +711,9 @@ def test_approval_pauses_before_the_first_side_effect_and_resumes_on_approve(rt_
 
 def test_a_rejected_approval_cancels_the_run_with_no_side_effect(rt_store):
     rec = Recorder()
-    flow = FlowDefinition(name="wire", requires_approval=True, steps=[_step("send"), _step("log", "send")])
+    flow = FlowDefinition(
+        name="wire", requires_approval=True, steps=[_step("send"), _step("log", "send")]
+    )
     rt = FlowRuntime(rt_store, tools=[rec.make("send"), rec.make("log")], **NS)
     result = rt.run(flow, {})
     assert result.status == "waiting" and rec.names() == []
@@ -588,8 +743,10 @@ def test_executors_that_take_an_idempotency_key_get_the_same_key_on_every_attemp
             raise ConnectionError("gateway timeout")
         return "charged"
 
-    flow = FlowDefinition(name="charge", steps=[FlowStep(id="c", skill_key="charge", input_map={"amount": 5},
-                                                         retry_backoff=0.01)])
+    flow = FlowDefinition(
+        name="charge",
+        steps=[FlowStep(id="c", skill_key="charge", input_map={"amount": 5}, retry_backoff=0.01)],
+    )
     result = FlowRuntime(rt_store, tools=[charge], **NS).run(flow, {})
     assert result.output == "charged" and seen == [f"{result.run_id}:c"] * 2
 
@@ -605,7 +762,9 @@ def test_odd_outputs_are_stored_and_a_10_mb_output_does_not_break_the_run(rt_sto
     def big(v: Any = None) -> str:
         return "x" * (10 * 1024 * 1024)
 
-    flow = FlowDefinition(name="odd", steps=[_step("w", skill_key="weird"), _step("b", "w", skill_key="big")])
+    flow = FlowDefinition(
+        name="odd", steps=[_step("w", skill_key="weird"), _step("b", "w", skill_key="big")]
+    )
     rt = FlowRuntime(rt_store, tools=[weird, big], **NS)
     result = rt.run(flow, {})
     assert result.status == "completed" and len(result.output) == 10 * 1024 * 1024
@@ -618,7 +777,9 @@ def test_a_flow_of_10k_steps_is_refused_with_a_clear_error():
     steps = [_step(f"s{i}", *([f"s{i - 1}"] if i else [])) for i in range(10_000)]
     flow = FlowDefinition(name="huge", steps=steps)
     t0 = time.perf_counter()
-    with pytest.raises(FlowValidationError, match="10000 steps; a flow may have at most 1000") as info:
+    with pytest.raises(
+        FlowValidationError, match="10000 steps; a flow may have at most 1000"
+    ) as info:
         compile_flow(flow, tools=[Recorder().make("s0")])
     assert "map_over" in str(info.value) and time.perf_counter() - t0 < 1.0
 
@@ -633,9 +794,15 @@ def test_a_long_chain_runs_past_langgraphs_default_recursion_limit(rt_store):
 
 def test_inputs_take_their_schema_defaults(rt_store):
     rec = Recorder()
-    flow = FlowDefinition(name="defaults", steps=[_step("a", input_map={"v": "{{_trigger.limit}}"})],
-                          input_schema={"type": "object", "properties": {"limit": {"type": "integer", "default": 3}}})
-    assert FlowRuntime(rt_store, tools=[rec.make("a")], **NS).run(flow, {}).output == {"from": "a", "v": 3}
+    flow = FlowDefinition(
+        name="defaults",
+        steps=[_step("a", input_map={"v": "{{_trigger.limit}}"})],
+        input_schema={"type": "object", "properties": {"limit": {"type": "integer", "default": 3}}},
+    )
+    assert FlowRuntime(rt_store, tools=[rec.make("a")], **NS).run(flow, {}).output == {
+        "from": "a",
+        "v": 3,
+    }
 
 
 # ---------------------------------------------------------------- the journals agree
@@ -650,9 +817,11 @@ def test_every_step_journal_records_the_same_states_and_transitions(rt_store, ki
     flow = FlowDefinition(name="j", steps=[_step("a")])
     run_id = rt_store.start_flow_run(flow, {}, **NS)
     engine = rt_store.engine
-    journal = {"memory": lambda: InMemoryStepJournal(run_id),
-               "sqlalchemy": lambda: StoreStepJournal(engine, engine, run_id),
-               "driver": lambda: DriverStepJournal(engine, run_id)}[kind]()
+    journal = {
+        "memory": lambda: InMemoryStepJournal(run_id),
+        "sqlalchemy": lambda: StoreStepJournal(engine, engine, run_id),
+        "driver": lambda: DriverStepJournal(engine, run_id),
+    }[kind]()
     first = journal.begin("a", "a")
     assert (first.done, first.attempt, first.idempotency_key) == (False, 1, f"{run_id}:a")
     journal.failed("a", "boom", retry=True)
@@ -669,24 +838,44 @@ def test_every_step_journal_records_the_same_states_and_transitions(rt_store, ki
     with pytest.raises(InvalidTransitionError, match="'skipped' to 'running'"):
         journal.begin("c", "c")
     assert journal.state_of("a") == "compensated" and journal.state_of("c") == "skipped"
-    assert [(k, out) for k, _, out in journal.completed_order()] == [("a", {"x": [1, 2]}), ("b", "ok")]
+    assert [(k, out) for k, _, out in journal.completed_order()] == [
+        ("a", {"x": [1, 2]}),
+        ("b", "ok"),
+    ]
     if kind != "memory":
-        moves = [(m.step_key, m.from_state, m.to_state) for m in rt_store.flow_run_history(run_id, **NS)
-                 if m.step_key is not None]
+        moves = [
+            (m.step_key, m.from_state, m.to_state)
+            for m in rt_store.flow_run_history(run_id, **NS)
+            if m.step_key is not None
+        ]
         assert moves == [
-            ("a", None, "pending"), ("a", "pending", "ready"), ("a", "ready", "running"),
-            ("a", "running", "failed"), ("a", "failed", "ready"), ("a", "ready", "running"),
+            ("a", None, "pending"),
+            ("a", "pending", "ready"),
+            ("a", "ready", "running"),
+            ("a", "running", "failed"),
+            ("a", "failed", "ready"),
+            ("a", "ready", "running"),
             ("a", "running", "completed"),
-            ("b", None, "pending"), ("b", "pending", "ready"), ("b", "ready", "running"),
-            ("b", "running", "failed"), ("b", "failed", "ready"), ("b", "ready", "running"),
+            ("b", None, "pending"),
+            ("b", "pending", "ready"),
+            ("b", "ready", "running"),
+            ("b", "running", "failed"),
+            ("b", "failed", "ready"),
+            ("b", "ready", "running"),
             ("b", "running", "completed"),
-            ("c", None, "pending"), ("c", "pending", "skipped"),
+            ("c", None, "pending"),
+            ("c", "pending", "skipped"),
             ("a", "completed", "compensated"),
         ]
-    details = ([d for _, k, a, b, d in journal.transitions if (k, a, b) == ("b", "running", "failed")]
-               if kind == "memory" else
-               [m.detail for m in rt_store.flow_run_history(run_id, **NS)
-                if (m.step_key, m.from_state, m.to_state) == ("b", "running", "failed")])
+    details = (
+        [d for _, k, a, b, d in journal.transitions if (k, a, b) == ("b", "running", "failed")]
+        if kind == "memory"
+        else [
+            m.detail
+            for m in rt_store.flow_run_history(run_id, **NS)
+            if (m.step_key, m.from_state, m.to_state) == ("b", "running", "failed")
+        ]
+    )
     assert details == [RERUN]
 
 
@@ -700,7 +889,9 @@ def test_retention_deletes_an_ended_runs_checkpoints_and_keep_leaves_them_for_pr
     flow = FlowDefinition(name="keep", steps=[_step("a"), _step("b", "a")])
     rt = FlowRuntime(rt_store, tools=[Recorder().make("a"), Recorder().make("b")], **NS)
     gone = rt.run(flow, {})
-    keeper = FlowRuntime(rt_store, tools=[Recorder().make("a"), Recorder().make("b")], retention="keep", **NS)
+    keeper = FlowRuntime(
+        rt_store, tools=[Recorder().make("a"), Recorder().make("b")], retention="keep", **NS
+    )
     kept = keeper.run(flow, {})
     rt.close()  # waits for the background deletions
     assert _checkpoint_count(keeper, gone.run_id) == 0
@@ -742,7 +933,9 @@ def test_parallel_completions_of_one_run_get_distinct_sequence_numbers(rt_store)
     s = t.flow_step_runs.c
     with rt_store.engine.connect() as conn:
         seqs = sorted(conn.execute(sa.select(s.completed_seq).where(s.run_id == run_id)).scalars())
-    assert len(set(seqs)) == 8 and None not in seqs  # no ties (SQLite: 1..8; PostgreSQL: a sequence)
+    assert (
+        len(set(seqs)) == 8 and None not in seqs
+    )  # no ties (SQLite: 1..8; PostgreSQL: a sequence)
     assert [k for k, _, _ in journal.completed_order()] != []
     again = journal.begin("p3", "p3")  # completed: never called again, its output kept
     assert again.done and again.output == {"i": 3}
@@ -792,8 +985,11 @@ def test_a_run_by_name_picks_up_a_newly_registered_version_at_once(rt_store):
     assert rt.status(first.run_id).flow_version == 1
     other = Store.open(str(rt_store.engine.url.render_as_string(hide_password=False)))
     try:
-        other.register_flow(FlowDefinition(name="versioned", steps=[_step("a"), _step("b", "a")]),
-                            source="user-submitted", **NS)
+        other.register_flow(
+            FlowDefinition(name="versioned", steps=[_step("a"), _step("b", "a")]),
+            source="user-submitted",
+            **NS,
+        )
     finally:
         other.close()
     second = rt.run("versioned", {})
@@ -843,14 +1039,20 @@ def test_a_run_by_name_validates_the_callers_inputs_against_the_newest_version(r
     another process) run that version, and the caller's own inputs — not the old version's
     defaults — are what it gets."""
     schema_v1 = {"type": "object", "properties": {"mode": {"type": "string", "default": "fast"}}}
-    v1 = FlowDefinition(name="evolving", steps=[_step("a", input_map={"v": "{{_trigger.mode}}"})],
-                        input_schema=schema_v1)
+    v1 = FlowDefinition(
+        name="evolving",
+        steps=[_step("a", input_map={"v": "{{_trigger.mode}}"})],
+        input_schema=schema_v1,
+    )
     rt_store.register_flow(v1, source="user-submitted", **NS)
     rt = FlowRuntime(rt_store, tools=[Recorder().make("a")], **NS)
     assert rt.run("evolving", {}).output == {"from": "a", "v": "fast"}
     schema_v2 = {"type": "object", "properties": {"lang": {"type": "string", "default": "en"}}}
-    v2 = FlowDefinition(name="evolving", steps=[_step("a", input_map={"v": "{{_trigger.lang}}"})],
-                        input_schema=schema_v2)
+    v2 = FlowDefinition(
+        name="evolving",
+        steps=[_step("a", input_map={"v": "{{_trigger.lang}}"})],
+        input_schema=schema_v2,
+    )
     other = Store.open(str(rt_store.engine.url.render_as_string(hide_password=False)))
     try:
         other.register_flow(v2, source="user-submitted", **NS)
@@ -891,11 +1093,20 @@ def test_a_step_is_recorded_running_before_its_call_and_its_history_is_in_order(
     history = rt.history(result.run_id)
     _legal(history)
     moves = [(m.step_key, m.to_state) for m in history if m.to_state in ("running", "completed")]
-    assert moves == [(None, "running"), ("a", "running"), ("a", "completed"), ("b", "running"),
-                     ("b", "completed"), ("c", "running"), ("c", "completed"), (None, "completed")]
+    assert moves == [
+        (None, "running"),
+        ("a", "running"),
+        ("a", "completed"),
+        ("b", "running"),
+        ("b", "completed"),
+        ("c", "running"),
+        ("c", "completed"),
+        (None, "completed"),
+    ]
     status = rt.status(result.run_id)
     assert [(s.step_key, s.attempts, s.idempotency_key) for s in status.steps] == [
-        (k, 1, f"{result.run_id}:{k}") for k in "abc"]
+        (k, 1, f"{result.run_id}:{k}") for k in "abc"
+    ]
 
 
 def test_the_runtime_checkpointer_is_langgraphs_own_and_closes_with_the_runtime(rt_store):
@@ -906,8 +1117,9 @@ def test_the_runtime_checkpointer_is_langgraphs_own_and_closes_with_the_runtime(
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     rec = Recorder()
-    flow = FlowDefinition(name="diamond", steps=[
-        _step("a"), _step("b", "a"), _step("c", "a"), _step("d", "b", "c")])
+    flow = FlowDefinition(
+        name="diamond", steps=[_step("a"), _step("b", "a"), _step("c", "a"), _step("d", "b", "c")]
+    )
     rt = FlowRuntime(rt_store, tools=[rec.make(k) for k in "abcd"], **NS)
     saver = rt.checkpointer
     backend = rt_store.engine.dialect.name
@@ -921,7 +1133,9 @@ def test_the_runtime_checkpointer_is_langgraphs_own_and_closes_with_the_runtime(
     history = rt.history(result.run_id)
     _legal(history)
     order = [(m.step_key, m.to_state) for m in history if m.to_state in ("running", "completed")]
-    assert order.index(("d", "running")) > max(order.index(("b", "completed")), order.index(("c", "completed")))
+    assert order.index(("d", "running")) > max(
+        order.index(("b", "completed")), order.index(("c", "completed"))
+    )
     rt.close()
     if expected is PostgresSaver:
         assert saver.conn.closed
@@ -944,17 +1158,30 @@ def test_a_start_and_each_begin_are_stored_as_one_row_and_listed_as_every_transi
     result = rt.run(flow, {})
     assert result.status == "completed"
     with rt_store.engine.connect() as conn:
-        stored = conn.execute(sa.select(sa.func.count()).select_from(t.flow_transitions)
-                              .where(t.flow_transitions.c.run_id == result.run_id)).scalar()
+        stored = conn.execute(
+            sa.select(sa.func.count())
+            .select_from(t.flow_transitions)
+            .where(t.flow_transitions.c.run_id == result.run_id)
+        ).scalar()
         s = t.flow_step_runs.c
-        kept = conn.execute(sa.select(s.step_key).where(s.run_id == result.run_id, s.begun_at.is_not(None),
-                                                        s.done_at.is_not(None)).order_by(s.step_key)).scalars()
+        kept = conn.execute(
+            sa.select(s.step_key)
+            .where(s.run_id == result.run_id, s.begun_at.is_not(None), s.done_at.is_not(None))
+            .order_by(s.step_key)
+        ).scalars()
         assert list(kept) == ["a", "b"]
     assert stored == 1 + 1  # the start and the end; each step's begin and completion are in its row
     history = rt.history(result.run_id)
     _legal(history)
     assert [(m.step_key, m.from_state, m.to_state, m.detail) for m in history[:3]] == [
-        (None, None, "draft", None), (None, "draft", "active", "inputs checked"),
-        (None, "active", "running", rt.owner)]
-    assert [m.to_state for m in history if m.step_key == "b"] == ["pending", "ready", "running", "completed"]
+        (None, None, "draft", None),
+        (None, "draft", "active", "inputs checked"),
+        (None, "active", "running", rt.owner),
+    ]
+    assert [m.to_state for m in history if m.step_key == "b"] == [
+        "pending",
+        "ready",
+        "running",
+        "completed",
+    ]
     assert len({m.at for m in history if m.step_key == "b" and m.to_state != "completed"}) == 1

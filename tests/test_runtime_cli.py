@@ -56,20 +56,27 @@ class Cli:
         return soloflow_argv(*head, *args)
 
     def __call__(self, *args: str, user: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(*args, user=user), capture_output=True, text=True, env=self.env,
-                              timeout=120)
+        return subprocess.run(
+            self.argv(*args, user=user), capture_output=True, text=True, env=self.env, timeout=120
+        )
 
-    def popen(self, *args: str, step_sleep: float | None = None, gate: Path | None = None) -> subprocess.Popen[str]:
+    def popen(
+        self, *args: str, step_sleep: float | None = None, gate: Path | None = None
+    ) -> subprocess.Popen[str]:
         env = self.env if step_sleep is None else {**self.env, SLEEP_ENV: str(step_sleep)}
         if gate is not None:
             env = {**env, GATE_ENV: str(gate)}
-        return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=env)
+        return subprocess.Popen(
+            self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
 
     def effects(self, run_id: str, kind: str = "start") -> list[str]:
         """The step ids of ``run_id`` with a ``kind`` line in the side-effect log, in order."""
-        return [ln.split()[1].split(":", 1)[1] for ln in log_lines(self.log)
-                if ln.startswith(kind + " ") and ln.split()[1].startswith(run_id + ":")]
+        return [
+            ln.split()[1].split(":", 1)[1]
+            for ln in log_lines(self.log)
+            if ln.startswith(kind + " ") and ln.split()[1].startswith(run_id + ":")
+        ]
 
     def status(self, run_id: str) -> dict[str, Any]:
         done = self("flows", "status", run_id, "--json")
@@ -130,10 +137,10 @@ def test_cancel_from_another_process_stops_the_run_before_its_next_step(cli, tmp
     states = {s["step"]: s["state"] for s in status["steps"]}
     started = cli.effects(run_id)
     # The steps that started finished (the one in flight when the cancel came included) ...
-    assert started == SLOW_STEPS[:len(started)] and cli.effects(run_id, "done") == started
+    assert started == SLOW_STEPS[: len(started)] and cli.effects(run_id, "done") == started
     assert all(states[s] == "completed" for s in started), states
     # ... and every later one never started and is recorded skipped.
-    later = SLOW_STEPS[len(started):]
+    later = SLOW_STEPS[len(started) :]
     assert later and SLOW_STEPS[-1] in later, f"the run ended before the cancel: {states}"
     assert {s: states.get(s) for s in later} == dict.fromkeys(later, "skipped"), states
     run_state, step_states = replay_history(run_id, cli.store.flow_run_history(run_id, **NS))
@@ -171,7 +178,9 @@ def test_approval_across_processes(cli, tmp_path):
     flow_file = tmp_path / "refund.yaml"
     flow_file.write_text(yaml.safe_dump(APPROVAL_FLOW, sort_keys=False), encoding="utf-8")
     submit = cli("flows", "submit", str(flow_file), *TOOLS_ARGS)
-    assert submit.returncode == 0 and "registered flow refund version 1" in submit.stdout, submit.stderr
+    assert submit.returncode == 0 and "registered flow refund version 1" in submit.stdout, (
+        submit.stderr
+    )
 
     # Two runs, each in its own process: both stop at the gate, exit 0, no side effect.
     runs = [cli.popen("flows", "run", "refund", *INPUT, *TOOLS_ARGS) for _ in range(2)]
@@ -201,16 +210,29 @@ def test_approval_across_processes(cli, tmp_path):
     rec = cli.store.get_flow_run(no, **NS)
     assert rec.state == "cancelled" and rec.outcome == "rejected", rec
     states = {s.step_key: s.state for s in rec.steps}
-    assert states == {"look": "completed", "__approval__": "failed", "charge": "skipped", "notify": "skipped"}
+    assert states == {
+        "look": "completed",
+        "__approval__": "failed",
+        "charge": "skipped",
+        "notify": "skipped",
+    }
     assert cli.store.get_flow_run(yes, **NS).state == "completed"
     assert not any(cli.store.get_flow_run(r, **NS).waiting_for_approval for r in ids)
 
     # The gate's transitions, from `flows history --json` (the approved run) and the store.
     hist = cli("flows", "history", yes, "--json")
     assert hist.returncode == 0, hist.stderr
-    gate = [(m["from"], m["to"], m["detail"]) for m in json.loads(hist.stdout) if m["step"] == "__approval__"]
-    assert [g[:2] for g in gate] == [(None, "pending"), ("pending", "ready"), ("ready", "running"),
-                                     ("running", "completed")], gate
+    gate = [
+        (m["from"], m["to"], m["detail"])
+        for m in json.loads(hist.stdout)
+        if m["step"] == "__approval__"
+    ]
+    assert [g[:2] for g in gate] == [
+        (None, "pending"),
+        ("pending", "ready"),
+        ("ready", "running"),
+        ("running", "completed"),
+    ], gate
     moves = cli.store.flow_run_history(no, **NS)
     gate = [(m.from_state, m.to_state, m.detail) for m in moves if m.step_key == "__approval__"]
     assert gate[-1] == ("running", "failed", "rejected: no"), gate
@@ -221,15 +243,25 @@ def test_approval_across_processes(cli, tmp_path):
 
 def test_another_users_run_is_not_found(cli):
     cli.store.register_flow(FlowDefinition.model_validate(APPROVAL_FLOW), source="user", **NS)
-    run_id = FlowRuntime(cli.store, tools=TOOLS).run("refund", {"seed": "s"}).run_id  # waits at the gate
+    run_id = (
+        FlowRuntime(cli.store, tools=TOOLS).run("refund", {"seed": "s"}).run_id
+    )  # waits at the gate
 
     checks = {
         "status": ("flows", "status", run_id, "--json"),
         "history": ("flows", "history", run_id),
         "cancel": ("flows", "cancel", run_id),
     }
-    procs = {k: subprocess.Popen(cli.argv(*args, user="other"), stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=cli.env) for k, args in checks.items()}
+    procs = {
+        k: subprocess.Popen(
+            cli.argv(*args, user="other"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli.env,
+        )
+        for k, args in checks.items()
+    }
     for name, proc in procs.items():
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 1, (name, out, err)
@@ -242,7 +274,9 @@ def test_another_users_run_is_not_found(cli):
 
 def test_reject_needs_no_tools(cli):
     cli.store.register_flow(FlowDefinition.model_validate(APPROVAL_FLOW), source="user", **NS)
-    run_id = FlowRuntime(cli.store, tools=TOOLS).run("refund", {"seed": "s"}).run_id  # waits at the gate
+    run_id = (
+        FlowRuntime(cli.store, tools=TOOLS).run("refund", {"seed": "s"}).run_id
+    )  # waits at the gate
     reject = cli("flows", "runs", "reject", run_id, "--comment", "no")
     assert reject.returncode == 0, reject.stderr
     assert f"rejected {run_id}: cancelled" in reject.stdout
@@ -252,14 +286,34 @@ def test_reject_needs_no_tools(cli):
 
 
 PARALLEL_FLOW = {
-    "name": "fanout", "input_schema": {"type": "object", "properties": {"seed": {"type": "string"}},
-                                       "required": ["seed"]},
+    "name": "fanout",
+    "input_schema": {
+        "type": "object",
+        "properties": {"seed": {"type": "string"}},
+        "required": ["seed"],
+    },
     "steps": [
-        {"id": "a", "skill_key": "fx_step", "depends_on": [], "input_map": {"tag": "a", "parts": ["{{_trigger.seed}}"]}},
-        *({"id": s, "skill_key": "fx_step", "depends_on": ["a"], "input_map": {"tag": s, "parts": ["{{a}}"]}}
-          for s in ("b", "c", "d")),
-        {"id": "e", "skill_key": "fx_step", "depends_on": ["b", "c", "d"],
-         "input_map": {"tag": "e", "parts": ["{{b}}", "{{c}}", "{{d}}"]}},
+        {
+            "id": "a",
+            "skill_key": "fx_step",
+            "depends_on": [],
+            "input_map": {"tag": "a", "parts": ["{{_trigger.seed}}"]},
+        },
+        *(
+            {
+                "id": s,
+                "skill_key": "fx_step",
+                "depends_on": ["a"],
+                "input_map": {"tag": s, "parts": ["{{a}}"]},
+            }
+            for s in ("b", "c", "d")
+        ),
+        {
+            "id": "e",
+            "skill_key": "fx_step",
+            "depends_on": ["b", "c", "d"],
+            "input_map": {"tag": "e", "parts": ["{{b}}", "{{c}}", "{{d}}"]},
+        },
     ],
 }
 
@@ -285,8 +339,13 @@ def test_ctrl_c_during_a_parallel_layer_stops_at_once_and_the_run_resumes(cli, s
     assert f"flow run {run_id} stopped" in err and f"soloflow flows resume {run_id}" in err, err
     assert cli.effects(run_id, "done")[:1] == ["a"] and "e" not in cli.effects(run_id)
 
-    resumed = subprocess.run(cli.argv("flows", "resume", run_id, *TOOLS_ARGS), capture_output=True,
-                             text=True, env={**cli.env, SLEEP_ENV: "0"}, timeout=120)
+    resumed = subprocess.run(
+        cli.argv("flows", "resume", run_id, *TOOLS_ARGS),
+        capture_output=True,
+        text=True,
+        env={**cli.env, SLEEP_ENV: "0"},
+        timeout=120,
+    )
     assert resumed.returncode == 0 and "completed" in resumed.stdout, resumed.stderr
     assert cli.status(run_id)["state"] == "completed"
     # Every step's side effect happened once: the interrupted calls' results were recorded

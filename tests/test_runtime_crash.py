@@ -61,9 +61,13 @@ class ForkServer:
     """``python -m flowrun_fixtures serve``: forks a fresh child per run or resume."""
 
     def __init__(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-m", "flowrun_fixtures", "serve"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env=subprocess_env())
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "flowrun_fixtures", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(),
+        )
 
     def request(self, **cmd: Any) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -104,8 +108,11 @@ def server() -> Iterator[ForkServer]:
 def crash_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Store]]:
     """The store the children share: a SQLite file (checkpoints in the file next to it), or a
     fresh PostgreSQL schema (checkpoints in PostgreSQL, the journal on its own pool)."""
-    url = (f"sqlite:///{tmp_path / 'crash.db'}" if request.param == "sqlite"
-           else request.getfixturevalue("pg_url"))
+    url = (
+        f"sqlite:///{tmp_path / 'crash.db'}"
+        if request.param == "sqlite"
+        else request.getfixturevalue("pg_url")
+    )
     store = Store.open(url)
     store.register_flow(FlowDefinition.model_validate(CRASH_FLOW), source="user", **NS)
     try:
@@ -123,7 +130,9 @@ def first_line(path: Path, timeout: float = 30.0) -> str:
             if "\n" in text:
                 return text.split("\n", 1)[0].strip()
         time.sleep(0.002)
-    raise AssertionError(f"no run id in {path} after {timeout}s: {path.read_text() if path.exists() else ''}")
+    raise AssertionError(
+        f"no run id in {path} after {timeout}s: {path.read_text() if path.exists() else ''}"
+    )
 
 
 def checkpoints_of(url: str, run_id: str) -> int:
@@ -136,7 +145,9 @@ def checkpoints_of(url: str, run_id: str) -> int:
             row = pg.execute("SELECT to_regclass('checkpoints')").fetchone()
             if row is None or row[0] is None:
                 return 0
-            found = pg.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = %s", (run_id,)).fetchone()
+            found = pg.execute(
+                "SELECT COUNT(*) FROM checkpoints WHERE thread_id = %s", (run_id,)
+            ).fetchone()
             return int(found[0]) if found else 0
     db = Path(url.removeprefix("sqlite:///"))
     ckpt = db.with_name(f"{db.stem}-checkpoints{db.suffix}")
@@ -144,7 +155,11 @@ def checkpoints_of(url: str, run_id: str) -> int:
         return 0
     with sqlite3.connect(ckpt) as conn:
         try:
-            return int(conn.execute("SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (run_id,)).fetchone()[0])
+            return int(
+                conn.execute(
+                    "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (run_id,)
+                ).fetchone()[0]
+            )
         except sqlite3.OperationalError:  # no table yet
             return 0
 
@@ -198,16 +213,18 @@ def settle(url: str, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     with psycopg.connect(url, autocommit=True) as pg:
         while time.monotonic() < deadline:
-            row = pg.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
-                             "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')"
-                             ).fetchone()
+            row = pg.execute(
+                "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')"
+            ).fetchone()
             if row is not None and row[0] == 0:
                 return
             time.sleep(0.005)
 
 
-def kill_now(server: ForkServer, pid: int, store: Store, url: str, log: Path, run_id: str,
-             n: int) -> Kill | None:
+def kill_now(
+    server: ForkServer, pid: int, store: Store, url: str, log: Path, run_id: str, n: int
+) -> Kill | None:
     """SIGKILL the child, reap it, read what the store holds; None if it had already ended."""
     try:
         os.kill(pid, signal.SIGKILL)
@@ -221,12 +238,17 @@ def kill_now(server: ForkServer, pid: int, store: Store, url: str, log: Path, ru
         settle(url)
     marker = f"kill {run_id} {n}"
     mark(log, marker)
-    return Kill(marker, store.get_flow_run(run_id, **NS), store.flow_run_history(run_id, **NS),
-                checkpoints_of(url, run_id))
+    return Kill(
+        marker,
+        store.get_flow_run(run_id, **NS),
+        store.flow_run_history(run_id, **NS),
+        checkpoints_of(url, run_id),
+    )
 
 
-def check_resumed_run(store: Store, log: Path, run_id: str, kills: list[Kill], expected_output: str,
-                      stats: Stats) -> None:
+def check_resumed_run(
+    store: Store, log: Path, run_id: str, kills: list[Kill], expected_output: str, stats: Stats
+) -> None:
     """The assertions of one trial, after the last resume."""
     rec = store.get_flow_run(run_id, **NS)
     history = store.flow_run_history(run_id, **NS)
@@ -239,7 +261,11 @@ def check_resumed_run(store: Store, log: Path, run_id: str, kills: list[Kill], e
     assert run_state == "completed", where
     assert step_states == dict.fromkeys(CRASH_DAG, "completed"), where
     assert [(m.from_state, m.to_state) for m in history if m.step_key is None] == [
-        (None, "draft"), ("draft", "active"), ("active", "running"), ("running", "completed")], where
+        (None, "draft"),
+        ("draft", "active"),
+        ("active", "running"),
+        ("running", "completed"),
+    ], where
 
     lines = [ln for ln in log_lines(log) if f" {run_id}" in ln]
     keys = {s: f"{run_id}:{s}" for s in CRASH_DAG}
@@ -255,44 +281,67 @@ def check_resumed_run(store: Store, log: Path, run_id: str, kills: list[Kill], e
         assert steps[sid].output == results[key], (where, sid)
 
     for kill in kills:
-        after = lines[lines.index(kill.marker) + 1:]
+        after = lines[lines.index(kill.marker) + 1 :]
         called_after = {ln.split()[1] for ln in after if ln.startswith(("call ", "start "))}
         # A step recorded completed before the kill was never called again.
         again = {sid for sid in kill.completed if keys[sid] in called_after}
-        assert not again, f"{where}: completed before {kill.marker!r} but called again: {sorted(again)}"
+        assert not again, (
+            f"{where}: completed before {kill.marker!r} but called again: {sorted(again)}"
+        )
         # Nothing recorded is lost: the outputs, and the transitions as a prefix.
         for s in kill.record.steps:
             if s.state == "completed":
                 assert steps[s.step_key].output == s.output, (where, s.step_key)
-        assert history[:len(kill.history)] == kill.history, f"{where}: transitions lost or rewritten"
+        assert history[: len(kill.history)] == kill.history, (
+            f"{where}: transitions lost or rewritten"
+        )
 
     # An attempt running at a kill (a second kill may find the same one, if the resume died
     # before reaching the step) was either recorded failed and the step ran again, or — its
     # call had returned and the checkpoint held its output (the journal holds a completion
     # back until the run's next write) — recorded completed on resume without a call; others
     # ran once.
-    recovered = {m.step_key for m in history
-                 if (m.from_state, m.to_state) == ("running", "completed") and m.detail == RECOVERED}
+    recovered = {
+        m.step_key
+        for m in history
+        if (m.from_state, m.to_state) == ("running", "completed") and m.detail == RECOVERED
+    }
     for sid in CRASH_DAG:
-        interrupted = len({s.attempts for kill in kills for s in kill.record.steps
-                           if s.step_key == sid and s.state == "running"})
+        interrupted = len(
+            {
+                s.attempts
+                for kill in kills
+                for s in kill.record.steps
+                if s.step_key == sid and s.state == "running"
+            }
+        )
         again = interrupted - (sid in recovered)
         assert steps[sid].attempts == 1 + again, (where, sid, steps[sid].attempts)
-        died = [m for m in history if m.step_key == sid and (m.from_state, m.to_state) == ("running", "failed")]
+        died = [
+            m
+            for m in history
+            if m.step_key == sid and (m.from_state, m.to_state) == ("running", "failed")
+        ]
         assert len(died) == again, (where, sid)
         if sid in recovered:
             # Only a call that had returned before the last kill is recovered.
-            before_last = lines[:lines.index(kills[-1].marker)]
-            assert f"done {keys[sid]}" in {" ".join(ln.split()[:2]) for ln in before_last}, (where, sid)
+            before_last = lines[: lines.index(kills[-1].marker)]
+            assert f"done {keys[sid]}" in {" ".join(ln.split()[:2]) for ln in before_last}, (
+                where,
+                sid,
+            )
             stats.recovered += 1
 
-    before_kill = lines[:lines.index(kills[0].marker)]
+    before_kill = lines[: lines.index(kills[0].marker)]
     done_unrecorded = {ln.split()[1] for ln in before_kill if ln.startswith("done ")} - {
-        keys[s] for s in kills[0].completed}
+        keys[s] for s in kills[0].completed
+    }
     stats.replayed_by_key += len(done_unrecorded)
 
 
-def test_sigkill_at_random_points_then_a_new_process_resumes_every_run(crash_store, server, tmp_path):
+def test_sigkill_at_random_points_then_a_new_process_resumes_every_run(
+    crash_store, server, tmp_path
+):
     url, store = crash_store
     log = tmp_path / "effects.log"
     rng = random.Random(MASTER_SEED)
@@ -303,7 +352,9 @@ def test_sigkill_at_random_points_then_a_new_process_resumes_every_run(crash_sto
     # A run nobody kills: the expected output, and how long a run takes here.
     out = tmp_path / "baseline.out"
     t0 = time.monotonic()
-    pid = server.start(op="run", db=url, flow="crash10", inputs={"seed": "s"}, out=str(out), env=env(-1))
+    pid = server.start(
+        op="run", db=url, flow="crash10", inputs={"seed": "s"}, out=str(out), env=env(-1)
+    )
     first_line(out)
     t1 = time.monotonic()
     assert server.wait(pid) == {"pid": pid, "exit": 0, "signal": None}, out.read_text()
@@ -317,8 +368,15 @@ def test_sigkill_at_random_points_then_a_new_process_resumes_every_run(crash_sto
     for trial in range(TRIALS):
         early = trial < EARLY
         out = tmp_path / f"t{trial}.out"
-        pid = server.start(op="run", db=url, flow="crash10", inputs={"seed": "s"}, out=str(out),
-                           env=env(trial), pause_after_start=early)
+        pid = server.start(
+            op="run",
+            db=url,
+            flow="crash10",
+            inputs={"seed": "s"},
+            out=str(out),
+            env=env(trial),
+            pause_after_start=early,
+        )
         run_id = first_line(out)
         time.sleep(0 if early else rng.uniform(0, 0.9 * run_seconds))
         kill = kill_now(server, pid, store, url, log, run_id, 1)
@@ -334,7 +392,9 @@ def test_sigkill_at_random_points_then_a_new_process_resumes_every_run(crash_sto
         stats.running_at_kill += bool(kill.running)
         stats.no_checkpoint_at_kill += kill.checkpoints == 0
         if early:
-            assert kill.checkpoints == 0 and kill.record.steps == [], "the kill came after the first checkpoint"
+            assert kill.checkpoints == 0 and kill.record.steps == [], (
+                "the kill came after the first checkpoint"
+            )
         kills = [kill]
 
         n = 1
@@ -352,7 +412,9 @@ def test_sigkill_at_random_points_then_a_new_process_resumes_every_run(crash_sto
             else:
                 status = server.wait(pid)
                 assert status == {"pid": pid, "exit": 0, "signal": None}, (
-                    res.read_text(), store.get_flow_run(run_id, **NS).error)
+                    res.read_text(),
+                    store.get_flow_run(run_id, **NS).error,
+                )
                 assert json.loads(res.read_text().splitlines()[-1])["output"] == expected
             break
 
@@ -364,7 +426,9 @@ def test_sigkill_at_random_points_then_a_new_process_resumes_every_run(crash_sto
     # The kills were spread over the run: before any step completed, in the middle, late.
     mid = sum(v for k, v in stats.completed_at_kill.items() if 0 < k < len(CRASH_DAG))
     assert mid >= random_trials // 2, stats
-    assert stats.completed_at_kill[0] >= EARLY and stats.running_at_kill >= random_trials // 3, stats
+    assert stats.completed_at_kill[0] >= EARLY and stats.running_at_kill >= random_trials // 3, (
+        stats
+    )
     assert stats.no_checkpoint_at_kill >= EARLY, stats
 
 
@@ -378,9 +442,13 @@ def test_sigkill_of_soloflow_flows_run_then_soloflow_flows_resume(crash_store, t
     tools = ["--tools", "flowrun_fixtures:TOOLS"]
     expected = crash_flow_output("s")
     wait_for = "e"
-    proc = subprocess.Popen(soloflow_argv("--db", url, "flows", "run", "crash10", "--input", '{"seed": "s"}',
-                                          *tools), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        soloflow_argv("--db", url, "flows", "run", "crash10", "--input", '{"seed": "s"}', *tools),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         run_id = _read_line(proc)
         assert run_id.startswith("frun_")
@@ -396,14 +464,23 @@ def test_sigkill_of_soloflow_flows_run_then_soloflow_flows_resume(crash_store, t
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL, err
     mark(log, f"kill {run_id} 1")
-    kill = Kill(f"kill {run_id} 1", store.get_flow_run(run_id, **NS), store.flow_run_history(run_id, **NS),
-                checkpoints_of(url, run_id))
+    kill = Kill(
+        f"kill {run_id} 1",
+        store.get_flow_run(run_id, **NS),
+        store.flow_run_history(run_id, **NS),
+        checkpoints_of(url, run_id),
+    )
     assert kill.record.state == "running" and wait_for in kill.completed
     assert len(kill.completed) < len(CRASH_DAG)
 
     # Without --force it is refused only while the owner lives; it is dead: no --force needed.
-    done = subprocess.run(soloflow_argv("--db", url, "flows", "resume", run_id, "--json", *tools),
-                          capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run(
+        soloflow_argv("--db", url, "flows", "resume", run_id, "--json", *tools),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["status"] == "completed" and result["run_id"] == run_id

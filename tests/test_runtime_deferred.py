@@ -23,8 +23,10 @@ NS = {"user_id": "deferred-user", "agent_id": "deferred-agent"}
 
 
 def _chain(name: str, *ids: str) -> FlowDefinition:
-    steps = [FlowStep(id=sid, skill_key=sid, depends_on=[ids[i - 1]] if i else [], input_map={"v": sid})
-             for i, sid in enumerate(ids)]
+    steps = [
+        FlowStep(id=sid, skill_key=sid, depends_on=[ids[i - 1]] if i else [], input_map={"v": sid})
+        for i, sid in enumerate(ids)
+    ]
     return FlowDefinition(name=name, steps=steps)
 
 
@@ -43,11 +45,20 @@ def test_a_deferred_completion_is_written_with_the_next_begin_in_order(store: St
     assert not journal.begin("b", "b").done
     # ... until the next write, which records it first.
     assert _states(store, run_id) == {"a": "completed", "b": "running"}
-    moves = [(m.step_key, m.from_state, m.to_state) for m in store.flow_run_history(run_id, **NS)
-             if m.step_key is not None]
-    assert moves == [("a", None, "pending"), ("a", "pending", "ready"), ("a", "ready", "running"),
-                     ("a", "running", "completed"),
-                     ("b", None, "pending"), ("b", "pending", "ready"), ("b", "ready", "running")]
+    moves = [
+        (m.step_key, m.from_state, m.to_state)
+        for m in store.flow_run_history(run_id, **NS)
+        if m.step_key is not None
+    ]
+    assert moves == [
+        ("a", None, "pending"),
+        ("a", "pending", "ready"),
+        ("a", "ready", "running"),
+        ("a", "running", "completed"),
+        ("b", None, "pending"),
+        ("b", "pending", "ready"),
+        ("b", "ready", "running"),
+    ]
     journal.succeeded("b", "text out")
     # A read sees what is deferred: it flushes first.
     assert journal.state_of("b") == "completed"
@@ -57,9 +68,15 @@ def test_a_deferred_completion_is_written_with_the_next_begin_in_order(store: St
 
 
 def test_deferred_parallel_completions_keep_their_order_and_flush_writes_them(store: Store) -> None:
-    flow = FlowDefinition(name="fan", steps=[
-        FlowStep(id="p0", skill_key="p0"), FlowStep(id="p1", skill_key="p1"),
-        FlowStep(id="p2", skill_key="p2"), FlowStep(id="d", skill_key="d", depends_on=["p0", "p1", "p2"])])
+    flow = FlowDefinition(
+        name="fan",
+        steps=[
+            FlowStep(id="p0", skill_key="p0"),
+            FlowStep(id="p1", skill_key="p1"),
+            FlowStep(id="p2", skill_key="p2"),
+            FlowStep(id="d", skill_key="d", depends_on=["p0", "p1", "p2"]),
+        ],
+    )
     run_id = store.start_flow_run(flow, {}, owner="test", **NS)
     journal = store.step_journal(run_id, defer_completions=True)
     for sid in ("p0", "p1", "p2"):
@@ -77,7 +94,12 @@ def test_deferred_parallel_completions_keep_their_order_and_flush_writes_them(st
         th.join()
     assert set(_states(store, run_id).values()) == {"running"}
     journal.begin("d", "d")  # records the three deferred completions first
-    assert _states(store, run_id) == {"p0": "completed", "p1": "completed", "p2": "completed", "d": "running"}
+    assert _states(store, run_id) == {
+        "p0": "completed",
+        "p1": "completed",
+        "p2": "completed",
+        "d": "running",
+    }
     journal.succeeded("d", None)
     journal.flush()
     assert _states(store, run_id)["d"] == "completed"
@@ -88,20 +110,30 @@ def test_deferred_parallel_completions_keep_their_order_and_flush_writes_them(st
 
 
 def _completions(store: Store, run_id: str) -> list[str]:
-    return [m.step_key for m in store.flow_run_history(run_id, **NS)
-            if (m.from_state, m.to_state) == ("running", "completed")]
+    return [
+        m.step_key
+        for m in store.flow_run_history(run_id, **NS)
+        if (m.from_state, m.to_state) == ("running", "completed")
+    ]
 
 
-def test_deferred_parallel_completions_survive_a_failed_write_of_the_next_begin(store: Store, monkeypatch) -> None:
+def test_deferred_parallel_completions_survive_a_failed_write_of_the_next_begin(
+    store: Store, monkeypatch
+) -> None:
     """Two parallel completions are deferred; the write that should record them with the next
     step's begin fails (a dropped connection, say). Both stay deferred, in their order, and the
     next write records each once; the step whose begin failed was not begun."""
     import soloflow_core.store.driver_journal as dj
     from soloflow_core.errors import StoreError
 
-    flow = FlowDefinition(name="fan-fail", steps=[
-        FlowStep(id="x", skill_key="x"), FlowStep(id="y", skill_key="y"),
-        FlowStep(id="z", skill_key="z", depends_on=["x", "y"])])
+    flow = FlowDefinition(
+        name="fan-fail",
+        steps=[
+            FlowStep(id="x", skill_key="x"),
+            FlowStep(id="y", skill_key="y"),
+            FlowStep(id="z", skill_key="z", depends_on=["x", "y"]),
+        ],
+    )
     run_id = store.start_flow_run(flow, {}, owner="test", **NS)
     journal = store.step_journal(run_id, defer_completions=True)
     journal.begin("x", "x")
@@ -116,6 +148,7 @@ def test_deferred_parallel_completions_survive_a_failed_write_of_the_next_begin(
                 failures["left"] -= 1
                 raise StoreError("flow-run store write failed: connection reset (injected)")
             return real(*args, **kwargs)
+
         return call
 
     monkeypatch.setattr(dj, "driver_statement", failing(dj.driver_statement))
@@ -130,7 +163,9 @@ def test_deferred_parallel_completions_survive_a_failed_write_of_the_next_begin(
     assert [k for k, _, _ in journal.completed_order()] == ["x", "y"]
 
 
-def test_a_deferred_completion_whose_commit_fails_is_given_back_and_written_once(store: Store, monkeypatch) -> None:
+def test_a_deferred_completion_whose_commit_fails_is_given_back_and_written_once(
+    store: Store, monkeypatch
+) -> None:
     """The transaction that carries a deferred completion fails after its statements ran — at
     the commit, as far as the journal can tell (here: the transaction committed and then the
     call raised, the case of a commit whose outcome is unknown). The completion is given
@@ -165,7 +200,9 @@ def test_a_deferred_completion_whose_commit_fails_is_given_back_and_written_once
     assert steps["a"].output == {"out": 1}
 
 
-def test_a_deferred_completion_of_a_step_cancelled_meanwhile_takes_the_checked_path(store: Store) -> None:
+def test_a_deferred_completion_of_a_step_cancelled_meanwhile_takes_the_checked_path(
+    store: Store,
+) -> None:
     flow = _chain("cancel", "a", "b")
     run_id = store.start_flow_run(flow, {}, owner="test", **NS)
     journal = store.step_journal(run_id, defer_completions=True)
@@ -183,6 +220,7 @@ def test_the_runtime_writes_one_journal_transaction_per_step(store: Store) -> No
         def fn(v: str) -> str:
             calls.append(v)
             return v.upper()
+
         fn.__name__ = sid
         return fn
 
@@ -200,8 +238,16 @@ def test_the_runtime_writes_one_journal_transaction_per_step(store: Store) -> No
     history = store.flow_run_history(res.run_id, **NS)
     # Every step completes before the next begins, and the run's end comes last.
     keys = [(m.step_key, m.to_state) for m in history if m.to_state in ("running", "completed")]
-    assert keys == [(None, "running"), ("a", "running"), ("a", "completed"), ("b", "running"),
-                    ("b", "completed"), ("c", "running"), ("c", "completed"), (None, "completed")]
+    assert keys == [
+        (None, "running"),
+        ("a", "running"),
+        ("a", "completed"),
+        ("b", "running"),
+        ("b", "completed"),
+        ("c", "running"),
+        ("c", "completed"),
+        (None, "completed"),
+    ]
 
 
 _CHILD = textwrap.dedent("""
@@ -240,7 +286,8 @@ _CHILD = textwrap.dedent("""
 
 
 def test_a_process_ending_after_a_call_returned_leaves_it_to_be_recovered_not_called_again(
-        db_url: str, tmp_path: Path) -> None:
+    db_url: str, tmp_path: Path
+) -> None:
     store = Store.open(db_url)
     try:
         store.register_flow(_chain("resume-me", "a", "b", "c"), source="user", **NS)
@@ -248,15 +295,25 @@ def test_a_process_ending_after_a_call_returned_leaves_it_to_be_recovered_not_ca
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         # The last step's completion is deferred to the run's end (no step waits for it): the
         # process ends once its output is checkpointed.
-        child = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "kill", "c"],
-                               capture_output=True, text=True, timeout=120, env=env)
+        child = subprocess.run(
+            [sys.executable, "-c", _CHILD, db_url, str(log), "kill", "c"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert child.returncode == 17, child.stderr
         run_id = child.stdout.split()[0]
         assert log.read_text().split() == ["a", "b", "c"]
         assert _states(store, run_id) == {"a": "completed", "b": "completed", "c": "running"}
 
-        resumed = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id],
-                                 capture_output=True, text=True, timeout=120, env=env)
+        resumed = subprocess.run(
+            [sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert resumed.returncode == 0, resumed.stderr
         assert resumed.stdout.split()[-1] == "C"
         assert log.read_text().split() == ["a", "b", "c"]  # c was not called again
@@ -264,15 +321,17 @@ def test_a_process_ending_after_a_call_returned_leaves_it_to_be_recovered_not_ca
         assert rec.state == "completed"
         steps = {s.step_key: s for s in rec.steps}
         assert steps["c"].output == "C" and steps["c"].attempts == 1
-        recovered = [m for m in store.flow_run_history(run_id, **NS)
-                     if m.step_key == "c" and m.to_state == "completed"]
+        recovered = [
+            m
+            for m in store.flow_run_history(run_id, **NS)
+            if m.step_key == "c" and m.to_state == "completed"
+        ]
         assert [m.detail for m in recovered] == [RECOVERED]
     finally:
         store.close()
 
 
-def test_a_step_never_called_runs_once_after_the_process_ends(
-        db_url: str, tmp_path: Path) -> None:
+def test_a_step_never_called_runs_once_after_the_process_ends(db_url: str, tmp_path: Path) -> None:
     """The process ends once a's output is checkpointed, before b is called (a's completion
     still deferred). The resumed run recovers a from the checkpoint, calls b once, with its
     idempotency key, and never calls a again."""
@@ -281,8 +340,13 @@ def test_a_step_never_called_runs_once_after_the_process_ends(
         store.register_flow(_chain("resume-me", "a", "b", "c"), source="user", **NS)
         log = tmp_path / "calls.log"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        child = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "kill", "a"],
-                               capture_output=True, text=True, timeout=120, env=env)
+        child = subprocess.run(
+            [sys.executable, "-c", _CHILD, db_url, str(log), "kill", "a"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert child.returncode == 17, child.stderr
         run_id = child.stdout.split()[0]
         assert log.read_text().split() == ["a"]
@@ -290,8 +354,13 @@ def test_a_step_never_called_runs_once_after_the_process_ends(
         # (recovered from the checkpoint on resume).
         assert _states(store, run_id) == {"a": "running"}
 
-        resumed = subprocess.run([sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id],
-                                 capture_output=True, text=True, timeout=120, env=env)
+        resumed = subprocess.run(
+            [sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert resumed.returncode == 0, resumed.stderr
         assert resumed.stdout.split()[-1] == "C"
         assert log.read_text().split() == ["a", "b", "c"]

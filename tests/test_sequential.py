@@ -456,8 +456,15 @@ def test_a_workflow_is_traced_phase_by_phase_down_to_its_model_calls(
     configure_tracing(provider)
     team = metered_team((1_000, 100))
     team["evaluator"] = ScriptedChatModel(  # a model genai-prices knows, named by the response
-        responses=[AIMessage(content=json.dumps({"satisfied": True}), usage_metadata=_usage(2_000, 50),
-                             response_metadata={"model_name": "gpt-4o"})], model_name="scripted-eval")
+        responses=[
+            AIMessage(
+                content=json.dumps({"satisfied": True}),
+                usage_metadata=_usage(2_000, 50),
+                response_metadata={"model_name": "gpt-4o"},
+            )
+        ],
+        model_name="scripted-eval",
+    )
     prices = {"m-auditor": TokenPrice(input_per_million=3.0, output_per_million=15.0)}
     finished: list[str] = []
 
@@ -469,46 +476,81 @@ def test_a_workflow_is_traced_phase_by_phase_down_to_its_model_calls(
     watcher = SpanWatcher()
     pm.register(watcher)
     try:
-        with SequentialWorkflow(tmp_path, team, plugin_manager=pm, prices=prices, store=store,
-                                user_id="wf-user", agent_id="wf-agent") as wf:
+        with SequentialWorkflow(
+            tmp_path,
+            team,
+            plugin_manager=pm,
+            prices=prices,
+            store=store,
+            user_id="wf-user",
+            agent_id="wf-agent",
+        ) as wf:
             result = wf.run("Build a todo API", thread_id="wf-thread-1")
     finally:
         pm.unregister(watcher)
         configure_tracing(None)
         provider.shutdown()
-    assert finished[:3] == ["chat m-contract_writer", "phase contract_writer", "phase create_summary"]
+    assert finished[:3] == [
+        "chat m-contract_writer",
+        "phase contract_writer",
+        "phase create_summary",
+    ]
     assert finished[-1] == "invoke_workflow sequential"
     assert result.status == "success"
     spans = store.get_spans("wf-thread-1", user_id="wf-user", agent_id="wf-agent")
     (root,) = build_tree(spans)
-    assert (root.span.kind, root.span.name, root.span.status) == ("invoke_workflow", "invoke_workflow sequential", "ok")
+    assert (root.span.kind, root.span.name, root.span.status) == (
+        "invoke_workflow",
+        "invoke_workflow sequential",
+        "ok",
+    )
     assert root.span.trace_id == trace_id_for("wf-thread-1")
-    assert root.span.attributes == {"soloflow.workflow.thread_id": "wf-thread-1", "soloflow.workflow.resumed": False,
-                                    "soloflow.namespace": "wf-user/wf-agent", "soloflow.workflow.status": "success",
-                                    "soloflow.workflow.reason": "completed"}
+    assert root.span.attributes == {
+        "soloflow.workflow.thread_id": "wf-thread-1",
+        "soloflow.workflow.resumed": False,
+        "soloflow.namespace": "wf-user/wf-agent",
+        "soloflow.workflow.status": "success",
+        "soloflow.workflow.reason": "completed",
+    }
     # One phase span per phase, in order; the model calls of each under it.
     assert [c.span.name for c in root.children] == [f"phase {p}" for p in phases(result)]
     assert all(c.span.kind == "phase" and c.span.status == "ok" for c in root.children)
     for node, record in zip(root.children, result.final_state.phase_history, strict=True):
         chats = [c.span for c in node.children]
         assert all(c.kind == "chat" for c in chats)
-        assert sum(c.attributes.get("gen_ai.usage.input_tokens", 0) for c in chats) == record.input_tokens
-        assert sum(c.attributes.get("gen_ai.usage.output_tokens", 0) for c in chats) == record.output_tokens
+        assert (
+            sum(c.attributes.get("gen_ai.usage.input_tokens", 0) for c in chats)
+            == record.input_tokens
+        )
+        assert (
+            sum(c.attributes.get("gen_ai.usage.output_tokens", 0) for c in chats)
+            == record.output_tokens
+        )
         assert len(chats) == (0 if record.agent == "create_summary" else 1)
     audits = [c for c in root.children if c.span.name == "phase auditor"]
     assert [a.span.attributes["soloflow.phase.compliance_score"] for a in audits] == [
-        p.compliance_score for p in result.final_state.phase_history if p.agent == "auditor"]
+        p.compliance_score for p in result.final_state.phase_history if p.agent == "auditor"
+    ]
     (audit_chat,) = audits[0].children
     assert audit_chat.span.name == "chat m-auditor"
-    assert audit_chat.span.attributes["soloflow.cost_usd"] == pytest.approx((1_000 * 3.0 + 100 * 15.0) / 1e6)
+    assert audit_chat.span.attributes["soloflow.cost_usd"] == pytest.approx(
+        (1_000 * 3.0 + 100 * 15.0) / 1e6
+    )
     (eval_phase,) = [c for c in root.children if c.span.name == "phase evaluator"]
     (eval_chat,) = eval_phase.children
     assert eval_chat.span.attributes["gen_ai.response.model"] == "gpt-4o"
     assert eval_chat.span.attributes["soloflow.cost_usd"] == pytest.approx(
-        float(calc_price(GenaiUsage(input_tokens=2_000, output_tokens=50), model_ref="gpt-4o").total_price))
+        float(
+            calc_price(
+                GenaiUsage(input_tokens=2_000, output_tokens=50), model_ref="gpt-4o"
+            ).total_price
+        )
+    )
     (writer,) = [c for c in root.children if c.span.name == "phase contract_writer"]
     assert writer.children[0].span.attributes["soloflow.unpriced"] is True  # unknown model: not 0
-    assert root.unpriced > 0 and root.output_tokens == sum(p.output_tokens for p in result.final_state.phase_history)
+    assert root.unpriced > 0 and root.output_tokens == sum(
+        p.output_tokens for p in result.final_state.phase_history
+    )
     # Exported live, the same tree.
     exported = exporter.get_finished_spans()
     assert len(exported) == len(spans)
@@ -522,9 +564,18 @@ def test_a_workflow_is_traced_phase_by_phase_down_to_its_model_calls(
             assert s.parent is None and s.name == "invoke_workflow sequential"
 
 
-def test_a_failed_workflow_ends_its_trace_in_error(tmp_path: Path, pm: pluggy.PluginManager, store: Store) -> None:
-    with SequentialWorkflow(tmp_path, metered_team((800, 200)), plugin_manager=pm, token_budget=4500, store=store,
-                            user_id="wf-user", agent_id="wf-agent") as wf:
+def test_a_failed_workflow_ends_its_trace_in_error(
+    tmp_path: Path, pm: pluggy.PluginManager, store: Store
+) -> None:
+    with SequentialWorkflow(
+        tmp_path,
+        metered_team((800, 200)),
+        plugin_manager=pm,
+        token_budget=4500,
+        store=store,
+        user_id="wf-user",
+        agent_id="wf-agent",
+    ) as wf:
         result = wf.run("Build a todo API", thread_id="wf-thread-2")
     assert result.reason == "budget_exceeded"
     (root,) = build_tree(store.get_spans("wf-thread-2", user_id="wf-user", agent_id="wf-agent"))

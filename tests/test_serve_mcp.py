@@ -24,8 +24,13 @@ from soloflow_langgraph.routing import flow_tool_name
 from soloflow_langgraph.server.mcp import BUILTIN_TOOLS, SoloFlowMCP
 from soloflow_langgraph.server.service import SoloFlowService
 
-NEW_FLOW = {"name": "help search", "description": "Search the help center.", "steps": [
-    {"id": "s", "skill_key": "search_help_center", "input_map": {"query": "{{_trigger.query}}"}}]}
+NEW_FLOW = {
+    "name": "help search",
+    "description": "Search the help center.",
+    "steps": [
+        {"id": "s", "skill_key": "search_help_center", "input_map": {"query": "{{_trigger.query}}"}}
+    ],
+}
 
 
 @dataclass
@@ -91,37 +96,64 @@ async def _wait_for_end(client: Client, run_id: str) -> dict[str, Any]:
 async def _exercise(client: Client, served: Served) -> None:
     """What every transport must do for a namespace holding the seeded flows."""
     names = await _names(client)
-    flow_tools = {flow_tool_name_of(n) for n in (served.learned, APPROVAL_FLOW["name"], SLOW_FLOW["name"])}
+    flow_tools = {
+        flow_tool_name_of(n) for n in (served.learned, APPROVAL_FLOW["name"], SLOW_FLOW["name"])
+    }
     assert names == set(BUILTIN_TOOLS) | flow_tools
     tool = next(t for t in await _tools(client) if t.name == flow_tool_name_of(served.learned))
-    assert tool.input_schema["required"] == ["email"] and "find_customer → list_orders" in (tool.description or "")
+    assert tool.input_schema["required"] == ["email"] and "find_customer → list_orders" in (
+        tool.description or ""
+    )
 
     done = await client.call_tool(tool.name, {"email": "carol@example.net"})
     assert not done.is_error and _text(done) == "notified C-1003 that O-5003 is out for delivery"
     assert done.structured_content is not None and done.structured_content["status"] == "completed"
-    status = (await client.call_tool("soloflow_status", {"run_id": done.structured_content["run_id"]})).structured_content
+    status = (
+        await client.call_tool("soloflow_status", {"run_id": done.structured_content["run_id"]})
+    ).structured_content
     assert status is not None and status["state"] == "completed" and len(status["steps"]) == 4
 
-    slow = await client.call_tool("soloflow_run", {"flow": SLOW_FLOW["name"], "inputs": {"text": "hi", "seconds": 1.0},
-                                                    "wait_seconds": 0.1})
-    assert slow.structured_content is not None and slow.structured_content["status"] == "running", _text(slow)
+    slow = await client.call_tool(
+        "soloflow_run",
+        {"flow": SLOW_FLOW["name"], "inputs": {"text": "hi", "seconds": 1.0}, "wait_seconds": 0.1},
+    )
+    assert slow.structured_content is not None and slow.structured_content["status"] == "running", (
+        _text(slow)
+    )
     assert (await _wait_for_end(client, slow.structured_content["run_id"]))["state"] == "completed"
 
-    waiting = await client.call_tool(flow_tool_name_of(APPROVAL_FLOW["name"]), {"customer_id": "C-9", "order_id": "O-9"})
-    assert waiting.structured_content is not None and waiting.structured_content["status"] == "waiting"
+    waiting = await client.call_tool(
+        flow_tool_name_of(APPROVAL_FLOW["name"]), {"customer_id": "C-9", "order_id": "O-9"}
+    )
+    assert (
+        waiting.structured_content is not None and waiting.structured_content["status"] == "waiting"
+    )
     run_id = waiting.structured_content["run_id"]
     assert "waits for a person's approval" in _text(waiting) and run_id in _text(waiting)
     cancelled = await client.call_tool("soloflow_cancel", {"run_id": run_id})
-    assert cancelled.structured_content is not None and cancelled.structured_content["state"] == "cancelled"
+    assert (
+        cancelled.structured_content is not None
+        and cancelled.structured_content["state"] == "cancelled"
+    )
 
     listed = (await client.call_tool("soloflow_list", {"limit": 10})).structured_content
-    assert listed is not None and {w["name"] for w in listed["workflows"]} >= {served.learned, SLOW_FLOW["name"]}
+    assert listed is not None and {w["name"] for w in listed["workflows"]} >= {
+        served.learned,
+        SLOW_FLOW["name"],
+    }
     assert all(0.0 <= w["quality"]["overall"] <= 1.0 for w in listed["workflows"])
-    found = (await client.call_tool("soloflow_find", {"task": "Where is my order? My email is dave@example.com"}))
-    assert found.structured_content is not None and found.structured_content["matches"][0]["name"] == served.learned
+    found = await client.call_tool(
+        "soloflow_find", {"task": "Where is my order? My email is dave@example.com"}
+    )
+    assert (
+        found.structured_content is not None
+        and found.structured_content["matches"][0]["name"] == served.learned
+    )
 
     missing = await client.call_tool("soloflow_status", {"run_id": "frun_nope"})
-    assert missing.is_error and "no flow run 'frun_nope' for user 'ann', agent 'bot'" in _text(missing)
+    assert missing.is_error and "no flow run 'frun_nope' for user 'ann', agent 'bot'" in _text(
+        missing
+    )
     bad = await client.call_tool(tool.name, {"email": 42})
     assert bad.is_error and "email" in _text(bad)
     unknown = await client.call_tool("soloflow_nope", {})
@@ -144,7 +176,9 @@ async def _promoted_during_the_session(client: Client, served: Served) -> None:
             submit(other, "ann", "bot", NEW_FLOW)
         await asyncio.wait_for(events.__anext__(), 30)
         assert flow_tool_name_of(NEW_FLOW["name"]) in await _names(client)
-        served.store.update_flow_meta(NEW_FLOW["name"], user_id="ann", agent_id="bot", status="retired")
+        served.store.update_flow_meta(
+            NEW_FLOW["name"], user_id="ann", agent_id="bot", status="retired"
+        )
         await asyncio.wait_for(events.__anext__(), 30)
         assert flow_tool_name_of(NEW_FLOW["name"]) not in await _names(client)
 
@@ -153,8 +187,20 @@ async def _promoted_during_the_session(client: Client, served: Served) -> None:
 
 
 def _stdio(db_url: str, *extra: str) -> StdioServerParameters:
-    argv = soloflow_argv("--db", db_url, "--user", "ann", "--agent", "bot", "mcp", "--tools", "serve_helpers:TOOLS",
-                         "--watch-interval", "0.2", *extra)
+    argv = soloflow_argv(
+        "--db",
+        db_url,
+        "--user",
+        "ann",
+        "--agent",
+        "bot",
+        "mcp",
+        "--tools",
+        "serve_helpers:TOOLS",
+        "--watch-interval",
+        "0.2",
+        *extra,
+    )
     return StdioServerParameters(command=argv[0], args=argv[1:], env=subprocess_env())
 
 
@@ -172,7 +218,9 @@ async def test_stdio_tells_a_pre_2026_client_its_tools_changed(served: Served, d
         if isinstance(method, str):
             seen.put_nowait(method)
 
-    async with Client(_stdio(db_url), mode="legacy", message_handler=on_message, read_timeout_seconds=120) as client:
+    async with Client(
+        _stdio(db_url), mode="legacy", message_handler=on_message, read_timeout_seconds=120
+    ) as client:
         assert client.protocol_version < "2026"
         before = await _names(client)
         submit(served.store, "ann", "bot", NEW_FLOW)
@@ -196,11 +244,29 @@ def http_served(db_url: str) -> Iterator[HttpServed]:
     service = SoloFlowService(store, tools=TOOLS)
     try:
         seeded = _seed(store, db_url)
-        submit(store, "bob", "desk", {"name": "bob flow", "steps": [
-            {"id": "s", "skill_key": "search_help_center", "input_map": {"query": "{{_trigger.q}}"}}]})
-        tokens = {who: store.create_api_token(user_id=user, agent_id=agent, scope=scope).token
-                  for who, user, agent, scope in [("ann", "ann", "bot", "write"), ("ann_read", "ann", "bot", "read"),
-                                                  ("bob", "bob", "desk", "admin")]}
+        submit(
+            store,
+            "bob",
+            "desk",
+            {
+                "name": "bob flow",
+                "steps": [
+                    {
+                        "id": "s",
+                        "skill_key": "search_help_center",
+                        "input_map": {"query": "{{_trigger.q}}"},
+                    }
+                ],
+            },
+        )
+        tokens = {
+            who: store.create_api_token(user_id=user, agent_id=agent, scope=scope).token
+            for who, user, agent, scope in [
+                ("ann", "ann", "bot", "write"),
+                ("ann_read", "ann", "bot", "read"),
+                ("bob", "bob", "desk", "admin"),
+            ]
+        }
         server = SoloFlowMCP(service, watch_interval=0.2, tools_page=2)  # three flows: two pages
         with live_server(server.http_app()) as base:
             yield HttpServed(store, db_url, seeded.learned, f"{base}/mcp", tokens)
@@ -211,7 +277,9 @@ def http_served(db_url: str) -> Iterator[HttpServed]:
 
 @asynccontextmanager
 async def _http_client(served: HttpServed, who: str, **kw: Any) -> AsyncIterator[Client]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served.tokens[who]}"}, timeout=120)
+    http = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {served.tokens[who]}"}, timeout=120
+    )
     async with http, Client(streamable_http_client(served.url, http_client=http), **kw) as client:
         yield client
 
@@ -227,13 +295,19 @@ async def test_http_server_with_a_bearer_token(http_served: HttpServed) -> None:
 async def test_http_needs_a_token(http_served: HttpServed) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     for headers in ({}, {"Authorization": "Bearer sft_0000000000000000_" + "x" * 43}):
-        got = httpx.post(http_served.url, json=body, headers={**headers, "Accept": "application/json, text/event-stream"})
+        got = httpx.post(
+            http_served.url,
+            json=body,
+            headers={**headers, "Accept": "application/json, text/event-stream"},
+        )
         assert got.status_code == 401, got.text
 
 
 async def test_http_tenancy_by_token(http_served: HttpServed) -> None:
     async with _http_client(http_served, "ann") as ann:
-        ran = await ann.call_tool(flow_tool_name_of(http_served.learned), {"email": "alice@example.com"})
+        ran = await ann.call_tool(
+            flow_tool_name_of(http_served.learned), {"email": "alice@example.com"}
+        )
         assert ran.structured_content is not None
         run_id = ran.structured_content["run_id"]
     async with _http_client(http_served, "bob") as bob:
@@ -241,29 +315,41 @@ async def test_http_tenancy_by_token(http_served: HttpServed) -> None:
         theirs = await bob.call_tool("soloflow_status", {"run_id": run_id})
         missing = await bob.call_tool("soloflow_status", {"run_id": "frun_" + "0" * 32})
         assert theirs.is_error and missing.is_error
-        assert _text(theirs).replace(run_id, "<id>") == _text(missing).replace("frun_" + "0" * 32, "<id>")
+        assert _text(theirs).replace(run_id, "<id>") == _text(missing).replace(
+            "frun_" + "0" * 32, "<id>"
+        )
         cancel = await bob.call_tool("soloflow_cancel", {"run_id": run_id})
         assert cancel.is_error and "no flow run" in _text(cancel)
-        other = await bob.call_tool(flow_tool_name_of(http_served.learned), {"email": "alice@example.com"})
+        other = await bob.call_tool(
+            flow_tool_name_of(http_served.learned), {"email": "alice@example.com"}
+        )
         assert other.is_error and "unknown tool" in _text(other)
         bob_list = (await bob.call_tool("soloflow_list", {})).structured_content
         assert bob_list is not None and [w["name"] for w in bob_list["workflows"]] == ["bob flow"]
-        find = (await bob.call_tool("soloflow_find", {"task": "where is my order, email alice@example.com"}))
+        find = await bob.call_tool(
+            "soloflow_find", {"task": "where is my order, email alice@example.com"}
+        )
         assert find.structured_content is not None and find.structured_content["matches"] == []
         # ann's list changes are not told to bob: his listen stream stays silent.
         async with bob.listen(tools_list_changed=True) as events:
             submit(http_served.store, "ann", "bot", NEW_FLOW)
             with pytest.raises(TimeoutError):
                 await asyncio.wait_for(events.__anext__(), 1.5)
-    assert http_served.store.get_flow_run(run_id, user_id="ann", agent_id="bot").state == "completed"
+    assert (
+        http_served.store.get_flow_run(run_id, user_id="ann", agent_id="bot").state == "completed"
+    )
 
 
 async def test_a_read_only_token_sees_and_calls_only_read_tools(http_served: HttpServed) -> None:
     async with _http_client(http_served, "ann_read") as reader:
         assert await _names(reader) == {"soloflow_status", "soloflow_list", "soloflow_find"}
-        refused = await reader.call_tool("soloflow_run", {"flow": http_served.learned, "inputs": {"email": "a@b.c"}})
+        refused = await reader.call_tool(
+            "soloflow_run", {"flow": http_served.learned, "inputs": {"email": "a@b.c"}}
+        )
         assert refused.is_error and "scope is 'read'" in _text(refused)
-        flow = await reader.call_tool(flow_tool_name_of(http_served.learned), {"email": "alice@example.com"})
+        flow = await reader.call_tool(
+            flow_tool_name_of(http_served.learned), {"email": "alice@example.com"}
+        )
         assert flow.is_error
     assert http_served.store.list_flow_runs(user_id="ann", agent_id="bot") == []
 
@@ -276,10 +362,11 @@ async def test_http_tells_a_pre_2026_client_its_tools_changed(http_served: HttpS
         if isinstance(method, str):
             seen.put_nowait(method)
 
-    async with _http_client(http_served, "ann", mode="legacy", message_handler=on_message) as client:
+    async with _http_client(
+        http_served, "ann", mode="legacy", message_handler=on_message
+    ) as client:
         before = await _names(client)
         submit(http_served.store, "ann", "bot", NEW_FLOW)
         while await asyncio.wait_for(seen.get(), 30) != "notifications/tools/list_changed":
             pass
         assert await _names(client) - before == {flow_tool_name_of(NEW_FLOW["name"])}
-

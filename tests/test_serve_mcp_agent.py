@@ -38,16 +38,33 @@ def client_python() -> Path:
     """The client environment's Python (built on first use)."""
     given = os.environ.get(CLIENT_ENV)
     python = Path(given) if given else CLIENT_VENV / "bin" / "python"
-    if python.exists() and subprocess.run([python, "-c", PROBE], capture_output=True).returncode == 0:
+    if (
+        python.exists()
+        and subprocess.run([python, "-c", PROBE], capture_output=True).returncode == 0
+    ):
         return python
     if given:
-        pytest.fail(f"${CLIENT_ENV}={given} cannot import langchain_mcp_adapters: pip install -r "
-                    f"{HERE / 'mcp_client_requirements.txt'} there")
-    for argv in ([sys.executable, "-m", "venv", str(CLIENT_VENV)],
-                 [str(python), "-m", "pip", "install", "-q", "-r", str(HERE / "mcp_client_requirements.txt")]):
+        pytest.fail(
+            f"${CLIENT_ENV}={given} cannot import langchain_mcp_adapters: pip install -r "
+            f"{HERE / 'mcp_client_requirements.txt'} there"
+        )
+    for argv in (
+        [sys.executable, "-m", "venv", str(CLIENT_VENV)],
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "-r",
+            str(HERE / "mcp_client_requirements.txt"),
+        ],
+    ):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
         if done.returncode != 0:
-            pytest.fail(f"could not build the MCP client environment ({' '.join(argv)}):\n{done.stderr[-3000:]}")
+            pytest.fail(
+                f"could not build the MCP client environment ({' '.join(argv)}):\n{done.stderr[-3000:]}"
+            )
     return python
 
 
@@ -70,26 +87,49 @@ def test_flow_tools_in_a_create_agent_agent_through_langchain_mcp_adapters(
     client_python: Path, served: tuple[str, str, str, str]
 ) -> None:
     url, token, tool, db_url = served
-    stdio = soloflow_argv("--db", db_url, "--user", "ann", "--agent", "bot", "mcp", "--tools", "serve_helpers:TOOLS")
+    stdio = soloflow_argv(
+        "--db", db_url, "--user", "ann", "--agent", "bot", "mcp", "--tools", "serve_helpers:TOOLS"
+    )
     config = {
         "servers": {
-            "http": {"transport": "streamable_http", "url": url, "headers": {"Authorization": f"Bearer {token}"}},
-            "stdio": {"transport": "stdio", "command": stdio[0], "args": stdio[1:], "env": subprocess_env()},
+            "http": {
+                "transport": "streamable_http",
+                "url": url,
+                "headers": {"Authorization": f"Bearer {token}"},
+            },
+            "stdio": {
+                "transport": "stdio",
+                "command": stdio[0],
+                "args": stdio[1:],
+                "env": subprocess_env(),
+            },
         },
-        "tool": tool, "args": {"email": "erin@example.io"}, "task": "Where is my order? My email is erin@example.io.",
-    }  # fmt: skip
+        "tool": tool,
+        "args": {"email": "erin@example.io"},
+        "task": "Where is my order? My email is erin@example.io.",
+    }
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)])}
-    done = subprocess.run([str(client_python), str(HERE / "mcp_agent_client.py"), json.dumps(config)],
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [str(client_python), str(HERE / "mcp_agent_client.py"), json.dumps(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-5000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     for transport in ("http", "stdio"):
         got = report[transport]
-        assert tool in got["tools"] and {"soloflow_run", "soloflow_status", "soloflow_find"} <= set(got["tools"])
+        assert tool in got["tools"] and {"soloflow_run", "soloflow_status", "soloflow_find"} <= set(
+            got["tools"]
+        )
         (message,) = got["tool_messages"]
         assert message["name"] == tool and message["status"] == "success"
         assert message["text"] == "notified C-1005 that O-5005 is in transit"
         assert got["answer"] == "The flow says: notified C-1005 that O-5005 is in transit"
     with Store.open(db_url) as store:
         runs = store.list_flow_runs(user_id="ann", agent_id="bot")
-        assert [r["status"] for r in runs] == ["completed", "completed"]  # one per transport, in ann's namespace
+        assert [r["status"] for r in runs] == [
+            "completed",
+            "completed",
+        ]  # one per transport, in ann's namespace

@@ -56,15 +56,22 @@ def test_every_route_answers_within_its_schema(api: tuple[str, str]) -> None:
         excluded = [positive_data_acceptance] if operation.label in CHECKED_BEYOND_SCHEMA else []
         try:
             _check(operation, token, excluded)
-        except (Exception, BaseExceptionGroup) as exc:  # every operation runs; failures reported together
+        except (
+            Exception,
+            BaseExceptionGroup,
+        ) as exc:  # every operation runs; failures reported together
             failures[operation.label] = f"{type(exc).__name__}: {exc}"[:3000]
     assert not failures, "\n\n".join(f"{label}:\n{text}" for label, text in failures.items())
 
 
 def _check(operation: schemathesis.APIOperation, token: str, excluded: list[Any]) -> None:
-    @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(
+        max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None
+    )
     @given(case=operation.as_strategy())
     def check(case: schemathesis.Case) -> None:
-        case.call_and_validate(headers={"Authorization": f"Bearer {token}"}, excluded_checks=excluded)
+        case.call_and_validate(
+            headers={"Authorization": f"Bearer {token}"}, excluded_checks=excluded
+        )
 
     check()

@@ -26,15 +26,26 @@ def test_a_token_is_shown_once_and_stored_only_as_its_hash(store: Store) -> None
     assert secret not in stored and issued.token not in stored
     assert rows[0]["secret_hash"] == hash_token_secret(secret)
     found = store.verify_api_token(issued.token)
-    assert found is not None and (found.user_id, found.agent_id, found.scope, found.label) == ("ann", "bot", "write", "ci")
+    assert found is not None and (found.user_id, found.agent_id, found.scope, found.label) == (
+        "ann",
+        "bot",
+        "write",
+        "ci",
+    )
 
 
 def test_a_wrong_malformed_or_revoked_token_is_refused(store: Store) -> None:
     issued = store.create_api_token(user_id="ann", agent_id="bot")
     token_id, secret = parse_token(issued.token) or ("", "")
     flipped = secret[:-1] + ("A" if secret[-1] != "A" else "B")
-    for bad in (f"sft_{token_id}_{flipped}", f"sft_{'0' * 16}_{secret}", "", "Bearer x", issued.token + "x",
-                issued.token.replace("sft_", "sfx_")):
+    for bad in (
+        f"sft_{token_id}_{flipped}",
+        f"sft_{'0' * 16}_{secret}",
+        "",
+        "Bearer x",
+        issued.token + "x",
+        issued.token.replace("sft_", "sfx_"),
+    ):
         assert store.verify_api_token(bad) is None, bad
     revoked = store.revoke_api_token(token_id, user_id="ann", agent_id="bot")
     assert revoked.revoked_at is not None
@@ -46,7 +57,9 @@ def test_a_wrong_malformed_or_revoked_token_is_refused(store: Store) -> None:
 def test_tokens_belong_to_their_namespace(store: Store) -> None:
     ann = store.create_api_token(user_id="ann", agent_id="bot", scope="admin")
     store.create_api_token(user_id="bob", agent_id="bot")
-    assert [t.token_id for t in store.list_api_tokens(user_id="ann", agent_id="bot")] == [ann.record.token_id]
+    assert [t.token_id for t in store.list_api_tokens(user_id="ann", agent_id="bot")] == [
+        ann.record.token_id
+    ]
     with pytest.raises(NotFoundError):  # bob cannot revoke ann's token, and cannot tell it exists
         store.revoke_api_token(ann.record.token_id, user_id="bob", agent_id="bot")
     assert store.verify_api_token(ann.token) is not None
@@ -60,26 +73,55 @@ def test_bad_token_settings_name_what_is_wrong(store: Store) -> None:
 
 
 def test_scopes_are_ordered() -> None:
-    assert scope_allows("admin", "write") and scope_allows("write", "read") and scope_allows("read", "read")
+    assert (
+        scope_allows("admin", "write")
+        and scope_allows("write", "read")
+        and scope_allows("read", "read")
+    )
     assert not scope_allows("read", "write") and not scope_allows("write", "admin")
     assert not scope_allows("root", "read")
 
 
 def test_tokens_commands(db_url: str) -> None:
     runner = CliRunner()
-    created = runner.invoke(app, ["--db", db_url, "tokens", "create", "--user", "ann", "--agent", "bot",
-                                  "--scope", "write", "--label", "laptop"])
+    created = runner.invoke(
+        app,
+        [
+            "--db",
+            db_url,
+            "tokens",
+            "create",
+            "--user",
+            "ann",
+            "--agent",
+            "bot",
+            "--scope",
+            "write",
+            "--label",
+            "laptop",
+        ],
+    )
     assert created.exit_code == 0, created.output
     token = created.stdout.strip().splitlines()[0]
     assert token.startswith("sft_") and "not shown again" in created.stderr
-    listed = runner.invoke(app, ["--db", db_url, "--user", "ann", "--agent", "bot", "tokens", "list", "--json"])
+    listed = runner.invoke(
+        app, ["--db", db_url, "--user", "ann", "--agent", "bot", "tokens", "list", "--json"]
+    )
     (row,) = json.loads(listed.stdout)
     assert row["scope"] == "write" and row["label"] == "laptop" and row["revoked_at"] is None
     assert token not in listed.stdout
-    revoked = runner.invoke(app, ["--db", db_url, "tokens", "revoke", row["token_id"], "--user", "ann", "--agent", "bot"])
+    revoked = runner.invoke(
+        app,
+        ["--db", db_url, "tokens", "revoke", row["token_id"], "--user", "ann", "--agent", "bot"],
+    )
     assert revoked.exit_code == 0 and f"revoked token {row['token_id']}" in revoked.stdout
-    other = runner.invoke(app, ["--db", db_url, "tokens", "revoke", row["token_id"], "--user", "bob", "--agent", "bot"])
-    assert other.exit_code == 1 and f"no API token {row['token_id']!r} for user 'bob'" in other.stderr
+    other = runner.invoke(
+        app,
+        ["--db", db_url, "tokens", "revoke", row["token_id"], "--user", "bob", "--agent", "bot"],
+    )
+    assert (
+        other.exit_code == 1 and f"no API token {row['token_id']!r} for user 'bob'" in other.stderr
+    )
     with Store.open(db_url) as store:
         assert store.verify_api_token(token) is None
     bad = runner.invoke(app, ["--db", db_url, "tokens", "create", "--scope", "owner"])

@@ -39,14 +39,28 @@ def test_a_learned_flow_moves_between_stores_and_runs_there(store: Store, tmp_pa
     pkg = exported.directory
     assert pkg.name == "auto-find-customer-list-orders-track-shipment-notify-customer"
     assert sorted(p.relative_to(pkg).as_posix() for p in pkg.rglob("*") if p.is_file()) == [
-        "SKILL.md", "fixtures/0001.json", "fixtures/0002.json", "fixtures/0003.json", "fixtures/0004.json",
-        "fixtures/0005.json", "flow.json", "manifest.json", "provenance.json"]
+        "SKILL.md",
+        "fixtures/0001.json",
+        "fixtures/0002.json",
+        "fixtures/0003.json",
+        "fixtures/0004.json",
+        "fixtures/0005.json",
+        "flow.json",
+        "manifest.json",
+        "provenance.json",
+    ]
     front = yaml.safe_load((pkg / "SKILL.md").read_text().split("---")[1])
     assert front["name"] == pkg.name and front["metadata"]["soloflow-flow"] == name
     assert front["allowed-tools"] == "find_customer list_orders track_shipment notify_customer"
-    assert "## When to use it" in (pkg / "SKILL.md").read_text() and "## Inputs" in (pkg / "SKILL.md").read_text()
+    assert (
+        "## When to use it" in (pkg / "SKILL.md").read_text()
+        and "## Inputs" in (pkg / "SKILL.md").read_text()
+    )
     provenance = json.loads((pkg / "provenance.json").read_text())
-    assert provenance["source"] == "auto-learned" and provenance["origin"]["candidate"]["fidelity"] == 1.0
+    assert (
+        provenance["source"] == "auto-learned"
+        and provenance["origin"]["candidate"]["fidelity"] == 1.0
+    )
     assert [h["event"] for h in provenance["confidence_history"]] == ["registered", "exported"]
     assert "ann" not in json.dumps(provenance)  # the source namespace does not travel
 
@@ -59,7 +73,10 @@ def test_a_learned_flow_moves_between_stores_and_runs_there(store: Store, tmp_pa
         store.get_flow_meta(name, user_id="ann", agent_id="bot")  # never into another namespace
     with FlowRuntime(store, tools=DEMO_TOOLS, user_id="zed", agent_id="desk") as runtime:
         result = runtime.run(name, {"email": "dave@example.com"})
-    assert result.status == "completed" and result.output == "notified C-1004 that O-5004 is label created"
+    assert (
+        result.status == "completed"
+        and result.output == "notified C-1004 that O-5004 is label created"
+    )
     quality = flow_quality(store, meta, user_id="zed", agent_id="desk")
     assert quality.evidence.verified_occurrences == 5 and quality.evidence.distinct_tasks == 5
 
@@ -68,26 +85,50 @@ def test_a_learned_flow_moves_between_stores_and_runs_there(store: Store, tmp_pa
     assert again.fixtures == 5
     carried = json.loads((again.directory / "provenance.json").read_text())
     assert len(carried["imports"]) == 1 and carried["imports"][0]["fixtures_replayed"] == 5
-    assert [h["event"] for h in carried["confidence_history"]] == ["registered", "exported", "registered", "exported"]
+    assert [h["event"] for h in carried["confidence_history"]] == [
+        "registered",
+        "exported",
+        "registered",
+        "exported",
+    ]
 
 
-def test_a_flow_exported_from_either_database_imports_into_a_fresh_store(store: Store, tmp_path: Path) -> None:
+def test_a_flow_exported_from_either_database_imports_into_a_fresh_store(
+    store: Store, tmp_path: Path
+) -> None:
     name = learn_demo_flow(store, "ann", "bot").name
     exported = export_skill(store, name, tmp_path, user_id="ann", agent_id="bot")
     with Store.open(f"sqlite:///{tmp_path / 'fresh.db'}") as fresh:
-        imported = import_skill(fresh, exported.directory, user_id="ann", agent_id="bot", tools=DEMO_TOOLS)
+        imported = import_skill(
+            fresh, exported.directory, user_id="ann", agent_id="bot", tools=DEMO_TOOLS
+        )
         assert imported.fixtures_replayed == 5
         assert fresh.get_skill_import(name, user_id="ann", agent_id="bot", version=1) is not None
 
 
 def test_a_user_flow_exports_without_fixtures(store: Store, tmp_path: Path) -> None:
-    submit(store, "ann", "bot", {"name": "Lookup", "steps": [
-        {"id": "s", "skill_key": "find_customer", "input_map": {"email": "{{_trigger.email}}"}}]})
+    submit(
+        store,
+        "ann",
+        "bot",
+        {
+            "name": "Lookup",
+            "steps": [
+                {
+                    "id": "s",
+                    "skill_key": "find_customer",
+                    "input_map": {"email": "{{_trigger.email}}"},
+                }
+            ],
+        },
+    )
     exported = export_skill(store, "Lookup", tmp_path, user_id="ann", agent_id="bot")
     assert exported.fixtures == 0 and exported.skill_name == "lookup"
     with pytest.raises(SkillPackageError, match="the directory exists and is not empty"):
         export_skill(store, "Lookup", tmp_path, user_id="ann", agent_id="bot")
-    imported = import_skill(store, exported.directory, user_id="bob", agent_id="bot", tools=DEMO_TOOLS)
+    imported = import_skill(
+        store, exported.directory, user_id="bob", agent_id="bot", tools=DEMO_TOOLS
+    )
     assert imported.flow.version == 1 and imported.fixtures_replayed == 0
 
 
@@ -97,8 +138,11 @@ def test_a_user_flow_exports_without_fixtures(store: Store, tmp_path: Path) -> N
 def _rehash(pkg: Path) -> None:
     """What a tamperer who rewrites the manifest too would do."""
     manifest = json.loads((pkg / "manifest.json").read_text())
-    manifest["files"] = {p: hashlib.sha256((pkg / p).read_bytes()).hexdigest() for p in manifest["files"]
-                         if (pkg / p).is_file()}
+    manifest["files"] = {
+        p: hashlib.sha256((pkg / p).read_bytes()).hexdigest()
+        for p in manifest["files"]
+        if (pkg / p).is_file()
+    }
     (pkg / "manifest.json").write_text(json.dumps(manifest))
 
 
@@ -114,7 +158,9 @@ def _wrong_tool(pkg: Path) -> None:
 
 
 def _bad_schema(pkg: Path) -> None:
-    _edit_json(pkg, "flow.json", lambda f: f["input_schema"]["properties"]["email"].update(type="strng"))
+    _edit_json(
+        pkg, "flow.json", lambda f: f["input_schema"]["properties"]["email"].update(type="strng")
+    )
     _rehash(pkg)
 
 
@@ -142,7 +188,9 @@ def _changed(pkg: Path) -> None:
 
 
 def _replay_fails(pkg: Path) -> None:
-    _edit_json(pkg, "fixtures/0003.json", lambda f: f["steps"][1].update(output=[{"order_id": "O-6666"}]))
+    _edit_json(
+        pkg, "fixtures/0003.json", lambda f: f["steps"][1].update(output=[{"order_id": "O-6666"}])
+    )
     _rehash(pkg)
 
 
@@ -153,25 +201,41 @@ def _fixture_tools(pkg: Path) -> None:
 
 def _front_matter(pkg: Path) -> None:
     text = (pkg / "SKILL.md").read_text().replace("\nname: auto-", "\nname: Auto_", 1)
-    (pkg / "SKILL.md").write_text(text.replace("allowed-tools:", "run-me: rm -rf /\nallowed-tools:", 1))
+    (pkg / "SKILL.md").write_text(
+        text.replace("allowed-tools:", "run-me: rm -rf /\nallowed-tools:", 1)
+    )
     _rehash(pkg)
 
 
 TAMPERED: dict[str, tuple[Callable[[Path], None], list[str]]] = {
     "wrong tool": (_wrong_tool, ["flow.json", "no executor registered for skill_key 'wire_money'"]),
-    "bad schema": (_bad_schema, ["flow.json: input_schema.properties.email.type", "'strng' is not valid"]),
-    "path traversal": (_traversal, ["../evil.json: not a relative POSIX path", "/etc/passwd: not a relative"]),
+    "bad schema": (
+        _bad_schema,
+        ["flow.json: input_schema.properties.email.type", "'strng' is not valid"],
+    ),
+    "path traversal": (
+        _traversal,
+        ["../evil.json: not a relative POSIX path", "/etc/passwd: not a relative"],
+    ),
     "symbolic link": (_symlink, ["fixtures/0005.json: a symbolic link: refused"]),
     "unlisted file": (_unlisted, ["fixtures/run.py: not listed in manifest.json"]),
     "changed file": (_changed, ["fixtures/0002.json: changed after export"]),
-    "replay fails": (_replay_fails, ["fixtures/0003.json: the flow does not reproduce this recorded occurrence"]),
-    "fixture tools": (_fixture_tools, ["fixtures/0001.json: steps[0]: records step 'step_1' calling 'delete_account'"]),
+    "replay fails": (
+        _replay_fails,
+        ["fixtures/0003.json: the flow does not reproduce this recorded occurrence"],
+    ),
+    "fixture tools": (
+        _fixture_tools,
+        ["fixtures/0001.json: steps[0]: records step 'step_1' calling 'delete_account'"],
+    ),
     "front matter": (_front_matter, ["unknown field 'run-me'", "String should match pattern"]),
 }
 
 
 @pytest.mark.parametrize("case", sorted(TAMPERED))
-def test_a_tampered_package_is_refused_with_the_reason(case: str, tmp_path: Path, sqlite_store: Store) -> None:
+def test_a_tampered_package_is_refused_with_the_reason(
+    case: str, tmp_path: Path, sqlite_store: Store
+) -> None:
     source, name = _source(tmp_path)
     with source:
         pkg = export_skill(source, name, tmp_path / "out", user_id="ann", agent_id="bot").directory
@@ -184,7 +248,9 @@ def test_a_tampered_package_is_refused_with_the_reason(case: str, tmp_path: Path
     assert sqlite_store.list_flow_meta(user_id="zed", agent_id="desk") == []
 
 
-def test_a_package_whose_tools_the_target_lacks_is_refused(tmp_path: Path, sqlite_store: Store) -> None:
+def test_a_package_whose_tools_the_target_lacks_is_refused(
+    tmp_path: Path, sqlite_store: Store
+) -> None:
     source, name = _source(tmp_path)
     with source:
         pkg = export_skill(source, name, tmp_path, user_id="ann", agent_id="bot").directory
@@ -200,19 +266,59 @@ def test_skills_commands(db_url: str, tmp_path: Path) -> None:
     with Store.open(db_url) as store:
         name = learn_demo_flow(store, "ann", "bot").name
     runner = CliRunner()
-    out = runner.invoke(app, ["--db", db_url, "--user", "ann", "--agent", "bot", "skills", "export", name,
-                              "--out", str(tmp_path), "--json"])
+    out = runner.invoke(
+        app,
+        [
+            "--db",
+            db_url,
+            "--user",
+            "ann",
+            "--agent",
+            "bot",
+            "skills",
+            "export",
+            name,
+            "--out",
+            str(tmp_path),
+            "--json",
+        ],
+    )
     assert out.exit_code == 0, out.output
     exported = json.loads(out.stdout)
     assert exported["fixtures"] == 5 and exported["version"] == 1
     target = f"sqlite:///{tmp_path / 'target.db'}"
     refused = runner.invoke(app, ["--db", target, "skills", "import", exported["directory"]])
-    assert refused.exit_code == 1 and "no executor registered for skill_key 'find_customer'" in refused.stderr
-    done = runner.invoke(app, ["--db", target, "--user", "zed", "skills", "import", exported["directory"],
-                               "--tools", "serve_helpers:TOOLS", "--json"])
+    assert (
+        refused.exit_code == 1
+        and "no executor registered for skill_key 'find_customer'" in refused.stderr
+    )
+    done = runner.invoke(
+        app,
+        [
+            "--db",
+            target,
+            "--user",
+            "zed",
+            "skills",
+            "import",
+            exported["directory"],
+            "--tools",
+            "serve_helpers:TOOLS",
+            "--json",
+        ],
+    )
     assert done.exit_code == 0, done.output
-    assert json.loads(done.stdout) == {"flow": name, "version": 1, "skill": exported["skill"], "fixtures_replayed": 5,
-                                       "package_digest": exported["package_digest"], "source": "user-submitted"}
+    assert json.loads(done.stdout) == {
+        "flow": name,
+        "version": 1,
+        "skill": exported["skill"],
+        "fixtures_replayed": 5,
+        "package_digest": exported["package_digest"],
+        "source": "user-submitted",
+    }
     shown = runner.invoke(app, ["--db", target, "--user", "zed", "flows", "list", "--json"])
     (row,) = json.loads(shown.stdout)
-    assert row["source"] == "user-submitted" and row["quality"]["evidence"]["verified_occurrences"] == 5
+    assert (
+        row["source"] == "user-submitted"
+        and row["quality"]["evidence"]["verified_occurrences"] == 5
+    )

@@ -142,10 +142,14 @@ def _columns_as_sequences(cols) -> list[tuple[object, ...]]:
     for r in range(cols.run_count):
         lo, hi = int(cols.offsets[r]), int(cols.offsets[r + 1])
         success = {1: True, 0: False, -1: None}[int(cols.success[r])]
-        out.append((
-            cols.run_ids[r], tuple(cols.names[c] for c in cols.codes[lo:hi]),
-            tuple(bool(e) for e in cols.errors[lo:hi]), success,
-        ))  # fmt: skip
+        out.append(
+            (
+                cols.run_ids[r],
+                tuple(cols.names[c] for c in cols.codes[lo:hi]),
+                tuple(bool(e) for e in cols.errors[lo:hi]),
+                success,
+            )
+        )
     return out
 
 
@@ -298,8 +302,24 @@ def test_a_run_rows_parsed_json_is_stored_as_the_generic_writer_stores_it(store)
     """A RunRow's JSON values take pydantic-core's serialiser on SQLite: NaN becomes null and
     NUL is dropped there too, and the values read back are the same."""
     values = {"nan": float("nan"), "nul": "a\x00b", "é": ["\U0001f600", 1e16, -0.0, 2**70]}
-    call = ToolCallRow("t", values, values, error=None, duration_ms=None, tool_call_id=None, meta=values)
-    row = RunRow("r", NS["user_id"], NS["agent_id"], None, None, None, None, [call], [], None, None, None, values)
+    call = ToolCallRow(
+        "t", values, values, error=None, duration_ms=None, tool_call_id=None, meta=values
+    )
+    row = RunRow(
+        "r",
+        NS["user_id"],
+        NS["agent_id"],
+        None,
+        None,
+        None,
+        None,
+        [call],
+        [],
+        None,
+        None,
+        None,
+        values,
+    )
     expected = {"nan": None, "nul": "ab", "é": ["\U0001f600", 1e16, -0.0, 2**70]}
     assert store.add_runs([row]) == 1
     back = store.get_run("r", **NS)
@@ -703,7 +723,9 @@ def test_sqlite_synchronous_is_configurable(tmp_path, monkeypatch):
     monkeypatch.setenv("SOLOFLOW_SQLITE_SYNCHRONOUS", "full")
     assert level(Store.open(f"sqlite:///{tmp_path / 'full.db'}")) == 2  # FULL: fsync per commit
     monkeypatch.setenv("SOLOFLOW_SQLITE_SYNCHRONOUS", "sometimes")
-    with pytest.raises(StoreError, match="SOLOFLOW_SQLITE_SYNCHRONOUS='SOMETIMES'.*NORMAL, FULL, EXTRA"):
+    with pytest.raises(
+        StoreError, match="SOLOFLOW_SQLITE_SYNCHRONOUS='SOMETIMES'.*NORMAL, FULL, EXTRA"
+    ):
         Store.open(f"sqlite:///{tmp_path / 'bad.db'}")
 
 
@@ -718,14 +740,19 @@ def test_a_database_at_revision_0001_upgrades_to_head_and_keeps_its_data(tmp_pat
     with engine.begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0001")
-        conn.execute(sa.text(
-            "INSERT INTO sf_flow_runs (id, user_id, agent_id, flow_name, flow_version, status, started_at) "
-            "VALUES ('frun_old', 'u', 'a', 'f', 1, 'completed', '2026-01-01 00:00:00')"
-        ))
+        conn.execute(
+            sa.text(
+                "INSERT INTO sf_flow_runs (id, user_id, agent_id, flow_name, flow_version, status, started_at) "
+                "VALUES ('frun_old', 'u', 'a', 'f', 1, 'completed', '2026-01-01 00:00:00')"
+            )
+        )
     engine.dispose()
     with Store.open(url) as store:
         with store.engine.connect() as conn:
-            assert conn.execute(sa.text("SELECT version_num FROM sf_alembic_version")).scalar() == SCHEMA_REVISION
+            assert (
+                conn.execute(sa.text("SELECT version_num FROM sf_alembic_version")).scalar()
+                == SCHEMA_REVISION
+            )
             row = conn.execute(sa.text("SELECT status, cancel_requested FROM sf_flow_runs")).one()
         assert tuple(row) == ("completed", 0)
 
@@ -733,9 +760,18 @@ def test_a_database_at_revision_0001_upgrades_to_head_and_keeps_its_data(tmp_pat
 def test_bare_number_outputs_load_back_as_numbers(store: Store):
     """SQLite's numeric affinity turns a JSON column's ``3`` into the integer 3; loading must
     take it as the decoded value (it used to call ``json.loads`` on it and fail)."""
-    run = TaskRun(run_id="nums", user_id="u-num", agent_id="a", task="t", tool_calls=[
-        ToolCall(name="n", args={"x": 1}, output=3), ToolCall(name="m", args={}, output=2.5),
-        ToolCall(name="k", args={}, output="3"), ToolCall(name="z", args={}, output=[1, 2])])
+    run = TaskRun(
+        run_id="nums",
+        user_id="u-num",
+        agent_id="a",
+        task="t",
+        tool_calls=[
+            ToolCall(name="n", args={"x": 1}, output=3),
+            ToolCall(name="m", args={}, output=2.5),
+            ToolCall(name="k", args={}, output="3"),
+            ToolCall(name="z", args={}, output=[1, 2]),
+        ],
+    )
     store.add_run(run)
     loaded = store.load_runs(["nums"], user_id="u-num", agent_id="a")
     assert [c.output for c in loaded[0].tool_calls] == [3, 2.5, "3", [1, 2]]

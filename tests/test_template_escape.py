@@ -56,10 +56,13 @@ def test_the_escape_in_flow_text() -> None:
 
 def test_a_recorded_literal_with_braces_replays_as_a_literal(sqlite_store: Store) -> None:
     occs = [
-        Occurrence(task=f"send it {n}", args=[{"q": f"q{n}"}, {"x": "literal {{step_1.v}}"}],
-                   outputs=['{"v": "FROM STEP ONE"}', "literal {{step_1.v}}"])
+        Occurrence(
+            task=f"send it {n}",
+            args=[{"q": f"q{n}"}, {"x": "literal {{step_1.v}}"}],
+            outputs=['{"v": "FROM STEP ONE"}', "literal {{step_1.v}}"],
+        )
         for n in (1, 2, 3)
-    ]  # fmt: skip
+    ]
     flow = propose(["fetch", "echo"], occs, observed=3).flow
     validate_flow(flow)
     assert flow.steps[1].input_map["x"] == "literal {{'{{'}}step_1.v}}"
@@ -72,8 +75,10 @@ def test_a_recorded_literal_with_braces_replays_as_a_literal(sqlite_store: Store
 
 
 def test_a_recorded_dear_name_keeps_the_candidate_valid() -> None:
-    occs = [Occurrence(task=f"greet {n}", args=[{"q": n}, {"x": "Dear {{name}}"}], outputs=["ok", "ok"])
-            for n in ("a", "b", "c")]  # fmt: skip
+    occs = [
+        Occurrence(task=f"greet {n}", args=[{"q": n}, {"x": "Dear {{name}}"}], outputs=["ok", "ok"])
+        for n in ("a", "b", "c")
+    ]
     flow = propose(["fetch", "echo"], occs, observed=3).flow
     validate_flow(flow)  # "{{name}}" names no step: unescaped it would be refused
     assert render(flow.steps[1].input_map["x"], inputs={}, results={}) == "Dear {{name}}"

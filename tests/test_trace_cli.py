@@ -18,7 +18,9 @@ runner = CliRunner()
 
 
 def _sf(url: str, *args: str, user: str = "default", agent: str = "default") -> object:
-    return runner.invoke(app, ["--db", url, "--user", user, "--agent", agent, *args], catch_exceptions=False)
+    return runner.invoke(
+        app, ["--db", url, "--user", user, "--agent", agent, *args], catch_exceptions=False
+    )
 
 
 def test_runs_trace_prints_the_tree_with_tokens_cost_and_the_critical_path(sqlite_url: str) -> None:
@@ -45,8 +47,14 @@ def test_runs_trace_prints_the_tree_with_tokens_cost_and_the_critical_path(sqlit
     (root,) = tree
     assert root["kind"] == "invoke_agent" and root["critical"] is True
     assert (root["input_tokens"], root["output_tokens"]) == (4500, 125)
-    assert [c["kind"] for c in root["children"]] == ["chat", "execute_tool", "chat", "execute_tool",
-                                                     "execute_tool", "chat"]
+    assert [c["kind"] for c in root["children"]] == [
+        "chat",
+        "execute_tool",
+        "chat",
+        "execute_tool",
+        "execute_tool",
+        "chat",
+    ]
 
 
 def test_otlp_json_file_and_a_missing_trace(sqlite_url: str, tmp_path: Path) -> None:
@@ -93,7 +101,9 @@ def test_runs_list_shows_each_runs_cost_and_the_namespace_total(sqlite_url: str)
         _run_agent(store, model="no-such-model-anywhere").close()
     finally:
         store.close()
-    res = runner.invoke(app, ["--db", sqlite_url, "runs", "list"], catch_exceptions=False, terminal_width=200)
+    res = runner.invoke(
+        app, ["--db", sqlite_url, "runs", "list"], catch_exceptions=False, terminal_width=200
+    )
     total = _price(1200, 40) + _price(1500, 60) + _price(1800, 25)
     assert f"${float(total):.4f}" in res.output and "unpriced" in res.output
     assert f"namespace cost: ${float(total):.4f} over 1 priced run(s), 1 unpriced" in res.output
@@ -114,7 +124,9 @@ def test_runs_trace_shows_a_flow_called_as_a_tool_inside_the_tool_call(sqlite_ur
     (root,) = tree
     (call,) = [c for c in root["children"] if c["kind"] == "execute_tool"]
     (flow,) = call["children"]
-    assert flow["name"] == "invoke_flow lookup" and [c["name"] for c in flow["children"]] == ["step fetch"]
+    assert flow["name"] == "invoke_flow lookup" and [c["name"] for c in flow["children"]] == [
+        "step fetch"
+    ]
     assert flow["trace_id"] == root["trace_id"]
 
 
@@ -131,5 +143,7 @@ def test_flows_stats_shows_the_money_the_agent_runs_cost(sqlite_url: str) -> Non
     (row,) = json.loads(_sf(sqlite_url, "flows", "stats", "--json").stdout)
     per_run = _price(1200, 40) + _price(1500, 60) + _price(1800, 25)
     assert row["agent"]["runs"] == 3 and row["agent"]["cost"] == pytest.approx(float(per_run))
-    shown = runner.invoke(app, ["--db", sqlite_url, "flows", "stats"], catch_exceptions=False, terminal_width=200)
+    shown = runner.invoke(
+        app, ["--db", sqlite_url, "flows", "stats"], catch_exceptions=False, terminal_width=200
+    )
     assert "cost (USD)" in shown.output and f"{float(per_run):.4f}" in shown.output

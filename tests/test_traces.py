@@ -37,8 +37,13 @@ def track_shipment(order_id: str) -> str:
     return f"{order_id}: in transit"
 
 
-def _reply(content: str, calls: list[tuple[str, dict[str, Any], str]], inp: int, out: int,
-           model: str = MODEL) -> AIMessage:
+def _reply(
+    content: str,
+    calls: list[tuple[str, dict[str, Any], str]],
+    inp: int,
+    out: int,
+    model: str = MODEL,
+) -> AIMessage:
     return AIMessage(
         content=content,
         tool_calls=[{"name": n, "args": a, "id": i, "type": "tool_call"} for n, a, i in calls],
@@ -47,22 +52,40 @@ def _reply(content: str, calls: list[tuple[str, dict[str, Any], str]], inp: int,
     )
 
 
-def _run_agent(store: Store, *, model: str = MODEL, email: str = "a@x", **handler_kw: Any) -> SoloFlowCallbackHandler:
+def _run_agent(
+    store: Store, *, model: str = MODEL, email: str = "a@x", **handler_kw: Any
+) -> SoloFlowCallbackHandler:
     replies = [
         _reply("", [("find_customer", {"email": email}, "c1")], 1200, 40, model),
-        _reply("", [("track_shipment", {"order_id": "O-1"}, "c2"), ("track_shipment", {"order_id": "O-2"}, "c3")],
-               1500, 60, model),
+        _reply(
+            "",
+            [
+                ("track_shipment", {"order_id": "O-1"}, "c2"),
+                ("track_shipment", {"order_id": "O-2"}, "c3"),
+            ],
+            1500,
+            60,
+            model,
+        ),
         _reply("Both in transit.", [], 1800, 25, model),
     ]
-    agent = create_agent(ScriptedChatModel(responses=replies, model_name="scripted-request"),
-                         tools=[find_customer, track_shipment], name="support_agent")
+    agent = create_agent(
+        ScriptedChatModel(responses=replies, model_name="scripted-request"),
+        tools=[find_customer, track_shipment],
+        name="support_agent",
+    )
     handler = SoloFlowCallbackHandler(store=store, **handler_kw)
-    agent.invoke({"messages": [("user", f"Where are my orders? I am {email}")]}, config={"callbacks": [handler]})
+    agent.invoke(
+        {"messages": [("user", f"Where are my orders? I am {email}")]},
+        config={"callbacks": [handler]},
+    )
     return handler
 
 
 def _price(inp: int, out: int, model: str = MODEL) -> Decimal:
-    return Decimal(calc_price(Usage(input_tokens=inp, output_tokens=out), model_ref=model).total_price)
+    return Decimal(
+        calc_price(Usage(input_tokens=inp, output_tokens=out), model_ref=model).total_price
+    )
 
 
 def test_agent_run_trace_is_stored_node_by_node(store: Store) -> None:
@@ -70,14 +93,26 @@ def test_agent_run_trace_is_stored_node_by_node(store: Store) -> None:
     run = handler.last_run
     assert run is not None
     spans = store.get_spans(run.run_id, user_id="default", agent_id="default")
-    assert [s.kind for s in spans] == ["invoke_agent", "chat", "execute_tool", "chat", "execute_tool",
-                                       "execute_tool", "chat"]
+    assert [s.kind for s in spans] == [
+        "invoke_agent",
+        "chat",
+        "execute_tool",
+        "chat",
+        "execute_tool",
+        "execute_tool",
+        "chat",
+    ]
     root = spans[0]
     assert root.parent is None and root.name == "invoke_agent support_agent"
-    assert root.attributes == {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_agent"}
+    assert root.attributes == {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "support_agent",
+    }
     assert root.trace_id == run.run_id.replace("-", "")
     assert all(s.parent == root.id and s.trace_id == root.trace_id for s in spans[1:])
-    assert len({s.id for s in spans}) == 7 and all(s.status == "ok" and s.error is None for s in spans)
+    assert len({s.id for s in spans}) == 7 and all(
+        s.status == "ok" and s.error is None for s in spans
+    )
     chats = [s for s in spans if s.kind == "chat"]
     for chat, (inp, out) in zip(chats, [(1200, 40), (1500, 60), (1800, 25)], strict=True):
         assert chat.name == "chat scripted-request"
@@ -88,33 +123,64 @@ def test_agent_run_trace_is_stored_node_by_node(store: Store) -> None:
         assert Decimal(str(chat.attributes["soloflow.cost_usd"])) == _price(inp, out)
     tools = [s for s in spans if s.kind == "execute_tool"]
     # the two track_shipment calls run in parallel: their spans start in either order
-    assert sorted((t.attributes["gen_ai.tool.name"], t.attributes["gen_ai.tool.call.id"]) for t in tools) == [
-        ("find_customer", "c1"), ("track_shipment", "c2"), ("track_shipment", "c3")]
+    assert sorted(
+        (t.attributes["gen_ai.tool.name"], t.attributes["gen_ai.tool.call.id"]) for t in tools
+    ) == [("find_customer", "c1"), ("track_shipment", "c2"), ("track_shipment", "c3")]
     # Wall-clock starts in order, every span inside its root's time.
     assert all(s.duration_ms is not None and s.duration_ms >= 0 for s in spans)
-    assert root.end is not None and all(root.start <= s.start and s.end <= root.end for s in spans[1:])
+    assert root.end is not None and all(
+        root.start <= s.start and s.end <= root.end for s in spans[1:]
+    )
     # The run's cost: the sum of its calls' costs (all priced).
     expected = _price(1200, 40) + _price(1500, 60) + _price(1800, 25)
     assert run.cost == pytest.approx(float(expected))
-    assert store.get_run(run.run_id, user_id="default", agent_id="default").cost == pytest.approx(float(expected))
+    assert store.get_run(run.run_id, user_id="default", agent_id="default").cost == pytest.approx(
+        float(expected)
+    )
     # The tree: roll-ups on the root, the critical path through its last child.
     (node,) = build_tree(spans)
     assert (node.input_tokens, node.output_tokens) == (4500, 125)
     assert node.cost == pytest.approx(expected) and node.unpriced == 0 and node.critical
     # Sequential turns are all on it; of the two parallel tool calls, the one that ended last.
     crit = [c.span.kind for c in node.children if c.critical]
-    assert node.children[-1].critical and crit[:3] == ["chat", "execute_tool", "chat"] and len(crit) >= 5
+    assert (
+        node.children[-1].critical
+        and crit[:3] == ["chat", "execute_tool", "chat"]
+        and len(crit) >= 5
+    )
     handler.close()
 
 
 def test_spans_read_back_exactly(store: Store) -> None:
     start = datetime(2026, 11, 27, 13, 1, 2, 345678, tzinfo=UTC)
     spans = [
-        Span(trace_id="ab" * 16, id="0123456789abcdef", parent=None, name="invoke_flow f", kind="invoke_flow",
-             start=start, duration_ms=12.345678901, status="error", error="ValueError: boom",
-             attributes={"soloflow.flow.name": "f", "soloflow.flow.version": 3, "x": 0.1 + 0.2, "ok": True}),
-        Span(trace_id="ab" * 16, id="fedcba9876543210", parent="0123456789abcdef", name="step s", kind="step",
-             start=start, duration_ms=None, status="unset"),
+        Span(
+            trace_id="ab" * 16,
+            id="0123456789abcdef",
+            parent=None,
+            name="invoke_flow f",
+            kind="invoke_flow",
+            start=start,
+            duration_ms=12.345678901,
+            status="error",
+            error="ValueError: boom",
+            attributes={
+                "soloflow.flow.name": "f",
+                "soloflow.flow.version": 3,
+                "x": 0.1 + 0.2,
+                "ok": True,
+            },
+        ),
+        Span(
+            trace_id="ab" * 16,
+            id="fedcba9876543210",
+            parent="0123456789abcdef",
+            name="step s",
+            kind="step",
+            start=start,
+            duration_ms=None,
+            status="unset",
+        ),
     ]
     assert store.add_spans("run-1", spans, user_id="u", agent_id="a") == 2
     assert store.add_spans("run-1", spans, user_id="u", agent_id="a") == 0  # kept already
@@ -128,7 +194,10 @@ def test_unknown_model_is_unpriced_not_zero(store: Store) -> None:
     assert run is not None and run.cost is None
     spans = store.get_spans(run.run_id, user_id="default", agent_id="default")
     chats = [s for s in spans if s.kind == "chat"]
-    assert all(c.attributes["soloflow.unpriced"] is True and "soloflow.cost_usd" not in c.attributes for c in chats)
+    assert all(
+        c.attributes["soloflow.unpriced"] is True and "soloflow.cost_usd" not in c.attributes
+        for c in chats
+    )
     (node,) = build_tree(spans)
     assert node.unpriced == 3 and node.cost_text == "unpriced"
     assert tree_json([node])[0]["cost_usd"] is None
@@ -175,7 +244,9 @@ def test_soloflow_span_finished(store: Store, pm: Any) -> None:
     _run_agent(store, plugin_manager=pm).close()
     # Children end before their parent: the agent's span is the last to finish.
     assert seen[-1] == ("invoke_agent", "ok")
-    assert sorted(k for k, _ in seen) == sorted(["invoke_agent"] + ["chat"] * 3 + ["execute_tool"] * 3)
+    assert sorted(k for k, _ in seen) == sorted(
+        ["invoke_agent"] + ["chat"] * 3 + ["execute_tool"] * 3
+    )
 
 
 def test_cost_rolls_up_per_namespace(store: Store) -> None:

@@ -87,13 +87,18 @@ def check_run_transition(run_id: str, current: str | None, new: str) -> RunState
     target = _state(RunState, new, f"flow run {run_id!r}")
     if current is None:
         if target is not RunState.DRAFT:
-            raise InvalidTransitionError(f"flow run {run_id!r} must start as 'draft', not {new!r}",
-                                         run_id=run_id)
+            raise InvalidTransitionError(
+                f"flow run {run_id!r} must start as 'draft', not {new!r}", run_id=run_id
+            )
         return target
     source = _state(RunState, current, f"flow run {run_id!r}")
     if target not in _RUN_NEXT.get(source, frozenset()):
-        why = "it has ended" if source in RUN_TERMINAL else f"allowed from {source.value!r}: " + (
-            ", ".join(sorted(s.value for s in _RUN_NEXT[source])))
+        why = (
+            "it has ended"
+            if source in RUN_TERMINAL
+            else f"allowed from {source.value!r}: "
+            + (", ".join(sorted(s.value for s in _RUN_NEXT[source])))
+        )
         raise InvalidTransitionError(
             f"flow run {run_id!r} cannot go from {source.value!r} to {target.value!r}: {why}",
             run_id=run_id,
@@ -115,7 +120,8 @@ def check_step_transition(run_id: str, step_key: str, current: str | None, new: 
         allowed = ", ".join(sorted(s.value for s in _STEP_NEXT.get(source, frozenset()))) or "none"
         raise InvalidTransitionError(
             f"{where} cannot go from {source.value!r} to {target.value!r} (allowed: {allowed})",
-            run_id=run_id, step=step_key,
+            run_id=run_id,
+            step=step_key,
         )
     return target
 

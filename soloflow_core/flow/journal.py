@@ -17,8 +17,10 @@ from soloflow_core.flow.fsm import StepState, check_step_transition
 __all__ = ["RERUN", "InMemoryStepJournal", "StepBegin", "StepJournal", "idempotency_key"]
 
 
-RERUN = ("the run stopped (its process ended, or it was interrupted) while the step was running: during "
-         "its call, or after its begin was recorded and before the call; running it again")
+RERUN = (
+    "the run stopped (its process ended, or it was interrupted) while the step was running: during "
+    "its call, or after its begin was recorded and before the call; running it again"
+)
 """The detail of a step found ``running`` when its run goes on: it is called again, with the
 same idempotency key (whether it had been called cannot be told from the journal)."""
 
@@ -126,7 +128,9 @@ class InMemoryStepJournal(StepJournal):
         self.transitions: list[tuple[datetime, str, str | None, str, str | None]] = []
         self.cancel_requested = False
 
-    def _move(self, step_key: str, entry: _Entry | None, *, new: StepState, detail: str | None = None) -> None:
+    def _move(
+        self, step_key: str, entry: _Entry | None, *, new: StepState, detail: str | None = None
+    ) -> None:
         old = None if entry is None else entry.state
         check_step_transition(self.run_id, step_key, current=old, new=new)
         self.transitions.append((datetime.now(UTC), step_key, old, new.value, detail))
@@ -142,7 +146,9 @@ class InMemoryStepJournal(StepJournal):
             if self.cancel_requested:
                 return StepBegin.run_cancelled(key)
             if e is None:
-                self.transitions.append((datetime.now(UTC), step_key, None, StepState.PENDING.value, None))
+                self.transitions.append(
+                    (datetime.now(UTC), step_key, None, StepState.PENDING.value, None)
+                )
                 e = self._steps[step_key] = _Entry(step_id, StepState.PENDING)
             if e.state is StepState.RUNNING:
                 self._move(step_key, e, new=StepState.FAILED, detail=RERUN)
@@ -172,7 +178,9 @@ class InMemoryStepJournal(StepJournal):
             if e is not None and e.state is StepState.SKIPPED:
                 return
             if e is None:
-                self.transitions.append((datetime.now(UTC), step_key, None, StepState.PENDING.value, None))
+                self.transitions.append(
+                    (datetime.now(UTC), step_key, None, StepState.PENDING.value, None)
+                )
                 e = self._steps[step_key] = _Entry(step_id, StepState.PENDING)
             self._move(step_key, e, new=StepState.SKIPPED, detail=reason)
 
@@ -189,5 +197,7 @@ class InMemoryStepJournal(StepJournal):
 
     def completed_order(self) -> list[tuple[str, str, Any]]:
         with self._lock:
-            done = [(e.seq, k, e.step_id, e.output) for k, e in self._steps.items() if e.seq is not None]
+            done = [
+                (e.seq, k, e.step_id, e.output) for k, e in self._steps.items() if e.seq is not None
+            ]
         return [(k, sid, out) for _, k, sid, out in sorted(done, key=lambda x: x[0] or 0)]

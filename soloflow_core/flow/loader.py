@@ -83,25 +83,63 @@ def _load(file: Path) -> tuple[FlowDefinition, dict[Loc, Position]]:
     try:
         size = file.stat().st_size
         if size > MAX_FILE_BYTES:
-            raise FlowFileError(name, [FlowFileProblem(
-                path=None, line=None, column=None, message=f"the file is {size:,} bytes; a flow file is at most "
-                f"{MAX_FILE_BYTES:,}")])
+            raise FlowFileError(
+                name,
+                [
+                    FlowFileProblem(
+                        path=None,
+                        line=None,
+                        column=None,
+                        message=f"the file is {size:,} bytes; a flow file is at most "
+                        f"{MAX_FILE_BYTES:,}",
+                    )
+                ],
+            )
         raw = file.read_bytes()
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         reason = getattr(exc, "strerror", None) or exc
-        raise FlowFileError(name, [FlowFileProblem(
-            path=None, line=None, column=None, message=f"cannot read the file ({reason}); check the path")]) from None
+        raise FlowFileError(
+            name,
+            [
+                FlowFileProblem(
+                    path=None,
+                    line=None,
+                    column=None,
+                    message=f"cannot read the file ({reason}); check the path",
+                )
+            ],
+        ) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise FlowFileError(name, [FlowFileProblem(
-            path=None, line=line, column=None, message=f"not UTF-8 text (byte {exc.start}); save the file as UTF-8")]) from None
+        raise FlowFileError(
+            name,
+            [
+                FlowFileProblem(
+                    path=None,
+                    line=line,
+                    column=None,
+                    message=f"not UTF-8 text (byte {exc.start}); save the file as UTF-8",
+                )
+            ],
+        ) from None
     if not text.strip():
-        raise FlowFileError(name, [FlowFileProblem(
-            path=None, line=None, column=None, message="the file is empty; write a flow with `name` and `steps`")])
+        raise FlowFileError(
+            name,
+            [
+                FlowFileProblem(
+                    path=None,
+                    line=None,
+                    column=None,
+                    message="the file is empty; write a flow with `name` and `steps`",
+                )
+            ],
+        )
     suffix = file.suffix.lower()
-    is_json = suffix == ".json" or (suffix not in (".yaml", ".yml") and text.lstrip().startswith("{"))
+    is_json = suffix == ".json" or (
+        suffix not in (".yaml", ".yml") and text.lstrip().startswith("{")
+    )
     parsed = _parse_json(name, text) if is_json else _parse_yaml(name, text)
     try:
         flow = FlowDefinition.model_validate(parsed.data)
@@ -155,8 +193,11 @@ def _check_size(node: Any) -> None:
         elif isinstance(n, yaml.SequenceNode):
             total += sum(size(v, depth + 1) for v in n.value)
         if total > MAX_YAML_NODES:
-            raise _TooBig(n, f"this value expands to more than {MAX_YAML_NODES:,} values through "
-                             "YAML aliases (*name); write the values out, or use fewer aliases")
+            raise _TooBig(
+                n,
+                f"this value expands to more than {MAX_YAML_NODES:,} values through "
+                "YAML aliases (*name); write the values out, or use fewer aliases",
+            )
         sizes[id(n)] = total
         return total
 
@@ -172,18 +213,39 @@ def _parse_yaml(name: str, text: str) -> _Parsed:
         data = loader.construct_document(node) if node is not None else None
     except _TooBig as exc:
         line, col = _mark(exc.node)
-        raise FlowFileError(name, [FlowFileProblem(path=None, line=line, column=col, message=exc.message)]) from None
+        raise FlowFileError(
+            name, [FlowFileProblem(path=None, line=line, column=col, message=exc.message)]
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(x for x in (exc.context, exc.problem) if x) or "YAML syntax error"
-        raise FlowFileError(name, [FlowFileProblem(
-            path=None, line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None,
-            message=f"YAML syntax error: {what}; fix the YAML at this line")]) from None
+        raise FlowFileError(
+            name,
+            [
+                FlowFileProblem(
+                    path=None,
+                    line=mark.line + 1 if mark else None,
+                    column=mark.column + 1 if mark else None,
+                    message=f"YAML syntax error: {what}; fix the YAML at this line",
+                )
+            ],
+        ) from None
     except yaml.YAMLError as exc:
-        raise FlowFileError(name, [FlowFileProblem(path=None, line=None, column=None, message=f"YAML error: {exc}")]) from None
+        raise FlowFileError(
+            name, [FlowFileProblem(path=None, line=None, column=None, message=f"YAML error: {exc}")]
+        ) from None
     except RecursionError:
-        raise FlowFileError(name, [FlowFileProblem(
-            path=None, line=None, column=None, message="the YAML is nested too deeply or refers to itself")]) from None
+        raise FlowFileError(
+            name,
+            [
+                FlowFileProblem(
+                    path=None,
+                    line=None,
+                    column=None,
+                    message="the YAML is nested too deeply or refers to itself",
+                )
+            ],
+        ) from None
     finally:
         loader.dispose()
     positions: dict[Loc, Position] = {}
@@ -198,7 +260,11 @@ def _mark(node: Any) -> Position:
 
 
 def _walk_yaml(
-    node: Any, loc: Loc, positions: dict[Loc, Position], *, problems: list[FlowFileProblem],
+    node: Any,
+    loc: Loc,
+    positions: dict[Loc, Position],
+    *,
+    problems: list[FlowFileProblem],
     active: set[int],
 ) -> None:
     if id(node) in active:  # an alias that refers to its own ancestor
@@ -211,9 +277,14 @@ def _walk_yaml(
             k = str(key.value) if isinstance(key, yaml.ScalarNode) else "?"
             if k in seen:
                 line, col = _mark(key)
-                problems.append(FlowFileProblem(
-                    path=_format_loc(loc + (k,)), line=line, column=col,
-                    message=f"key {k!r} appears twice in this mapping; keep one"))
+                problems.append(
+                    FlowFileProblem(
+                        path=_format_loc(loc + (k,)),
+                        line=line,
+                        column=col,
+                        message=f"key {k!r} appears twice in this mapping; keep one",
+                    )
+                )
             seen.add(k)
             positions[loc + (k,)] = _mark(key)
             _walk_yaml(value, loc + (k,), positions, problems=problems, active=active)
@@ -232,14 +303,38 @@ def _parse_json(name: str, text: str) -> _Parsed:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise FlowFileError(name, [FlowFileProblem(
-            path=None, line=exc.lineno, column=exc.colno, message=f"JSON syntax error: {exc.msg}; fix the JSON at this line")]) from None
+        raise FlowFileError(
+            name,
+            [
+                FlowFileProblem(
+                    path=None,
+                    line=exc.lineno,
+                    column=exc.colno,
+                    message=f"JSON syntax error: {exc.msg}; fix the JSON at this line",
+                )
+            ],
+        ) from None
     except RecursionError:
-        raise FlowFileError(name, [FlowFileProblem(
-            path=None, line=None, column=None, message="the JSON is nested too deeply")]) from None
+        raise FlowFileError(
+            name,
+            [
+                FlowFileProblem(
+                    path=None, line=None, column=None, message="the JSON is nested too deeply"
+                )
+            ],
+        ) from None
     except ValueError as exc:  # a number of more than 4,300 digits
-        raise FlowFileError(name, [FlowFileProblem(
-            path=None, line=None, column=None, message=f"JSON value refused: {str(exc).split(';')[0]}; write a shorter number")]) from None
+        raise FlowFileError(
+            name,
+            [
+                FlowFileProblem(
+                    path=None,
+                    line=None,
+                    column=None,
+                    message=f"JSON value refused: {str(exc).split(';')[0]}; write a shorter number",
+                )
+            ],
+        ) from None
     positions, problems = _json_positions(text)
     return _Parsed(data, positions, problems)
 
@@ -273,9 +368,14 @@ def _json_positions(text: str) -> tuple[dict[Loc, Position], list[FlowFileProble
         if tok in "{[":
             if len(stack) >= MAX_DEPTH:
                 line, col = pos(start)
-                problems.append(FlowFileProblem(
-                    path=_format_loc(value_at(start)), line=line, column=col,
-                    message=f"nested deeper than {MAX_DEPTH} levels; flatten the value"))
+                problems.append(
+                    FlowFileProblem(
+                        path=_format_loc(value_at(start)),
+                        line=line,
+                        column=col,
+                        message=f"nested deeper than {MAX_DEPTH} levels; flatten the value",
+                    )
+                )
                 break
             stack.append([value_at(start), tok == "{", 0, set()])
             expect_key = tok == "{"
@@ -297,8 +397,14 @@ def _json_positions(text: str) -> tuple[dict[Loc, Position], list[FlowFileProble
             loc = top[0] + (key,)
             if key in top[3]:
                 line, col = pos(start)
-                problems.append(FlowFileProblem(
-                    path=_format_loc(loc), line=line, column=col, message=f"key {key!r} appears twice in this object; keep one"))
+                problems.append(
+                    FlowFileProblem(
+                        path=_format_loc(loc),
+                        line=line,
+                        column=col,
+                        message=f"key {key!r} appears twice in this object; keep one",
+                    )
+                )
             top[3].add(key)
             positions[loc] = pos(start)
         else:
@@ -334,7 +440,12 @@ def _position(loc: Loc, positions: dict[Loc, Position]) -> Position | None:
 
 def _problem(loc: Loc, message: str, positions: dict[Loc, Position]) -> FlowFileProblem:
     at = _position(loc, positions)
-    return FlowFileProblem(path=_format_loc(loc) or None, line=at[0] if at else None, column=at[1] if at else None, message=message)
+    return FlowFileProblem(
+        path=_format_loc(loc) or None,
+        line=at[0] if at else None,
+        column=at[1] if at else None,
+        message=message,
+    )
 
 
 def _short(value: Any) -> str:
@@ -354,8 +465,10 @@ def _pydantic_problem(err: Any, positions: dict[Loc, Position]) -> FlowFileProbl
     loc: Loc = tuple(err["loc"])
     kind, value = err["type"], err.get("input")
     if not loc:
-        message = (f"the file must hold one flow: a mapping with `name` and `steps` "
-                   f"(got {type(value).__name__})")
+        message = (
+            f"the file must hold one flow: a mapping with `name` and `steps` "
+            f"(got {type(value).__name__})"
+        )
     elif kind == "missing":
         message = f"required field {loc[-1]!r} is missing; add it"
     elif kind == "extra_forbidden":

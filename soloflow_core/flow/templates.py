@@ -29,7 +29,9 @@ class _YamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignor
     must stay JSON)."""
 
 
-_YamlLoader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
+_YamlLoader.add_constructor(
+    "tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node)
+)
 
 TRIGGER = "_trigger"
 OPEN, CLOSE = "{{", "}}"
@@ -191,12 +193,22 @@ def lookup(value: Any, path: tuple[str, ...], *, where: str) -> Any:
         current = maybe_json(current)
         if isinstance(current, Mapping) and seg in current:
             current = current[seg]
-        elif isinstance(current, list | tuple) and seg.lstrip("-").isdigit() and -len(current) <= int(seg) < len(current):
+        elif (
+            isinstance(current, list | tuple)
+            and seg.lstrip("-").isdigit()
+            and -len(current) <= int(seg) < len(current)
+        ):
             current = current[int(seg)]
         else:
             got = type(current).__name__
-            keys = f"; keys: {', '.join(map(str, list(current)[:10]))}" if isinstance(current, Mapping) else ""
-            raise TemplateError(f"{where}: no '{'.'.join(path[: i + 1])}' in the value ({got}{keys})")
+            keys = (
+                f"; keys: {', '.join(map(str, list(current)[:10]))}"
+                if isinstance(current, Mapping)
+                else ""
+            )
+            raise TemplateError(
+                f"{where}: no '{'.'.join(path[: i + 1])}' in the value ({got}{keys})"
+            )
     return current
 
 

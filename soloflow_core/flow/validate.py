@@ -105,26 +105,39 @@ def _check_extraction(extraction: Mapping[str, Mapping[str, Any]]) -> list[Probl
         where = f"extraction.{name}"
         pattern, anchor = rule.get("pattern"), rule.get("anchor")
         if anchor is not None and not isinstance(anchor, str):
-            problems.append((None, f"{where}.anchor", "anchor must be text (the word before the value)"))
+            problems.append(
+                (None, f"{where}.anchor", "anchor must be text (the word before the value)")
+            )
         if pattern is None:
             continue
         if not isinstance(pattern, str):
-            problems.append((None, f"{where}.pattern", "pattern must be a regular expression (text)"))
+            problems.append(
+                (None, f"{where}.pattern", "pattern must be a regular expression (text)")
+            )
         elif len(pattern) > MAX_PATTERN_CHARS:
-            problems.append((None, f"{where}.pattern", f"pattern is {len(pattern):,} characters; "
-                             f"at most {MAX_PATTERN_CHARS:,}"))
+            problems.append(
+                (
+                    None,
+                    f"{where}.pattern",
+                    f"pattern is {len(pattern):,} characters; at most {MAX_PATTERN_CHARS:,}",
+                )
+            )
         else:
             try:
                 re.compile(f"(?P<v>{pattern})")
             except (re.error, RecursionError, OverflowError) as exc:
-                problems.append((None, f"{where}.pattern", f"not a valid regular expression: {exc}; "
-                                 "fix it (e.g. escape a literal '(' as '\\(')"))
+                problems.append(
+                    (
+                        None,
+                        f"{where}.pattern",
+                        f"not a valid regular expression: {exc}; "
+                        "fix it (e.g. escape a literal '(' as '\\(')",
+                    )
+                )
     return problems
 
 
-def validate_flow(
-    flow: FlowDefinition, *, executors: Collection[str] | None = None
-) -> FlowPlan:
+def validate_flow(flow: FlowDefinition, *, executors: Collection[str] | None = None) -> FlowPlan:
     """Check ``flow`` and return its plan.
 
     Args:
@@ -140,16 +153,21 @@ def validate_flow(
             f"flow {flow.name!r}: {len(flow.steps)} steps; a flow may have at most {MAX_FLOW_STEPS} "
             "(each step is a LangGraph node and a checkpoint). Split it into several flows, or "
             "turn repeated steps into one map step (map_over)",
-            flow=flow.name, field="steps",
+            flow=flow.name,
+            field="steps",
         )
     problems: list[Problem] = []
     ids = [s.id for s in flow.steps]
     counts = Counter(ids)
     for d in sorted(i for i, n in counts.items() if n > 1):
-        problems.append((d, "id", f"step id {d!r} is used {counts[d]} times; step ids must be unique"))
+        problems.append(
+            (d, "id", f"step id {d!r} is used {counts[d]} times; step ids must be unique")
+        )
     for sid in ids:
         if sid in RESERVED_ROOTS:
-            problems.append((sid, "id", f"step id {sid!r} is reserved for templates; rename the step"))
+            problems.append(
+                (sid, "id", f"step id {sid!r} is reserved for templates; rename the step")
+            )
     known = set(ids)
     deps: dict[str, list[str]] = {}
     for s in flow.steps:
@@ -167,8 +185,13 @@ def validate_flow(
     if cyclic:
         cycle = find_cycle(deps, cyclic)
         problems.append(
-            (cycle[0], "depends_on", "dependency cycle: " + " → ".join(reversed(cycle))
-             + "; remove one of these dependencies")
+            (
+                cycle[0],
+                "depends_on",
+                "dependency cycle: "
+                + " → ".join(reversed(cycle))
+                + "; remove one of these dependencies",
+            )
         )
     ancestors: dict[str, set[str]] = {}
     for layer in layers:
@@ -188,14 +211,35 @@ def validate_flow(
                 continue
             if ref.root == ITEM:
                 if s.map_over is None:
-                    problems.append((s.id, field, f"{ref.text} reads a map item, but the step has no "
-                                     "map_over; set map_over to the list to map over"))
+                    problems.append(
+                        (
+                            s.id,
+                            field,
+                            f"{ref.text} reads a map item, but the step has no "
+                            "map_over; set map_over to the list to map over",
+                        )
+                    )
                 continue
-            problems.extend(_check_reference(s.id, field, ref, known=known, ancestors=ancestors, declared_inputs=declared_inputs))
+            problems.extend(
+                _check_reference(
+                    s.id,
+                    field,
+                    ref,
+                    known=known,
+                    ancestors=ancestors,
+                    declared_inputs=declared_inputs,
+                )
+            )
         if s.map_over is not None:
-            problems.extend(_check_map_over(s.id, s.map_over, known, ancestors=ancestors, declared_inputs=declared_inputs))
+            problems.extend(
+                _check_map_over(
+                    s.id, s.map_over, known, ancestors=ancestors, declared_inputs=declared_inputs
+                )
+            )
         if s.compensation is not None:
-            problems.extend(_check_compensation(s, known, ancestors, declared_inputs=declared_inputs))
+            problems.extend(
+                _check_compensation(s, known, ancestors, declared_inputs=declared_inputs)
+            )
     problems.extend(_check_extraction(flow.extraction))
     if flow.output_step is not None and flow.output_step not in known:
         problems.append((None, "output_step", f"unknown step {flow.output_step!r}"))
@@ -211,40 +255,71 @@ def validate_flow(
             for field, key in keys:
                 if key not in executors:
                     missing_exec.append(
-                        (s.id, field, f"no executor registered for skill_key {key!r} "
-                         f"(registered: {avail}); pass the tool to the compiler (on the command "
-                         "line: --tools module:ATTR) or register it in a plugin's "
-                         "soloflow_register_executors")
+                        (
+                            s.id,
+                            field,
+                            f"no executor registered for skill_key {key!r} "
+                            f"(registered: {avail}); pass the tool to the compiler (on the command "
+                            "line: --tools module:ATTR) or register it in a plugin's "
+                            "soloflow_register_executors",
+                        )
                     )
     if problems or missing_exec:
         everything = problems + missing_exec
         cls = ExecutorNotFoundError if not problems else FlowValidationError
         first = everything[0]
-        raise cls(_format(flow.name, everything), flow=flow.name, step=first[0], field=first[1],
-                  problems=everything)
+        raise cls(
+            _format(flow.name, everything),
+            flow=flow.name,
+            step=first[0],
+            field=first[1],
+            problems=everything,
+        )
     order = [n for layer in layers for n in layer]
     return FlowPlan(order=order, layers=layers, ancestors=ancestors)
 
 
 def _check_map_over(
-    step: str, map_over: str, known: set[str], *, ancestors: dict[str, set[str]],
+    step: str,
+    map_over: str,
+    known: set[str],
+    *,
+    ancestors: dict[str, set[str]],
     declared_inputs: set[str] | None,
 ) -> list[Problem]:
     refs = list(iter_references(map_over, "map_over"))
     whole = map_over.strip()
     if len(refs) != 1 or not (whole.startswith("{{") and whole.endswith("}}")):
-        return [(step, "map_over", f"map_over must be exactly one template naming a list, like "
-                 f"{{{{step_1.items}}}}; got {map_over!r}")]
+        return [
+            (
+                step,
+                "map_over",
+                f"map_over must be exactly one template naming a list, like "
+                f"{{{{step_1.items}}}}; got {map_over!r}",
+            )
+        ]
     ref = refs[0][1]
     if isinstance(ref, TemplateError):
         return [(step, "map_over", str(ref))]
     if ref.root == ITEM:
-        return [(step, "map_over", "map_over cannot read {{_item}}: name an input or an earlier step's list")]
-    return _check_reference(step, "map_over", ref, known=known, ancestors=ancestors, declared_inputs=declared_inputs)
+        return [
+            (
+                step,
+                "map_over",
+                "map_over cannot read {{_item}}: name an input or an earlier step's list",
+            )
+        ]
+    return _check_reference(
+        step, "map_over", ref, known=known, ancestors=ancestors, declared_inputs=declared_inputs
+    )
 
 
 def _check_compensation(
-    s: FlowStep, known: set[str], ancestors: dict[str, set[str]], *, declared_inputs: set[str] | None
+    s: FlowStep,
+    known: set[str],
+    ancestors: dict[str, set[str]],
+    *,
+    declared_inputs: set[str] | None,
 ) -> list[Problem]:
     """A compensation runs after its step completed: it may read the step's own output."""
     assert s.compensation is not None
@@ -258,7 +333,16 @@ def _check_compensation(
         elif not ref.is_trigger and ref.root == s.id:
             continue
         else:
-            out.extend(_check_reference(s.id, field, ref, known=known, ancestors=upstream, declared_inputs=declared_inputs))
+            out.extend(
+                _check_reference(
+                    s.id,
+                    field,
+                    ref,
+                    known=known,
+                    ancestors=upstream,
+                    declared_inputs=declared_inputs,
+                )
+            )
     return out
 
 
@@ -272,10 +356,18 @@ def _check_reply(reply: str, known: set[str], declared_inputs: set[str] | None) 
             problems.append((None, field, f"{ref.text}: a reply has no map item; name a step"))
         elif ref.is_trigger:
             if declared_inputs is not None and ref.path[0] not in declared_inputs:
-                problems.append((None, field, f"{ref.text} names unknown flow input {ref.path[0]!r}"))
+                problems.append(
+                    (None, field, f"{ref.text} names unknown flow input {ref.path[0]!r}")
+                )
         elif ref.root not in known:
-            problems.append((None, field, f"{ref.text} names unknown step {ref.root!r}; known "
-                             f"steps: {', '.join(sorted(known))}"))
+            problems.append(
+                (
+                    None,
+                    field,
+                    f"{ref.text} names unknown step {ref.root!r}; known "
+                    f"steps: {', '.join(sorted(known))}",
+                )
+            )
     return problems
 
 
@@ -283,24 +375,43 @@ def _check_reference(
     step: str,
     field: str,
     ref: Reference,
-    *, known: set[str],
+    *,
+    known: set[str],
     ancestors: dict[str, set[str]],
     declared_inputs: set[str] | None,
 ) -> list[Problem]:
     if ref.is_trigger:
         name = ref.path[0]
         if declared_inputs is not None and name not in declared_inputs:
-            return [(step, field, f"{ref.text} names unknown flow input {name!r}; declared inputs: "
-                     f"{', '.join(sorted(declared_inputs)) or 'none'} (add it to input_schema.properties)")]
+            return [
+                (
+                    step,
+                    field,
+                    f"{ref.text} names unknown flow input {name!r}; declared inputs: "
+                    f"{', '.join(sorted(declared_inputs)) or 'none'} (add it to input_schema.properties)",
+                )
+            ]
         return []
     if ref.root not in known:
-        return [(step, field, f"{ref.text} names unknown step {ref.root!r}; known steps: "
-                 f"{', '.join(sorted(known))}")]
+        return [
+            (
+                step,
+                field,
+                f"{ref.text} names unknown step {ref.root!r}; known steps: "
+                f"{', '.join(sorted(known))}",
+            )
+        ]
     if ref.root == step:
         return [(step, field, f"{ref.text}: a step cannot read its own output")]
     if step in ancestors and ref.root not in ancestors[step]:
-        return [(step, field, f"{ref.text} reads step {ref.root!r}, which is not upstream of "
-                 f"{step!r}: add {ref.root!r} to depends_on")]
+        return [
+            (
+                step,
+                field,
+                f"{ref.text} reads step {ref.root!r}, which is not upstream of "
+                f"{step!r}: add {ref.root!r} to depends_on",
+            )
+        ]
     return []
 
 
@@ -326,8 +437,15 @@ def layers(flow: FlowDefinition) -> list[list[str]]:
     result, cyclic = topological_layers(deps)
     if cyclic:
         cycle = find_cycle(deps, cyclic)
-        message = ("dependency cycle: " + " → ".join(reversed(cycle))
-                   + "; remove one of these dependencies")
-        raise FlowValidationError(_format(flow.name, [(cycle[0], "depends_on", message)]),
-                                  flow=flow.name, step=cycle[0], field="depends_on")
+        message = (
+            "dependency cycle: "
+            + " → ".join(reversed(cycle))
+            + "; remove one of these dependencies"
+        )
+        raise FlowValidationError(
+            _format(flow.name, [(cycle[0], "depends_on", message)]),
+            flow=flow.name,
+            step=cycle[0],
+            field="depends_on",
+        )
     return result

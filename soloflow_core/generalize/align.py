@@ -57,8 +57,9 @@ def find_occurrences(
     """(run id, occurrence) for every run (``TaskRun``) that holds the sequence (first one)."""
     out = []
     for run in runs:
-        occ = find_occurrence(run.tool_calls, tool_sequence, task=run.task or "",
-                              repeated_steps=repeated_steps)
+        occ = find_occurrence(
+            run.tool_calls, tool_sequence, task=run.task or "", repeated_steps=repeated_steps
+        )
         if occ is not None:
             out.append((run.run_id, occ))
     return out

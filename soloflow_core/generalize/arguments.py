@@ -104,7 +104,9 @@ def canonical_json(v: Any) -> str:
         return repr(v)
 
 
-def _leaves(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> Iterator[tuple[tuple[str, ...], Any]]:
+def _leaves(
+    value: Any, path: tuple[str, ...] = (), depth: int = 0
+) -> Iterator[tuple[tuple[str, ...], Any]]:
     value = maybe_json(value)
     yield path, value
     if depth >= _MAX_DEPTH:
@@ -196,9 +198,7 @@ _SHAPES = [
 def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
     """A rule that finds the value in a task text: a value shape and, when every occurrence
     has the same word before the value, that word as an anchor."""
-    shape = next(
-        (s for s in _SHAPES if all(re.fullmatch(s[1], v) for v in values)), None
-    )
+    shape = next((s for s in _SHAPES if all(re.fullmatch(s[1], v) for v in values)), None)
     if shape is None:
         return _learned_rule(values, tasks)
     prefixes = set()
@@ -231,8 +231,12 @@ def _learned_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
     return rule if _gives_back(rule, values, tasks) else None
 
 
-_CLASSES = (("[a-z]+", re.compile(r"[a-z]+")), ("[A-Z][a-z]+", re.compile(r"[A-Z][a-z]+")),
-            ("[A-Z]+", re.compile(r"[A-Z]+")), (r"\d+", re.compile(r"\d+")))
+_CLASSES = (
+    ("[a-z]+", re.compile(r"[a-z]+")),
+    ("[A-Z][a-z]+", re.compile(r"[A-Z][a-z]+")),
+    ("[A-Z]+", re.compile(r"[A-Z]+")),
+    (r"\d+", re.compile(r"\d+")),
+)
 _CLASS_NAMES = frozenset(name for name, _ in _CLASSES)
 
 
@@ -330,18 +334,23 @@ def _bounded(value: Any) -> Any:
 def check_occurrences(occurrences: Sequence[Occurrence]) -> None:
     """Raise ``SoloFlowError`` saying why these occurrences cannot be generalised."""
     if not occurrences:
-        raise SoloFlowError("cannot generalise a candidate with no complete occurrence; "
-                            "ingest runs with arguments and outputs, then run `soloflow detect` again")
+        raise SoloFlowError(
+            "cannot generalise a candidate with no complete occurrence; "
+            "ingest runs with arguments and outputs, then run `soloflow detect` again"
+        )
     n = len(occurrences[0].args)
     for k, o in enumerate(occurrences):
         if len(o.args) != n or len(o.outputs) != n:
             raise SoloFlowError(
                 f"occurrence {k} has {len(o.args)} argument sets and {len(o.outputs)} outputs "
-                f"where occurrence 0 has {n}: occurrences of one candidate must align step by step")
+                f"where occurrence 0 has {n}: occurrences of one candidate must align step by step"
+            )
         for i, a in enumerate(o.args):
             if not isinstance(a, Mapping):
-                raise SoloFlowError(f"occurrence {k}, step_{i + 1}: arguments are a "
-                                    f"{type(a).__name__}, not an object; record tool arguments as a dict")
+                raise SoloFlowError(
+                    f"occurrence {k}, step_{i + 1}: arguments are a "
+                    f"{type(a).__name__}, not an object; record tool arguments as a dict"
+                )
 
 
 def _one_task(tasks: list[str]) -> bool:
@@ -402,8 +411,10 @@ def _typical(occurrences: Sequence[Occurrence]) -> tuple[list[Occurrence], list[
             continue
         for k, keys in enumerate(names):
             if keys != usual and k not in odd:
-                odd[k] = (f"occurrence {k + 1} left out: step_{i + 1} takes ({', '.join(keys)}) "
-                          f"where {counts[usual]} of {n} take ({', '.join(usual)})")
+                odd[k] = (
+                    f"occurrence {k + 1} left out: step_{i + 1} takes ({', '.join(keys)}) "
+                    f"where {counts[usual]} of {n} take ({', '.join(usual)})"
+                )
     return [o for k, o in enumerate(occurrences) if k not in odd], [odd[k] for k in sorted(odd)]
 
 
@@ -445,8 +456,10 @@ def generalize(
         keys = [k for k in occurrences[0].args[i] if all(k in o.args[i] for o in occurrences)]
         dropped = sorted({k for o in occurrences for k in o.args[i]} - set(keys))
         if dropped:
-            notes.append(f"step_{i + 1}: argument(s) {', '.join(dropped)} left out: not given "
-                         "in every occurrence")
+            notes.append(
+                f"step_{i + 1}: argument(s) {', '.join(dropped)} left out: not given "
+                "in every occurrence"
+            )
         imap: dict[str, Any] = {}
         srcs: dict[str, ArgumentSource] = {}
         for key in keys:
@@ -474,8 +487,10 @@ def generalize(
                 imap[key] = tmpl
                 note = ""
                 if in_task:
-                    note = (f"also in the task text; {tmpl} chosen: a value passed between "
-                            "steps stays right when the task is phrased differently")
+                    note = (
+                        f"also in the task text; {tmpl} chosen: a value passed between "
+                        "steps stays right when the task is phrased differently"
+                    )
                     notes.append(f"step_{i + 1}.{key}: {note}")
                 srcs[key] = ArgumentSource("upstream", tmpl, 1.0, note=note)
                 continue
@@ -484,9 +499,11 @@ def generalize(
                 srcs[key] = ArgumentSource("constant", values[0], 0.5)
                 continue
             if same:
-                notes.append(f"step_{i + 1}.{key}: the same value in every occurrence, but all "
-                             "replay one task: an input, not a constant, as it "
-                             + ("is in the task text" if in_task else "feeds a step with side effects"))
+                notes.append(
+                    f"step_{i + 1}.{key}: the same value in every occurrence, but all "
+                    "replay one task: an input, not a constant, as it "
+                    + ("is in the task text" if in_task else "feeds a step with side effects")
+                )
             if not in_task:
                 composed = _composed(values, i, parsed=parsed, inputs=input_values)
                 if composed is not None:
@@ -500,8 +517,10 @@ def generalize(
                 imap[key] = values[k0]
                 share = 1 - len(outliers) / len(values)
                 outlying = ", ".join(f"{strs[k]!r} (occurrence {k + 1})" for k in outliers[:5])
-                note = (f"the same value in {len(values) - len(outliers)} of {len(values)} "
-                        f"occurrences, a constant; outliers: {outlying}")
+                note = (
+                    f"the same value in {len(values) - len(outliers)} of {len(values)} "
+                    f"occurrences, a constant; outliers: {outlying}"
+                )
                 notes.append(f"step_{i + 1}.{key}: {note}")
                 srcs[key] = ArgumentSource("constant", values[k0], round(share, 3), note=note)
                 continue
@@ -513,8 +532,10 @@ def generalize(
                 jtype = _json_type(values)
                 props[name] = {"type": jtype} if jtype else {}
                 if jtype is None:
-                    notes.append(f"step_{i + 1}.{key}: values differ in type between "
-                                 "occurrences; input {name!r} left untyped".replace("{name!r}", repr(name)))
+                    notes.append(
+                        f"step_{i + 1}.{key}: values differ in type between "
+                        "occurrences; input {name!r} left untyped".replace("{name!r}", repr(name))
+                    )
                 props[name]["examples"] = values[:3]
                 required.append(name)
                 input_values[name] = values
@@ -523,9 +544,10 @@ def generalize(
                     extraction[name] = rule
                 props[name]["description"] = (
                     f"from the task text ({rule['shape']}"
-                    + (f" after {rule['anchor']!r}" if rule["anchor"] else "") + ")"
-                    if rule is not None else
-                    "free: not in the task text nor an earlier output; the caller gives it"
+                    + (f" after {rule['anchor']!r}" if rule["anchor"] else "")
+                    + ")"
+                    if rule is not None
+                    else "free: not in the task text nor an earlier output; the caller gives it"
                 )
             tmpl = "{{_trigger." + name + "}}"
             imap[key] = tmpl
@@ -534,8 +556,13 @@ def generalize(
         input_maps.append(imap)
         sources.append(srcs)
     schema = {"type": "object", "properties": props, "required": required}
-    return Generalization(input_maps=input_maps, input_schema=schema, extraction=extraction,
-                          sources=sources, notes=notes)
+    return Generalization(
+        input_maps=input_maps,
+        input_schema=schema,
+        extraction=extraction,
+        sources=sources,
+        notes=notes,
+    )
 
 
 def extract_inputs(extraction: dict[str, dict[str, Any]], task: str) -> dict[str, Any]:

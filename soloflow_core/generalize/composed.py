@@ -93,9 +93,7 @@ def _escape(fixed: str) -> str:
     return fixed.replace("{{", "{{'{{'}}")
 
 
-def compose_template(
-    texts: Sequence[str], sources: Sequence[Mapping[str, str]]
-) -> str | None:
+def compose_template(texts: Sequence[str], sources: Sequence[Mapping[str, str]]) -> str | None:
     """The template that writes ``texts[k]`` from ``sources[k]`` for every k, or None.
 
     Args:
@@ -161,7 +159,11 @@ def _consistent(
             rest = tried[value]
             if rest is not None:
                 keep.append(ref)
-                best = rest if best is None else [sorted(set(a) | set(b)) for a, b in zip(best, rest, strict=True)]
+                best = (
+                    rest
+                    if best is None
+                    else [sorted(set(a) | set(b)) for a, b in zip(best, rest, strict=True)]
+                )
         if not keep or best is None:
             return None
         return [keep, *best]

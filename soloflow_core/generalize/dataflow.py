@@ -33,7 +33,12 @@ def data_dependencies(input_map: Mapping[str, Any], map_over: str | None = None)
     if map_over:
         refs += list(iter_references(map_over, "map_over"))
     for _, ref in refs:
-        if isinstance(ref, Reference) and not ref.is_trigger and ref.root != _ITEM and ref.root not in found:
+        if (
+            isinstance(ref, Reference)
+            and not ref.is_trigger
+            and ref.root != _ITEM
+            and ref.root not in found
+        ):
             found.append(ref.root)
     return found
 

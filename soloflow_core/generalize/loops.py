@@ -62,9 +62,9 @@ def step_calls_of(occ: Any, i: int) -> list[tuple[dict[str, Any], Any]]:
     return [(dict(occ.args[i]), occ.outputs[i])]
 
 
-
-
-def _lists(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> list[tuple[tuple[str, ...], list[Any]]]:
+def _lists(
+    value: Any, path: tuple[str, ...] = (), depth: int = 0
+) -> list[tuple[tuple[str, ...], list[Any]]]:
     """Every list inside ``value`` (JSON text parsed) with its dotted path."""
     value = maybe_json(value)
     found: list[tuple[tuple[str, ...], list[Any]]] = []
@@ -82,7 +82,11 @@ def _lists(value: Any, path: tuple[str, ...] = (), depth: int = 0) -> list[tuple
 def _item_paths(item: Any) -> list[tuple[str, ...]]:
     item = maybe_json(item)
     if isinstance(item, dict):
-        return [(k,) for k, v in item.items() if isinstance(k, str) and "." not in k and not isinstance(v, dict | list)]
+        return [
+            (k,)
+            for k, v in item.items()
+            if isinstance(k, str) and "." not in k and not isinstance(v, dict | list)
+        ]
     return [()]
 
 
@@ -111,7 +115,9 @@ def _output_of(occ: Any, j: int, loops: set[int]) -> Any:
     return [out for _, out in calls] if j in loops else calls[-1][1]
 
 
-def find_list_walk(i: int, occurrences: Sequence[Any], *, loops: set[int] | None = None) -> ListWalk | None:
+def find_list_walk(
+    i: int, occurrences: Sequence[Any], *, loops: set[int] | None = None
+) -> ListWalk | None:
     """The argument of step ``i`` that walks a list of an earlier output, if one does.
 
     The walk that holds in the most occurrences wins (ties: the nearest source step, then
@@ -119,7 +125,9 @@ def find_list_walk(i: int, occurrences: Sequence[Any], *, loops: set[int] | None
     least half of all occurrences; otherwise None.
     """
     loops = loops or set()
-    multi = [k for k, o in enumerate(occurrences) if len(o.step_calls) > i and len(o.step_calls[i]) > 1]
+    multi = [
+        k for k, o in enumerate(occurrences) if len(o.step_calls) > i and len(o.step_calls[i]) > 1
+    ]
     probe = multi[0] if multi else 0
     calls = step_calls_of(occurrences[probe], i)
     keys = [k for k in calls[0][0] if all(k in a for a, _ in calls)]
@@ -149,7 +157,11 @@ def find_list_walk(i: int, occurrences: Sequence[Any], *, loops: set[int] | None
         if broken_multi or holds * 2 < len(occurrences):
             continue
         walk = ListWalk(key, j, lpath, item_path=ipath, holds=holds, total=len(occurrences))
-        if best is None or (walk.holds, walk.source, -len(lpath)) > (best.holds, best.source, -len(best.list_path)):
+        if best is None or (walk.holds, walk.source, -len(lpath)) > (
+            best.holds,
+            best.source,
+            -len(best.list_path),
+        ):
             best = walk
     return best
 

@@ -50,7 +50,10 @@ def _loops(
     n: int, occurrences: Sequence[Occurrence], repeated: Collection[int], *, notes: list[str]
 ) -> dict[int, ListWalk]:
     seen_multi = {
-        i for i in range(n) for o in occurrences if len(o.step_calls) > i and len(o.step_calls[i]) > 1
+        i
+        for i in range(n)
+        for o in occurrences
+        if len(o.step_calls) > i and len(o.step_calls[i]) > 1
     }
     walks: dict[int, ListWalk] = {}
     for i in sorted(set(repeated) | seen_multi):
@@ -62,12 +65,15 @@ def _loops(
                 notes.append(
                     f"step_{i + 1} repeats in a row but its arguments walk no list of an earlier "
                     "output; kept as one call (replay diverges where the agent called it more "
-                    "than once)")
+                    "than once)"
+                )
             continue
         walks[i] = walk
         if walk.holds < walk.total:
-            notes.append(f"step_{i + 1}: the list walk holds in {walk.holds} of {walk.total} "
-                         "occurrences (the others used part of the list)")
+            notes.append(
+                f"step_{i + 1}: the list walk holds in {walk.holds} of {walk.total} "
+                "occurrences (the others used part of the list)"
+            )
     return walks
 
 
@@ -101,16 +107,22 @@ def propose(
         if len(occurrences[0].args) != n:
             raise SoloFlowError(
                 f"flow {flow_name_for(tool_sequence)!r}: occurrences have {len(occurrences[0].args)} "
-                f"steps, the sequence {n}; pass the occurrences of this very sequence")
+                f"steps, the sequence {n}; pass the occurrences of this very sequence"
+            )
     effects: dict[str, bool | None] = {}
     for o in occurrences:
         for calls in o.step_calls:
-            effects.update({k: v for k, v in side_effects_from_calls(calls).items() if k not in effects})
+            effects.update(
+                {k: v for k, v in side_effects_from_calls(calls).items() if k not in effects}
+            )
     effects.update(side_effects or {})
     if occurrences:
         walks = _loops(n, occurrences, repeated_steps, notes=notes)
-        gen = generalize(occurrences, loops={i: w.key for i, w in walks.items()},
-                         side_effects=[effects.get(t) for t in tool_sequence])
+        gen = generalize(
+            occurrences,
+            loops={i: w.key for i, w in walks.items()},
+            side_effects=[effects.get(t) for t in tool_sequence],
+        )
         notes += gen.notes
     input_maps = [dict(gen.input_maps[i]) if gen else {} for i in range(n)]
     map_over: list[str | None] = [None] * n
@@ -132,8 +144,9 @@ def propose(
         )
         for i, name in enumerate(tool_sequence)
     ]
-    description = (f"Auto-generated from {observed} observed repetitions of "
-                   + " → ".join(tool_sequence) + ".")
+    description = (
+        f"Auto-generated from {observed} observed repetitions of " + " → ".join(tool_sequence) + "."
+    )
     if notes:
         description += " Notes: " + " | ".join(notes)
     flow = FlowDefinition(
@@ -144,8 +157,12 @@ def propose(
         input_schema=gen.input_schema if gen else {"type": "object", "properties": {}},
         extraction=gen.extraction if gen else {},
     )
-    free = [s.input_name for srcs in (gen.sources if gen else []) for s in srcs.values()
-            if s.kind == "free" and s.input_name]
+    free = [
+        s.input_name
+        for srcs in (gen.sources if gen else [])
+        for s in srcs.values()
+        if s.kind == "free" and s.input_name
+    ]
     return FlowProposal(flow, confidence, notes, loops=walks, free_inputs=list(dict.fromkeys(free)))
 
 
@@ -163,10 +180,16 @@ def propose_flow(
     without argument inference and its description says why.
     """
     try:
-        p = propose(tool_sequence, occurrences, observed=observed, repeated_steps=repeated_steps,
-                    side_effects=side_effects)
+        p = propose(
+            tool_sequence,
+            occurrences,
+            observed=observed,
+            repeated_steps=repeated_steps,
+            side_effects=side_effects,
+        )
     except SoloFlowError as exc:
         p = propose(tool_sequence, (), observed=observed, side_effects=side_effects)
-        p.flow = p.flow.model_copy(update={"description": p.flow.description
-                                           + f" Arguments not generalised: {exc}"})
+        p.flow = p.flow.model_copy(
+            update={"description": p.flow.description + f" Arguments not generalised: {exc}"}
+        )
     return p.flow, p.confidence

@@ -26,7 +26,13 @@ if TYPE_CHECKING:
     from soloflow_core.generalize.arguments import Occurrence
     from soloflow_core.models import FlowDefinition
 
-__all__ = ["MIN_ANSWERS", "describe_run", "learn_flow_reply", "learn_reply_template", "render_reply"]
+__all__ = [
+    "MIN_ANSWERS",
+    "describe_run",
+    "learn_flow_reply",
+    "learn_reply_template",
+    "render_reply",
+]
 
 log = logging.getLogger(__name__)
 

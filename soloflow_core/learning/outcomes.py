@@ -99,7 +99,12 @@ class FlowStats(BaseModel):
             s, n = data.get("success_count", 0), data.get("total_executions", 0)
             seen = data.get("agent_successes", 0)
             try:
-                data = {**data, "confidence": _posterior_mean(alpha, beta, successes=s + seen, executions=n + seen)}
+                data = {
+                    **data,
+                    "confidence": _posterior_mean(
+                        alpha, beta, successes=s + seen, executions=n + seen
+                    ),
+                }
             except (TypeError, ZeroDivisionError):
                 pass  # let field validation report the bad input
         return data
@@ -118,9 +123,14 @@ class FlowStats(BaseModel):
         ``FlowStats(**state, success_count=..., total_executions=..., status=...,
         last_executed_at=...)`` — the confidence is recomputed."""
         return self.model_dump(
-            include={"prior_alpha", "prior_beta", "consecutive_successes", "consecutive_failures",
-                     "agent_successes"}
-        )  # fmt: skip
+            include={
+                "prior_alpha",
+                "prior_beta",
+                "consecutive_successes",
+                "consecutive_failures",
+                "agent_successes",
+            }
+        )
 
     @property
     def success_rate(self) -> float | None:
@@ -192,14 +202,17 @@ def record_outcome(
     n = stats.total_executions + 1
     wins = stats.consecutive_successes + 1 if success else 0
     losses = 0 if success else stats.consecutive_failures + 1
-    status, losses = _next_status(stats.status, rate=s / n, n=n, wins=wins, losses=losses,
-                                  floor=config.min_success_rate)
+    status, losses = _next_status(
+        stats.status, rate=s / n, n=n, wins=wins, losses=losses, floor=config.min_success_rate
+    )
     seen = stats.agent_successes
     return stats.model_copy(
         update={
             "success_count": s,
             "total_executions": n,
-            "confidence": _posterior_mean(stats.prior_alpha, stats.prior_beta, successes=s + seen, executions=n + seen),
+            "confidence": _posterior_mean(
+                stats.prior_alpha, stats.prior_beta, successes=s + seen, executions=n + seen
+            ),
             "status": status,
             "consecutive_successes": wins,
             "consecutive_failures": losses,
@@ -217,11 +230,17 @@ def record_agent_run(stats: FlowStats) -> FlowStats:
     (1, 0.6667, 0)
     """
     seen = stats.agent_successes + 1
-    return stats.model_copy(update={
-        "agent_successes": seen,
-        "confidence": _posterior_mean(stats.prior_alpha, stats.prior_beta,
-                                      successes=stats.success_count + seen, executions=stats.total_executions + seen),
-    })  # fmt: skip
+    return stats.model_copy(
+        update={
+            "agent_successes": seen,
+            "confidence": _posterior_mean(
+                stats.prior_alpha,
+                stats.prior_beta,
+                successes=stats.success_count + seen,
+                executions=stats.total_executions + seen,
+            ),
+        }
+    )
 
 
 def _next_status(

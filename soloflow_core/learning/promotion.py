@@ -63,7 +63,9 @@ def _announce(pm: pluggy.PluginManager | None, flow: FlowDefinition) -> None:
         log.exception("a soloflow_flow_promoted plugin failed for flow %r", flow.name)
 
 
-def _make_room(store: Store, name: str, user_id: str, agent_id: str, config: LearningConfig) -> None:
+def _make_room(
+    store: Store, name: str, user_id: str, agent_id: str, config: LearningConfig
+) -> None:
     """Evict learned flows so that one more fits ``max_workflows_per_agent``.
 
     Raises:
@@ -74,13 +76,22 @@ def _make_room(store: Store, name: str, user_id: str, agent_id: str, config: Lea
     if len(others) < len(metas) or len(others) + 1 <= config.max_workflows_per_agent:
         return
     usage = [
-        FlowUsage(flow_id=m.name, source=m.source, registered_at=m.created_at,
-                  stats=FlowStats.model_validate({
-                      "success_count": m.success_count, "total_executions": m.total_executions,
-                      "status": m.status, "confidence": m.confidence, "last_executed_at": m.last_used,
-                  }))
+        FlowUsage(
+            flow_id=m.name,
+            source=m.source,
+            registered_at=m.created_at,
+            stats=FlowStats.model_validate(
+                {
+                    "success_count": m.success_count,
+                    "total_executions": m.total_executions,
+                    "status": m.status,
+                    "confidence": m.confidence,
+                    "last_executed_at": m.last_used,
+                }
+            ),
+        )
         for m in others
-    ]  # fmt: skip
+    ]
     decision = make_room_for_learned_flow(usage, config)
     if not decision:
         raise SoloFlowError(f"flow {name!r} not registered: {decision.reason}")
@@ -120,11 +131,16 @@ def _register_learned(
     user_id, agent_id = cand.user_id, cand.agent_id
     _make_room(store, proposed.name, user_id=user_id, agent_id=agent_id, config=config)
     flow = store.add_flow_version(
-        proposed, user_id=user_id, agent_id=agent_id, source=SOURCE_LEARNED,
-        candidate_id=cand.id, confidence=stats.confidence,
-    )  # fmt: skip
-    store.update_flow_meta(flow.name, user_id=user_id, agent_id=agent_id,
-                           learning=stats.learning_state())  # fmt: skip
+        proposed,
+        user_id=user_id,
+        agent_id=agent_id,
+        source=SOURCE_LEARNED,
+        candidate_id=cand.id,
+        confidence=stats.confidence,
+    )
+    store.update_flow_meta(
+        flow.name, user_id=user_id, agent_id=agent_id, learning=stats.learning_state()
+    )
     seed_evidence(store, flow, user_id=user_id, agent_id=agent_id)
     store.set_candidate_status(cand.id, "approved", user_id=user_id, agent_id=agent_id)
     _announce(pm, flow)
@@ -160,8 +176,9 @@ def approve_candidate(
         FlowValidationError: the proposed flow is invalid.
     """
     cand = _pending(store, candidate_id, user_id=user_id, agent_id=agent_id)
-    return _register_learned(store, cand, initial_stats(approved=True),
-                             config=config or LearningConfig(), pm=pm)  # fmt: skip
+    return _register_learned(
+        store, cand, initial_stats(approved=True), config=config or LearningConfig(), pm=pm
+    )
 
 
 def describe_divergences(cand: FlowCandidate, limit: int = 5) -> str:
@@ -205,28 +222,35 @@ def auto_promote_candidate(
         raise SoloFlowError(
             f"candidate {candidate_id!r} has no replay fidelity "
             f"({cand.verification_note or 'not verified'}); run `soloflow flows verify "
-            f"{candidate_id}` first, or have a person approve it with `soloflow flows approve`")
+            f"{candidate_id}` first, or have a person approve it with `soloflow flows approve`"
+        )
     held = cand.held_out or 0
     if held < MIN_HELD_OUT:
         raise SoloFlowError(
             f"candidate {candidate_id!r} was replayed on {held} held-out occurrence(s); automatic "
             f"promotion needs at least {MIN_HELD_OUT} (ingest more runs of it, or have a person "
-            f"approve it: `soloflow flows approve {candidate_id}`)")
+            f"approve it: `soloflow flows approve {candidate_id}`)"
+        )
     if cand.fidelity < threshold:
         raise SoloFlowError(
             f"candidate {candidate_id!r} reproduced {cand.fidelity:.0%} of held-out occurrences, "
             f"below the automatic-promotion threshold {threshold:.0%}; a person must approve "
             f"(`soloflow flows approve {candidate_id}`) or reject it. Calls that diverged:\n"
-            + describe_divergences(cand))
+            + describe_divergences(cand)
+        )
     stats = initial_stats(fidelity=cand.fidelity, weight=float(held))
     return _register_learned(store, cand, stats, config=config or LearningConfig(), pm=pm)
 
 
-def reject_candidate(store: Store, candidate_id: str, *, user_id: str, agent_id: str) -> FlowCandidate:
+def reject_candidate(
+    store: Store, candidate_id: str, *, user_id: str, agent_id: str
+) -> FlowCandidate:
     """Mark a candidate rejected: its dedupe key is not proposed again."""
     cand = store.get_candidate(candidate_id, user_id=user_id, agent_id=agent_id)
     if cand.status == "approved":
-        raise SoloFlowError(f"candidate {candidate_id!r} is already approved; it cannot be rejected")
+        raise SoloFlowError(
+            f"candidate {candidate_id!r} is already approved; it cannot be rejected"
+        )
     return store.set_candidate_status(candidate_id, "rejected", user_id=user_id, agent_id=agent_id)
 
 
@@ -242,10 +266,12 @@ def submit_flow(
     from a person's prior (:func:`initial_stats` with ``user_submitted=True``)."""
     validate_flow(flow)
     stats = initial_stats(user_submitted=True)
-    registered = store.add_flow_version(flow, user_id=user_id, agent_id=agent_id,
-                                        source=SOURCE_USER, confidence=stats.confidence)
-    store.update_flow_meta(registered.name, user_id=user_id, agent_id=agent_id,
-                           learning=stats.learning_state())  # fmt: skip
+    registered = store.add_flow_version(
+        flow, user_id=user_id, agent_id=agent_id, source=SOURCE_USER, confidence=stats.confidence
+    )
+    store.update_flow_meta(
+        registered.name, user_id=user_id, agent_id=agent_id, learning=stats.learning_state()
+    )
     seed_evidence(store, registered, user_id=user_id, agent_id=agent_id)
     _announce(pm, registered)
     return registered

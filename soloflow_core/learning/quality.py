@@ -116,13 +116,24 @@ def quality_score(evidence: QualityEvidence) -> QualityScore:
     """The four dimensions and their mean, from ``evidence`` (pure)."""
     reliability = _clamp(evidence.confidence)
     efficiency = sum(evidence.saved.values()) / len(evidence.saved) if evidence.saved else 0.0
-    maturity = (saturate(evidence.uses, HALF_USES) + saturate(evidence.age_days, HALF_AGE_DAYS)
-                + saturate(evidence.verified_occurrences, HALF_VERIFIED)) / 3  # fmt: skip
-    reusability = (saturate(evidence.distinct_tasks, HALF_DISTINCT_TASKS)
-                   + saturate(evidence.distinct_inputs, HALF_DISTINCT_INPUTS)) / 2  # fmt: skip
+    maturity = (
+        saturate(evidence.uses, HALF_USES)
+        + saturate(evidence.age_days, HALF_AGE_DAYS)
+        + saturate(evidence.verified_occurrences, HALF_VERIFIED)
+    ) / 3
+    reusability = (
+        saturate(evidence.distinct_tasks, HALF_DISTINCT_TASKS)
+        + saturate(evidence.distinct_inputs, HALF_DISTINCT_INPUTS)
+    ) / 2
     r, e, m, u = (round(_clamp(x), 4) for x in (reliability, efficiency, maturity, reusability))
-    return QualityScore(reliability=r, efficiency=e, maturity=m, reusability=u,
-                        overall=round((r + e + m + u) / 4, 4), evidence=evidence)
+    return QualityScore(
+        reliability=r,
+        efficiency=e,
+        maturity=m,
+        reusability=u,
+        overall=round((r + e + m + u) / 4, 4),
+        evidence=evidence,
+    )
 
 
 def saved_fractions(agent: SideMeasure, flow: SideMeasure) -> dict[str, float]:
@@ -151,8 +162,13 @@ def flow_side(runs: Sequence[FlowRunSample]) -> SideMeasure:
     latencies = [ms for r in runs if (ms := _ms(r.started_at, r.ended_at)) is not None]
     if not latencies:
         return SideMeasure(runs=0)
-    return SideMeasure(runs=len(latencies), model_calls=0.0, tokens=0.0, cost=0.0,
-                       latency_ms=sum(latencies) / len(latencies))
+    return SideMeasure(
+        runs=len(latencies),
+        model_calls=0.0,
+        tokens=0.0,
+        cost=0.0,
+        latency_ms=sum(latencies) / len(latencies),
+    )
 
 
 AgentSide = tuple[SideMeasure, int]
@@ -161,7 +177,9 @@ AgentSide = tuple[SideMeasure, int]
 
 def agent_side(store: Store, cand: FlowCandidate) -> AgentSide:
     """The agent runs of ``cand`` (the newest 500), measured as the savings ledger measures them."""
-    runs = store.load_runs(cand.run_ids[:MAX_MEASURED_RUNS], user_id=cand.user_id, agent_id=cand.agent_id)
+    runs = store.load_runs(
+        cand.run_ids[:MAX_MEASURED_RUNS], user_id=cand.user_id, agent_id=cand.agent_id
+    )
     return measure_agent_runs(runs), len({r.task for r in runs if r.task})
 
 
@@ -196,7 +214,9 @@ def flows_quality(
         imported = imports.get((meta.name, meta.version))
         if imported is not None:
             verified = len(imported.fixtures)
-            tasks = len({f.get("task") for f in imported.fixtures if isinstance(f, dict) and f.get("task")})
+            tasks = len(
+                {f.get("task") for f in imported.fixtures if isinstance(f, dict) and f.get("task")}
+            )
         elif meta.candidate_id is not None:
             try:
                 cand = store.get_candidate(meta.candidate_id, user_id=user_id, agent_id=agent_id)
@@ -206,12 +226,20 @@ def flows_quality(
                 if cand.fidelity is not None:
                     verified = round(cand.fidelity * cand.occurrence_count)
                 agent, tasks = measure(cand)
-        inputs = {json.dumps(r.inputs, sort_keys=True, default=str) for r in runs if r.version == meta.version}
+        inputs = {
+            json.dumps(r.inputs, sort_keys=True, default=str)
+            for r in runs
+            if r.version == meta.version
+        }
         evidence = QualityEvidence(
-            confidence=meta.confidence, uses=meta.total_executions,
-            age_days=round(_age_days(meta.created_at, at), 3), verified_occurrences=verified,
-            distinct_tasks=tasks, distinct_inputs=len(inputs), saved=saved_fractions(agent, flow_side(runs)),
-        )  # fmt: skip
+            confidence=meta.confidence,
+            uses=meta.total_executions,
+            age_days=round(_age_days(meta.created_at, at), 3),
+            verified_occurrences=verified,
+            distinct_tasks=tasks,
+            distinct_inputs=len(inputs),
+            saved=saved_fractions(agent, flow_side(runs)),
+        )
         out[(meta.name, meta.version)] = quality_score(evidence)
     return out
 
@@ -220,7 +248,9 @@ def flow_quality(
     store: Store, meta: FlowMeta, *, user_id: str, agent_id: str, at: datetime | None = None
 ) -> QualityScore:
     """The quality of one flow version (see :func:`flows_quality`)."""
-    return flows_quality(store, [meta], user_id=user_id, agent_id=agent_id, at=at)[(meta.name, meta.version)]
+    return flows_quality(store, [meta], user_id=user_id, agent_id=agent_id, at=at)[
+        (meta.name, meta.version)
+    ]
 
 
 T = TypeVar("T")
@@ -231,7 +261,9 @@ def order_ties_by_quality(
     quality_of: Callable[[T], float | None],
     *,
     text_score: Callable[[T], float] = lambda m: float(getattr(m, "text_score")),  # noqa: B009
-    keep_above: Callable[[T, T], bool] = lambda a, b: getattr(b, "name", None) in getattr(a, "outranks", ()),
+    keep_above: Callable[[T, T], bool] = lambda a, b: (
+        getattr(b, "name", None) in getattr(a, "outranks", ())
+    ),
 ) -> list[T]:
     """``matches`` (best first) with each run of neighbours whose text scores tie reordered
     by overall quality, best first (a missing quality counts as 0; equal qualities keep their
@@ -255,8 +287,9 @@ def order_ties_by_quality(
     return out
 
 
-def _stable_by_quality(group: list[T], quality_of: Callable[[T], float | None],
-                       keep_above: Callable[[T, T], bool]) -> list[T]:
+def _stable_by_quality(
+    group: list[T], quality_of: Callable[[T], float | None], keep_above: Callable[[T, T], bool]
+) -> list[T]:
     """Insertion by quality that never lifts a match above one that must stay above it."""
     placed: list[T] = []
     for m in group:

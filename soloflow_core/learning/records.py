@@ -54,14 +54,25 @@ LEDGER_LOOKBACK = 2000
 """Runs of the namespace read, newest first, for the evidence of a newly registered flow."""
 
 
-def _stats_of(store: Store, meta: FlowMeta, learning: dict[str, Any] | None,
-              user_id: str, agent_id: str) -> FlowStats:  # fmt: skip
-    state = learning if learning is not None else _initial_state(
-        store, meta.source, candidate_id=meta.candidate_id, user_id=user_id, agent_id=agent_id)
-    return FlowStats.model_validate({
-        **state, "success_count": meta.success_count, "total_executions": meta.total_executions,
-        "status": meta.status, "last_executed_at": meta.last_used,
-    })  # fmt: skip
+def _stats_of(
+    store: Store, meta: FlowMeta, learning: dict[str, Any] | None, user_id: str, agent_id: str
+) -> FlowStats:
+    state = (
+        learning
+        if learning is not None
+        else _initial_state(
+            store, meta.source, candidate_id=meta.candidate_id, user_id=user_id, agent_id=agent_id
+        )
+    )
+    return FlowStats.model_validate(
+        {
+            **state,
+            "success_count": meta.success_count,
+            "total_executions": meta.total_executions,
+            "status": meta.status,
+            "last_executed_at": meta.last_used,
+        }
+    )
 
 
 def flow_stats(store: Store, name: str, *, user_id: str, agent_id: str) -> FlowStats:
@@ -86,7 +97,9 @@ def _initial_state(
     fidelity = None
     if candidate_id is not None:
         try:
-            fidelity = store.get_candidate(candidate_id, user_id=user_id, agent_id=agent_id).fidelity
+            fidelity = store.get_candidate(
+                candidate_id, user_id=user_id, agent_id=agent_id
+            ).fidelity
         except NotFoundError:
             fidelity = None
     return initial_stats(fidelity=fidelity).learning_state()
@@ -94,10 +107,13 @@ def _initial_state(
 
 def _columns(stats: FlowStats) -> dict[str, Any]:
     return {
-        "success_count": stats.success_count, "total_executions": stats.total_executions,
-        "confidence": stats.confidence, "status": stats.status,
-        "learning": stats.learning_state(), "last_used": stats.last_executed_at,
-    }  # fmt: skip
+        "success_count": stats.success_count,
+        "total_executions": stats.total_executions,
+        "confidence": stats.confidence,
+        "status": stats.status,
+        "learning": stats.learning_state(),
+        "last_used": stats.last_executed_at,
+    }
 
 
 def record_flow_outcome(
@@ -128,8 +144,11 @@ def record_flow_outcome(
     if after.status != before.status:
         log.warning(
             "SoloFlow: flow %r is now %s (%d of %d executions succeeded)",
-            name, after.status, after.success_count, after.total_executions,
-        )  # fmt: skip
+            name,
+            after.status,
+            after.success_count,
+            after.total_executions,
+        )
     return after
 
 
@@ -157,8 +176,10 @@ def _want(flow: FlowDefinition) -> list[tuple[str, int, bool]]:
 
 
 def _fits(window: Sequence[tuple[str, int]], want: Sequence[tuple[str, int, bool]]) -> bool:
-    return all(u[0] == tool and (u[1] == count or (mapped and u[1] >= 1))
-               for u, (tool, count, mapped) in zip(window, want, strict=True))  # fmt: skip
+    return all(
+        u[0] == tool and (u[1] == count or (mapped and u[1] >= 1))
+        for u, (tool, count, mapped) in zip(window, want, strict=True)
+    )
 
 
 def _does(calls: Sequence[str], flow: FlowDefinition, *, whole: bool = False) -> bool:
@@ -224,15 +245,25 @@ def record_agent_run(store: Store, run: TaskRun) -> list[str]:
     user_id, agent_id = run.user_id, run.agent_id
     tools = {c.name for c in run.tool_calls}
     metas = store.list_flow_meta(user_id=user_id, agent_id=agent_id, include_retired=False)
-    metas = [m for m in metas if set(m.skill_keys) <= tools or FLOW_RUN_TOOL in tools
-             or any(c.meta.get("soloflow_flow") == m.name for c in run.tool_calls)]  # fmt: skip
+    metas = [
+        m
+        for m in metas
+        if set(m.skill_keys) <= tools
+        or FLOW_RUN_TOOL in tools
+        or any(c.meta.get("soloflow_flow") == m.name for c in run.tool_calls)
+    ]
     credited: list[str] = []
     for meta in metas:
         flow = store.get_flow(meta.name, user_id=user_id, agent_id=agent_id).flow
         did = len(flow.steps) >= 2 and flow.name in flows_done_by(run, [flow])
         if run.task and run.task.strip() and _only_the_job(run, flow):
-            store.add_flow_evidence(flow.name, [(run.run_id, run.task)], source="agent_run",
-                                    user_id=user_id, agent_id=agent_id)  # fmt: skip
+            store.add_flow_evidence(
+                flow.name,
+                [(run.run_id, run.task)],
+                source="agent_run",
+                user_id=user_id,
+                agent_id=agent_id,
+            )
             credited.append(flow.name)
         if did:  # the steps work: a success in the confidence, not an execution
 
@@ -261,5 +292,10 @@ def seed_evidence(store: Store, flow: FlowDefinition, *, user_id: str, agent_id:
         if "\x00" not in calls and _does(calls, flow, whole=True):
             done.append(seq.run_id)
     tasks = store.task_texts(done, user_id=user_id, agent_id=agent_id)
-    return store.add_flow_evidence(flow.name, [(rid, tasks[rid]) for rid in done if rid in tasks],
-                                   source="agent_run", user_id=user_id, agent_id=agent_id)
+    return store.add_flow_evidence(
+        flow.name,
+        [(rid, tasks[rid]) for rid in done if rid in tasks],
+        source="agent_run",
+        user_id=user_id,
+        agent_id=agent_id,
+    )

@@ -164,12 +164,20 @@ def measure_flow_savings(
         latency_ms=_times(per_run.latency_ms, completed),
     )
     return FlowSavings(
-        flow=meta.name, version=meta.version, source=meta.source, status=meta.status,
-        confidence=meta.confidence, success_count=meta.success_count,
-        total_executions=meta.total_executions, candidate_id=meta.candidate_id,
-        agent=agent, flow_runs=flow, completed_runs=completed, saved_per_run=per_run,
+        flow=meta.name,
+        version=meta.version,
+        source=meta.source,
+        status=meta.status,
+        confidence=meta.confidence,
+        success_count=meta.success_count,
+        total_executions=meta.total_executions,
+        candidate_id=meta.candidate_id,
+        agent=agent,
+        flow_runs=flow,
+        completed_runs=completed,
+        saved_per_run=per_run,
         saved_total=total,
         estimated_token_savings=None if cand is None else cand.estimated_token_savings,
         estimated_tokens_per_occurrence=None if cand is None else cand.tokens_saved_per_occurrence,
         savings_method=None if cand is None else cand.savings_method,
-    )  # fmt: skip
+    )

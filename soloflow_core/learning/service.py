@@ -182,9 +182,10 @@ class LearningService:
             before = len(self.watcher.proposed)
             self.watcher.observe(run)
             fresh = [
-                c for c in self.watcher.proposed[before:]
+                c
+                for c in self.watcher.proposed[before:]
                 if c.user_id == run.user_id and c.agent_id == run.agent_id
-            ]  # fmt: skip
+            ]
             proposed, promoted, pending, notes = [], [], [], []
             for cand in fresh:
                 cand, flow, note = self._decide(cand)
@@ -196,8 +197,13 @@ class LearningService:
                 if note:
                     notes.append(note)
         return LearningOutcome(
-            run.run_id, decision, proposed=tuple(proposed), promoted=tuple(promoted),
-            pending=tuple(pending), credited=credited, notes=tuple(notes),
+            run.run_id,
+            decision,
+            proposed=tuple(proposed),
+            promoted=tuple(promoted),
+            pending=tuple(pending),
+            credited=credited,
+            notes=tuple(notes),
         )
 
     def is_read_only(self, cand: FlowCandidate) -> bool:
@@ -227,9 +233,13 @@ class LearningService:
         mode = self.config.suggestion_mode
         read_only = mode == "hybrid" and self.is_read_only(cand)
         route = promotion_route(
-            mode, read_only, confidence=cand.confidence, fidelity=cand.fidelity, config=self.config,
+            mode,
+            read_only,
+            confidence=cand.confidence,
+            fidelity=cand.fidelity,
+            config=self.config,
             fidelity_threshold=self.fidelity_threshold,
-        )  # fmt: skip
+        )
         if route == "manual":
             why = {
                 "manual": "suggestion_mode=manual",
@@ -239,9 +249,14 @@ class LearningService:
             return cand, None, f"{cand.id}: left for a person ({why})"
         try:
             flow = auto_promote_candidate(
-                self.store, cand.id, user_id=cand.user_id, agent_id=cand.agent_id,
-                threshold=self.fidelity_threshold, pm=self.pm, config=self.config,
-            )  # fmt: skip
+                self.store,
+                cand.id,
+                user_id=cand.user_id,
+                agent_id=cand.agent_id,
+                threshold=self.fidelity_threshold,
+                pm=self.pm,
+                config=self.config,
+            )
         except SoloFlowError as exc:
             return cand, None, f"{cand.id}: not promoted ({exc})"
         return cand, flow, f"{cand.id}: promoted to flow {flow.name!r} version {flow.version}"
@@ -266,8 +281,15 @@ class LearningService:
         Raises:
             NotFoundError: no such flow in the namespace.
         """
-        return record_flow_outcome(self.store, name, success=success, user_id=user_id,
-                                   agent_id=agent_id, config=self.config, at=at)  # fmt: skip
+        return record_flow_outcome(
+            self.store,
+            name,
+            success=success,
+            user_id=user_id,
+            agent_id=agent_id,
+            config=self.config,
+            at=at,
+        )
 
     def record_result(
         self, result: FlowOutcome, *, user_id: str, agent_id: str

@@ -442,7 +442,8 @@ def read_chunks(
     files: list[str],
     user: str,
     agent: str,
-    *, keep_namespaces: bool,
+    *,
+    keep_namespaces: bool,
     chunk_lines: int | None = None,
 ) -> Generator[Chunk, None, None]:
     """The files' lines, read and turned into rows chunk by chunk (see :data:`Chunk`)."""
@@ -471,13 +472,27 @@ def read_chunks(
                             continue
                         ordinal += 1
                         numbers.append(number)
-                        if not add_line(rows, ordinal, data, user=user, agent=agent, keep_namespaces=keep_namespaces):
+                        if not add_line(
+                            rows,
+                            ordinal,
+                            data,
+                            user=user,
+                            agent=agent,
+                            keep_namespaces=keep_namespaces,
+                        ):
                             deferred.append((ordinal, data))
                         if len(numbers) >= chunk_lines:
                             break
                 except (EOFError, OSError, zlib.error) as exc:
                     if numbers:
-                        yield _rows(file_index, first, numbers, rows=rows, deferred=deferred, position=raw.tell())
+                        yield _rows(
+                            file_index,
+                            first,
+                            numbers,
+                            rows=rows,
+                            deferred=deferred,
+                            position=raw.tell(),
+                        )
                     reason = (
                         f"the gzip data is truncated or corrupt ({exc}); "
                         "the lines before it were read"
@@ -487,14 +502,17 @@ def read_chunks(
                     break
                 if not numbers:
                     break
-                yield _rows(file_index, first, numbers, rows=rows, deferred=deferred, position=raw.tell())
+                yield _rows(
+                    file_index, first, numbers, rows=rows, deferred=deferred, position=raw.tell()
+                )
 
 
 def _rows(
     file_index: int,
     first: int,
     numbers: list[int],
-    *, rows: Rows,
+    *,
+    rows: Rows,
     deferred: list[tuple[int, bytes]],
     position: int,
 ) -> Chunk:

@@ -132,7 +132,8 @@ def _take_chunk(
     chunk: tuple[Any, ...],
     batch: _Batch,
     report: IngestReport,
-    *, name: str,
+    *,
+    name: str,
     stamp: Callable[[datetime], str],
     default_user: str,
     default_agent: str,
@@ -177,7 +178,11 @@ def _write_bulk(
     created = stamp(now())
     refused: list[tuple[int, LedgerError]] = []
     try:
-        skipped = len(insert_sqlite_bulk(driver, batch.runs, batch.calls, models=batch.models, created=created))
+        skipped = len(
+            insert_sqlite_bulk(
+                driver, batch.runs, batch.calls, models=batch.models, created=created
+            )
+        )
     except BULK_REFUSED:
         skipped = 0
         calls: dict[int, list[tuple[Any, ...]]] = {}
@@ -191,7 +196,11 @@ def _write_bulk(
             try:
                 skipped += len(
                     insert_sqlite_bulk(
-                        driver, [run], calls.get(ordinal, []), models=models.get(ordinal, []), created=created
+                        driver,
+                        [run],
+                        calls.get(ordinal, []),
+                        models=models.get(ordinal, []),
+                        created=created,
                     )
                 )
             except BULK_REFUSED as exc:

@@ -143,7 +143,11 @@ def _ingest_files(
 
 
 def _write(
-    store: Store, pending: list[tuple[int, int, TaskRun | RunRow]], report: IngestReport, *, path: str
+    store: Store,
+    pending: list[tuple[int, int, TaskRun | RunRow]],
+    report: IngestReport,
+    *,
+    path: str,
 ) -> list[tuple[int, LedgerError]]:
     """Write one batch; if the database refuses it, write its runs one by one so that only
     the refused runs are lost. Returns their errors."""

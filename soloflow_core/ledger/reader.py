@@ -494,9 +494,7 @@ def read_records(
             if not data.strip():
                 continue
             try:
-                item: TaskRun | RunRow | LedgerError = parse_line(
-                    data, default_user, default_agent
-                )
+                item: TaskRun | RunRow | LedgerError = parse_line(data, default_user, default_agent)
             except LedgerError as exc:
                 item = LedgerError(exc.reason, path=name, line=number)
             yield number, item, raw.tell()
@@ -669,7 +667,12 @@ def _plain_tool_call(c: Any) -> ToolCallRow:
         args = {}
     elif type(args) is not dict:
         raise _Unusual
-    error, duration, call_id, meta = get("error"), get("duration_ms"), get("tool_call_id"), get("meta")
+    error, duration, call_id, meta = (
+        get("error"),
+        get("duration_ms"),
+        get("tool_call_id"),
+        get("meta"),
+    )
     if error is not None and type(error) is not bool:
         raise _Unusual
     if duration is not None:
@@ -690,7 +693,15 @@ def _plain_tool_call(c: Any) -> ToolCallRow:
     if not c.keys() <= TOOL_CALL_FIELDS:
         extras = {k: v for k, v in c.items() if k not in TOOL_CALL_FIELDS}
         meta = _with_extras(meta, extras, "meta")
-    return ToolCallRow(name, args, get("output"), error=error, duration_ms=duration, tool_call_id=call_id, meta=meta)
+    return ToolCallRow(
+        name,
+        args,
+        get("output"),
+        error=error,
+        duration_ms=duration,
+        tool_call_id=call_id,
+        meta=meta,
+    )
 
 
 def _plain_model_call(m: Any) -> ModelCallRow:
@@ -718,7 +729,14 @@ def _plain_model_call(m: Any) -> ModelCallRow:
         if (type(duration) is not float and type(duration) is not int) or not duration >= 0:
             raise _Unusual
         duration = float(duration)
-    return ModelCallRow(model, counts[0], counts[1], total_tokens=total, duration_ms=duration, tool_calls_requested=counts[2])
+    return ModelCallRow(
+        model,
+        counts[0],
+        counts[1],
+        total_tokens=total,
+        duration_ms=duration,
+        tool_calls_requested=counts[2],
+    )
 
 
 # ---------------------------------------------------------------------- namespace

@@ -107,7 +107,10 @@ def write_back_spill(store: Store, path: StrPath) -> IngestReport:
         if f.seek(0, os.SEEK_END) == 0:
             return IngestReport()
         report = ingest(
-            store, [target], default_user="default", default_agent="default",
+            store,
+            [target],
+            default_user="default",
+            default_agent="default",
             keep_namespaces=True,
         )
         f.truncate(0)

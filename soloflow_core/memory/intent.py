@@ -108,8 +108,9 @@ _ASKING = re.compile(
 """Ways of asking for something (``please``, ``can you``, ``I'd like``)."""
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
 _SENTENCE = re.compile(r"[.?!;\n]+")
-_CLAUSE_END = re.compile(r"[,.;:!?()\u2014\u2013]|\s-\s|\b(?:but|and|so|because|since|although|though)\b",
-                         re.IGNORECASE)  # fmt: skip
+_CLAUSE_END = re.compile(
+    r"[,.;:!?()\u2014\u2013]|\s-\s|\b(?:but|and|so|because|since|although|though)\b", re.IGNORECASE
+)
 
 FILLER = frozenset(
     """a an the this that it its it's i i'm im me my mine myself we us our ours you
@@ -124,18 +125,96 @@ of the things the job acts on) are not here: they are what tells one job from an
 ``refund all my orders`` is not ``refund my last order``."""
 _FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll", "re", "ve", "m"})
 """Parts of a value's wording (``e-mail``, ``my address is``) and of contractions."""
-_GREETING = frozenset({"hi", "hello", "hey", "dear", "ok", "okay", "so", "well", "please", "pls",
-                       "plz", "thanks", "yes", "good", "morning", "afternoon", "evening"})
-_WH = frozenset({"how", "why", "what", "when", "where", "which", "who", "whom", "whose",
-                 "what's", "where's", "how's", "who's", "when's"})
-_AUX = frozenset({"is", "are", "was", "were", "am", "has", "have", "had", "did", "does", "do",
-                  "should", "shall", "may", "might", "must", "will", "would", "can", "could",
-                  "isn't", "aren't", "wasn't", "hasn't", "haven't", "didn't", "doesn't"})
+_GREETING = frozenset(
+    {
+        "hi",
+        "hello",
+        "hey",
+        "dear",
+        "ok",
+        "okay",
+        "so",
+        "well",
+        "please",
+        "pls",
+        "plz",
+        "thanks",
+        "yes",
+        "good",
+        "morning",
+        "afternoon",
+        "evening",
+    }
+)
+_WH = frozenset(
+    {
+        "how",
+        "why",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "what's",
+        "where's",
+        "how's",
+        "who's",
+        "when's",
+    }
+)
+_AUX = frozenset(
+    {
+        "is",
+        "are",
+        "was",
+        "were",
+        "am",
+        "has",
+        "have",
+        "had",
+        "did",
+        "does",
+        "do",
+        "should",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "will",
+        "would",
+        "can",
+        "could",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "hasn't",
+        "haven't",
+        "didn't",
+        "doesn't",
+    }
+)
 _POLITE = frozenset({"can", "could", "would", "will"})
 """Auxiliaries that open a request, not a question, when ``you``/``I``/``someone`` follows."""
 _ASKER = frozenset({"you", "u", "ya", "i", "we", "someone", "somebody", "anyone"})
-_S_CONTRACTIONS = frozenset({"it's", "that's", "what's", "where's", "here's", "there's",
-                             "who's", "how's", "let's", "he's", "she's", "when's", "why's"})
+_S_CONTRACTIONS = frozenset(
+    {
+        "it's",
+        "that's",
+        "what's",
+        "where's",
+        "here's",
+        "there's",
+        "who's",
+        "how's",
+        "let's",
+        "he's",
+        "she's",
+        "when's",
+        "why's",
+    }
+)
 
 ACTION_WORDS = (
     "add activate apply approve archive block book buy cancel change close confirm create "
@@ -217,8 +296,9 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             continue
         first = words[0]
         openers.append(stem(first.split("'", 1)[0]))
-        if first in _WH or (first in _AUX and not (first in _POLITE and len(words) > 1
-                                                   and words[1] in _ASKER)):  # fmt: skip
+        if first in _WH or (
+            first in _AUX and not (first in _POLITE and len(words) > 1 and words[1] in _ASKER)
+        ):
             leads.append(first.split("'", 1)[0])  # where's → where
     return tuple(dict.fromkeys(openers)), tuple(dict.fromkeys(leads))
 
@@ -273,7 +353,7 @@ def _negation(text: str) -> tuple[tuple[str, ...], bool]:
     out: dict[str, None] = {}
     bare = False
     for cue in _NEGATION.finditer(folded):
-        clause = folded[cue.end():]
+        clause = folded[cue.end() :]
         end = _CLAUSE_END.search(clause)
         scope = clause[: end.start()] if end else clause
         governed = [s for s in (_content(w) for w in _words(scope)[:NEGATION_SCOPE]) if s]
@@ -311,10 +391,19 @@ def read_request(text: str) -> RequestText:
     if _MARKUP.search(rest):
         flags.append("it is formatted text, not a plain request")
     openers, leads = _openings(rest)
-    return RequestText(text=text, terms=terms, values=values, negated=negated, foreign=foreign,
-                       parties=_parties(words), leads=leads, openers=openers,
-                       asking=_ASKING.search(rest) is not None, flags=tuple(flags),
-                       normalized=normalized)  # fmt: skip
+    return RequestText(
+        text=text,
+        terms=terms,
+        values=values,
+        negated=negated,
+        foreign=foreign,
+        parties=_parties(words),
+        leads=leads,
+        openers=openers,
+        asking=_ASKING.search(rest) is not None,
+        flags=tuple(flags),
+        normalized=normalized,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,8 +445,14 @@ class JobEvidence:
         words: set[str] = set()
         for phrase in declared:
             words.update(read_request(phrase).terms)
-        return cls(texts=n, df=dict(df), declared=frozenset(words), user_submitted=user_submitted,
-                   parties=dict(parties), leads=dict(leads))  # fmt: skip
+        return cls(
+            texts=n,
+            df=dict(df),
+            declared=frozenset(words),
+            user_submitted=user_submitted,
+            parties=dict(parties),
+            leads=dict(leads),
+        )
 
     @property
     def vocabulary(self) -> frozenset[str]:
@@ -443,7 +538,9 @@ def judge_intent(
     score = sum(1.0 if t in common else 0.5 for t in known) / len(terms) if terms else 0.0
     reasons: list[str] = []
     if not evidence.enough:
-        reasons.append(f"the job is known by {evidence.texts} task text(s), fewer than {MIN_EXEMPLARS}")
+        reasons.append(
+            f"the job is known by {evidence.texts} task text(s), fewer than {MIN_EXEMPLARS}"
+        )
     if not terms:
         reasons.append("the request says nothing but values")
     if len(request.text) > MAX_REQUEST_CHARS:
@@ -459,20 +556,28 @@ def judge_intent(
         reasons.append("no word of the request is common in the job's evidence")
     if unknown:
         elsewhere = [t for t in unknown if t in other_jobs]
-        reasons.append(f"words unknown to the job: {', '.join(unknown)}"
-                       + (f" (of another flow's job: {', '.join(elsewhere)})" if elsewhere else ""))
+        reasons.append(
+            f"words unknown to the job: {', '.join(unknown)}"
+            + (f" (of another flow's job: {', '.join(elsewhere)})" if elsewhere else "")
+        )
     if terms and len(known) < 2:
         reasons.append("the request holds fewer than two words of the job")
     if terms and not key_words & set(known):
-        reasons.append("the request holds none of the job's key words"
-                       + (f" ({', '.join(sorted(key_words)[:6])})" if key_words else ""))
+        reasons.append(
+            "the request holds none of the job's key words"
+            + (f" ({', '.join(sorted(key_words)[:6])})" if key_words else "")
+        )
     opened = set(request.openers) & _REQUEST_STEMS or set(request.leads) & evidence.familiar_leads()
     if terms and not request.asking and not opened:
-        reasons.append("it asks for nothing: no 'please', 'can you', 'I'd like', no verb of "
-                       "request opening it, nor the job's own question")
+        reasons.append(
+            "it asks for nothing: no 'please', 'can you', 'I'd like', no verb of "
+            "request opening it, nor the job's own question"
+        )
     questions = [lead for lead in request.leads if lead not in evidence.familiar_leads()]
     if questions:
-        reasons.append(f"it asks a question ({', '.join(questions)}…) the job's requests do not ask")
+        reasons.append(
+            f"it asks a question ({', '.join(questions)}…) the job's requests do not ask"
+        )
     actions = [t for t in terms if t in ACTION_STEMS and t not in familiar and t not in own_actions]
     if actions:
         reasons.append(f"asks for another action: {', '.join(actions)}")
@@ -517,8 +622,11 @@ class Binding:
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-}  # fmt: skip
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
 _SET_ASIDE = frozenset(
     "not no never isn't wasn't aren't cc bcc old former formerly previous previously used "
     "instead except wrong typo than".split()
@@ -619,8 +727,10 @@ def bind_inputs(
             problems.append(f"input {name!r}: no value of its shape in the request")
             continue
         if len(found) > 1:
-            problems.append(f"input {name!r}: the request holds {len(found)} values of its shape "
-                            f"({', '.join(found[:4])})")  # fmt: skip
+            problems.append(
+                f"input {name!r}: the request holds {len(found)} values of its shape "
+                f"({', '.join(found[:4])})"
+            )
             continue
         spec = props.get(name) if isinstance(props.get(name), Mapping) else {}
         jtype = spec.get("type") if isinstance(spec, Mapping) else None
@@ -638,6 +748,9 @@ def bind_inputs(
     if not problems:
         spare = [v for v in request.values if v not in used]
         if spare:
-            problems.append("the request names " + ", ".join(repr(v) for v in spare[:4])
-                            + ", which no input of the flow takes")  # fmt: skip
+            problems.append(
+                "the request names "
+                + ", ".join(repr(v) for v in spare[:4])
+                + ", which no input of the flow takes"
+            )
     return Binding(inputs=inputs, problems=tuple(problems))

@@ -72,7 +72,8 @@ class WorkflowMatch:
     """``0.45 × rank + 0.45 × keywords + 0.1 × order``: the text rank relative to the best
     candidate's, the share of the flow's trigger keywords found in the context, and the share
     of the word pairs of its name (at most :data:`ORDER_WINDOW` apart) that the context holds
-    in the same order as near (a one-word name: whether the context holds it). The text rank is the sum of the inverse document frequencies
+    in the same order as near (a one-word name: whether the context holds it). The text rank is the
+    sum of the inverse document frequencies
     (in the namespace) of the context's terms the flow's index holds."""
     tool_score: float
     """Share of the flow's tools (``skill_key``s) named in the context."""
@@ -131,8 +132,16 @@ def _order_share(name: str, pairs: set[tuple[str, str]], query: set[str]) -> flo
     return 1.0 if query.issuperset(phrase_terms(name)) and phrase_terms(name) else 0.0
 
 
-def _score(flow: LookupCandidate, best_rank: float, query: set[str], *, named: set[str],
-           available: set[str] | None, said: dict[str, bool], pairs: set[tuple[str, str]]) -> _Scored:
+def _score(
+    flow: LookupCandidate,
+    best_rank: float,
+    query: set[str],
+    *,
+    named: set[str],
+    available: set[str] | None,
+    said: dict[str, bool],
+    pairs: set[tuple[str, str]],
+) -> _Scored:
     """``said`` memoizes, for one lookup, whether the context holds every term of a keyword."""
     keywords = []
     for k in flow.trigger_keywords:
@@ -143,17 +152,26 @@ def _score(flow: LookupCandidate, best_rank: float, query: set[str], *, named: s
             keywords.append(k)
     coverage = len(keywords) / len(flow.trigger_keywords) if flow.trigger_keywords else 0.0
     relative = flow.rank / best_rank if best_rank > 0 else 1.0
-    text = (RANK_WEIGHT * min(max(relative, 0.0), 1.0) + KEYWORD_WEIGHT * coverage
-            + ORDER_WEIGHT * _order_share(flow.name, pairs, query))  # fmt: skip
+    text = (
+        RANK_WEIGHT * min(max(relative, 0.0), 1.0)
+        + KEYWORD_WEIGHT * coverage
+        + ORDER_WEIGHT * _order_share(flow.name, pairs, query)
+    )
     tools_named = [k for k in flow.skill_keys if k.lower() in named]
     tools = len(tools_named) / len(flow.skill_keys) if flow.skill_keys else 0.0
     missing = [] if available is None else [k for k in flow.skill_keys if k not in available]
     score = TEXT_WEIGHT * text + TOOL_WEIGHT * tools + CONFIDENCE_WEIGHT * flow.confidence
     return _Scored(
-        flow=flow, score=round(score, 6), text=round(text, 6), tools=round(tools, 6),
-        keywords=keywords, keyword_terms=frozenset(chain.from_iterable(map(phrase_terms, keywords))),
-        terms=sorted(flow.terms), tools_named=tools_named, missing=missing,
-    )  # fmt: skip
+        flow=flow,
+        score=round(score, 6),
+        text=round(text, 6),
+        tools=round(tools, 6),
+        keywords=keywords,
+        keyword_terms=frozenset(chain.from_iterable(map(phrase_terms, keywords))),
+        terms=sorted(flow.terms),
+        tools_named=tools_named,
+        missing=missing,
+    )
 
 
 def same_job(a: Sequence[str], b: Sequence[str]) -> bool:
@@ -182,8 +200,11 @@ def _rank_with_precedence(scored: list[_Scored]) -> list[_Scored]:
     order = sorted(scored, key=lambda s: (-s.score, s.flow.name))
     for user in [s for s in order if s.flow.source == SOURCE_USER]:
         here = order.index(user)
-        covered = [i for i, s in enumerate(order[:here])
-                   if s.flow.source == SOURCE_LEARNED and _covers(user, s)]  # fmt: skip
+        covered = [
+            i
+            for i, s in enumerate(order[:here])
+            if s.flow.source == SOURCE_LEARNED and _covers(user, s)
+        ]
         if covered:
             user.outranks = [order[i].flow.name for i in covered]
             order.insert(covered[0], order.pop(here))
@@ -209,12 +230,22 @@ def _why(s: _Scored) -> str:
 def _match(s: _Scored) -> WorkflowMatch:
     meta = s.flow
     return WorkflowMatch(
-        name=meta.name, version=meta.version, source=meta.source, status=meta.status,
-        confidence=meta.confidence, score=s.score, text_score=s.text, tool_score=s.tools,
-        matched_keywords=tuple(s.keywords), matched_terms=tuple(s.terms),
-        matched_tools=tuple(s.tools_named), missing_tools=tuple(s.missing),
-        outranks=tuple(s.outranks), skill_keys=meta.skill_keys, why=_why(s),
-    )  # fmt: skip
+        name=meta.name,
+        version=meta.version,
+        source=meta.source,
+        status=meta.status,
+        confidence=meta.confidence,
+        score=s.score,
+        text_score=s.text,
+        tool_score=s.tools,
+        matched_keywords=tuple(s.keywords),
+        matched_terms=tuple(s.terms),
+        matched_tools=tuple(s.tools_named),
+        missing_tools=tuple(s.missing),
+        outranks=tuple(s.outranks),
+        skill_keys=meta.skill_keys,
+        why=_why(s),
+    )
 
 
 def _loc(loc: Sequence[str | int]) -> str:
@@ -238,7 +269,9 @@ def _definition(flow: FlowDefinition | Mapping[str, Any]) -> FlowDefinition:
         head = "invalid flow" if len(lines) == 1 else f"invalid flow ({len(lines)} problems)"
         raise FlowValidationError(
             (f"flow {name!r}: " if name else "") + head + ":\n  " + "\n  ".join(lines),
-            flow=name, field=problems[0][1], problems=problems,
+            flow=name,
+            field=problems[0][1],
+            problems=problems,
         ) from None
 
 
@@ -299,9 +332,12 @@ class ProceduralMemory:
         if not terms:
             return []
         found = self.store.find_flow_candidates(
-            terms, user_id=user_id, agent_id=agent_id, min_confidence=min_confidence,
+            terms,
+            user_id=user_id,
+            agent_id=agent_id,
+            min_confidence=min_confidence,
             limit=max(_CANDIDATES, 8 * limit),
-        )  # fmt: skip
+        )
         if not found:
             return []
         available = None if available_tools is None else set(available_tools)
@@ -310,7 +346,10 @@ class ProceduralMemory:
         query = set(terms)
         said: dict[str, bool] = {}
         pairs = ordered_pairs([t for t in tokens if t in query])
-        scored = [_score(f, best, query, named=named, available=available, said=said, pairs=pairs) for f in found]
+        scored = [
+            _score(f, best, query, named=named, available=available, said=said, pairs=pairs)
+            for f in found
+        ]
         if not include_unavailable:
             scored = [s for s in scored if not s.missing]
         return [_match(s) for s in _rank_with_precedence(scored)[:limit]]
@@ -327,9 +366,15 @@ class ProceduralMemory:
         include_unavailable: bool = False,
     ) -> list[WorkflowMatch]:
         return await asyncio.to_thread(
-            self.find_workflow, user_id, agent_id, context, available_tools=available_tools,
-            min_confidence=min_confidence, limit=limit, include_unavailable=include_unavailable,
-        )  # fmt: skip
+            self.find_workflow,
+            user_id,
+            agent_id,
+            context,
+            available_tools=available_tools,
+            min_confidence=min_confidence,
+            limit=limit,
+            include_unavailable=include_unavailable,
+        )
 
     def submit_workflow(
         self,
@@ -360,9 +405,13 @@ class ProceduralMemory:
             validate_flow(definition, executors=executors)
         keywords = None if trigger_keywords is None else check_trigger_keywords(trigger_keywords)
         registered = self.store.add_flow_version(
-            definition, user_id=user_id, agent_id=agent_id, source=SOURCE_USER,
-            confidence=confidence, trigger_keywords=keywords,
-        )  # fmt: skip
+            definition,
+            user_id=user_id,
+            agent_id=agent_id,
+            source=SOURCE_USER,
+            confidence=confidence,
+            trigger_keywords=keywords,
+        )
         self._announce(registered)
         return registered
 
@@ -377,9 +426,14 @@ class ProceduralMemory:
         executors: Collection[str] | None = None,
     ) -> FlowDefinition:
         return await asyncio.to_thread(
-            self.submit_workflow, user_id, agent_id, flow, trigger_keywords=trigger_keywords,
-            confidence=confidence, executors=executors,
-        )  # fmt: skip
+            self.submit_workflow,
+            user_id,
+            agent_id,
+            flow,
+            trigger_keywords=trigger_keywords,
+            confidence=confidence,
+            executors=executors,
+        )
 
     def versions(self, user_id: str, agent_id: str, name: str) -> list[FlowMeta]:
         """Every stored version of a flow, newest first (``NotFoundError`` when none)."""

@@ -33,7 +33,9 @@ class MemoryProvider:
     def record(self, item: MemoryRecord) -> None:
         raise NotImplementedError("implement record(item) to store one MemoryRecord")
 
-    def search(self, query: str, *, user_id: str, agent_id: str, limit: int = 10) -> list[MemoryRecord]:
+    def search(
+        self, query: str, *, user_id: str, agent_id: str, limit: int = 10
+    ) -> list[MemoryRecord]:
         raise NotImplementedError(
             "implement search(query, user_id=, agent_id=, limit=) returning the namespace's "
             "matching MemoryRecords, best first"
@@ -59,7 +61,9 @@ class InMemoryProvider(MemoryProvider):
         with self._lock:
             self._items.append(item)
 
-    def search(self, query: str, *, user_id: str, agent_id: str, limit: int = 10) -> list[MemoryRecord]:
+    def search(
+        self, query: str, *, user_id: str, agent_id: str, limit: int = 10
+    ) -> list[MemoryRecord]:
         words = {w for w in query.lower().split() if w}
         with self._lock:
             mine = [i for i in self._items if i.user_id == user_id and i.agent_id == agent_id]

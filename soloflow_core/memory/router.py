@@ -105,7 +105,9 @@ def decide_route(
         user = m.source == SOURCE_USER
         declared: list[str] = []
         if user:  # a person's own words for the job
-            keywords = store.get_flow_meta(m.name, user_id=user_id, agent_id=agent_id).trigger_keywords
+            keywords = store.get_flow_meta(
+                m.name, user_id=user_id, agent_id=agent_id
+            ).trigger_keywords
             declared = _declared(definition(m.name), keywords)
         evidence[m.name] = JobEvidence.of(texts.get(m.name, []), declared, user_submitted=user)
     jobs = {m.name: job_tools(definition(m.name)) for m in matches}
@@ -116,41 +118,67 @@ def decide_route(
         for o in matches:
             if o.name != m.name and jobs[o.name] != jobs[m.name]:
                 others |= evidence[o.name].common()
-        rivals = [evidence[o.name] for o in matches if o.name != m.name and jobs[o.name] != jobs[m.name]]
+        rivals = [
+            evidence[o.name] for o in matches if o.name != m.name and jobs[o.name] != jobs[m.name]
+        ]
         keys = key_words(evidence[m.name], rivals)
-        verdict = judge_intent(evidence[m.name], read, keys=keys, other_jobs=others,
-                               own_actions=tool_actions(jobs[m.name]))  # fmt: skip
+        verdict = judge_intent(
+            evidence[m.name],
+            read,
+            keys=keys,
+            other_jobs=others,
+            own_actions=tool_actions(jobs[m.name]),
+        )
         reasons = list(verdict.reasons)
         inputs: dict[str, Any] = {}
         if m.status != "active":
             reasons.append(f"the flow is {m.status}")
         elif not may_auto_execute(stats(m.name), config):
-            reasons.append("its record does not allow running unasked (auto_execute off, "
-                           f"confidence below {config.confidence_threshold}, or its last "
-                           "executions failed)")  # fmt: skip
+            reasons.append(
+                "its record does not allow running unasked (auto_execute off, "
+                f"confidence below {config.confidence_threshold}, or its last "
+                "executions failed)"
+            )
         if verdict.verdict == "run":
             flow = definition(m.name)
             binding = bind_inputs(flow.input_schema, flow.extraction, read)
             reasons += binding.problems
             inputs = binding.inputs
         kind: Verdict = "run" if not reasons else ("none" if verdict.verdict == "none" else "hint")
-        check = FlowCheck(name=m.name, verdict=kind, score=verdict.score, inputs=inputs if kind == "run" else {},
-                          reasons=tuple(reasons))
+        check = FlowCheck(
+            name=m.name,
+            verdict=kind,
+            score=verdict.score,
+            inputs=inputs if kind == "run" else {},
+            reasons=tuple(reasons),
+        )
         checks.append(check)
         if kind == "run":
             runnable.append((m, check))
     if not runnable:
         best = checks[0]
-        return RouteDecision(run=None, inputs={}, checks=tuple(checks),
-                             reason=f"no flow may run unasked; {best.name!r}: {'; '.join(best.reasons)}")
+        return RouteDecision(
+            run=None,
+            inputs={},
+            checks=tuple(checks),
+            reason=f"no flow may run unasked; {best.name!r}: {'; '.join(best.reasons)}",
+        )
     chosen = _choose(runnable, jobs)
     if chosen is None:
         listed = ", ".join(repr(c.name) for _, c in runnable)
-        return RouteDecision(run=None, inputs={}, checks=tuple(checks),
-                             reason=f"the request fits several jobs ({listed}): the model decides")
+        return RouteDecision(
+            run=None,
+            inputs={},
+            checks=tuple(checks),
+            reason=f"the request fits several jobs ({listed}): the model decides",
+        )
     m, check = chosen
-    return RouteDecision(run=m.name, inputs=check.inputs, checks=tuple(checks),
-                         reason=f"the request is {m.name!r}'s job")
+    return RouteDecision(
+        run=m.name,
+        inputs=check.inputs,
+        checks=tuple(checks),
+        reason=f"the request is {m.name!r}'s job",
+    )
 
 
 KEY_RATIO = 3.0
@@ -175,8 +203,12 @@ def key_words(job: JobEvidence, rivals: Sequence[JobEvidence]) -> frozenset[str]
         return e.df.get(w, 0) / e.texts if e.texts else 0.0
 
     floor = max(2, 0.1 * job.texts)
-    keys = {w for w, n in job.df.items() if n >= floor
-            and share(job, w) >= KEY_RATIO * max((share(r, w) for r in rivals), default=0.0)}  # fmt: skip
+    keys = {
+        w
+        for w, n in job.df.items()
+        if n >= floor
+        and share(job, w) >= KEY_RATIO * max((share(r, w) for r in rivals), default=0.0)
+    }
     taken = set().union(*(r.common() for r in rivals)) if rivals else set()
     return frozenset(keys | (job.declared - taken))
 

@@ -31,10 +31,14 @@ __all__ = ["StoreMemoryProvider"]
 
 def _record(item: MemoryItem, user_id: str, agent_id: str) -> MemoryRecord:
     data: dict[str, Any] = {
-        **item.data, "tier": item.tier, "key": item.key, "score": item.score,
-        "retention": item.retention, "uses": item.uses,
+        **item.data,
+        "tier": item.tier,
+        "key": item.key,
+        "score": item.score,
+        "retention": item.retention,
+        "uses": item.uses,
         "archived": item.archived_at is not None,
-    }  # fmt: skip
+    }
     return MemoryRecord(
         user_id=user_id, agent_id=agent_id, kind=item.kind, text=item.text, data=data, at=item.at
     )
@@ -154,9 +158,14 @@ class StoreMemoryProvider(MemoryProvider):
         now: datetime | None = None,
     ) -> list[MemoryRecord]:
         return await asyncio.to_thread(
-            self.search, query, user_id=user_id, agent_id=agent_id, limit=limit,
-            include_archived=include_archived, now=now,
-        )  # fmt: skip
+            self.search,
+            query,
+            user_id=user_id,
+            agent_id=agent_id,
+            limit=limit,
+            include_archived=include_archived,
+            now=now,
+        )
 
     async def areinforce(
         self, keys: Sequence[str], *, user_id: str, agent_id: str, now: datetime | None = None

@@ -92,9 +92,17 @@ class MemoryHit:
     data: dict[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"tier": self.tier, "kind": self.kind, "text": self.text, "key": self.key,
-                "score": self.score, "retention": self.retention, "archived": self.archived,
-                "at": None if self.at is None else self.at.isoformat(), "data": self.data}  # fmt: skip
+        return {
+            "tier": self.tier,
+            "kind": self.kind,
+            "text": self.text,
+            "key": self.key,
+            "score": self.score,
+            "retention": self.retention,
+            "archived": self.archived,
+            "at": None if self.at is None else self.at.isoformat(),
+            "data": self.data,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,21 +118,30 @@ class PruneReport:
     """Tiers whose provider keeps no forgetting curve (not a :class:`RetainingProvider`)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"threshold": self.threshold, "now": self.now.isoformat(), "dry_run": self.dry_run,
-                "archived": {k: len(v) for k, v in self.archived.items()},
-                "keys": {k: v[:100] for k, v in self.archived.items()}, "skipped": self.skipped}  # fmt: skip
+        return {
+            "threshold": self.threshold,
+            "now": self.now.isoformat(),
+            "dry_run": self.dry_run,
+            "archived": {k: len(v) for k, v in self.archived.items()},
+            "keys": {k: v[:100] for k, v in self.archived.items()},
+            "skipped": self.skipped,
+        }
 
 
 def _hit(tier: str, r: MemoryRecord, position: int) -> MemoryHit:
     d = r.data if isinstance(r.data, dict) else {}
     key, score, kept = d.get("key"), d.get("score"), d.get("retention")
     return MemoryHit(
-        tier=tier, kind=r.kind, text=r.text, key=key if isinstance(key, str) else None,
+        tier=tier,
+        kind=r.kind,
+        text=r.text,
+        key=key if isinstance(key, str) else None,
         score=float(score) if isinstance(score, int | float) else -float(position),
         retention=float(kept) if isinstance(kept, int | float) else None,
-        archived=bool(d.get("archived", False)), at=r.at,
+        archived=bool(d.get("archived", False)),
+        at=r.at,
         data={k: v for k, v in d.items() if k not in _BOOKKEEPING},
-    )  # fmt: skip
+    )
 
 
 def tiers_of(tiers: str | Sequence[str]) -> list[str]:
@@ -217,9 +234,19 @@ class MemoryTiers:
                 for e in self.working.search(
                     query, user_id=user_id, agent_id=agent_id, limit=limit
                 ):
-                    found.append(MemoryHit(
-                        tier="working", kind="working", text=str(e.value), key=str(e.key),
-                        score=e.score, retention=None, archived=False, at=None, data={}))  # fmt: skip
+                    found.append(
+                        MemoryHit(
+                            tier="working",
+                            kind="working",
+                            text=str(e.value),
+                            key=str(e.key),
+                            score=e.score,
+                            retention=None,
+                            archived=False,
+                            at=None,
+                            data={},
+                        )
+                    )
                 continue
             provider = self.provider(tier)
             if isinstance(provider, RetainingProvider):
@@ -283,9 +310,16 @@ class MemoryTiers:
         now: datetime | None = None,
     ) -> list[MemoryHit]:
         return await asyncio.to_thread(
-            self.search, query, user_id=user_id, agent_id=agent_id, tiers=tiers, limit=limit,
-            include_archived=include_archived, reinforce=reinforce, now=now,
-        )  # fmt: skip
+            self.search,
+            query,
+            user_id=user_id,
+            agent_id=agent_id,
+            tiers=tiers,
+            limit=limit,
+            include_archived=include_archived,
+            reinforce=reinforce,
+            now=now,
+        )
 
     async def aprune(
         self,

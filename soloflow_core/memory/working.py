@@ -90,8 +90,11 @@ class WorkingMemory:
     def items(self, *, user_id: str, agent_id: str) -> list[tuple[Hashable, Any]]:
         """The namespace's entries, most recently used first (none is marked as used)."""
         with self._lock:
-            return [(k[2], v) for k, v in reversed(self._entries.items())
-                    if k[0] == user_id and k[1] == agent_id]  # fmt: skip
+            return [
+                (k[2], v)
+                for k, v in reversed(self._entries.items())
+                if k[0] == user_id and k[1] == agent_id
+            ]
 
     def clear(self, *, user_id: str, agent_id: str) -> int:
         """Forget the namespace's entries; how many there were."""

@@ -75,16 +75,21 @@ def rank_patterns(
     cands = _candidates(ledger, patterns)
     supports = np.asarray([_support(c[1]) for c in cands], dtype=np.int64)
     return rank_coded(
-        ledger, [c[0] for c in cands], supports, pattern_of=lambda i: cands[i][1],
-        top_k=top_k, min_support=min_support,
-    )  # fmt: skip
+        ledger,
+        [c[0] for c in cands],
+        supports,
+        pattern_of=lambda i: cands[i][1],
+        top_k=top_k,
+        min_support=min_support,
+    )
 
 
 def rank_coded(
     ledger: UnitLedger,
     pats: Sequence[IntArray],
     supports: IntArray,
-    *, pattern_of: Callable[[int], Any],
+    *,
+    pattern_of: Callable[[int], Any],
     top_k: int,
     min_support: int,
 ) -> list[RankedPattern]:
@@ -96,7 +101,9 @@ def rank_coded(
         return out
     source = one_source(ledger)
     for i, gain, occ in greedy_cover(ledger, pats, supports):
-        ranked = ranked_pattern(ledger, pattern_of(i), pats[i], gain=gain, occ=occ, rank=len(out) + 1, source=source)
+        ranked = ranked_pattern(
+            ledger, pattern_of(i), pats[i], gain=gain, occ=occ, rank=len(out) + 1, source=source
+        )
         if ranked.support >= min_support:
             out.append(ranked)
             if len(out) == top_k:
@@ -108,7 +115,8 @@ def greedy_cover(
     ledger: UnitLedger,
     pats: Sequence[IntArray],
     supports: IntArray,
-    *, index: ChainIndex | None = None,
+    *,
+    index: ChainIndex | None = None,
 ) -> Iterator[tuple[int, float, TolerantOccurrences]]:
     """The greedy MDL cover's choices, best first, as they are made: each candidate's
     index, gain and occurrences (fragments of earlier choices left out). Stop reading
@@ -161,9 +169,12 @@ def greedy_cover(
             batch = [i]
             limit = BATCH if best[0] == version else FIRST_BATCH
             while (
-                heap and heap[0][2] == version and not heap[0][3] and len(batch) < limit
+                heap
+                and heap[0][2] == version
+                and not heap[0][3]
+                and len(batch) < limit
                 and (best[0] != version or -heap[0][0] > best[1])
-            ):  # fmt: skip
+            ):
                 batch.append(heapq.heappop(heap)[1])
             some = [pats[j] for j in batch]
             found, gains = match_patterns(work, ledger, *index.starts_many(some, opt), some)
@@ -288,7 +299,9 @@ def replay_cover(
             if gain <= threshold or chosen.is_fragment(pat, len(occ)):
                 continue
             chosen.add(pat, len(occ))
-            ranked = ranked_pattern(ledger, None, pat, gain=gain, occ=occ, rank=len(out) + 1, source=tokens_known)
+            ranked = ranked_pattern(
+                ledger, None, pat, gain=gain, occ=occ, rank=len(out) + 1, source=tokens_known
+            )
             if ranked.support >= min_support:
                 out.append(replace(ranked, pattern=pattern_of(i, ranked.runs)))
     return out
@@ -352,7 +365,10 @@ class _Bounds:
         uses = at_step[:, 0]
         saved = (bits * np.where(bits > 0, at_step, 0)).sum(axis=1)
         u = np.maximum(uses, 1).astype(np.float64)
-        return cast("FloatArray", np.maximum(saved - uses * np.log2(self.n_units / u), 0.0) - self.model[rows])
+        return cast(
+            "FloatArray",
+            np.maximum(saved - uses * np.log2(self.n_units / u), 0.0) - self.model[rows],
+        )
 
     def worthless(self, supports: IntArray) -> BoolArray:
         """Candidates whose exact occurrences (the miner's ``support``, 0 when it gives none)
@@ -360,7 +376,9 @@ class _Bounds:
         exact = np.asarray(supports, dtype=np.float64)
         e = np.maximum(exact, 1.0)
         total = self.bits.sum(axis=1)
-        return cast("BoolArray", (exact > 0) & (e * (total - np.log2(self.n_units / e)) <= self.model))
+        return cast(
+            "BoolArray", (exact > 0) & (e * (total - np.log2(self.n_units / e)) <= self.model)
+        )
 
 
 def _support(pattern: Any) -> int:

@@ -69,15 +69,22 @@ def _read(
     store: Store,
     scope: Sequence[tuple[str, str]],
     config: DetectorConfig,
-    *, columns: ToolNameColumns | None = None,
+    *,
+    columns: ToolNameColumns | None = None,
 ) -> _Ledger:
     from soloflow_core.store import ToolNameColumns
 
     parts = [
-        (ns, columns if columns is not None and ns == scope[0] else
-         store.read_tool_names(user_id=ns[0], agent_id=ns[1], lookback=config.lookback_limit))
+        (
+            ns,
+            columns
+            if columns is not None and ns == scope[0]
+            else store.read_tool_names(
+                user_id=ns[0], agent_id=ns[1], lookback=config.lookback_limit
+            ),
+        )
         for ns in scope
-    ]  # fmt: skip
+    ]
     if len(parts) == 1:
         ns, cols = parts[0]
         return _Ledger(cols, [ns] * cols.run_count)
@@ -289,7 +296,11 @@ def _without_calls(evidence: dict[int, EvidenceRun], drop: set[str]) -> dict[int
     for r, run in evidence.items():
         calls = run.tool_calls
         keep = kept_calls([c.name for c in calls], [c.error for c in calls], drop)
-        out[r] = run if all(keep) else replace(run, tool_calls=[c for c, k in zip(calls, keep, strict=True) if k])
+        out[r] = (
+            run
+            if all(keep)
+            else replace(run, tool_calls=[c for c, k in zip(calls, keep, strict=True) if k])
+        )
     return out
 
 
@@ -314,7 +325,8 @@ def _candidate(
     pattern: RankedPattern,
     sample: list[PatternOccurrence],
     evidence: dict[int, EvidenceRun],
-    *, cols: ToolNameColumns,
+    *,
+    cols: ToolNameColumns,
     config: DetectorConfig,
     user_id: str,
     agent_id: str,
@@ -459,8 +471,16 @@ def detect_candidates(
             _evidence(store, ledger, {o.run for sample in samples for o in sample}), inert
         )
         for pattern, sample in zip(batch, samples, strict=True):
-            cand = _candidate(pattern, sample, evidence, cols=cols, config=config,
-                              user_id=user_id, agent_id=agent_id, now=now)  # fmt: skip
+            cand = _candidate(
+                pattern,
+                sample,
+                evidence,
+                cols=cols,
+                config=config,
+                user_id=user_id,
+                agent_id=agent_id,
+                now=now,
+            )
             if cand is not None:
                 out.append(cand)
     # Replays counted once may lower a pattern's score below the next one's.

@@ -215,7 +215,11 @@ def mine_levels(
                 prefix, suffix = gid_at[h], gid_at[h + 1]
                 closed[prefix[nsup[big] == sup[prefix]]] = False
                 closed[suffix[nsup[big] == sup[suffix]]] = False
-            out.append(_closed_level(code, pos, gid, sup=sup, rep=rep, closed=closed, k=k, truncated=k == max_length))
+            out.append(
+                _closed_level(
+                    code, pos, gid, sup=sup, rep=rep, closed=closed, k=k, truncated=k == max_length
+                )
+            )
         gid_at[pos] = -1
         if k == max_length:
             break
@@ -228,7 +232,8 @@ def _closed_level(
     code: IntArray,
     pos: IntArray,
     gid: IntArray,
-    *, sup: IntArray,
+    *,
+    sup: IntArray,
     rep: IntArray,
     closed: npt.NDArray[np.bool_],
     k: int,

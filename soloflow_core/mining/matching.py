@@ -129,10 +129,13 @@ class ChainIndex:
         e1, e2 = err[1:-1], err[2:]
         self.err_keys = np.sort(
             np.concatenate(
-                (np.compress(e1[adj_at], adj_keys), np.compress(e2[skip_at], skip_keys),
-                 np.compress(err[:-2][adj_at], b[adj_at] * w + a[adj_at]))  # swapped: its first
+                (
+                    np.compress(e1[adj_at], adj_keys),
+                    np.compress(e2[skip_at], skip_keys),
+                    np.compress(err[:-2][adj_at], b[adj_at] * w + a[adj_at]),
+                )  # swapped: its first
             )
-        )  # fmt: skip
+        )
         forms = []
         n = size - 4
         for f in self.TRIPLE_FORMS if n > 0 else ():
@@ -144,9 +147,12 @@ class ChainIndex:
             forms.append((at, self._triple_key(x[at], y[at], z[at], reuse=True), max(f)))
         self.triples = _Instances(size, forms, w**3 if w < 2**20 else 2**62)
         # Sorted (triple id, form, start) of every instance, packed: where a pattern can start.
-        packed = [packed_starts(id_at, at, f, shift=shift)
-                  for f, ((id_at, _), (at, _, _)) in enumerate(zip(self.triples.forms, forms,
-                                                                   strict=True))]  # fmt: skip
+        packed = [
+            packed_starts(id_at, at, f, shift=shift)
+            for f, ((id_at, _), (at, _, _)) in enumerate(
+                zip(self.triples.forms, forms, strict=True)
+            )
+        ]
         self.triple_starts = np.concatenate(packed) if packed else np.zeros(0, np.int64)
         self.triple_starts.sort()
 
@@ -218,10 +224,13 @@ class ChainIndex:
         """Ids (adjacent, one apart, adjacent reversed) of each pair, stacked on the last axis."""
         w = self.width
         return np.stack(
-            [self.adj.ids(firsts * w + seconds), self.skip.ids(firsts * w + seconds),
-             self.adj.ids(seconds * w + firsts)],
+            [
+                self.adj.ids(firsts * w + seconds),
+                self.skip.ids(firsts * w + seconds),
+                self.adj.ids(seconds * w + firsts),
+            ],
             axis=-1,
-        )  # fmt: skip
+        )
 
     def triple_ids(self, x: IntArray, y: IntArray, z: IntArray) -> IntArray:
         return self.triples.ids(self._triple_key(x, y, z))
@@ -283,11 +292,15 @@ class TolerantOccurrences:
         return len(self.length)
 
 
-def match_pattern(work: IntArray, ledger: UnitLedger, starts: IntArray, *, pat: IntArray) -> TolerantOccurrences:
+def match_pattern(
+    work: IntArray, ledger: UnitLedger, starts: IntArray, *, pat: IntArray
+) -> TolerantOccurrences:
     """Tolerant occurrences of ``pat`` starting at ``starts``, all advanced step by step
     together; non-overlapping, leftmost first. Covered units (``work == -2``) never match."""
     first = np.asarray(starts, dtype=np.int64)
-    return match_patterns(work, ledger, first, cand=np.zeros(len(first), np.int64), pats=[pat])[0][0]
+    return match_patterns(work, ledger, first, cand=np.zeros(len(first), np.int64), pats=[pat])[0][
+        0
+    ]
 
 
 def match_patterns(
@@ -410,11 +423,18 @@ def match_patterns(
     out = []
     for k, p in enumerate(pats):
         lo, hi, w = bounds[k], bounds[k + 1], len(p)
-        out.append(TolerantOccurrences(kept_pos[lo:hi, :w].copy(), kept_stray[lo:hi, :w].copy(),
-                                kept_swap[lo:hi].copy(), length=kept_length[lo:hi].copy()))  # fmt: skip
+        out.append(
+            TolerantOccurrences(
+                kept_pos[lo:hi, :w].copy(),
+                kept_stray[lo:hi, :w].copy(),
+                kept_swap[lo:hi].copy(),
+                length=kept_length[lo:hi].copy(),
+            )
+        )
     # The gains, as pattern_gain works them out, for all patterns at once.
-    cum = np.cumsum(np.where(mat[:, :width] >= 0, ledger.bits[np.maximum(mat[:, :width], 0)],
-                             0.0), axis=1)  # fmt: skip
+    cum = np.cumsum(
+        np.where(mat[:, :width] >= 0, ledger.bits[np.maximum(mat[:, :width], 0)], 0.0), axis=1
+    )
     model = cum[np.arange(len(pats)), sizes - 1] + 2 * np.log2(sizes + 1) + 1
     who = cand[idx]
     uses = np.bincount(who, minlength=len(pats)).astype(np.float64)

@@ -106,8 +106,18 @@ def _column_units(
     known = np.isfinite(tokens) & (tokens != 0) & (lens > 0)
     per_turn = np.where(known, tokens / (lens + 1), np.nan)
     ledger = unit_ledger_from_calls(  # the columns carry no arguments: no data flow known
-        cols.names, codes, errors, toks=None, turns=None, srcs=None, flows=None, lengths=lens, kept=kept, dropped=dropped, opt=opt,
-    )  # fmt: skip
+        cols.names,
+        codes,
+        errors,
+        toks=None,
+        turns=None,
+        srcs=None,
+        flows=None,
+        lengths=lens,
+        kept=kept,
+        dropped=dropped,
+        opt=opt,
+    )
     return _with_run_totals(ledger, known, per_turn)
 
 
@@ -174,7 +184,17 @@ def _name_units(runs: list[Any], options: RankingOptions | None) -> UnitLedger |
     known = np.fromiter(map(bool, tokens), bool, len(runs)) & (lens > 0)
     total = np.asarray([float(t) if k else 0.0 for t, k in zip(tokens, known, strict=True)])
     ledger = unit_ledger_from_calls(
-        list(vocab), codes, errs, toks=None, turns=None, srcs=None, flows=None, lengths=lens, kept=kept, dropped=given - len(kept), opt=opt
+        list(vocab),
+        codes,
+        errs,
+        toks=None,
+        turns=None,
+        srcs=None,
+        flows=None,
+        lengths=lens,
+        kept=kept,
+        dropped=given - len(kept),
+        opt=opt,
     )
     return _with_run_totals(ledger, known, np.where(known, total / (lens + 1), np.nan))
 
@@ -259,7 +279,14 @@ def mine_ranked(
                 index = background.submit(ChainIndex, ledger.code, ledger.err)
                 whole = background.submit(_indexed, lambda: _column_units(runs, options))
                 return _mine_sampled(
-                    ledger, index, whole, kept=kept, min_length=min_length, min_support=min_support, top_k=top_k, report=report
+                    ledger,
+                    index,
+                    whole,
+                    kept=kept,
+                    min_length=min_length,
+                    min_support=min_support,
+                    top_k=top_k,
+                    report=report,
                 )
     ledger = prepare_units(runs, options)
     report("units", 1.0)
@@ -271,7 +298,14 @@ def mine_ranked(
             index = background.submit(ChainIndex, part.code, part.err)
             whole = background.submit(_indexed, lambda: ledger)
             return _mine_sampled(
-                part, index, whole, kept=len(ledger.kept), min_length=min_length, min_support=min_support, top_k=top_k, report=report
+                part,
+                index,
+                whole,
+                kept=len(ledger.kept),
+                min_length=min_length,
+                min_support=min_support,
+                top_k=top_k,
+                report=report,
             )
     report("mine", 0.0)
     levels = mine_levels(ledger.coded(), min_length=min_length, min_support=min_support)
@@ -279,10 +313,17 @@ def mine_ranked(
     report("rank", 0.0)
     cands = _Candidates(levels, ledger.names)
     ranked = rank_coded(
-        ledger, cands.rows, cands.support, pattern_of=cands.mined, top_k=top_k, min_support=min_support
+        ledger,
+        cands.rows,
+        cands.support,
+        pattern_of=cands.mined,
+        top_k=top_k,
+        min_support=min_support,
     )
     if len(ranked) < top_k and cands.rows:
-        ranked += _below_significance(ledger, ranked, cands, slots=top_k - len(ranked), min_support=min_support)
+        ranked += _below_significance(
+            ledger, ranked, cands, slots=top_k - len(ranked), min_support=min_support
+        )
     report("rank", 1.0)
     return ranked
 
@@ -301,7 +342,8 @@ def _mine_sampled(
     ledger: UnitLedger,
     index: Future[ChainIndex],
     whole: Future[tuple[UnitLedger, Positions]],
-    *, kept: int,
+    *,
+    kept: int,
     min_length: int,
     min_support: int,
     top_k: int,
@@ -336,11 +378,17 @@ def _mine_sampled(
     first = list(islice(chosen, top_k))
     full, where = whole.result()
     ranked = replay_cover(
-        full, chain(first, chosen), lambda i, _runs: _whole_pattern(full, order[i], where),
-        top_k=top_k, min_support=min_support, where=where,
-    )  # fmt: skip
+        full,
+        chain(first, chosen),
+        lambda i, _runs: _whole_pattern(full, order[i], where),
+        top_k=top_k,
+        min_support=min_support,
+        where=where,
+    )
     if len(ranked) < top_k and cands.rows:
-        ranked += _below_significance(full, ranked, cands, slots=top_k - len(ranked), min_support=min_support)
+        ranked += _below_significance(
+            full, ranked, cands, slots=top_k - len(ranked), min_support=min_support
+        )
     report("rank", 1.0)
     return ranked
 
@@ -353,7 +401,8 @@ def _below_significance(
     ledger: UnitLedger,
     ranked: list[RankedPattern],
     cands: _Candidates,
-    *, slots: int,
+    *,
+    slots: int,
     min_support: int,
 ) -> list[RankedPattern]:
     """Up to ``slots`` more patterns when the cover found fewer than asked: frequent ones
@@ -372,10 +421,14 @@ def _below_significance(
     pats = first + [cands.rows[i] for i in order]
     where = positions(ledger.code)
     replayed = replay_cover(
-        ledger, pats, lambda i, _runs: _whole_pattern(ledger, pats[i], where),
-        top_k=len(first) + slots, min_support=min_support, where=where,
+        ledger,
+        pats,
+        lambda i, _runs: _whole_pattern(ledger, pats[i], where),
+        top_k=len(first) + slots,
+        min_support=min_support,
+        where=where,
         min_gain_bits=-math.inf,
-    )  # fmt: skip
+    )
     out: list[RankedPattern] = []
     for r in replayed:
         if tuple(int(c) for c in r.pattern.codes) in taken:

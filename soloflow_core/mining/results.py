@@ -66,8 +66,10 @@ class OccurrenceList(Sequence[PatternOccurrence]):
         if self._spans is None:
             units, (first, last) = self._units, self._bounds
             # A step not reached has unit -1: it reads the last unit, then is masked.
-            self._spans = (np.where(units >= 0, first[units], -1),
-                           np.where(units >= 0, last[units], -1))  # fmt: skip
+            self._spans = (
+                np.where(units >= 0, first[units], -1),
+                np.where(units >= 0, last[units], -1),
+            )
         return self._spans
 
     def __len__(self) -> int:
@@ -144,7 +146,8 @@ def ranked_pattern(
     ledger: UnitLedger,
     pattern: Any,
     pat: IntArray,
-    *, gain: float,
+    *,
+    gain: float,
     occ: TolerantOccurrences,
     rank: int,
     source: int | None = None,
@@ -226,11 +229,17 @@ def _savings(
     else:
         source = np.where(reached, ledger.unit_source[safe], SOURCE_MEASURED).min(axis=1)
     for level, how in (
-        (SOURCE_MEASURED, "measured: tokens of the model turns that requested the pattern's calls "
-         "(usage_metadata)"),
-        (SOURCE_RUN_TOTALS, "run totals: each run's tokens spread evenly over its model turns "
-         "(one per call plus the answer)"),
-    ):  # fmt: skip
+        (
+            SOURCE_MEASURED,
+            "measured: tokens of the model turns that requested the pattern's calls "
+            "(usage_metadata)",
+        ),
+        (
+            SOURCE_RUN_TOTALS,
+            "run totals: each run's tokens spread evenly over its model turns "
+            "(one per call plus the answer)",
+        ),
+    ):
         use = source == level
         if use.any():  # the occurrences whose tokens are known that way
             some, on = (safe, reached) if use.all() else (safe[use], reached[use])

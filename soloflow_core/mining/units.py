@@ -78,13 +78,27 @@ def _run_fields(run: Any) -> _RunFields:
         names = tuple(run.names)
         errors = tuple(bool(e) for e in (getattr(run, "errors", None) or ()))
         fields = _RunFields(
-            names, errors, getattr(run, "success", None), call_tokens=None, call_turns=None, source=SOURCE_UNKNOWN, flows=None
+            names,
+            errors,
+            getattr(run, "success", None),
+            call_tokens=None,
+            call_turns=None,
+            source=SOURCE_UNKNOWN,
+            flows=None,
         )
     else:
         names = tuple(c.name for c in tool_calls)
         errors = tuple(bool(c.error) for c in tool_calls)
         flows = [passes_data(a, b) for a, b in zip(tool_calls, tool_calls[1:], strict=False)]
-        fields = _RunFields(names, errors, run.success, call_tokens=None, call_turns=None, source=SOURCE_UNKNOWN, flows=flows)
+        fields = _RunFields(
+            names,
+            errors,
+            run.success,
+            call_tokens=None,
+            call_turns=None,
+            source=SOURCE_UNKNOWN,
+            flows=flows,
+        )
         aligned = align_turns(run.model_calls, len(tool_calls))
         if aligned is not None:
             fields.call_tokens, fields.call_turns = aligned
@@ -97,9 +111,7 @@ def _run_fields(run: Any) -> _RunFields:
     return fields
 
 
-def align_turns(
-    model_calls: Sequence[Any], n_calls: int
-) -> tuple[list[float], list[float]] | None:
+def align_turns(model_calls: Sequence[Any], n_calls: int) -> tuple[list[float], list[float]] | None:
     """Each tool call's share of the model turn that requested it, when the counts agree."""
     if not model_calls or n_calls == 0:
         return None
@@ -223,13 +235,23 @@ class UnitLedger:
         with np.errstate(divide="ignore"):
             bits = np.log2(max(len(units), 1) / counts)
         return UnitLedger(
-            kept=self.kept[runs], names=self.names, code=flat(self.code, -1),
-            err=flat(self.err, False), flow=flat(self.flow, False), flat_unit=flat_unit,
-            unit_run=new_run, unit_first=self.unit_first[units], unit_last=self.unit_last[units],
-            unit_repeated=self.unit_repeated[units], unit_tokens=self.unit_tokens[units],
-            unit_turns=self.unit_turns[units], unit_source=self.unit_source[units], bits=bits,
-            dropped_failed=self.dropped_failed, options=self.options,
-        )  # fmt: skip
+            kept=self.kept[runs],
+            names=self.names,
+            code=flat(self.code, -1),
+            err=flat(self.err, False),
+            flow=flat(self.flow, False),
+            flat_unit=flat_unit,
+            unit_run=new_run,
+            unit_first=self.unit_first[units],
+            unit_last=self.unit_last[units],
+            unit_repeated=self.unit_repeated[units],
+            unit_tokens=self.unit_tokens[units],
+            unit_turns=self.unit_turns[units],
+            unit_source=self.unit_source[units],
+            bits=bits,
+            dropped_failed=self.dropped_failed,
+            options=self.options,
+        )
 
     @property
     def sequences(self) -> list[tuple[str, ...]]:
@@ -272,7 +294,17 @@ def prepare_ledger(runs: Iterable[Any], options: RankingOptions | None = None) -
         srcs.extend([f.source] * n)
         flows.extend(list(f.flows or [False] * max(n - 1, 0)) + [False] if n else [])
     return unit_ledger_from_calls(
-        list(vocab), codes, errs, toks=toks, turns=turns, srcs=srcs, flows=flows, lengths=lengths, kept=kept, dropped=dropped, opt=opt
+        list(vocab),
+        codes,
+        errs,
+        toks=toks,
+        turns=turns,
+        srcs=srcs,
+        flows=flows,
+        lengths=lengths,
+        kept=kept,
+        dropped=dropped,
+        opt=opt,
     )
 
 
@@ -314,7 +346,8 @@ def unit_ledger_from_calls(
     names: Sequence[str],
     codes: Sequence[int] | IntArray,
     errs: Sequence[bool] | BoolArray,
-    *, toks: Sequence[float] | FloatArray | None,
+    *,
+    toks: Sequence[float] | FloatArray | None,
     turns: Sequence[float] | FloatArray | None,
     srcs: Sequence[int] | IntArray | None,
     flows: Sequence[bool] | BoolArray | None,

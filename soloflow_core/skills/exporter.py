@@ -60,25 +60,52 @@ class ExportedSkill:
     """SHA-256 of the package's manifest."""
 
 
-def _fixtures(store: Store, flow: FlowDefinition, meta: FlowMeta, replay: Replay, limit: int, *,
-              user_id: str, agent_id: str) -> tuple[list[Fixture], list[dict[str, Any]], dict[str, Any]]:
+def _fixtures(
+    store: Store,
+    flow: FlowDefinition,
+    meta: FlowMeta,
+    replay: Replay,
+    limit: int,
+    *,
+    user_id: str,
+    agent_id: str,
+) -> tuple[list[Fixture], list[dict[str, Any]], dict[str, Any]]:
     """(fixtures, left out, origin): an imported version's own fixtures, else the recorded
     occurrences of its candidate that the flow reproduces."""
-    imported = store.get_skill_import(flow.name, user_id=user_id, agent_id=agent_id, version=flow.version)
+    imported = store.get_skill_import(
+        flow.name, user_id=user_id, agent_id=agent_id, version=flow.version
+    )
     if imported is not None:
-        found = [(str(f.get("run_id")), occurrence_of(Fixture.model_validate(f))) for f in imported.fixtures]
-        origin: dict[str, Any] = {"skill_import": {"skill": imported.skill_name, "package_digest": imported.package_digest}}
+        found = [
+            (str(f.get("run_id")), occurrence_of(Fixture.model_validate(f)))
+            for f in imported.fixtures
+        ]
+        origin: dict[str, Any] = {
+            "skill_import": {
+                "skill": imported.skill_name,
+                "package_digest": imported.package_digest,
+            }
+        }
     elif meta.candidate_id is not None:
         try:
             cand = store.get_candidate(meta.candidate_id, user_id=user_id, agent_id=agent_id)
         except NotFoundError:
             return [], [], {}
         runs = store.load_runs(cand.run_ids[:_RUNS_READ], user_id=user_id, agent_id=agent_id)
-        found = find_occurrences(runs, cand.tool_sequence, repeated_steps=cand.repeated_steps or "any")
-        origin = {"candidate": {
-            "id": cand.id, "tool_sequence": cand.tool_sequence, "occurrence_count": cand.occurrence_count,
-            "fidelity": cand.fidelity, "verified_at": cand.verified_at and cand.verified_at.isoformat(),
-            "verification_note": cand.verification_note, "run_ids": cand.run_ids[:100]}}  # fmt: skip
+        found = find_occurrences(
+            runs, cand.tool_sequence, repeated_steps=cand.repeated_steps or "any"
+        )
+        origin = {
+            "candidate": {
+                "id": cand.id,
+                "tool_sequence": cand.tool_sequence,
+                "occurrence_count": cand.occurrence_count,
+                "fidelity": cand.fidelity,
+                "verified_at": cand.verified_at and cand.verified_at.isoformat(),
+                "verification_note": cand.verification_note,
+                "run_ids": cand.run_ids[:100],
+            }
+        }
     else:
         return [], [], {}
     steps = [(s.id, s.skill_key) for s in flow.steps]
@@ -93,7 +120,9 @@ def _fixtures(store: Store, flow: FlowDefinition, meta: FlowMeta, replay: Replay
         if reproduced:
             kept.append(fixture)
         else:
-            left_out.append({"run_id": run_id, "why": "not reproduced in replay: " + "; ".join(why[:3])})
+            left_out.append(
+                {"run_id": run_id, "why": "not reproduced in replay: " + "; ".join(why[:3])}
+            )
     return kept, left_out, origin
 
 
@@ -108,85 +137,156 @@ def _inputs_table(flow: FlowDefinition) -> list[str]:
         spec = spec if isinstance(spec, dict) else {}
         kind = spec.get("type", "any")
         desc = str(spec.get("description", "")).replace("|", "\\|").replace("\n", " ")
-        rows.append(f"| `{name}` | {kind if isinstance(kind, str) else ' or '.join(kind)} | "
-                    f"{'yes' if name in required else 'no'} | {desc} |")
+        rows.append(
+            f"| `{name}` | {kind if isinstance(kind, str) else ' or '.join(kind)} | "
+            f"{'yes' if name in required else 'no'} | {desc} |"
+        )
     return rows
 
 
 def _description(flow: FlowDefinition, keywords: tuple[str, ...]) -> str:
-    what = flow.description.strip() or f"Runs {' → '.join(s.skill_key for s in flow.steps)} as one deterministic flow."
+    what = (
+        flow.description.strip()
+        or f"Runs {' → '.join(s.skill_key for s in flow.steps)} as one deterministic flow."
+    )
     when = f" Use it when a task is about: {', '.join(keywords[:12])}." if keywords else ""
     text = " ".join((what + when).split())
     return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1] + "…"
 
 
-def render_skill_md(flow: FlowDefinition, meta: FlowMeta, *, skill_name: str, quality: QualityScore,
-                    fixtures: int) -> str:
+def render_skill_md(
+    flow: FlowDefinition, meta: FlowMeta, *, skill_name: str, quality: QualityScore, fixtures: int
+) -> str:
     """``SKILL.md``: front matter, then when to use the skill, its inputs, its steps, how to run it."""
-    front = SkillFrontMatter.model_validate({
-        "name": skill_name, "description": _description(flow, meta.trigger_keywords),
-        "metadata": {"soloflow-format": str(PACKAGE_FORMAT), "soloflow-flow": flow.name,
-                     "soloflow-version": str(flow.version), "soloflow-source": meta.source,
-                     "soloflow-quality": f"{quality.overall:.2f}"},
-        "allowed-tools": " ".join(dict.fromkeys(s.skill_key for s in flow.steps)),
-    })  # fmt: skip
+    front = SkillFrontMatter.model_validate(
+        {
+            "name": skill_name,
+            "description": _description(flow, meta.trigger_keywords),
+            "metadata": {
+                "soloflow-format": str(PACKAGE_FORMAT),
+                "soloflow-flow": flow.name,
+                "soloflow-version": str(flow.version),
+                "soloflow-source": meta.source,
+                "soloflow-quality": f"{quality.overall:.2f}",
+            },
+            "allowed-tools": " ".join(dict.fromkeys(s.skill_key for s in flow.steps)),
+        }
+    )
     example = {name: f"<{name}>" for name in ((flow.input_schema or {}).get("properties") or {})}
     lines = [
-        f"# {flow.name}", "",
-        flow.description.strip() or "A flow SoloFlow learned from repeated tool calls.", "",
-        "## When to use it", "",
+        f"# {flow.name}",
+        "",
+        flow.description.strip() or "A flow SoloFlow learned from repeated tool calls.",
+        "",
+        "## When to use it",
+        "",
         f"When a task asks for what this flow does: {', '.join(meta.trigger_keywords) or flow.name}. "
         "It calls the tools below in a fixed order with no model call, and returns the output of "
-        f"step `{flow.result_step}`. If the task needs something else, do it yourself.", "",
-        "## Inputs", "", *_inputs_table(flow), "",
-        "## Steps", "",
-        *[f"{i}. `{s.skill_key}` (step `{s.id}`" + (f", after {', '.join(s.depends_on)}" if s.depends_on else "")
-          + (", once per item" if s.map_over else "") + ")" for i, s in enumerate(flow.steps, 1)], "",
-        "## Run it", "",
+        f"step `{flow.result_step}`. If the task needs something else, do it yourself.",
+        "",
+        "## Inputs",
+        "",
+        *_inputs_table(flow),
+        "",
+        "## Steps",
+        "",
+        *[
+            f"{i}. `{s.skill_key}` (step `{s.id}`"
+            + (f", after {', '.join(s.depends_on)}" if s.depends_on else "")
+            + (", once per item" if s.map_over else "")
+            + ")"
+            for i, s in enumerate(flow.steps, 1)
+        ],
+        "",
+        "## Run it",
+        "",
         f"- Shell: `soloflow flows run {json.dumps(flow.name, ensure_ascii=False)} --input '{json.dumps(example)}'`",
         "- MCP: the flow's own tool on `soloflow mcp`, or `soloflow_run`",
         f"- Quality: {quality.overall:.2f} (reliability {quality.reliability:.2f}, efficiency "
-        f"{quality.efficiency:.2f}, maturity {quality.maturity:.2f}, reusability {quality.reusability:.2f})", "",
-        "## Files", "",
+        f"{quality.efficiency:.2f}, maturity {quality.maturity:.2f}, reusability {quality.reusability:.2f})",
+        "",
+        "## Files",
+        "",
         f"- `{FLOW_FILE}`: the flow definition (SoloFlow's format)",
         f"- `{FIXTURES_DIR}/`: {fixtures} recorded occurrence(s) the flow reproduces in replay",
         f"- `{PROVENANCE_FILE}`: where it came from, its versions and confidence history",
         "- `manifest.json`: the SHA-256 of every file; `soloflow skills import` checks them",
-    ]  # fmt: skip
+    ]
     return render_front_matter(front) + "\n" + "\n".join(lines) + "\n"
 
 
-def _provenance(store: Store, flow: FlowDefinition, meta: FlowMeta, origin: dict[str, Any],
-                left_out: list[dict[str, Any]], kept: int, quality: QualityScore, at: datetime, *,
-                user_id: str, agent_id: str) -> dict[str, Any]:
+def _provenance(
+    store: Store,
+    flow: FlowDefinition,
+    meta: FlowMeta,
+    origin: dict[str, Any],
+    left_out: list[dict[str, Any]],
+    kept: int,
+    quality: QualityScore,
+    at: datetime,
+    *,
+    user_id: str,
+    agent_id: str,
+) -> dict[str, Any]:
     versions = store.list_flow_versions(flow.name, user_id=user_id, agent_id=agent_id)
-    imported = store.get_skill_import(flow.name, user_id=user_id, agent_id=agent_id, version=flow.version)
+    imported = store.get_skill_import(
+        flow.name, user_id=user_id, agent_id=agent_id, version=flow.version
+    )
     earlier = dict(imported.provenance) if imported is not None else {}
     history = list(earlier.get("confidence_history") or [])
-    history += [{"version": v.version, "at": v.created_at.isoformat(), "event": "registered",
-                 "source": v.source, "confidence": v.confidence} for v in reversed(versions)]
-    history.append({"version": meta.version, "at": at.isoformat(), "event": "exported",
-                    "confidence": meta.confidence, "success_count": meta.success_count,
-                    "total_executions": meta.total_executions})  # fmt: skip
+    history += [
+        {
+            "version": v.version,
+            "at": v.created_at.isoformat(),
+            "event": "registered",
+            "source": v.source,
+            "confidence": v.confidence,
+        }
+        for v in reversed(versions)
+    ]
+    history.append(
+        {
+            "version": meta.version,
+            "at": at.isoformat(),
+            "event": "exported",
+            "confidence": meta.confidence,
+            "success_count": meta.success_count,
+            "total_executions": meta.total_executions,
+        }
+    )
     return {
         "format": PACKAGE_FORMAT,
         "flow": flow.name,
         "version": flow.version,
         "source": meta.source,
         "exported_at": at.isoformat(),
-        "record": {"status": meta.status, "confidence": meta.confidence, "success_count": meta.success_count,
-                   "total_executions": meta.total_executions, "created_at": meta.created_at.isoformat(),
-                   "last_used": meta.last_used and meta.last_used.isoformat()},
+        "record": {
+            "status": meta.status,
+            "confidence": meta.confidence,
+            "success_count": meta.success_count,
+            "total_executions": meta.total_executions,
+            "created_at": meta.created_at.isoformat(),
+            "last_used": meta.last_used and meta.last_used.isoformat(),
+        },
         "trigger_keywords": list(meta.trigger_keywords),
-        "versions": [{"version": v.version, "source": v.source, "status": v.status, "confidence": v.confidence,
-                      "success_count": v.success_count, "total_executions": v.total_executions,
-                      "created_at": v.created_at.isoformat()} for v in versions],
+        "versions": [
+            {
+                "version": v.version,
+                "source": v.source,
+                "status": v.status,
+                "confidence": v.confidence,
+                "success_count": v.success_count,
+                "total_executions": v.total_executions,
+                "created_at": v.created_at.isoformat(),
+            }
+            for v in versions
+        ],
         "confidence_history": history,
         "origin": origin,
         "fixtures": {"count": kept, "left_out": left_out},
         "quality": quality.as_dict(),
         "imports": list(earlier.get("imports") or []),
-    }  # fmt: skip
+    }
 
 
 def export_skill(
@@ -211,22 +311,53 @@ def export_skill(
     record = store.get_flow(name, user_id=user_id, agent_id=agent_id, version=version)
     flow = record.flow
     meta = store.get_flow_meta(name, user_id=user_id, agent_id=agent_id, version=flow.version)
-    kept, left_out, origin = _fixtures(store, flow, meta=meta, replay=replay, limit=max_fixtures, user_id=user_id,
-                                       agent_id=agent_id)
+    kept, left_out, origin = _fixtures(
+        store,
+        flow,
+        meta=meta,
+        replay=replay,
+        limit=max_fixtures,
+        user_id=user_id,
+        agent_id=agent_id,
+    )
     at = datetime.now(UTC)
     quality = flow_quality(store, meta, user_id=user_id, agent_id=agent_id, at=at)
     skill_name = skill_name_for(flow.name)
-    provenance = _provenance(store, flow, meta=meta, origin=origin, left_out=left_out, kept=len(kept), quality=quality,
-                             at=at, user_id=user_id, agent_id=agent_id)
+    provenance = _provenance(
+        store,
+        flow,
+        meta=meta,
+        origin=origin,
+        left_out=left_out,
+        kept=len(kept),
+        quality=quality,
+        at=at,
+        user_id=user_id,
+        agent_id=agent_id,
+    )
     files = {
-        SKILL_FILE: render_skill_md(flow, meta, skill_name=skill_name, quality=quality, fixtures=len(kept)).encode(),
-        FLOW_FILE: (json.dumps(flow.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n").encode(),
-        PROVENANCE_FILE: (json.dumps(provenance, indent=2, ensure_ascii=False, default=str) + "\n").encode(),
+        SKILL_FILE: render_skill_md(
+            flow, meta, skill_name=skill_name, quality=quality, fixtures=len(kept)
+        ).encode(),
+        FLOW_FILE: (
+            json.dumps(flow.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+        ).encode(),
+        PROVENANCE_FILE: (
+            json.dumps(provenance, indent=2, ensure_ascii=False, default=str) + "\n"
+        ).encode(),
     }
     for i, fixture in enumerate(kept, 1):
         files[f"{FIXTURES_DIR}/{i:04d}.json"] = (
-            json.dumps(fixture.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str) + "\n").encode()
+            json.dumps(fixture.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str)
+            + "\n"
+        ).encode()
     directory = Path(out_dir) / skill_name
     digest = write_package(directory, files, skill_name=skill_name)
-    return ExportedSkill(directory=directory, skill_name=skill_name, flow=flow, fixtures=len(kept),
-                         left_out=left_out, digest=digest)
+    return ExportedSkill(
+        directory=directory,
+        skill_name=skill_name,
+        flow=flow,
+        fixtures=len(kept),
+        left_out=left_out,
+        digest=digest,
+    )

@@ -61,7 +61,9 @@ class ImportedSkill:
 Problems = list[tuple[str | None, str]]
 
 
-def _flow(pkg: PackageFiles, executors: Collection[str] | None, problems: Problems) -> FlowDefinition | None:
+def _flow(
+    pkg: PackageFiles, executors: Collection[str] | None, problems: Problems
+) -> FlowDefinition | None:
     """``flow.json`` validated as ``soloflow flows validate`` does, against ``executors``."""
     with tempfile.TemporaryDirectory(prefix="soloflow-skill-") as tmp:
         path = Path(tmp) / FLOW_FILE
@@ -85,14 +87,23 @@ def _agreement(pkg: PackageFiles, flow: FlowDefinition, problems: Problems) -> N
     front = pkg.front_matter
     named = front.metadata.get("soloflow-flow")
     if named is not None and named != flow.name:
-        problems.append(("SKILL.md", f"metadata.soloflow-flow {named!r} is not flow.json's name {flow.name!r}"))
+        problems.append(
+            ("SKILL.md", f"metadata.soloflow-flow {named!r} is not flow.json's name {flow.name!r}")
+        )
     tools = list(dict.fromkeys(s.skill_key for s in flow.steps))
     if sorted(front.tools) != sorted(tools):
-        problems.append(("SKILL.md", f"allowed-tools {' '.join(front.tools) or '(none)'!r} are not the tools "
-                         f"flow.json calls ({' '.join(tools)})"))
+        problems.append(
+            (
+                "SKILL.md",
+                f"allowed-tools {' '.join(front.tools) or '(none)'!r} are not the tools "
+                f"flow.json calls ({' '.join(tools)})",
+            )
+        )
 
 
-def _fixtures(pkg: PackageFiles, flow: FlowDefinition, problems: Problems) -> list[tuple[str, Fixture]]:
+def _fixtures(
+    pkg: PackageFiles, flow: FlowDefinition, problems: Problems
+) -> list[tuple[str, Fixture]]:
     steps = [(s.id, s.skill_key) for s in flow.steps]
     out = []
     for path in pkg.fixture_paths:
@@ -100,18 +111,28 @@ def _fixtures(pkg: PackageFiles, flow: FlowDefinition, problems: Problems) -> li
             fixture = Fixture.model_validate(json.loads(pkg.files[path]))
         except (ValueError, UnicodeDecodeError) as exc:
             if isinstance(exc, ValidationError):
-                problems.extend((path, f"{field_path(e['loc']) or '(fixture)'}: {e['msg']}") for e in exc.errors())
+                problems.extend(
+                    (path, f"{field_path(e['loc']) or '(fixture)'}: {e['msg']}")
+                    for e in exc.errors()
+                )
             else:
                 problems.append((path, f"not JSON: {exc}"))
             continue
         if len(fixture.steps) != len(steps):
-            problems.append((path, f"records {len(fixture.steps)} step(s); the flow has {len(steps)}"))
+            problems.append(
+                (path, f"records {len(fixture.steps)} step(s); the flow has {len(steps)}")
+            )
             continue
         bad = False
         for i, (got, (step_id, tool)) in enumerate(zip(fixture.steps, steps, strict=True)):
             if got.step != step_id or got.tool != tool:
-                problems.append((path, f"steps[{i}]: records step {got.step!r} calling {got.tool!r}; the flow's "
-                                 f"step {i + 1} is {step_id!r} calling {tool!r}"))
+                problems.append(
+                    (
+                        path,
+                        f"steps[{i}]: records step {got.step!r} calling {got.tool!r}; the flow's "
+                        f"step {i + 1} is {step_id!r} calling {tool!r}",
+                    )
+                )
                 bad = True
         if not bad:
             out.append((path, fixture))
@@ -130,7 +151,9 @@ def _provenance(pkg: PackageFiles, problems: Problems) -> dict[str, Any]:
         problems.append((PROVENANCE_FILE, "must be a JSON object"))
         return {}
     keywords = value.get("trigger_keywords")
-    if keywords is not None and (not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords)):
+    if keywords is not None and (
+        not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords)
+    ):
         problems.append((PROVENANCE_FILE, "trigger_keywords: must be a list of strings"))
     return value
 
@@ -157,7 +180,12 @@ def check_package(
     for path, fixture in fixtures:
         reproduced, why = replay(flow, occurrence_of(fixture))
         if not reproduced:
-            problems.append((path, "the flow does not reproduce this recorded occurrence: " + "; ".join(why[:3])))
+            problems.append(
+                (
+                    path,
+                    "the flow does not reproduce this recorded occurrence: " + "; ".join(why[:3]),
+                )
+            )
     if problems:
         raise SkillPackageError(str(directory), problems)
     return pkg, flow, [f for _, f in fixtures], provenance
@@ -184,18 +212,38 @@ def import_skill(
     keywords = provenance.get("trigger_keywords") or None
     memory = ProceduralMemory(store, pm=pm)
     try:
-        registered = memory.submit_workflow(user_id, agent_id, flow, trigger_keywords=keywords, executors=executors)
+        registered = memory.submit_workflow(
+            user_id, agent_id, flow, trigger_keywords=keywords, executors=executors
+        )
     except FlowValidationError as exc:
-        raise SkillPackageError(str(directory), [(PROVENANCE_FILE if "keyword" in str(exc) else FLOW_FILE, str(exc))]) from exc
+        raise SkillPackageError(
+            str(directory), [(PROVENANCE_FILE if "keyword" in str(exc) else FLOW_FILE, str(exc))]
+        ) from exc
     imports = list(provenance.get("imports") or [])
-    imports.append({"at": datetime.now(UTC).isoformat(), "skill": pkg.skill_name, "package_digest": pkg.digest,
-                    "from_version": provenance.get("version"), "as_version": registered.version,
-                    "fixtures_replayed": len(fixtures)})  # fmt: skip
+    imports.append(
+        {
+            "at": datetime.now(UTC).isoformat(),
+            "skill": pkg.skill_name,
+            "package_digest": pkg.digest,
+            "from_version": provenance.get("version"),
+            "as_version": registered.version,
+            "fixtures_replayed": len(fixtures),
+        }
+    )
     kept = {**provenance, "imports": imports}
     store.record_skill_import(
-        user_id=user_id, agent_id=agent_id, flow_name=registered.name, flow_version=registered.version,
-        skill_name=pkg.skill_name, package_digest=pkg.digest,
-        fixtures=[f.model_dump(mode="json") for f in fixtures], provenance=kept,
-    )  # fmt: skip
-    return ImportedSkill(flow=registered, skill_name=pkg.skill_name, fixtures_replayed=len(fixtures),
-                         package_digest=pkg.digest)
+        user_id=user_id,
+        agent_id=agent_id,
+        flow_name=registered.name,
+        flow_version=registered.version,
+        skill_name=pkg.skill_name,
+        package_digest=pkg.digest,
+        fixtures=[f.model_dump(mode="json") for f in fixtures],
+        provenance=kept,
+    )
+    return ImportedSkill(
+        flow=registered,
+        skill_name=pkg.skill_name,
+        fixtures_replayed=len(fixtures),
+        package_digest=pkg.digest,
+    )

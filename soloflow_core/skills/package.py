@@ -74,7 +74,9 @@ MAX_DESCRIPTION = 1024
 _SKILL_NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _FIXTURE_FILE = re.compile(r"^fixtures/[0-9]{4}\.json$")
 _TOP_FILES = frozenset({SKILL_FILE, FLOW_FILE, PROVENANCE_FILE})
-_FRONT_MATTER_KEYS = frozenset({"name", "description", "license", "compatibility", "metadata", "allowed-tools"})
+_FRONT_MATTER_KEYS = frozenset(
+    {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
+)
 
 
 def skill_name_for(flow_name: str) -> str:
@@ -146,8 +148,15 @@ def fixture_of(run_id: str, occ: Occurrence, steps: Sequence[tuple[str, str]]) -
     out = []
     for i, (step_id, tool) in enumerate(steps[: len(occ.args)]):
         calls = step_calls_of(occ, i)
-        out.append(FixtureStep(step=step_id, tool=tool, args=dict(occ.args[i]), output=occ.outputs[i],
-                               calls=[FixtureCall(args=a, output=o) for a, o in calls] if len(calls) > 1 else []))
+        out.append(
+            FixtureStep(
+                step=step_id,
+                tool=tool,
+                args=dict(occ.args[i]),
+                output=occ.outputs[i],
+                calls=[FixtureCall(args=a, output=o) for a, o in calls] if len(calls) > 1 else [],
+            )
+        )
     return Fixture(run_id=run_id, task=occ.task, steps=out)
 
 
@@ -228,12 +237,21 @@ def check_input_schema(schema: Any) -> list[tuple[str, str]]:
     if problems:
         return problems
     if schema.get("type") != "object":
-        problems.append(("input_schema.type", f"must be 'object' (the flow's inputs), got {schema.get('type')!r}"))
+        problems.append(
+            (
+                "input_schema.type",
+                f"must be 'object' (the flow's inputs), got {schema.get('type')!r}",
+            )
+        )
     props = schema.get("properties") or {}
     for i, name in enumerate(schema.get("required") or []):
         if name not in props:
-            problems.append((f"input_schema.required[{i}]", f"{name!r} is not one of the properties "
-                             f"({', '.join(props) or 'none'})"))
+            problems.append(
+                (
+                    f"input_schema.required[{i}]",
+                    f"{name!r} is not one of the properties ({', '.join(props) or 'none'})",
+                )
+            )
     return problems
 
 
@@ -252,10 +270,15 @@ def write_package(directory: Path, files: Mapping[str, bytes], *, skill_name: st
         SkillPackageError: ``directory`` exists and is not empty.
     """
     if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        raise SkillPackageError(str(directory), [(None, "the directory exists and is not empty; "
-                                                  "remove it or export to another --out")])
-    manifest = {"format": PACKAGE_FORMAT, "skill": skill_name,
-                "files": {path: _digest(data) for path, data in sorted(files.items())}}
+        raise SkillPackageError(
+            str(directory),
+            [(None, "the directory exists and is not empty; remove it or export to another --out")],
+        )
+    manifest = {
+        "format": PACKAGE_FORMAT,
+        "skill": skill_name,
+        "files": {path: _digest(data) for path, data in sorted(files.items())},
+    }
     blob = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode()
     for path, data in files.items():
         target = directory / path
@@ -298,15 +321,20 @@ def _path_problem(path: Any) -> str | None:
     if any(p in ("..", ".", "") for p in parts) or path != "/".join(parts):
         return "not a relative POSIX path inside the package ('..' and '.' are refused)"
     if path not in _TOP_FILES and not _FIXTURE_FILE.match(path):
-        return (f"not a file of the format ({', '.join(sorted(_TOP_FILES))}, "
-                f"{FIXTURES_DIR}/NNNN.json)")
+        return (
+            f"not a file of the format ({', '.join(sorted(_TOP_FILES))}, {FIXTURES_DIR}/NNNN.json)"
+        )
     return None
 
 
-def _manifest(directory: Path, problems: list[tuple[str | None, str]]) -> tuple[dict[str, str], str, str] | None:
+def _manifest(
+    directory: Path, problems: list[tuple[str | None, str]]
+) -> tuple[dict[str, str], str, str] | None:
     path = directory / MANIFEST_FILE
     if path.is_symlink() or not path.is_file():
-        problems.append((MANIFEST_FILE, "missing: not a skill package exported by `soloflow skills export`"))
+        problems.append(
+            (MANIFEST_FILE, "missing: not a skill package exported by `soloflow skills export`")
+        )
         return None
     blob = path.read_bytes()
     try:
@@ -315,8 +343,13 @@ def _manifest(directory: Path, problems: list[tuple[str | None, str]]) -> tuple[
         problems.append((MANIFEST_FILE, f"not JSON: {exc}"))
         return None
     if not isinstance(manifest, dict) or manifest.get("format") != PACKAGE_FORMAT:
-        problems.append((MANIFEST_FILE, f"not a package of format {PACKAGE_FORMAT} "
-                         f"(format: {manifest.get('format') if isinstance(manifest, dict) else None!r})"))
+        problems.append(
+            (
+                MANIFEST_FILE,
+                f"not a package of format {PACKAGE_FORMAT} "
+                f"(format: {manifest.get('format') if isinstance(manifest, dict) else None!r})",
+            )
+        )
         return None
     files, skill = manifest.get("files"), manifest.get("skill")
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
@@ -334,7 +367,9 @@ def _unlisted(directory: Path, listed: set[str], problems: list[tuple[str | None
     for root, dirs, names in os.walk(directory, followlinks=False):
         for d in list(dirs):
             if (Path(root) / d).is_symlink():
-                problems.append((Path(root, d).relative_to(directory).as_posix(), "a symbolic link: refused"))
+                problems.append(
+                    (Path(root, d).relative_to(directory).as_posix(), "a symbolic link: refused")
+                )
                 dirs.remove(d)
         for n in names:
             count += 1
@@ -346,7 +381,9 @@ def _unlisted(directory: Path, listed: set[str], problems: list[tuple[str | None
             if Path(root, n).is_symlink():
                 problems.append((rel, "a symbolic link: refused"))
             else:
-                problems.append((rel, "not listed in manifest.json: the package was changed after export"))
+                problems.append(
+                    (rel, "not listed in manifest.json: the package was changed after export")
+                )
         if count > MAX_FILES:
             problems.append((None, f"more than {MAX_FILES} files"))
             return
@@ -390,8 +427,13 @@ def read_package(directory: str | os.PathLike[str]) -> PackageFiles:
             continue
         data = target.read_bytes()
         if _digest(data) != expected:
-            problems.append((path, f"changed after export: its SHA-256 is {_digest(data)[:16]}…, "
-                             f"manifest.json says {expected[:16]}…"))
+            problems.append(
+                (
+                    path,
+                    f"changed after export: its SHA-256 is {_digest(data)[:16]}…, "
+                    f"manifest.json says {expected[:16]}…",
+                )
+            )
             continue
         files[path] = data
     _unlisted(root, {p for p in listed if isinstance(p, str)}, problems)
@@ -401,11 +443,14 @@ def read_package(directory: str | os.PathLike[str]) -> PackageFiles:
     front = _read_front_matter(files.get(SKILL_FILE), skill_name, problems)
     if problems or front is None:
         raise SkillPackageError(label, problems)
-    return PackageFiles(directory=root, skill_name=skill_name, digest=digest, front_matter=front, files=files)
+    return PackageFiles(
+        directory=root, skill_name=skill_name, digest=digest, front_matter=front, files=files
+    )
 
 
-def _read_front_matter(data: bytes | None, skill_name: str,
-                       problems: list[tuple[str | None, str]]) -> SkillFrontMatter | None:
+def _read_front_matter(
+    data: bytes | None, skill_name: str, problems: list[tuple[str | None, str]]
+) -> SkillFrontMatter | None:
     if data is None:
         return None
     try:
@@ -418,16 +463,30 @@ def _read_front_matter(data: bytes | None, skill_name: str,
         problems.append((SKILL_FILE, why or "no front matter"))
         return None
     for key in sorted(set(raw) - _FRONT_MATTER_KEYS, key=str):
-        problems.append((SKILL_FILE, f"front matter: unknown field {key!r} (the format has "
-                         f"{', '.join(sorted(_FRONT_MATTER_KEYS))})"))
+        problems.append(
+            (
+                SKILL_FILE,
+                f"front matter: unknown field {key!r} (the format has "
+                f"{', '.join(sorted(_FRONT_MATTER_KEYS))})",
+            )
+        )
     known = {k: v for k, v in raw.items() if k in _FRONT_MATTER_KEYS}
     try:
         front = SkillFrontMatter.model_validate(known)
     except ValidationError as exc:
         for e in exc.errors():
-            problems.append((SKILL_FILE, f"front matter: {field_path(e['loc']) or '(front matter)'}: {e['msg']}"))
+            problems.append(
+                (
+                    SKILL_FILE,
+                    f"front matter: {field_path(e['loc']) or '(front matter)'}: {e['msg']}",
+                )
+            )
         return None
     if front.name != skill_name:
-        problems.append((SKILL_FILE, f"front matter: name {front.name!r} is not the manifest's skill "
-                         f"{skill_name!r}"))
+        problems.append(
+            (
+                SKILL_FILE,
+                f"front matter: name {front.name!r} is not the manifest's skill {skill_name!r}",
+            )
+        )
     return front

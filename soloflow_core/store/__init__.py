@@ -1,7 +1,8 @@
 """Store: SQLite (WAL) embedded, PostgreSQL by URL; the same code for both.
 
 ``Store.open(url)`` opens (and migrates) the database; :class:`Store` holds every read and
-write of runs, candidates, flows, flow runs, memory, API tokens, skill imports and traces. The records below are what its
+write of runs, candidates, flows, flow runs, memory, API tokens, skill imports and traces. The
+records below are what its
 methods return.
 """
 

@@ -76,9 +76,9 @@ def read_tool_names(
         newest = newest.order_by(c.id.desc()).limit(1).offset(max(lookback, 1) - 1)
         min_pk = conn.execute(newest).scalar() or 0
     fast = conn.dialect.name == "sqlite"
-    runs = (_sqlite_run_columns(conn, user, agent, min_pk=min_pk) if fast else None) or _run_columns(
-        conn, user, agent, min_pk=min_pk
-    )
+    runs = (
+        _sqlite_run_columns(conn, user, agent, min_pk=min_pk) if fast else None
+    ) or _run_columns(conn, user, agent, min_pk=min_pk)
     import numpy as np
 
     pks, run_ids, counts, success, cost, tokens = runs
@@ -134,7 +134,12 @@ def _file_backed(conn: Connection) -> bool:
 
 
 def _read_in_parallel(
-    conn: Connection, user: str, agent: str, *, pks: Any, offsets: Any,
+    conn: Connection,
+    user: str,
+    agent: str,
+    *,
+    pks: Any,
+    offsets: Any,
     place: Callable[[int, int, _Chunk | None], None],
 ) -> None:
     """Each chunk read (and decoded) by one of :data:`_READERS` workers on a connection of
@@ -281,9 +286,12 @@ def _sqlite_chunk(
         return None
     # When no other namespace has a run in the range (one agent's ledger), every call in it
     # is one of ours: comparing two strings per call would cost a quarter of the scan.
-    others = conn.exec_driver_sql(
-        "SELECT count(*) FROM sf_task_runs WHERE id BETWEEN ? AND ?", (lo_pk, hi_pk)
-    ).scalar() != hi - lo
+    others = (
+        conn.exec_driver_sql(
+            "SELECT count(*) FROM sf_task_runs WHERE id BETWEEN ? AND ?", (lo_pk, hi_pk)
+        ).scalar()
+        != hi - lo
+    )
     names, flags, count = conn.exec_driver_sql(
         "SELECT group_concat(name, char(31)), group_concat((seq = 0) * 2 + (error IS 1), ''), "
         "count(*) FROM sf_tool_calls WHERE id BETWEEN ? AND ? AND run_pk BETWEEN ? AND ?"
@@ -330,7 +338,8 @@ def _ordered_chunk(
     q = (
         sa.select(tc.run_pk, tc.name, tc.error)
         .where(
-            tc.user_id == user, tc.agent_id == agent,
+            tc.user_id == user,
+            tc.agent_id == agent,
             tc.run_pk.between(int(pks[lo]), int(pks[hi - 1])),
         )
         .order_by(tc.run_pk, tc.seq)
@@ -434,7 +443,9 @@ def _json_array(values: list[Any]) -> list[Any]:
     return out
 
 
-def read_evidence(conn: Connection, user: str, agent: str, *, pks: list[int]) -> dict[int, EvidenceRun]:
+def read_evidence(
+    conn: Connection, user: str, agent: str, *, pks: list[int]
+) -> dict[int, EvidenceRun]:
     """The namespace's runs ``pks`` (store keys), with their tool and model calls in order,
     keyed by pk; a pk not in the namespace is left out.
 
@@ -446,7 +457,9 @@ def read_evidence(conn: Connection, user: str, agent: str, *, pks: list[int]) ->
     out: dict[int, EvidenceRun] = {}
     for start in range(0, len(pks), _EVIDENCE_CHUNK):
         chunk = pks[start : start + _EVIDENCE_CHUNK]
-        runs, calls, turns = (_sqlite_evidence if sqlite else _evidence_rows)(conn, user, agent, chunk)
+        runs, calls, turns = (_sqlite_evidence if sqlite else _evidence_rows)(
+            conn, user, agent, chunk
+        )
         for pk, task in runs:
             out[pk] = EvidenceRun(task, [], [])
         if sqlite:
@@ -461,7 +474,9 @@ def read_evidence(conn: Connection, user: str, agent: str, *, pks: list[int]) ->
         for pk, tin, tout, total, requested in turns:
             run = out.get(pk)
             if run is not None:
-                run.model_calls.append(EvidenceTurn(tin, tout, total, tool_calls_requested=requested))
+                run.model_calls.append(
+                    EvidenceTurn(tin, tout, total, tool_calls_requested=requested)
+                )
     return out
 
 
@@ -497,13 +512,15 @@ def _sqlite_evidence(conn: Connection, user: str, agent: str, pks: list[int]) ->
     return (
         cursor.execute(
             f"SELECT id, task FROM sf_task_runs WHERE user_id = ? AND agent_id = ? "
-            f"AND id IN ({marks})", params
+            f"AND id IN ({marks})",
+            params,
         ).fetchall(),
         cursor.execute(
             f"SELECT run_pk, name, args, output, error, meta FROM sf_tool_calls WHERE {ns}", params
         ).fetchall(),
         cursor.execute(
             "SELECT run_pk, input_tokens, output_tokens, total_tokens, tool_calls_requested "
-            f"FROM sf_model_calls WHERE {ns}", params
+            f"FROM sf_model_calls WHERE {ns}",
+            params,
         ).fetchall(),
     )

@@ -93,13 +93,33 @@ PG_COMPLETE_THEN_FINISH = (
 (PostgreSQL); no end when the completion did not apply. Returns (completions, ends)."""
 
 
-def pg_complete_then_finish_params(run_id: str, step_key: str, *, text: str, when: datetime, status: str,
-                                   outputs: str, error: str | None, outcome: str | None,
-                                   note: str | None) -> tuple[Any, ...]:
+def pg_complete_then_finish_params(
+    run_id: str,
+    step_key: str,
+    *,
+    text: str,
+    when: datetime,
+    status: str,
+    outputs: str,
+    error: str | None,
+    outcome: str | None,
+    note: str | None,
+) -> tuple[Any, ...]:
     """The parameters of ``PG_COMPLETE_THEN_FINISH``: the completion's, then the end's (at now)."""
     at = now()
-    return (*pg_complete_params(run_id, step_key, text=text, when=when), status, outputs, error, outcome, at, at,
-            run_id, status, at, note)
+    return (
+        *pg_complete_params(run_id, step_key, text=text, when=when),
+        status,
+        outputs,
+        error,
+        outcome,
+        at,
+        at,
+        run_id,
+        status,
+        at,
+        note,
+    )
 
 
 _SQLITE_PLACE = (
@@ -175,8 +195,9 @@ class DriverStepJournal(FinishingJournal):
         with self._deferred_lock:
             self._deferred[:0] = held
 
-    def _flushing(self, work: Callable[[Any], Any],
-                  held: list[tuple[str, Any, datetime]] | None = None) -> Callable[[Any], Any]:
+    def _flushing(
+        self, work: Callable[[Any], Any], held: list[tuple[str, Any, datetime]] | None = None
+    ) -> Callable[[Any], Any]:
         """``work`` preceded, in its transaction, by the deferred completions (or ``held``, taken
         already). Run it with :meth:`transact`, which gives them back if the transaction fails."""
         if held is None:
@@ -196,7 +217,9 @@ class DriverStepJournal(FinishingJournal):
                 if cur.rowcount == 1:
                     continue
             else:
-                cur.execute(_PG_COMPLETE, pg_complete_params(self.run_id, step_key, text=text, when=when))
+                cur.execute(
+                    _PG_COMPLETE, pg_complete_params(self.run_id, step_key, text=text, when=when)
+                )
                 if cur.fetchall():
                     continue
             self._finish_in(cur, step_key, StepState.COMPLETED, output=output)
@@ -217,7 +240,7 @@ class DriverStepJournal(FinishingJournal):
         with self._deferred_lock:
             if len(self._deferred) != 1:
                 return None
-            (step_key, output, when), = self._deferred
+            ((step_key, output, when),) = self._deferred
             self._deferred = []
         try:
             return step_key, json_text(output), when
@@ -239,8 +262,11 @@ class DriverStepJournal(FinishingJournal):
         if not self._sqlite and len(held) == 1:  # the usual case: one statement
             step_key, output, when = held[0]
             try:
-                if driver_statement(self._engine, _PG_COMPLETE,
-                                    pg_complete_params(self.run_id, step_key, text=json_text(output), when=when)):
+                if driver_statement(
+                    self._engine,
+                    _PG_COMPLETE,
+                    pg_complete_params(self.run_id, step_key, text=json_text(output), when=when),
+                ):
                     return
             except BaseException:
                 self._give_back(held)
@@ -248,8 +274,9 @@ class DriverStepJournal(FinishingJournal):
         self._give_back(held)
         self._write(self._flushing(lambda cur: None))
 
-    def _rows(self, step_key: str, *, moves: Sequence[tuple[str | None, str]], detail: str | None,
-              at: Any) -> list[tuple[Any, ...]]:
+    def _rows(
+        self, step_key: str, *, moves: Sequence[tuple[str | None, str]], detail: str | None, at: Any
+    ) -> list[tuple[Any, ...]]:
         text = None if detail is None else storable_text(detail)
         return [(self.run_id, step_key, a, b, at, text) for a, b in moves]
 
@@ -261,7 +288,9 @@ class DriverStepJournal(FinishingJournal):
 
         def work(cur: Any) -> StepBegin:
             # SQLite, a new step of a live run: one insert, no read.
-            if self._sqlite and self._sqlite_begin_new(cur, step_key, step_id=step_id, at=self._stamp(now())):
+            if self._sqlite and self._sqlite_begin_new(
+                cur, step_key, step_id=step_id, at=self._stamp(now())
+            ):
                 return StepBegin.start(key, attempt=1)
             cur.execute(sql.begin_read, (step_key, self.run_id))
             row = cur.fetchone()
@@ -271,8 +300,9 @@ class DriverStepJournal(FinishingJournal):
             if state == StepState.COMPLETED:
                 # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
                 # string output is a str that is not JSON text).
-                return StepBegin.completed_before(key, output=_json_load(output) if self._sqlite else output,
-                                                 attempt=attempts)
+                return StepBegin.completed_before(
+                    key, output=_json_load(output) if self._sqlite else output, attempt=attempts
+                )
             if cancel:
                 return StepBegin.run_cancelled(key)
             moves = begin_moves(self.run_id, step_key, state)
@@ -289,10 +319,15 @@ class DriverStepJournal(FinishingJournal):
         """Record a new step of a live run as running (SQLite, in the open transaction);
         whether it applied (False: the run is cancelled or missing, or the step was recorded
         before — the checked path then decides)."""
-        cur.execute(_SQLITE_BEGIN, (step_key, step_id, idempotency_key(self.run_id, step_key), at, at, self.run_id))
+        cur.execute(
+            _SQLITE_BEGIN,
+            (step_key, step_id, idempotency_key(self.run_id, step_key), at, at, self.run_id),
+        )
         return cast("bool", cur.rowcount == 1)
 
-    def _begin_new(self, step_key: str, step_id: str, held: list[tuple[str, Any, datetime]]) -> bool:
+    def _begin_new(
+        self, step_key: str, step_id: str, held: list[tuple[str, Any, datetime]]
+    ) -> bool:
         """Record a new step of a live run as running by the one-statement path (PostgreSQL),
         preceded by ``held`` completions; whether it applied (False: the run is cancelled or
         missing, or the step was recorded before — the checked path then decides). ``held``
@@ -309,16 +344,24 @@ class DriverStepJournal(FinishingJournal):
             raise
         return self._pg_begun(rows, held)
 
-    def _pg_begin(self, step_key: str, step_id: str,
-                  held: list[tuple[str, Any, datetime]]) -> tuple[str, tuple[Any, ...]]:
+    def _pg_begin(
+        self, step_key: str, step_id: str, held: list[tuple[str, Any, datetime]]
+    ) -> tuple[str, tuple[Any, ...]]:
         """The one statement (PostgreSQL) that begins a new step, after at most one held
         completion; its rows are read by :meth:`_pg_begun`."""
         key, at = idempotency_key(self.run_id, step_key), now()
         if not held:
             return _PG_BEGIN, (step_key, step_id, key, at, at, self.run_id)
-        (done_key, output, when), = held
-        return _PG_COMPLETE_THEN_BEGIN, (*pg_complete_params(self.run_id, done_key, text=json_text(output), when=when),
-                                         step_key, step_id, key, at, at, self.run_id)
+        ((done_key, output, when),) = held
+        return _PG_COMPLETE_THEN_BEGIN, (
+            *pg_complete_params(self.run_id, done_key, text=json_text(output), when=when),
+            step_key,
+            step_id,
+            key,
+            at,
+            at,
+            self.run_id,
+        )
 
     def _pg_begun(self, rows: list[tuple[Any, ...]], held: list[tuple[str, Any, datetime]]) -> bool:
         """Whether :meth:`_pg_begin`'s statement began the step; a completion it did not
@@ -331,9 +374,18 @@ class DriverStepJournal(FinishingJournal):
             return False
         return bool(begun)
 
-    def _finish_in(self, cur: Any, step_key: str, state: StepState, *, output: Any = None,
-                   error: str | None = None, step_id: str | None = None, detail: str | None = None,
-                   then: StepState | None = None) -> None:
+    def _finish_in(
+        self,
+        cur: Any,
+        step_key: str,
+        state: StepState,
+        *,
+        output: Any = None,
+        error: str | None = None,
+        step_id: str | None = None,
+        detail: str | None = None,
+        then: StepState | None = None,
+    ) -> None:
         sql = self._sql
         cur.execute(sql.finish_read, (step_key, self.run_id))
         row = cur.fetchone()
@@ -354,16 +406,51 @@ class DriverStepJournal(FinishingJournal):
         out_text = json_text(output) if done else None
         err = None if error is None else storable_text(error)
         if current is None:
-            cur.execute(sql.insert_finished, (self.run_id, step_key, step_id or step_key, final.value,
-                                              idempotency_key(self.run_id, step_key), err, at))
+            cur.execute(
+                sql.insert_finished,
+                (
+                    self.run_id,
+                    step_key,
+                    step_id or step_key,
+                    final.value,
+                    idempotency_key(self.run_id, step_key),
+                    err,
+                    at,
+                ),
+            )
         else:
-            cur.execute(sql.update_finished, (final.value, at, out_text, seq, err, self.run_id, step_key))
-        insert_transitions(cur, sql, self._rows(step_key, moves=moves, detail=detail or error, at=at))
+            cur.execute(
+                sql.update_finished, (final.value, at, out_text, seq, err, self.run_id, step_key)
+            )
+        insert_transitions(
+            cur, sql, self._rows(step_key, moves=moves, detail=detail or error, at=at)
+        )
 
-    def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
-                step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
-        self._write(self._flushing(lambda cur: self._finish_in(
-            cur, step_key, state, output=output, error=error, step_id=step_id, detail=detail, then=then)))
+    def _finish(
+        self,
+        step_key: str,
+        state: StepState,
+        *,
+        output: Any = None,
+        error: str | None = None,
+        step_id: str | None = None,
+        detail: str | None = None,
+        then: StepState | None = None,
+    ) -> None:
+        self._write(
+            self._flushing(
+                lambda cur: self._finish_in(
+                    cur,
+                    step_key,
+                    state,
+                    output=output,
+                    error=error,
+                    step_id=step_id,
+                    detail=detail,
+                    then=then,
+                )
+            )
+        )
 
     def succeeded(self, step_key: str, output: Any) -> None:
         if self._defer:
@@ -372,8 +459,11 @@ class DriverStepJournal(FinishingJournal):
             return
         if not self._sqlite:
             at = now()
-            if not driver_statement(self._engine, _PG_COMPLETE,
-                                    pg_complete_params(self.run_id, step_key, text=json_text(output), when=at)):
+            if not driver_statement(
+                self._engine,
+                _PG_COMPLETE,
+                pg_complete_params(self.run_id, step_key, text=json_text(output), when=at),
+            ):
                 self._finish(step_key, StepState.COMPLETED, output=output)
             return
 
@@ -381,7 +471,9 @@ class DriverStepJournal(FinishingJournal):
             # The usual case (running → completed) in one statement; anything else takes
             # the checked path. BEGIN IMMEDIATE serialises the completion sequence.
             at = self._stamp(now())
-            cur.execute(_SQLITE_COMPLETE, (at, at, json_text(output), *(self.run_id,) * 4, step_key))
+            cur.execute(
+                _SQLITE_COMPLETE, (at, at, json_text(output), *(self.run_id,) * 4, step_key)
+            )
             return bool(cur.rowcount == 1)
 
         if not self._write(work):
@@ -402,8 +494,12 @@ class _Flush:
 
     __slots__ = ("held", "journal", "restored", "work")
 
-    def __init__(self, journal: DriverStepJournal, work: Callable[[Any], Any],
-                 held: list[tuple[str, Any, datetime]]) -> None:
+    def __init__(
+        self,
+        journal: DriverStepJournal,
+        work: Callable[[Any], Any],
+        held: list[tuple[str, Any, datetime]],
+    ) -> None:
         self.journal, self.work, self.held = journal, work, held
         self.restored = False
 

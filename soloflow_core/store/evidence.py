@@ -26,7 +26,13 @@ from soloflow_core.store.writer import now, storable_text
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
-__all__ = ["MAX_EVIDENCE", "EvidenceSource", "FlowEvidenceStore", "insert_evidence", "read_evidence"]
+__all__ = [
+    "MAX_EVIDENCE",
+    "EvidenceSource",
+    "FlowEvidenceStore",
+    "insert_evidence",
+    "read_evidence",
+]
 
 EvidenceSource = Literal["learned", "agent_run", "flow_tool"]
 MAX_EVIDENCE = 500
@@ -54,16 +60,29 @@ def insert_evidence(
     have = set(conn.execute(sa.select(c.run_id).where(*ns, c.run_id.in_(list(wanted)))).scalars())
     at = now()
     rows = [
-        {"user_id": user_id, "agent_id": agent_id, "flow_name": name, "run_id": rid,
-         "task": storable_text(task[:MAX_EVIDENCE_CHARS]), "source": source, "added_at": at}
-        for rid, task in wanted.items() if rid not in have
-    ]  # fmt: skip
+        {
+            "user_id": user_id,
+            "agent_id": agent_id,
+            "flow_name": name,
+            "run_id": rid,
+            "task": storable_text(task[:MAX_EVIDENCE_CHARS]),
+            "source": source,
+            "added_at": at,
+        }
+        for rid, task in wanted.items()
+        if rid not in have
+    ]
     if rows:
         conn.execute(sa.insert(t.flow_evidence), rows)
         # The texts it was learned from stay; later ones are kept newest first.
         later = (*ns, c.source != "learned")
-        keep = (sa.select(c.id).where(*later).order_by(c.id.desc()).limit(MAX_EVIDENCE)
-                .scalar_subquery())  # fmt: skip
+        keep = (
+            sa.select(c.id)
+            .where(*later)
+            .order_by(c.id.desc())
+            .limit(MAX_EVIDENCE)
+            .scalar_subquery()
+        )
         conn.execute(sa.delete(t.flow_evidence).where(*later, c.id.not_in(keep)))
     return len(rows)
 
@@ -77,9 +96,11 @@ def read_evidence(
     if not names:
         return out
     c = t.flow_evidence.c
-    q = (sa.select(c.flow_name, c.task)
-         .where(c.user_id == user_id, c.agent_id == agent_id, c.flow_name.in_(list(names)))
-         .order_by(c.id.desc()))  # fmt: skip
+    q = (
+        sa.select(c.flow_name, c.task)
+        .where(c.user_id == user_id, c.agent_id == agent_id, c.flow_name.in_(list(names)))
+        .order_by(c.id.desc())
+    )
     for name, task in conn.execute(q):
         out[name].append(task)
     return out
@@ -103,8 +124,9 @@ class FlowEvidenceStore:
         """Add ``(run_id, task)`` pairs to the evidence of flow ``name`` (see the module
         docstring); returns how many were new."""
         with self._writer.begin() as conn:
-            return insert_evidence(conn, name, texts, source=source, user_id=user_id,
-                                   agent_id=agent_id)  # fmt: skip
+            return insert_evidence(
+                conn, name, texts, source=source, user_id=user_id, agent_id=agent_id
+            )
 
     def task_texts(self, run_ids: Sequence[str], *, user_id: str, agent_id: str) -> dict[str, str]:
         """Run id → its task text, for the runs of ``run_ids`` that have one."""
@@ -114,7 +136,11 @@ class FlowEvidenceStore:
             for start in range(0, len(run_ids), 500):
                 chunk = list(run_ids[start : start + 500])
                 q = sa.select(r.run_id, r.task).where(
-                    r.user_id == user_id, r.agent_id == agent_id, r.run_id.in_(chunk), r.task.is_not(None))
+                    r.user_id == user_id,
+                    r.agent_id == agent_id,
+                    r.run_id.in_(chunk),
+                    r.task.is_not(None),
+                )
                 out.update({rid: task for rid, task in conn.execute(q) if task})
         return out
 

@@ -82,10 +82,12 @@ def _index_sql(dialect: str) -> str:
     m = "?" if dialect == "sqlite" else "%s"
     # JSON as text on PostgreSQL too: decoded here in one call, not one per value.
     json = "" if dialect == "sqlite" else "::text"
-    return (f"SELECT {FLOW_SEARCH.counter_sql(m)} AS changes, f.id, f.name, f.version, f.source, "
-            f"f.trigger_keywords{json}, f.skill_keys{json}, f.search_text FROM (SELECT 1) AS one "
-            f"LEFT JOIN {FLOW_SEARCH.table} AS f ON f.user_id = {m} AND f.agent_id = {m} "
-            "AND f.is_latest")
+    return (
+        f"SELECT {FLOW_SEARCH.counter_sql(m)} AS changes, f.id, f.name, f.version, f.source, "
+        f"f.trigger_keywords{json}, f.skill_keys{json}, f.search_text FROM (SELECT 1) AS one "
+        f"LEFT JOIN {FLOW_SEARCH.table} AS f ON f.user_id = {m} AND f.agent_id = {m} "
+        "AND f.is_latest"
+    )
 
 
 @lru_cache(maxsize=32)
@@ -97,9 +99,11 @@ def _fields_sql(dialect: str, keys: int) -> str:
         m, ids, ns = "?", f"f.id IN ({', '.join('?' * keys)})", "+f.user_id = ? AND +f.agent_id = ?"
     else:
         m, ids, ns = "%s", "f.id = ANY(%s)", "f.user_id = %s AND f.agent_id = %s"
-    return (f"SELECT {FLOW_SEARCH.counter_sql(m)} AS changes, f.id, f.confidence, f.status, "
-            f"f.is_latest FROM (SELECT 1) AS one LEFT JOIN {FLOW_SEARCH.table} AS f ON {ids} "
-            f"AND {ns}")
+    return (
+        f"SELECT {FLOW_SEARCH.counter_sql(m)} AS changes, f.id, f.confidence, f.status, "
+        f"f.is_latest FROM (SELECT 1) AS one LEFT JOIN {FLOW_SEARCH.table} AS f ON {ids} "
+        f"AND {ns}"
+    )
 
 
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -158,7 +162,9 @@ def load_flow_index(cur: Any, dialect: str, *, user_id: str, agent_id: str) -> I
     indexed text (retired and unsure ones included: they count in the terms' document
     frequencies), rows :class:`IndexedFlow` by name, as of the change counter read in the
     same statement."""
-    cur.execute(_index_sql(dialect), (namespace_token(user_id, agent_id), CHANGES, user_id, agent_id))
+    cur.execute(
+        _index_sql(dialect), (namespace_token(user_id, agent_id), CHANGES, user_id, agent_id)
+    )
     rows = cur.fetchall()
     collecting = gc.isenabled()
     gc.disable()  # tens of thousands of new tuples, none cyclic: no collection passes meanwhile
@@ -176,17 +182,29 @@ def _build_flow_index(rows: list[Any]) -> InvertedIndex:
     same = strings.setdefault  # one string object per distinct keyword, tool or source
     keywords = _json_lists([r[5] for r in rows])
     skills = _json_lists([r[6] for r in rows])
-    flows = [IndexedFlow(r[1], r[2], r[3], source=same(r[4], r[4]), trigger_keywords=tuple(map(same, k, k)), skill_keys=tuple(map(same, s, s)))
-             for r, k, s in zip(rows, keywords, skills, strict=True)]  # fmt: skip
+    flows = [
+        IndexedFlow(
+            r[1],
+            r[2],
+            r[3],
+            source=same(r[4], r[4]),
+            trigger_keywords=tuple(map(same, k, k)),
+            skill_keys=tuple(map(same, s, s)),
+        )
+        for r, k, s in zip(rows, keywords, skills, strict=True)
+    ]
     # Calibrated with tracemalloc (4.5 MB for the benchmark's 10,000 flows): ~270 bytes a flow,
     # its name and its tuples' slots; each distinct string once.
-    nbytes = sum(270 + len(f.name) + 8 * (len(f.trigger_keywords) + len(f.skill_keys)) for f in flows)
+    nbytes = sum(
+        270 + len(f.name) + 8 * (len(f.trigger_keywords) + len(f.skill_keys)) for f in flows
+    )
     nbytes += sum(50 + len(text) for text in strings)
     return InvertedIndex.build(changes, [r[7] or "" for r in rows], flows, rows_nbytes=nbytes)
 
 
-def _read_fields(cur: Any, dialect: str, keys: list[int], *, ns: str, user_id: str, agent_id: str
-                 ) -> tuple[int, dict[int, tuple[Any, ...]]]:
+def _read_fields(
+    cur: Any, dialect: str, keys: list[int], *, ns: str, user_id: str, agent_id: str
+) -> tuple[int, dict[int, tuple[Any, ...]]]:
     """(the namespace's change counter, id → (confidence, status, is_latest)) of the flow rows
     ``keys`` of the namespace, in one statement."""
     if dialect == "sqlite":
@@ -194,8 +212,10 @@ def _read_fields(cur: Any, dialect: str, keys: list[int], *, ns: str, user_id: s
         while size < len(keys):
             size *= 2
         # A few statement texts (sizes 8, 16, 32, ...) for sqlite3's statement cache; id 0 is none.
-        cur.execute(_fields_sql(dialect, size), (ns, CHANGES, *keys, *[0] * (size - len(keys)), user_id,
-                                                  agent_id))
+        cur.execute(
+            _fields_sql(dialect, size),
+            (ns, CHANGES, *keys, *[0] * (size - len(keys)), user_id, agent_id),
+        )
     else:
         cur.execute(_fields_sql(dialect, 0), (ns, CHANGES, keys or [0], user_id, agent_id))
     rows = cur.fetchall()
@@ -203,8 +223,16 @@ def _read_fields(cur: Any, dialect: str, keys: list[int], *, ns: str, user_id: s
 
 
 def _pick_candidates(
-    cur: Any, dialect: str, index: InvertedIndex, *, terms: Sequence[str], ns: str, user_id: str,
-    agent_id: str, min_confidence: float, limit: int,
+    cur: Any,
+    dialect: str,
+    index: InvertedIndex,
+    *,
+    terms: Sequence[str],
+    ns: str,
+    user_id: str,
+    agent_id: str,
+    min_confidence: float,
+    limit: int,
 ) -> tuple[list[LookupCandidate], bool]:
     """The ``limit`` best candidates by ``index`` whose changing fields (read by id, best first,
     a batch a statement) pass; and whether the namespace's counter is still the index's."""
@@ -224,8 +252,14 @@ def _pick_candidates(
     done, batch = 0, limit
     while True:
         positions = order[done : done + batch].tolist()
-        changes, fields = _read_fields(cur, dialect, [flows[p].key for p in positions], ns=ns,
-                                       user_id=user_id, agent_id=agent_id)  # fmt: skip
+        changes, fields = _read_fields(
+            cur,
+            dialect,
+            [flows[p].key for p in positions],
+            ns=ns,
+            user_id=user_id,
+            agent_id=agent_id,
+        )
         if changes != index.changes:
             return found, False
         for p in positions:
@@ -236,11 +270,19 @@ def _pick_candidates(
             confidence, status, latest = live
             if not latest or status == "retired" or confidence < min_confidence:
                 continue
-            found.append(LookupCandidate(
-                name=flow.name, version=flow.version, source=flow.source, status=status,
-                confidence=float(confidence), trigger_keywords=flow.trigger_keywords,
-                skill_keys=flow.skill_keys, terms=held(int(scores.held[p])),
-                rank=float(scores.scores[p])))  # fmt: skip
+            found.append(
+                LookupCandidate(
+                    name=flow.name,
+                    version=flow.version,
+                    source=flow.source,
+                    status=status,
+                    confidence=float(confidence),
+                    trigger_keywords=flow.trigger_keywords,
+                    skill_keys=flow.skill_keys,
+                    terms=held(int(scores.held[p])),
+                    rank=float(scores.scores[p]),
+                )
+            )
             if len(found) == limit:
                 return found, True
         done += len(positions)
@@ -255,8 +297,14 @@ def _pick_candidates(
 
 
 def find_candidates(
-    engine: Engine, cache: IndexCache, terms: Sequence[str], *, user_id: str, agent_id: str,
-    min_confidence: float, limit: int,
+    engine: Engine,
+    cache: IndexCache,
+    terms: Sequence[str],
+    *,
+    user_id: str,
+    agent_id: str,
+    min_confidence: float,
+    limit: int,
 ) -> list[LookupCandidate]:
     """The ``limit`` best latest, non-retired flow versions of the namespace holding any of
     ``terms`` with confidence ≥ ``min_confidence``, best first (see
@@ -273,9 +321,17 @@ def find_candidates(
             if index is None:
                 index = load_flow_index(cur, dialect, user_id=user_id, agent_id=agent_id)
                 cache.put(ns, index)
-            found, current = _pick_candidates(cur, dialect, index, terms=terms, ns=ns, user_id=user_id,
-                                              agent_id=agent_id, min_confidence=min_confidence,
-                                              limit=limit)  # fmt: skip
+            found, current = _pick_candidates(
+                cur,
+                dialect,
+                index,
+                terms=terms,
+                ns=ns,
+                user_id=user_id,
+                agent_id=agent_id,
+                min_confidence=min_confidence,
+                limit=limit,
+            )
             if current:
                 break
             index = None

@@ -47,10 +47,14 @@ if TYPE_CHECKING:
     from soloflow_core.models import FlowDefinition
 
 
-_RUN_COLUMNS = ("INSERT INTO sf_flow_runs (id, user_id, agent_id, flow_name, flow_version, status, inputs, "
-                "started_at, updated_at, owner, definition, cancel_requested) ")
-_NEWEST = ("WHERE NOT EXISTS (SELECT 1 FROM sf_flows WHERE user_id = {0} AND agent_id = {0} AND name = {0} "
-           "AND version > {0})")
+_RUN_COLUMNS = (
+    "INSERT INTO sf_flow_runs (id, user_id, agent_id, flow_name, flow_version, status, inputs, "
+    "started_at, updated_at, owner, definition, cancel_requested) "
+)
+_NEWEST = (
+    "WHERE NOT EXISTS (SELECT 1 FROM sf_flows WHERE user_id = {0} AND agent_id = {0} AND name = {0} "
+    "AND version > {0})"
+)
 _PG_RUN_TRANSITIONS = (
     "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
     "SELECT run.id, NULL, NULL, 'running', %s, CAST(%s AS text) FROM run RETURNING 1"
@@ -59,14 +63,21 @@ _PG_RUN_TRANSITIONS = (
 row; :meth:`FlowRunStore.flow_run_history` lists it as the three (no other move goes from
 nothing to ``running``)."""
 _STARTED = "inputs checked"
-_PG_RUN_VALUES = ("%s, %s, %s, %s, %s, 'running', CAST(%s AS jsonb), %s, %s, %s, CAST(%s AS jsonb), FALSE")
-_PG_START = f"WITH run AS ({_RUN_COLUMNS}VALUES ({_PG_RUN_VALUES}) RETURNING id) {_PG_RUN_TRANSITIONS}"
+_PG_RUN_VALUES = (
+    "%s, %s, %s, %s, %s, 'running', CAST(%s AS jsonb), %s, %s, %s, CAST(%s AS jsonb), FALSE"
+)
+_PG_START = (
+    f"WITH run AS ({_RUN_COLUMNS}VALUES ({_PG_RUN_VALUES}) RETURNING id) {_PG_RUN_TRANSITIONS}"
+)
 """A new run and its first three transitions in one statement (PostgreSQL)."""
-_PG_START_LATEST = (f"WITH run AS ({_RUN_COLUMNS}SELECT {_PG_RUN_VALUES} {_NEWEST.format('%s')} RETURNING id) "
-                    f"{_PG_RUN_TRANSITIONS}")
+_PG_START_LATEST = (
+    f"WITH run AS ({_RUN_COLUMNS}SELECT {_PG_RUN_VALUES} {_NEWEST.format('%s')} RETURNING id) "
+    f"{_PG_RUN_TRANSITIONS}"
+)
 """The same, only while no newer version of the flow is registered."""
-_SQLITE_START_LATEST = (f"{_RUN_COLUMNS}SELECT ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, FALSE "
-                        f"{_NEWEST.format('?')}")
+_SQLITE_START_LATEST = (
+    f"{_RUN_COLUMNS}SELECT ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, FALSE {_NEWEST.format('?')}"
+)
 
 _FROM_RUNNING = frozenset(str(s) for s in RUN_TERMINAL)
 
@@ -78,6 +89,7 @@ _PG_FINISH = (
 )
 """running → a terminal state in one statement (PostgreSQL); no rows when the run was not
 running, and the checked path runs."""
+
 
 @dataclass(frozen=True, slots=True)
 class _NewRun:
@@ -94,18 +106,37 @@ class _NewRun:
     """Only while no newer version of the flow is registered."""
 
     def newest(self) -> tuple[Any, ...]:
-        return (self.user_id, self.agent_id, self.flow.name, self.flow.version) if self.if_latest else ()
+        return (
+            (self.user_id, self.agent_id, self.flow.name, self.flow.version)
+            if self.if_latest
+            else ()
+        )
 
     def columns(self, at: Any) -> tuple[Any, ...]:
-        return (self.run_id, self.user_id, self.agent_id, self.flow.name, self.flow.version,
-                json_text(self.inputs), at, at, self.owner, self.definition)
+        return (
+            self.run_id,
+            self.user_id,
+            self.agent_id,
+            self.flow.name,
+            self.flow.version,
+            json_text(self.inputs),
+            at,
+            at,
+            self.owner,
+            self.definition,
+        )
 
 
 def _pg_start(run: _NewRun) -> tuple[str, tuple[Any, ...]]:
     """The statement (PostgreSQL) that records a new run, with its parameters; it returns a
     row when it did."""
     at = now()
-    return (_PG_START_LATEST if run.if_latest else _PG_START), (*run.columns(at), *run.newest(), at, run.owner)
+    return (_PG_START_LATEST if run.if_latest else _PG_START), (
+        *run.columns(at),
+        *run.newest(),
+        at,
+        run.owner,
+    )
 
 
 def _sqlite_start(run: _NewRun, stamp: Callable[[datetime], Any]) -> Callable[[Any], bool]:
@@ -115,10 +146,15 @@ def _sqlite_start(run: _NewRun, stamp: Callable[[datetime], Any]) -> Callable[[A
 
     def work(cur: Any) -> bool:
         at = stamp(now())
-        cur.execute(_SQLITE_START_LATEST if run.if_latest else sql.insert_run, (*run.columns(at), *run.newest()))
+        cur.execute(
+            _SQLITE_START_LATEST if run.if_latest else sql.insert_run,
+            (*run.columns(at), *run.newest()),
+        )
         if cur.rowcount != 1:
             return False
-        insert_transitions(cur, sql, [(run.run_id, None, None, RunState.RUNNING.value, at, run.owner)])
+        insert_transitions(
+            cur, sql, [(run.run_id, None, None, RunState.RUNNING.value, at, run.owner)]
+        )
         return True
 
     return work
@@ -131,18 +167,41 @@ def _history_query(run_id: str) -> sa.Select[Any]:
     so the order never depends on a clock and a history only grows at its end."""
     c, s = t.flow_transitions.c, t.flow_step_runs.c
     null, zero = sa.null(), sa.literal(0)
-    stored = sa.select(c.at.label("at"), c.step_key, c.from_state, c.to_state, c.detail,
-                       c.id.label("pos"), zero.label("ord"), c.id.label("n")).where(c.run_id == run_id)
-    begins = sa.select(s.begun_at, s.step_key, sa.cast(null, sa.String), sa.literal(StepState.RUNNING.value),
-                       sa.cast(null, sa.Text), s.begun_pos, sa.func.coalesce(s.begun_ord, 0), zero).where(
-        s.run_id == run_id, s.begun_at.is_not(None))
-    completions = sa.select(s.done_at, s.step_key, sa.literal(StepState.RUNNING.value),
-                            sa.literal(StepState.COMPLETED.value), sa.cast(null, sa.Text),
-                            sa.func.coalesce(s.done_pos, s.completed_seq), sa.func.coalesce(s.done_ord, 0),
-                            zero).where(s.run_id == run_id, s.done_at.is_not(None))
+    stored = sa.select(
+        c.at.label("at"),
+        c.step_key,
+        c.from_state,
+        c.to_state,
+        c.detail,
+        c.id.label("pos"),
+        zero.label("ord"),
+        c.id.label("n"),
+    ).where(c.run_id == run_id)
+    begins = sa.select(
+        s.begun_at,
+        s.step_key,
+        sa.cast(null, sa.String),
+        sa.literal(StepState.RUNNING.value),
+        sa.cast(null, sa.Text),
+        s.begun_pos,
+        sa.func.coalesce(s.begun_ord, 0),
+        zero,
+    ).where(s.run_id == run_id, s.begun_at.is_not(None))
+    completions = sa.select(
+        s.done_at,
+        s.step_key,
+        sa.literal(StepState.RUNNING.value),
+        sa.literal(StepState.COMPLETED.value),
+        sa.cast(null, sa.Text),
+        sa.func.coalesce(s.done_pos, s.completed_seq),
+        sa.func.coalesce(s.done_ord, 0),
+        zero,
+    ).where(s.run_id == run_id, s.done_at.is_not(None))
     both = sa.union_all(stored, begins, completions).subquery()
     b = both.c
-    return sa.select(b.at, b.step_key, b.from_state, b.to_state, b.detail).order_by(b.pos, b.ord, b.n)
+    return sa.select(b.at, b.step_key, b.from_state, b.to_state, b.detail).order_by(
+        b.pos, b.ord, b.n
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,8 +315,16 @@ class FlowRunStore:
     ) -> str:
         """Record a new run, ``draft`` → ``active`` → ``running``; its id.
         ``definition_json``: ``flow`` as JSON text, when the caller has it at hand."""
-        started = self._start_run(flow, inputs, user_id=user_id, agent_id=agent_id, run_id=run_id, owner=owner,
-                                  definition_json=definition_json, if_latest=False)
+        started = self._start_run(
+            flow,
+            inputs,
+            user_id=user_id,
+            agent_id=agent_id,
+            run_id=run_id,
+            owner=owner,
+            definition_json=definition_json,
+            if_latest=False,
+        )
         assert started is not None
         return started
 
@@ -275,22 +342,50 @@ class FlowRunStore:
         """:meth:`start_flow_run` if ``flow`` is still the newest registered version of its
         name in the namespace (checked in the same statement); None, recording nothing, if a
         newer one exists."""
-        return self._start_run(flow, inputs, user_id=user_id, agent_id=agent_id, run_id=run_id, owner=owner,
-                               definition_json=definition_json, if_latest=True)
+        return self._start_run(
+            flow,
+            inputs,
+            user_id=user_id,
+            agent_id=agent_id,
+            run_id=run_id,
+            owner=owner,
+            definition_json=definition_json,
+            if_latest=True,
+        )
 
-    def _start_run(self, flow: FlowDefinition, inputs: dict[str, Any], *, user_id: str, agent_id: str,
-                   run_id: str | None, owner: str | None, definition_json: str | None,
-                   if_latest: bool) -> str | None:
-        run = _NewRun(flow=flow, inputs=inputs, user_id=user_id, agent_id=agent_id,
-                      run_id=run_id or "frun_" + uuid.uuid4().hex, owner=owner,
-                      definition=definition_json or json_text(flow.model_dump(mode="json")), if_latest=if_latest)
+    def _start_run(
+        self,
+        flow: FlowDefinition,
+        inputs: dict[str, Any],
+        *,
+        user_id: str,
+        agent_id: str,
+        run_id: str | None,
+        owner: str | None,
+        definition_json: str | None,
+        if_latest: bool,
+    ) -> str | None:
+        run = _NewRun(
+            flow=flow,
+            inputs=inputs,
+            user_id=user_id,
+            agent_id=agent_id,
+            run_id=run_id or "frun_" + uuid.uuid4().hex,
+            owner=owner,
+            definition=definition_json or json_text(flow.model_dump(mode="json")),
+            if_latest=if_latest,
+        )
         dialect = self.engine.dialect.name
         if dialect == "postgresql":
             statement, params = _pg_start(run)
             rows = driver_statement(self._journal_engine(), statement, params)
             return run.run_id if rows else None
         work = _sqlite_start(run, stamper(self.engine))
-        return run.run_id if driver_transaction(self._journal_engine(), JournalSql.build(dialect), work) else None
+        return (
+            run.run_id
+            if driver_transaction(self._journal_engine(), JournalSql.build(dialect), work)
+            else None
+        )
 
     def finish_flow_run(
         self,
@@ -334,9 +429,21 @@ class FlowRunStore:
             if deferring is not None and one is not None:
                 step_key, text, when = one
                 try:
-                    completed, ended = driver_statement(engine, PG_COMPLETE_THEN_FINISH, pg_complete_then_finish_params(
-                        run_id, step_key, text=text, when=when, status=str(status), outputs=json_text(outputs),
-                        error=err, outcome=outcome, note=note_text))[0]
+                    completed, ended = driver_statement(
+                        engine,
+                        PG_COMPLETE_THEN_FINISH,
+                        pg_complete_then_finish_params(
+                            run_id,
+                            step_key,
+                            text=text,
+                            when=when,
+                            status=str(status),
+                            outputs=json_text(outputs),
+                            error=err,
+                            outcome=outcome,
+                            note=note_text,
+                        ),
+                    )[0]
                 except BaseException:
                     deferring.give_back(step_key, text, when)
                     raise
@@ -345,8 +452,21 @@ class FlowRunStore:
                 elif ended:
                     return
             elif (deferring is None or not deferring.has_deferred()) and driver_statement(
-                    engine, _PG_FINISH, (str(status), json_text(outputs), err, outcome, at, at,
-                                         run_id, str(status), at, note_text)):
+                engine,
+                _PG_FINISH,
+                (
+                    str(status),
+                    json_text(outputs),
+                    err,
+                    outcome,
+                    at,
+                    at,
+                    run_id,
+                    str(status),
+                    at,
+                    note_text,
+                ),
+            ):
                 return
 
         def work(cur: Any) -> None:
@@ -356,7 +476,9 @@ class FlowRunStore:
                 raise NotFoundError(f"no flow run {run_id!r}")
             check_run_transition(run_id, row[0], status)
             at = stamp(now())
-            cur.execute(sql.finish_run, (str(status), json_text(outputs), err, outcome, at, at, run_id))
+            cur.execute(
+                sql.finish_run, (str(status), json_text(outputs), err, outcome, at, at, run_id)
+            )
             cur.execute(sql.transition, (run_id, None, row[0], str(status), at, note_text))
 
         # Like the journal, on the async-commit pool: the deletion of the run's checkpoints
@@ -368,8 +490,15 @@ class FlowRunStore:
         else:  # its deferred completions are given back if this fails
             deferring.transact(engine, deferring.with_deferred(work))
 
-    def claim_flow_run(self, run_id: str, *, user_id: str, agent_id: str, owner: str,
-                       seen: FlowRunRecord | None = None) -> None:
+    def claim_flow_run(
+        self,
+        run_id: str,
+        *,
+        user_id: str,
+        agent_id: str,
+        owner: str,
+        seen: FlowRunRecord | None = None,
+    ) -> None:
         """Record that process ``owner`` now runs ``run_id`` (a resume, an approval, a reject
         or a cancel of a run no process drives). With ``seen`` — the record the caller decided
         on — only if the run's row has not changed since (same owner, same ``updated_at``, still
@@ -382,30 +511,44 @@ class FlowRunStore:
         c = t.flow_runs.c
         where = list(self._run_where(run_id, user_id, agent_id))
         if seen is not None:
-            where += [c.status == RunState.RUNNING.value, c.owner.is_not_distinct_from(seen.owner),
-                      c.updated_at.is_not_distinct_from(seen.updated_at)]
+            where += [
+                c.status == RunState.RUNNING.value,
+                c.owner.is_not_distinct_from(seen.owner),
+                c.updated_at.is_not_distinct_from(seen.updated_at),
+            ]
         with self._writer.begin() as conn:
-            done = conn.execute(sa.update(t.flow_runs).where(*where).values(owner=owner, updated_at=now()))
+            done = conn.execute(
+                sa.update(t.flow_runs).where(*where).values(owner=owner, updated_at=now())
+            )
         if seen is not None and not done.rowcount:
             raise InvalidTransitionError(
                 f"flow run {run_id!r} changed since it was read: another process resumed, approved, rejected "
                 f"or cancelled it at the same moment; `soloflow flows status {run_id}` shows where it is",
-                run_id=run_id)
+                run_id=run_id,
+            )
 
     def request_cancel(self, run_id: str, *, user_id: str, agent_id: str) -> FlowRunRecord:
         """Ask the process running ``run_id`` to stop before its next step."""
         with self._writer.begin() as conn:
-            done = conn.execute(sa.update(t.flow_runs).where(*self._run_where(run_id, user_id, agent_id))
-                                .values(cancel_requested=True, updated_at=now()))
+            done = conn.execute(
+                sa.update(t.flow_runs)
+                .where(*self._run_where(run_id, user_id, agent_id))
+                .values(cancel_requested=True, updated_at=now())
+            )
             if not done.rowcount:
-                raise NotFoundError(f"no flow run {run_id!r} for user {user_id!r}, agent {agent_id!r}; "
-                                    "`soloflow flows runs` lists them")
+                raise NotFoundError(
+                    f"no flow run {run_id!r} for user {user_id!r}, agent {agent_id!r}; "
+                    "`soloflow flows runs` lists them"
+                )
         return self.get_flow_run(run_id, user_id=user_id, agent_id=agent_id)
 
     def cancel_requested(self, run_id: str) -> bool:
         with self.engine.connect() as conn:
-            return bool(conn.execute(sa.select(t.flow_runs.c.cancel_requested)
-                                     .where(t.flow_runs.c.id == run_id)).scalar())
+            return bool(
+                conn.execute(
+                    sa.select(t.flow_runs.c.cancel_requested).where(t.flow_runs.c.id == run_id)
+                ).scalar()
+            )
 
     @staticmethod
     def _run_where(run_id: str, user_id: str, agent_id: str) -> tuple[Any, ...]:
@@ -419,26 +562,54 @@ class FlowRunStore:
             NotFoundError: no such run in this namespace.
         """
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(t.flow_runs).where(*self._run_where(run_id, user_id, agent_id))
-                               ).mappings().first()
+            row = (
+                conn.execute(
+                    sa.select(t.flow_runs).where(*self._run_where(run_id, user_id, agent_id))
+                )
+                .mappings()
+                .first()
+            )
             if row is None:
-                raise NotFoundError(f"no flow run {run_id!r} for user {user_id!r}, agent {agent_id!r}; "
-                                    "`soloflow flows runs` lists them")
+                raise NotFoundError(
+                    f"no flow run {run_id!r} for user {user_id!r}, agent {agent_id!r}; "
+                    "`soloflow flows runs` lists them"
+                )
             steps = [
-                StepRunRecord(step_key=s["step_key"], step_id=s["step_id"], state=s["state"],
-                              attempts=s["attempts"], idempotency_key=s["idempotency_key"],
-                              output=s["output"], error=s["error"], started_at=s["started_at"],
-                              finished_at=s["finished_at"])
-                for s in conn.execute(sa.select(t.flow_step_runs)
-                                      .where(t.flow_step_runs.c.run_id == run_id)
-                                      .order_by(t.flow_step_runs.c.started_at)).mappings()
+                StepRunRecord(
+                    step_key=s["step_key"],
+                    step_id=s["step_id"],
+                    state=s["state"],
+                    attempts=s["attempts"],
+                    idempotency_key=s["idempotency_key"],
+                    output=s["output"],
+                    error=s["error"],
+                    started_at=s["started_at"],
+                    finished_at=s["finished_at"],
+                )
+                for s in conn.execute(
+                    sa.select(t.flow_step_runs)
+                    .where(t.flow_step_runs.c.run_id == run_id)
+                    .order_by(t.flow_step_runs.c.started_at)
+                ).mappings()
             ]
         return FlowRunRecord(
-            id=row["id"], user_id=row["user_id"], agent_id=row["agent_id"], flow_name=row["flow_name"],
-            flow_version=row["flow_version"], state=row["status"], inputs=row["inputs"],
-            outputs=row["outputs"], error=row["error"], outcome=row["outcome"], owner=row["owner"],
-            cancel_requested=bool(row["cancel_requested"]), started_at=row["started_at"],
-            ended_at=row["ended_at"], steps=steps, definition=row["definition"], updated_at=row["updated_at"],
+            id=row["id"],
+            user_id=row["user_id"],
+            agent_id=row["agent_id"],
+            flow_name=row["flow_name"],
+            flow_version=row["flow_version"],
+            state=row["status"],
+            inputs=row["inputs"],
+            outputs=row["outputs"],
+            error=row["error"],
+            outcome=row["outcome"],
+            owner=row["owner"],
+            cancel_requested=bool(row["cancel_requested"]),
+            started_at=row["started_at"],
+            ended_at=row["ended_at"],
+            steps=steps,
+            definition=row["definition"],
+            updated_at=row["updated_at"],
         )
 
     def flow_run_history(self, run_id: str, *, user_id: str, agent_id: str) -> list[Transition]:
@@ -453,13 +624,20 @@ class FlowRunStore:
         out: list[Transition] = []
         for at, step_key, old, new, detail in rows:
             if old is None and new == RunState.RUNNING:  # a start or a begin, stored as one row
-                chain = ([None, RunState.DRAFT.value, RunState.ACTIVE.value, new] if step_key is None
-                         else [None, StepState.PENDING.value, StepState.READY.value, new])
+                chain = (
+                    [None, RunState.DRAFT.value, RunState.ACTIVE.value, new]
+                    if step_key is None
+                    else [None, StepState.PENDING.value, StepState.READY.value, new]
+                )
                 notes = [None, _STARTED if step_key is None else None, detail]
-                out += [Transition(at=at, step_key=step_key, from_state=a, to_state=b, detail=note)
-                        for a, b, note in zip(chain, chain[1:], notes, strict=False)]
+                out += [
+                    Transition(at=at, step_key=step_key, from_state=a, to_state=b, detail=note)
+                    for a, b, note in zip(chain, chain[1:], notes, strict=False)
+                ]
                 continue
-            out.append(Transition(at=at, step_key=step_key, from_state=old, to_state=new, detail=detail))
+            out.append(
+                Transition(at=at, step_key=step_key, from_state=old, to_state=new, detail=detail)
+            )
         return out
 
     def list_flow_runs(
@@ -487,11 +665,18 @@ class FlowRunStore:
         """(run id, flow name) of the namespace's runs that wait for a person's approval,
         oldest first."""
         r, s = t.flow_runs.c, t.flow_step_runs.c
-        q = (sa.select(r.id, r.flow_name)
-             .join(t.flow_step_runs, s.run_id == r.id)
-             .where(r.user_id == user_id, r.agent_id == agent_id, r.status == RunState.RUNNING,
-                    s.step_key == APPROVAL_STEP, s.state == StepState.RUNNING)
-             .order_by(r.started_at))  # fmt: skip
+        q = (
+            sa.select(r.id, r.flow_name)
+            .join(t.flow_step_runs, s.run_id == r.id)
+            .where(
+                r.user_id == user_id,
+                r.agent_id == agent_id,
+                r.status == RunState.RUNNING,
+                s.step_key == APPROVAL_STEP,
+                s.state == StepState.RUNNING,
+            )
+            .order_by(r.started_at)
+        )
         with self.engine.connect() as conn:
             return [(str(rid), str(name)) for rid, name in conn.execute(q)]
 
@@ -501,8 +686,13 @@ class FlowRunStore:
         states = [s.value for s in RUN_TERMINAL]
         cond = c.status.in_(states) if terminal else c.status.not_in(states)
         with self.engine.connect() as conn:
-            return list(conn.execute(sa.select(c.id).where(cond, sa.func.coalesce(c.updated_at, c.started_at)
-                                                           < older_than)).scalars())
+            return list(
+                conn.execute(
+                    sa.select(c.id).where(
+                        cond, sa.func.coalesce(c.updated_at, c.started_at) < older_than
+                    )
+                ).scalars()
+            )
 
     def step_journal(self, run_id: str, *, defer_completions: bool = False) -> StepJournal:
         """The journal the runtime writes ``run_id``'s steps to: on SQLite and PostgreSQL
@@ -515,7 +705,7 @@ class FlowRunStore:
         :class:`~soloflow_langgraph.runtime.flow_runtime.FlowRuntime` does both. Ignored on other
         databases."""
         if self.engine.dialect.name in ("sqlite", "postgresql"):
-            return DriverStepJournal(self._journal_engine(), run_id, defer_completions=defer_completions)
+            return DriverStepJournal(
+                self._journal_engine(), run_id, defer_completions=defer_completions
+            )
         return StoreStepJournal(self._writer, self.engine, run_id)
-
-

@@ -244,7 +244,9 @@ def tsquery(terms: Sequence[str]) -> str:
     return " | ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in terms)
 
 
-def prune_terms(terms: Sequence[str], df: Mapping[str, int], budget: int = MATCH_BUDGET) -> list[str]:
+def prune_terms(
+    terms: Sequence[str], df: Mapping[str, int], budget: int = MATCH_BUDGET
+) -> list[str]:
     """``terms`` without those no row holds (``df`` has no count for them) and without the
     commonest: the rarest are kept while the rows holding them add up to at most ``budget``
     (terms held by at most :data:`RARE` rows, the rarest term, and terms too long to be
@@ -256,8 +258,9 @@ def prune_terms(terms: Sequence[str], df: Mapping[str, int], budget: int = MATCH
     """
     keep = {t for t in terms if len(t) > MAX_STAT_TERM}
     total = 0
-    for term in sorted((t for t in dict.fromkeys(terms) if df.get(t, 0) > 0 and t not in keep),
-                       key=df.__getitem__):
+    for term in sorted(
+        (t for t in dict.fromkeys(terms) if df.get(t, 0) > 0 and t not in keep), key=df.__getitem__
+    ):
         n = df[term]
         if n <= RARE or total + n <= budget or not total:
             keep.add(term)
@@ -347,7 +350,9 @@ class InvertedIndex:
     """An estimate of the memory it takes, the caller's ``rows`` included."""
 
     @staticmethod
-    def build(changes: int, texts: Sequence[str], rows: Sequence[Any], *, rows_nbytes: int = 0) -> InvertedIndex:
+    def build(
+        changes: int, texts: Sequence[str], rows: Sequence[Any], *, rows_nbytes: int = 0
+    ) -> InvertedIndex:
         """The index of ``rows`` whose indexed texts (:func:`index_text` output) are
         ``texts``, in the same order; ``rows_nbytes`` estimates what ``rows`` take."""
         # A new term gets the next number: the lookups below stay in C.
@@ -368,9 +373,13 @@ class InvertedIndex:
         # A dictionary entry and its string: ~100 bytes and the characters.
         terms_nbytes = sum(len(term) for term in term_ids) + 100 * len(term_ids)
         return InvertedIndex(
-            changes=changes, rows=rows, term_ids=term_ids, offsets=offsets, positions=positions,
+            changes=changes,
+            rows=rows,
+            term_ids=term_ids,
+            offsets=offsets,
+            positions=positions,
             nbytes=positions.nbytes + offsets.nbytes + terms_nbytes + rows_nbytes,
-        )  # fmt: skip
+        )
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -496,8 +505,10 @@ class FullTextIndex:
         return f"{self.table}_terms"
 
     def create_ddl(self, dialect: str) -> list[str]:
-        stats = (f"CREATE TABLE {self.terms_table} (ns VARCHAR(64) NOT NULL, "
-                 f"term VARCHAR({MAX_STAT_TERM}) NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (ns, term))")
+        stats = (
+            f"CREATE TABLE {self.terms_table} (ns VARCHAR(64) NOT NULL, "
+            f"term VARCHAR({MAX_STAT_TERM}) NOT NULL, df INTEGER NOT NULL, PRIMARY KEY (ns, term))"
+        )
         if dialect == "sqlite":
             return [
                 f"CREATE VIRTUAL TABLE {self.fts_table} USING fts5("
@@ -533,8 +544,10 @@ class FullTextIndex:
             rows = [{"ns": namespace, "term": w, "df": sign * n} for w, n in counts.items()]
             rows.append({"ns": namespace, "term": CHANGES, "df": 1})
             conn.execute(
-                sa.text(f"INSERT INTO {self.terms_table} (ns, term, df) VALUES (:ns, :term, :df) "
-                        f"ON CONFLICT (ns, term) DO UPDATE SET df = {self.terms_table}.df + excluded.df"),
+                sa.text(
+                    f"INSERT INTO {self.terms_table} (ns, term, df) VALUES (:ns, :term, :df) "
+                    f"ON CONFLICT (ns, term) DO UPDATE SET df = {self.terms_table}.df + excluded.df"
+                ),
                 rows,
             )
 
@@ -548,7 +561,9 @@ class FullTextIndex:
             )
         self._count(conn, namespace, [text], sign=+1)
 
-    def put_many(self, conn: Connection, rows: Sequence[tuple[int, str]], *, namespace: str = "") -> None:
+    def put_many(
+        self, conn: Connection, rows: Sequence[tuple[int, str]], *, namespace: str = ""
+    ) -> None:
         """:meth:`put` for many (key, text) rows of one namespace, in two statements."""
         if not rows:
             return
@@ -565,8 +580,10 @@ class FullTextIndex:
             return
         if conn.dialect.name == "sqlite":
             marks = ", ".join("?" * len(rows))
-            conn.exec_driver_sql(f"DELETE FROM {self.fts_table} WHERE rowid IN ({marks})",
-                                 tuple(key for key, _, _ in rows))
+            conn.exec_driver_sql(
+                f"DELETE FROM {self.fts_table} WHERE rowid IN ({marks})",
+                tuple(key for key, _, _ in rows),
+            )
         by_ns: dict[str, list[str]] = {}
         for _, namespace, text in rows:
             by_ns.setdefault(namespace, []).append(text)
@@ -578,8 +595,9 @@ class FullTextIndex:
         batch = list(rows)
         # The change counters stay and rise (a cache must never see an old value again).
         conn.execute(sa.text(f"DELETE FROM {self.terms_table} WHERE term <> :c"), {"c": CHANGES})
-        conn.execute(sa.text(f"UPDATE {self.terms_table} SET df = df + 1 WHERE term = :c"),
-                     {"c": CHANGES})
+        conn.execute(
+            sa.text(f"UPDATE {self.terms_table} SET df = df + 1 WHERE term = :c"), {"c": CHANGES}
+        )
         if conn.dialect.name == "sqlite":
             conn.exec_driver_sql(f"DELETE FROM {self.fts_table}")
             if batch:
@@ -593,19 +611,32 @@ class FullTextIndex:
             self._count(conn, namespace, texts, sign=+1)
         return len(batch)
 
-    def prune(self, conn: Connection, terms: Sequence[str], *, namespace: str = "",
-              budget: int | None = None) -> list[str]:
+    def prune(
+        self,
+        conn: Connection,
+        terms: Sequence[str],
+        *,
+        namespace: str = "",
+        budget: int | None = None,
+    ) -> list[str]:
         """``terms`` without those no indexed row of the namespace holds, and without the
         commonest (see :func:`prune_terms`; ``budget`` defaults to :data:`MATCH_BUDGET`).
         In query order."""
         if not terms:
             return []
         counted = [t for t in terms if len(t) <= MAX_STAT_TERM]
-        found: dict[str, int] = dict(conn.execute(
-            sa.text(f"SELECT term, df FROM {self.terms_table} WHERE ns = :ns AND term IN :terms")
-            .bindparams(sa.bindparam("terms", expanding=True)),
-            {"ns": namespace, "terms": counted},
-        ).all()) if counted else {}
+        found: dict[str, int] = (
+            dict(
+                conn.execute(
+                    sa.text(
+                        f"SELECT term, df FROM {self.terms_table} WHERE ns = :ns AND term IN :terms"
+                    ).bindparams(sa.bindparam("terms", expanding=True)),
+                    {"ns": namespace, "terms": counted},
+                ).all()
+            )
+            if counted
+            else {}
+        )
         return prune_terms(terms, found, MATCH_BUDGET if budget is None else budget)
 
     def term_counts(self, conn: Connection, namespace: str) -> TermCounts:
@@ -620,11 +651,18 @@ class FullTextIndex:
     def counter_sql(self, mark: str) -> str:
         """A scalar subquery: the namespace's :data:`CHANGES` counter (0 before any write);
         its two parameters are the namespace and :data:`CHANGES`, in the driver's ``mark``."""
-        return (f"(SELECT coalesce((SELECT df FROM {self.terms_table} "
-                f"WHERE ns = {mark} AND term = {mark}), 0))")
+        return (
+            f"(SELECT coalesce((SELECT df FROM {self.terms_table} "
+            f"WHERE ns = {mark} AND term = {mark}), 0))"
+        )
 
     def match(
-        self, dialect: str, table: sa.Table, terms: Sequence[str], *, namespace: str = "",
+        self,
+        dialect: str,
+        table: sa.Table,
+        terms: Sequence[str],
+        *,
+        namespace: str = "",
         top: int = 1000,
     ) -> FullTextMatch:
         """Rows of ``table`` holding any of ``terms`` (non-empty), ranked (BM25 on SQLite,
@@ -636,9 +674,14 @@ class FullTextIndex:
             whole: sa.ColumnElement[Any] = sa.literal_column(self.fts_table)
             query = fts5_query(terms, column="body", namespace=namespace or None)
             score = (-sa.func.bm25(whole, 0.0, 1.0)).label("score")
-            best = (sa.select(fts.c.rowid.label("key"), score).select_from(fts)
-                    .where(whole.op("MATCH")(sa.literal(query)))
-                    .order_by(sa.desc("score")).limit(top).subquery())  # fmt: skip
+            best = (
+                sa.select(fts.c.rowid.label("key"), score)
+                .select_from(fts)
+                .where(whole.op("MATCH")(sa.literal(query)))
+                .order_by(sa.desc("score"))
+                .limit(top)
+                .subquery()
+            )
             return FullTextMatch(
                 target=best,
                 onclause=best.c.key == table.c[self.key],
@@ -646,7 +689,9 @@ class FullTextIndex:
                 rank=best.c.score,
             )
         vector: sa.ColumnElement[Any] = sa.literal_column(f"{table.name}.{self.vector_column}")
-        ts_query = sa.func.to_tsquery(sa.literal_column("'simple'::regconfig"), sa.literal(tsquery(terms)))
+        ts_query = sa.func.to_tsquery(
+            sa.literal_column("'simple'::regconfig"), sa.literal(tsquery(terms))
+        )
         return FullTextMatch(
             target=None,
             onclause=None,

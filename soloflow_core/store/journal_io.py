@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class JournalSql:
     """The journal's statements in one dialect's spelling."""
@@ -51,33 +49,49 @@ class JournalSql:
 
     @classmethod
     def _build(cls, dialect: str) -> JournalSql:
-        ph, lock, json_ph = ("?", "", "?") if dialect == "sqlite" else ("%s", " FOR UPDATE OF r", "CAST(%s AS jsonb)")
-        join = ("FROM sf_flow_runs r LEFT JOIN sf_flow_step_runs s ON s.run_id = r.id AND s.step_key = ? "
-                "WHERE r.id = ?")
+        ph, lock, json_ph = (
+            ("?", "", "?")
+            if dialect == "sqlite"
+            else ("%s", " FOR UPDATE OF r", "CAST(%s AS jsonb)")
+        )
+        join = (
+            "FROM sf_flow_runs r LEFT JOIN sf_flow_step_runs s ON s.run_id = r.id AND s.step_key = ? "
+            "WHERE r.id = ?"
+        )
         sql = {
             "begin_read": f"SELECT r.cancel_requested, s.state, s.attempts, s.output {join}{lock}",
-            "finish_read": ("SELECT s.state, (SELECT MAX(completed_seq) FROM sf_flow_step_runs "
-                            f"WHERE run_id = r.id) {join}{lock}"),
+            "finish_read": (
+                "SELECT s.state, (SELECT MAX(completed_seq) FROM sf_flow_step_runs "
+                f"WHERE run_id = r.id) {join}{lock}"
+            ),
             "upsert_running": (
                 "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
                 "started_at) VALUES (?, ?, ?, 'running', ?, ?, ?) ON CONFLICT (run_id, step_key) DO UPDATE "
-                "SET state = 'running', attempts = excluded.attempts, started_at = excluded.started_at"),
+                "SET state = 'running', attempts = excluded.attempts, started_at = excluded.started_at"
+            ),
             "insert_finished": (
                 "INSERT INTO sf_flow_step_runs (run_id, step_key, step_id, state, attempts, idempotency_key, "
-                "error, finished_at) VALUES (?, ?, ?, ?, 0, ?, ?, ?)"),
+                "error, finished_at) VALUES (?, ?, ?, ?, 0, ?, ?, ?)"
+            ),
             "update_finished": (
                 "UPDATE sf_flow_step_runs SET state = ?, finished_at = ?, output = COALESCE(JSONPH, output), "
                 "completed_seq = COALESCE(?, completed_seq), error = COALESCE(?, error) "
-                "WHERE run_id = ? AND step_key = ?"),
-            "transition": ("INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, "
-                           "detail) VALUES (?, ?, ?, ?, ?, ?)"),
+                "WHERE run_id = ? AND step_key = ?"
+            ),
+            "transition": (
+                "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, "
+                "detail) VALUES (?, ?, ?, ?, ?, ?)"
+            ),
             "insert_run": (
                 "INSERT INTO sf_flow_runs (id, user_id, agent_id, flow_name, flow_version, status, inputs, "
                 "started_at, updated_at, owner, definition, cancel_requested) "
-                "VALUES (?, ?, ?, ?, ?, 'running', JSONPH, ?, ?, ?, JSONPH, FALSE)"),
+                "VALUES (?, ?, ?, ?, ?, 'running', JSONPH, ?, ?, ?, JSONPH, FALSE)"
+            ),
             "run_state": f"SELECT r.status FROM sf_flow_runs r WHERE r.id = ?{lock}",
-            "finish_run": ("UPDATE sf_flow_runs SET status = ?, outputs = JSONPH, error = ?, outcome = ?, "
-                           "ended_at = ?, updated_at = ? WHERE id = ?"),
+            "finish_run": (
+                "UPDATE sf_flow_runs SET status = ?, outputs = JSONPH, error = ?, outcome = ?, "
+                "ended_at = ?, updated_at = ? WHERE id = ?"
+            ),
         }
         done = {k: v.replace("?", ph).replace("JSONPH", json_ph) for k, v in sql.items()}
         # PostgreSQL: the journal's commits need not wait for their WAL flush. WAL is
@@ -161,7 +175,9 @@ class _SqliteWriter:
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
             except sqlite3.Error as exc:
                 self.raw.close()
-                raise StoreError(f"flow-run store: cannot set up the journal's connection: {exc}") from exc
+                raise StoreError(
+                    f"flow-run store: cannot set up the journal's connection: {exc}"
+                ) from exc
         self.commits = 0
         self.checkpoints = WalCheckpointer(engine, tail_lock=_sqlite_lock(engine))
 
@@ -261,7 +277,9 @@ def _sqlite_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], A
             cur.close()
 
 
-def driver_statement(engine: Engine, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+def driver_statement(
+    engine: Engine, statement: str, params: Sequence[Any]
+) -> list[tuple[Any, ...]]:
     """One statement through the driver; its rows. PostgreSQL: in autocommit — its own
     transaction, one round trip instead of ``BEGIN``, the statement and ``COMMIT`` each
     waiting for the server. SQLite: a read (``?`` placeholders) on the driver connection."""

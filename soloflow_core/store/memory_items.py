@@ -167,28 +167,44 @@ class MemoryItemStore:
         """The namespace's cursor, locked until the transaction ends (PostgreSQL: the row;
         SQLite: the write transaction already holds the database)."""
         c = t.memory_cursors.c
-        conn.execute(_upsert(conn, t.memory_cursors)
-                     .values(user_id=user_id, agent_id=agent_id, tier=tier, last_pk=0)
-                     .on_conflict_do_nothing())  # fmt: skip
+        conn.execute(
+            _upsert(conn, t.memory_cursors)
+            .values(user_id=user_id, agent_id=agent_id, tier=tier, last_pk=0)
+            .on_conflict_do_nothing()
+        )
         q = sa.select(c.last_pk).where(c.user_id == user_id, c.agent_id == agent_id, c.tier == tier)
         if conn.dialect.name != "sqlite":
             q = q.with_for_update()
         return int(conn.execute(q).scalar_one())
 
-    def _advance(self, conn: Connection, user_id: str, agent_id: str, *, tier: str, pk: int) -> None:
+    def _advance(
+        self, conn: Connection, user_id: str, agent_id: str, *, tier: str, pk: int
+    ) -> None:
         c = t.memory_cursors.c
-        conn.execute(sa.update(t.memory_cursors)
-                     .where(c.user_id == user_id, c.agent_id == agent_id, c.tier == tier,
-                            c.last_pk < pk)
-                     .values(last_pk=pk))  # fmt: skip
+        conn.execute(
+            sa.update(t.memory_cursors)
+            .where(c.user_id == user_id, c.agent_id == agent_id, c.tier == tier, c.last_pk < pk)
+            .values(last_pk=pk)
+        )
 
     def _unindexed_runs(self, user_id: str, agent_id: str, floor: int) -> Any:
         r, i = t.task_runs.c, t.memory_items.c
-        return (sa.select(r.id, r.run_id, r.task, r.success,
-                          sa.func.coalesce(r.ended_at, r.started_at, r.created_at))
-                .where(r.user_id == user_id, r.agent_id == agent_id, r.id > floor,
-                       ~sa.exists().where(i.run_pk == r.id))
-                .order_by(r.id))  # fmt: skip
+        return (
+            sa.select(
+                r.id,
+                r.run_id,
+                r.task,
+                r.success,
+                sa.func.coalesce(r.ended_at, r.started_at, r.created_at),
+            )
+            .where(
+                r.user_id == user_id,
+                r.agent_id == agent_id,
+                r.id > floor,
+                ~sa.exists().where(i.run_pk == r.id),
+            )
+            .order_by(r.id)
+        )
 
     def _read_cursor(self, conn: Connection, user_id: str, agent_id: str, *, tier: str) -> int:
         c = t.memory_cursors.c
@@ -222,7 +238,9 @@ class MemoryItemStore:
                 if not runs:
                     return done
                 self._insert(conn, user_id, agent_id, tier=EPISODIC, items=self._events(conn, runs))
-                self._advance(conn, user_id, agent_id, tier=EPISODIC, pk=max(row[0] for row in runs))
+                self._advance(
+                    conn, user_id, agent_id, tier=EPISODIC, pk=max(row[0] for row in runs)
+                )
             done += len(runs)
             if len(runs) < RUNS_PER_TRANSACTION:
                 return done
@@ -234,9 +252,17 @@ class MemoryItemStore:
         out: list[_NewItem] = []
         for pk, run_id, task, success, at in runs:
             task = task or ""
-            out.append(_NewItem(
-                key=f"r{pk}:task", kind="task", text=_clip(task), body=index_text([scan_window(task)]),
-                at=at, data={"run_id": run_id, "success": success}, run_pk=pk))  # fmt: skip
+            out.append(
+                _NewItem(
+                    key=f"r{pk}:task",
+                    kind="task",
+                    text=_clip(task),
+                    body=index_text([scan_window(task)]),
+                    at=at,
+                    data={"run_id": run_id, "success": success},
+                    run_pk=pk,
+                )
+            )
         calls = conn.execute(
             sa.select(tc.run_pk, tc.seq, tc.name, tc.args, tc.output, tc.error)
             .where(tc.run_pk.in_(list(at_of)))
@@ -245,12 +271,20 @@ class MemoryItemStore:
         for pk, seq, name, args, output, error in calls:
             args_text, output_text = _as_text(args or {}), _as_text(output)
             text = f"{name} {args_text}" + (f" → {output_text}" if output_text else "")
-            body = index_text([name, scan_window(args_text), scan_window(output_text),
-                               "error" if error else ""])  # fmt: skip
-            out.append(_NewItem(
-                key=f"r{pk}:c{seq}", kind="tool_error" if error else "tool_call", text=_clip(text),
-                body=body, at=at_of[pk], run_pk=pk,
-                data={"run_id": run_id_of[pk], "seq": seq, "tool": name, "error": bool(error)}))  # fmt: skip
+            body = index_text(
+                [name, scan_window(args_text), scan_window(output_text), "error" if error else ""]
+            )
+            out.append(
+                _NewItem(
+                    key=f"r{pk}:c{seq}",
+                    kind="tool_error" if error else "tool_call",
+                    text=_clip(text),
+                    body=body,
+                    at=at_of[pk],
+                    run_pk=pk,
+                    data={"run_id": run_id_of[pk], "seq": seq, "tool": name, "error": bool(error)},
+                )
+            )
         return out
 
     def _insert(
@@ -258,9 +292,21 @@ class MemoryItemStore:
     ) -> None:
         if not items:
             return
-        rows = [{"user_id": user_id, "agent_id": agent_id, "tier": tier, "item_key": x.key,
-                 "kind": x.kind, "run_pk": x.run_pk, "text": x.text, "body": x.body,
-                 "data": x.data, "at": x.at} for x in items]  # fmt: skip
+        rows = [
+            {
+                "user_id": user_id,
+                "agent_id": agent_id,
+                "tier": tier,
+                "item_key": x.key,
+                "kind": x.kind,
+                "run_pk": x.run_pk,
+                "text": x.text,
+                "body": x.body,
+                "data": x.data,
+                "at": x.at,
+            }
+            for x in items
+        ]
         pks = (
             conn.execute(
                 sa.insert(t.memory_items).returning(
@@ -284,17 +330,33 @@ class MemoryItemStore:
         older, as (item key, flow row, (item id, indexed body) or None)."""
         f, i = t.flows.c, t.memory_items.c
         flows = conn.execute(
-            sa.select(f.id, f.name, f.version, f.definition, f.created_at, f.source, f.status,
-                      f.trigger_keywords)
+            sa.select(
+                f.id,
+                f.name,
+                f.version,
+                f.definition,
+                f.created_at,
+                f.source,
+                f.status,
+                f.trigger_keywords,
+            )
             .where(f.user_id == user_id, f.agent_id == agent_id, f.is_latest, f.id > floor)
-            .order_by(f.id)).all()  # fmt: skip
+            .order_by(f.id)
+        ).all()
         if not flows:
             return []
         keys = {flow_item_key(row.name): row for row in flows}
-        existing = {key: (pk, body, (data or {}).get("flow_pk", 0)) for pk, key, body, data in
-                    conn.execute(sa.select(i.id, i.item_key, i.body, i.data).where(
-                        i.user_id == user_id, i.agent_id == agent_id, i.tier == SEMANTIC,
-                        i.item_key.in_(list(keys))))}  # fmt: skip
+        existing = {
+            key: (pk, body, (data or {}).get("flow_pk", 0))
+            for pk, key, body, data in conn.execute(
+                sa.select(i.id, i.item_key, i.body, i.data).where(
+                    i.user_id == user_id,
+                    i.agent_id == agent_id,
+                    i.tier == SEMANTIC,
+                    i.item_key.in_(list(keys)),
+                )
+            )
+        }
         out: list[tuple[str, Any, tuple[int, str] | None]] = []
         for key, row in keys.items():
             old = existing.get(key)
@@ -394,8 +456,18 @@ class MemoryItemStore:
         where = [i.user_id == user_id, i.agent_id == agent_id, i.tier == tier, i.body != ""]
         if not include_archived:
             where.append(s.archived_at.is_(None))
-        columns = (i.item_key, i.kind, i.text, i.at, i.data, s.base, s.stability, s.uses,
-                   s.last_used, s.archived_at)  # fmt: skip
+        columns = (
+            i.item_key,
+            i.kind,
+            i.text,
+            i.at,
+            i.data,
+            s.base,
+            s.stability,
+            s.uses,
+            s.last_used,
+            s.archived_at,
+        )
         with self.engine.connect() as conn:
             if not terms:
                 q = sa.select(*columns, sa.literal(0.0)).select_from(source).where(*where)
@@ -414,11 +486,17 @@ class MemoryItemStore:
                 )
                 if m.target is not None:
                     source = source.join(m.target, m.onclause)
-                q = (sa.select(*columns, m.rank.label("rank")).select_from(source)
-                     .where(m.where, *where).order_by(sa.desc("rank"), i.at.desc(), i.id.desc())
-                     .limit(limit))  # fmt: skip
+                q = (
+                    sa.select(*columns, m.rank.label("rank"))
+                    .select_from(source)
+                    .where(m.where, *where)
+                    .order_by(sa.desc("rank"), i.at.desc(), i.id.desc())
+                    .limit(limit)
+                )
             rows = conn.execute(q).all()
-            flow_used = self._flow_last_used(conn, user_id, agent_id, tier=tier, datas=[r[4] for r in rows])
+            flow_used = self._flow_last_used(
+                conn, user_id, agent_id, tier=tier, datas=[r[4] for r in rows]
+            )
         now = now or utc_now()
         return [_item(tier, row, now, flow_used=flow_used) for row in rows]
 
@@ -467,14 +545,31 @@ class MemoryItemStore:
         i, s = t.memory_items.c, t.memory_strength.c
         with self._writer.begin() as conn:
             found = conn.execute(
-                sa.select(i.item_key, s.base, s.stability, s.uses).select_from(_strength_join(i))
-                .where(i.user_id == user_id, i.agent_id == agent_id, i.tier == tier,
-                       i.item_key.in_(keys))).all()  # fmt: skip
-            rows = [{"user_id": user_id, "agent_id": agent_id, "tier": tier, "item_key": key,
-                     "base": DEFAULT_BASE if base is None else base,
-                     "stability": reinforce(INITIAL_STABILITY_DAYS if stability is None else stability),
-                     "uses": (uses or 0) + 1, "last_used": now, "archived_at": None}
-                    for key, base, stability, uses in found]  # fmt: skip
+                sa.select(i.item_key, s.base, s.stability, s.uses)
+                .select_from(_strength_join(i))
+                .where(
+                    i.user_id == user_id,
+                    i.agent_id == agent_id,
+                    i.tier == tier,
+                    i.item_key.in_(keys),
+                )
+            ).all()
+            rows = [
+                {
+                    "user_id": user_id,
+                    "agent_id": agent_id,
+                    "tier": tier,
+                    "item_key": key,
+                    "base": DEFAULT_BASE if base is None else base,
+                    "stability": reinforce(
+                        INITIAL_STABILITY_DAYS if stability is None else stability
+                    ),
+                    "uses": (uses or 0) + 1,
+                    "last_used": now,
+                    "archived_at": None,
+                }
+                for key, base, stability, uses in found
+            ]
             self._put_strength(conn, rows)
         return len(rows)
 
@@ -515,23 +610,39 @@ class MemoryItemStore:
         with self._writer.begin() as conn:
             # Never used: retention < threshold exactly when the item is older than the cutoff.
             never = conn.execute(
-                sa.select(i.item_key, i.data, i.at).select_from(_strength_join(i))
-                .where(*ns, s.item_key.is_(None), i.at < fresh_cutoff)).all()  # fmt: skip
+                sa.select(i.item_key, i.data, i.at)
+                .select_from(_strength_join(i))
+                .where(*ns, s.item_key.is_(None), i.at < fresh_cutoff)
+            ).all()
             used = conn.execute(
                 sa.select(i.item_key, i.data, i.at, s.base, s.stability, s.last_used)
-                .select_from(_strength_join(i)).where(*ns, s.item_key.is_not(None),
-                                                       s.archived_at.is_(None))).all()  # fmt: skip
+                .select_from(_strength_join(i))
+                .where(*ns, s.item_key.is_not(None), s.archived_at.is_(None))
+            ).all()
             flow_used = self._flow_last_used(
-                conn, user_id, agent_id, tier=tier, datas=[r[1] for r in never] + [r[1] for r in used]
+                conn,
+                user_id,
+                agent_id,
+                tier=tier,
+                datas=[r[1] for r in never] + [r[1] for r in used],
             )
             new: list[dict[str, Any]] = []
             for key, data, at in never:
                 used_at = _flow_use(data, flow_used)
                 if used_at is None or used_at < fresh_cutoff:
-                    new.append({"user_id": user_id, "agent_id": agent_id, "tier": tier,
-                                "item_key": key, "base": DEFAULT_BASE,
-                                "stability": INITIAL_STABILITY_DAYS, "uses": 0,
-                                "last_used": max(at, used_at or at), "archived_at": now})  # fmt: skip
+                    new.append(
+                        {
+                            "user_id": user_id,
+                            "agent_id": agent_id,
+                            "tier": tier,
+                            "item_key": key,
+                            "base": DEFAULT_BASE,
+                            "stability": INITIAL_STABILITY_DAYS,
+                            "uses": 0,
+                            "last_used": max(at, used_at or at),
+                            "archived_at": now,
+                        }
+                    )
             old: list[str] = []
             for key, data, at, base, stability, last_used in used:
                 last = max(x for x in (at, last_used, _flow_use(data, flow_used)) if x is not None)
@@ -577,29 +688,51 @@ def _item(tier: str, row: Any, now: datetime, *, flow_used: dict[int, datetime])
     stability = INITIAL_STABILITY_DAYS if stability is None else float(stability)
     last = max(x for x in (at, last_used, _flow_use(data, flow_used)) if x is not None)
     return MemoryItem(
-        tier=tier, key=key, kind=kind, text=text, at=at, data=dict(data or {}),
-        score=float(rank or 0.0), retention=retention(base, elapsed_days(last, now), stability),
-        base=base, stability=stability, uses=int(uses or 0), last_used=last,
+        tier=tier,
+        key=key,
+        kind=kind,
+        text=text,
+        at=at,
+        data=dict(data or {}),
+        score=float(rank or 0.0),
+        retention=retention(base, elapsed_days(last, now), stability),
+        base=base,
+        stability=stability,
+        uses=int(uses or 0),
+        last_used=last,
         archived_at=archived_at,
-    )  # fmt: skip
+    )
 
 
 def _flow_item(key: str, row: Any) -> _NewItem:
     d = row.definition if isinstance(row.definition, dict) else {}
     steps = [s for s in d.get("steps") or [] if isinstance(s, dict)]
     templates = [_as_text(v) for s in steps for v in (s.get("input_map") or {}).values()]
-    parts = [row.name, d.get("description") or "", *map(str, d.get("tags") or []),
-             *map(str, row.trigger_keywords or []),
-             *(f"{s.get('id') or ''} {s.get('name') or ''} {s.get('skill_key') or ''}" for s in steps),
-             *templates]  # fmt: skip
+    parts = [
+        row.name,
+        d.get("description") or "",
+        *map(str, d.get("tags") or []),
+        *map(str, row.trigger_keywords or []),
+        *(f"{s.get('id') or ''} {s.get('name') or ''} {s.get('skill_key') or ''}" for s in steps),
+        *templates,
+    ]
     chain = " → ".join(str(s.get("skill_key") or "") for s in steps)
     description = d.get("description") or ""
     text = (
         f"{row.name} (v{row.version})" + (f": {description}" if description else "") + f" — {chain}"
     )
     return _NewItem(
-        key=key, kind="flow", text=_clip(text), body=index_text(scan_window(p) for p in parts),
+        key=key,
+        kind="flow",
+        text=_clip(text),
+        body=index_text(scan_window(p) for p in parts),
         at=row.created_at,
-        data={"flow": row.name, "version": row.version, "source": row.source, "status": row.status,
-              "flow_pk": row.id, "skill_keys": [str(s.get("skill_key") or "") for s in steps]},
-    )  # fmt: skip
+        data={
+            "flow": row.name,
+            "version": row.version,
+            "source": row.source,
+            "status": row.status,
+            "flow_pk": row.id,
+            "skill_keys": [str(s.get("skill_key") or "") for s in steps],
+        },
+    )

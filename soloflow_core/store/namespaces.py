@@ -67,13 +67,16 @@ class NamespaceStore:
         with self.engine.connect() as conn:
             for field, table, where in sources:
                 q = sa.select(table.c.user_id, table.c.agent_id, sa.func.count()).group_by(
-                    table.c.user_id, table.c.agent_id)
+                    table.c.user_id, table.c.agent_id
+                )
                 if where is not None:
                     q = q.where(where)
                 for user, agent, n in conn.execute(q):
                     counts.setdefault((user, agent), {})[field] = int(n)
-        return [NamespaceCounts(user_id=u, agent_id=a, **fields)
-                for (u, a), fields in sorted(counts.items())]
+        return [
+            NamespaceCounts(user_id=u, agent_id=a, **fields)
+            for (u, a), fields in sorted(counts.items())
+        ]
 
     def ids_with_prefix(
         self, kind: IdKind, prefix: str, *, user_id: str, agent_id: str, limit: int = 11
@@ -84,8 +87,13 @@ class NamespaceStore:
         ns = (table.c.user_id == user_id) & (table.c.agent_id == agent_id)
         with self.engine.connect() as conn:
             exact = conn.execute(sa.select(column).where(ns & (column == prefix)).limit(1)).first()
-            q = (sa.select(column).distinct().where(ns & column.like(_like_prefix(prefix), escape="\\"))
-                 .order_by(column).limit(limit))
+            q = (
+                sa.select(column)
+                .distinct()
+                .where(ns & column.like(_like_prefix(prefix), escape="\\"))
+                .order_by(column)
+                .limit(limit)
+            )
             found = [str(v) for (v,) in conn.execute(q)]
         if exact is not None:
             return [prefix, *(f for f in found if f != prefix)][:limit]

@@ -141,7 +141,9 @@ def derive_trigger_keywords(
         ...     steps=[FlowStep(id="s", skill_key="find_order")]))
         ['billing', 'refund', 'order', 'find']
     """
-    tags = [tag.strip() for tag in flow.tags if tag.strip() and tag.strip() not in _BOILERPLATE_TAGS]
+    tags = [
+        tag.strip() for tag in flow.tags if tag.strip() and tag.strip() not in _BOILERPLATE_TAGS
+    ]
     described = [] if learned else [flow.description]
     words = _distinct_words(
         [flow.name, *described, *(s.name for s in flow.steps), *(s.skill_key for s in flow.steps)]
@@ -172,17 +174,21 @@ def check_trigger_keywords(keywords: Any) -> list[str]:
     if isinstance(keywords, str) or not isinstance(keywords, list | tuple):
         raise FlowValidationError(
             f"trigger_keywords must be a list of strings, got {type(keywords).__name__}",
-            field="trigger_keywords")
+            field="trigger_keywords",
+        )
     if len(keywords) > MAX_KEYWORDS:
         raise FlowValidationError(
             f"trigger_keywords: {len(keywords)} given, at most {MAX_KEYWORDS}; keep the ones a "
-            "task would say", field="trigger_keywords")
+            "task would say",
+            field="trigger_keywords",
+        )
     for i, keyword in enumerate(keywords):
         if not isinstance(keyword, str) or not phrase_terms(keyword):
             raise FlowValidationError(
                 f"trigger_keywords[{i}] = {keyword!r}: a keyword must be text holding at least one "
                 "word (letters or digits, not only a stop word such as 'the')",
-                field=f"trigger_keywords[{i}]")
+                field=f"trigger_keywords[{i}]",
+            )
     return _distinct_keywords(keywords)
 
 
@@ -220,9 +226,15 @@ def _candidate_tasks(
     r = t.task_runs.c
     for start in range(0, len(run_ids), 500):
         chunk = run_ids[start : start + 500]
-        tasks += [(rid, task) for rid, task in conn.execute(
-            sa.select(r.run_id, r.task).where(r.user_id == user_id, r.agent_id == agent_id,
-                                              r.run_id.in_(chunk))) if task]  # fmt: skip
+        tasks += [
+            (rid, task)
+            for rid, task in conn.execute(
+                sa.select(r.run_id, r.task).where(
+                    r.user_id == user_id, r.agent_id == agent_id, r.run_id.in_(chunk)
+                )
+            )
+            if task
+        ]
     return tasks, fidelity if isinstance(fidelity, int | float) else None
 
 
@@ -234,10 +246,15 @@ def _task_keywords(tasks: Sequence[str]) -> list[str]:
     for task in tasks:
         for w in words(remove_values(task)):
             written.setdefault(stem(w), w)
-    df = Counter(term for task in tasks for term in dict.fromkeys(search_terms(remove_values(task))))
+    df = Counter(
+        term for task in tasks for term in dict.fromkeys(search_terms(remove_values(task)))
+    )
     floor = max(2, math.ceil(len(tasks) / 2))
-    shared = [written.get(w, w) for w, n in df.most_common()
-              if n >= floor and w not in _BOILERPLATE and not w.isdigit()]
+    shared = [
+        written.get(w, w)
+        for w, n in df.most_common()
+        if n >= floor and w not in _BOILERPLATE and not w.isdigit()
+    ]
     # most_common keeps first-seen order among equal counts: deterministic.
     return shared[:MAX_TASK_KEYWORDS]
 
@@ -274,66 +291,118 @@ def insert_flow_version(
         tasks, fidelity = _candidate_tasks(conn, candidate_id, user_id, agent_id=agent_id)
         task_words = _task_keywords([task for _, task in tasks])
     if confidence is None:
-        confidence = USER_CONFIDENCE if source == SOURCE_USER else (
-            DEFAULT_CONFIDENCE if fidelity is None else float(fidelity))
+        confidence = (
+            USER_CONFIDENCE
+            if source == SOURCE_USER
+            else (DEFAULT_CONFIDENCE if fidelity is None else float(fidelity))
+        )
     _check_confidence(confidence)
-    keywords = (check_trigger_keywords(list(trigger_keywords)) if trigger_keywords is not None
-                else derive_trigger_keywords(versioned, task_words,
-                                             learned=source != SOURCE_USER))
+    keywords = (
+        check_trigger_keywords(list(trigger_keywords))
+        if trigger_keywords is not None
+        else derive_trigger_keywords(versioned, task_words, learned=source != SOURCE_USER)
+    )
     text = flow_search_text(versioned, keywords)
     ns = namespace_token(user_id, agent_id)
-    previous = [(pk, ns, text or "") for pk, text in
-                conn.execute(sa.select(c.id, c.search_text).where(*same, c.is_latest))]
+    previous = [
+        (pk, ns, text or "")
+        for pk, text in conn.execute(sa.select(c.id, c.search_text).where(*same, c.is_latest))
+    ]
     if previous:
-        conn.execute(sa.update(t.flows).where(c.id.in_([p[0] for p in previous]))
-                     .values(is_latest=False))
+        conn.execute(
+            sa.update(t.flows).where(c.id.in_([p[0] for p in previous])).values(is_latest=False)
+        )
     pk = conn.execute(
         sa.insert(t.flows).values(
-            user_id=user_id, agent_id=agent_id, name=flow.name, version=versioned.version,
-            source=source, candidate_id=candidate_id,
-            definition=versioned.model_dump(mode="json"), created_at=now(),
-            is_latest=True, status="active", confidence=confidence, success_count=0,
-            total_executions=0, trigger_keywords=keywords, skill_keys=flow_skill_keys(versioned),
+            user_id=user_id,
+            agent_id=agent_id,
+            name=flow.name,
+            version=versioned.version,
+            source=source,
+            candidate_id=candidate_id,
+            definition=versioned.model_dump(mode="json"),
+            created_at=now(),
+            is_latest=True,
+            status="active",
+            confidence=confidence,
+            success_count=0,
+            total_executions=0,
+            trigger_keywords=keywords,
+            skill_keys=flow_skill_keys(versioned),
             search_text=text,
         )
     ).inserted_primary_key[0]  # type: ignore[index]
     FLOW_SEARCH.remove(conn, previous)
     FLOW_SEARCH.put(conn, int(pk), text, namespace=ns)
     if tasks:
-        insert_evidence(conn, flow.name, tasks, source="learned", user_id=user_id,
-                        agent_id=agent_id)  # fmt: skip
+        insert_evidence(
+            conn, flow.name, tasks, source="learned", user_id=user_id, agent_id=agent_id
+        )
     return versioned
 
 
 def _check_confidence(confidence: float) -> None:
     if not (isinstance(confidence, int | float) and 0.0 <= confidence <= 1.0):
         raise FlowValidationError(
-            f"confidence must be a number within [0, 1], got {confidence!r}", field="confidence")
+            f"confidence must be a number within [0, 1], got {confidence!r}", field="confidence"
+        )
 
 
 def _check_status(status: str) -> None:
     if status not in FLOW_STATUSES:
         raise FlowValidationError(
-            f"status {status!r} is not one of {', '.join(FLOW_STATUSES)}", field="status")
+            f"status {status!r} is not one of {', '.join(FLOW_STATUSES)}", field="status"
+        )
 
 
 _META_COLUMNS = (
-    t.flows.c.name, t.flows.c.version, t.flows.c.source, t.flows.c.status, t.flows.c.confidence,
-    t.flows.c.success_count, t.flows.c.total_executions, t.flows.c.trigger_keywords,
-    t.flows.c.skill_keys, t.flows.c.is_latest, t.flows.c.created_at, t.flows.c.last_used,
+    t.flows.c.name,
+    t.flows.c.version,
+    t.flows.c.source,
+    t.flows.c.status,
+    t.flows.c.confidence,
+    t.flows.c.success_count,
+    t.flows.c.total_executions,
+    t.flows.c.trigger_keywords,
+    t.flows.c.skill_keys,
+    t.flows.c.is_latest,
+    t.flows.c.created_at,
+    t.flows.c.last_used,
     t.flows.c.candidate_id,
-)  # fmt: skip
+)
 
 
 def _meta(row: Sequence[Any]) -> FlowMeta:
-    (name, version, source, status, confidence, successes, executions, keywords, skills,
-     latest, created, used, candidate) = row[:13]  # fmt: skip
+    (
+        name,
+        version,
+        source,
+        status,
+        confidence,
+        successes,
+        executions,
+        keywords,
+        skills,
+        latest,
+        created,
+        used,
+        candidate,
+    ) = row[:13]
     return FlowMeta(
-        name=name, version=version, source=source, status=status, confidence=float(confidence),
-        success_count=successes, total_executions=executions,
-        trigger_keywords=tuple(keywords or ()), skill_keys=tuple(skills or ()),
-        is_latest=bool(latest), created_at=created, last_used=used, candidate_id=candidate,
-    )  # fmt: skip
+        name=name,
+        version=version,
+        source=source,
+        status=status,
+        confidence=float(confidence),
+        success_count=successes,
+        total_executions=executions,
+        trigger_keywords=tuple(keywords or ()),
+        skill_keys=tuple(skills or ()),
+        is_latest=bool(latest),
+        created_at=created,
+        last_used=used,
+        candidate_id=candidate,
+    )
 
 
 class ProceduralStore:
@@ -361,9 +430,15 @@ class ProceduralStore:
         :func:`insert_flow_version`). No validation of the flow itself: callers validate."""
         with self._writer.begin() as conn:
             return insert_flow_version(
-                conn, flow, user_id=user_id, agent_id=agent_id, source=source,
-                candidate_id=candidate_id, confidence=confidence, trigger_keywords=trigger_keywords,
-            )  # fmt: skip
+                conn,
+                flow,
+                user_id=user_id,
+                agent_id=agent_id,
+                source=source,
+                candidate_id=candidate_id,
+                confidence=confidence,
+                trigger_keywords=trigger_keywords,
+            )
 
     def get_flow_meta(
         self, name: str, *, user_id: str, agent_id: str, version: int | None = None
@@ -374,14 +449,17 @@ class ProceduralStore:
             NotFoundError: no such flow (version) in the namespace.
         """
         c = t.flows.c
-        q = sa.select(*_META_COLUMNS).where(c.user_id == user_id, c.agent_id == agent_id, c.name == name)
+        q = sa.select(*_META_COLUMNS).where(
+            c.user_id == user_id, c.agent_id == agent_id, c.name == name
+        )
         q = q.where(c.version == version) if version is not None else q.where(c.is_latest)
         with self.engine.connect() as conn:
             row = conn.execute(q.limit(1)).first()
         if row is None:
             raise NotFoundError(
                 f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
-                f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`")
+                f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`"
+            )
         return _meta(row)
 
     def get_flow_learning(
@@ -394,14 +472,17 @@ class ProceduralStore:
             NotFoundError: no such flow (version) in the namespace.
         """
         c = t.flows.c
-        q = sa.select(c.learning).where(c.user_id == user_id, c.agent_id == agent_id, c.name == name)
+        q = sa.select(c.learning).where(
+            c.user_id == user_id, c.agent_id == agent_id, c.name == name
+        )
         q = q.where(c.version == version) if version is not None else q.where(c.is_latest)
         with self.engine.connect() as conn:
             row = conn.execute(q.limit(1)).first()
         if row is None:
             raise NotFoundError(
                 f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
-                f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`")
+                f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`"
+            )
         return row[0] if isinstance(row[0], dict) else None
 
     def list_flow_meta(
@@ -416,7 +497,9 @@ class ProceduralStore:
         """The latest version of each flow in the namespace, by name (``limit`` of them from
         ``offset`` when given)."""
         c = t.flows.c
-        q = sa.select(*_META_COLUMNS).where(c.user_id == user_id, c.agent_id == agent_id, c.is_latest)
+        q = sa.select(*_META_COLUMNS).where(
+            c.user_id == user_id, c.agent_id == agent_id, c.is_latest
+        )
         if not include_retired:
             q = q.where(c.status != "retired")
         q = q.order_by(c.name, c.version).limit(limit).offset(offset or None)
@@ -430,15 +513,18 @@ class ProceduralStore:
             NotFoundError: no flow of that name in the namespace.
         """
         c = t.flows.c
-        q = (sa.select(*_META_COLUMNS)
-             .where(c.user_id == user_id, c.agent_id == agent_id, c.name == name)
-             .order_by(c.version.desc()))  # fmt: skip
+        q = (
+            sa.select(*_META_COLUMNS)
+            .where(c.user_id == user_id, c.agent_id == agent_id, c.name == name)
+            .order_by(c.version.desc())
+        )
         with self.engine.connect() as conn:
             rows = [_meta(r) for r in conn.execute(q)]
         if not rows:
             raise NotFoundError(
                 f"no flow {name!r} for user {user_id!r}, agent {agent_id!r}; list flows with "
-                "`soloflow flows list`")
+                "`soloflow flows list`"
+            )
         return rows
 
     def search_flows(
@@ -467,14 +553,23 @@ class ProceduralStore:
             q = (
                 sa.select(*_META_COLUMNS, c.search_text, m.rank.label("rank"))
                 .select_from(source)
-                .where(m.where, c.user_id == user_id, c.agent_id == agent_id, c.is_latest,
-                       c.status != "retired", c.confidence >= min_confidence)
+                .where(
+                    m.where,
+                    c.user_id == user_id,
+                    c.agent_id == agent_id,
+                    c.is_latest,
+                    c.status != "retired",
+                    c.confidence >= min_confidence,
+                )
                 .order_by(sa.desc("rank"), c.name)
                 .limit(limit)
-            )  # fmt: skip
+            )
             return [
-                FlowHit(meta=_meta(row), rank=float(row[-1] or 0.0),
-                        terms=frozenset((row[-2] or "").split()))
+                FlowHit(
+                    meta=_meta(row),
+                    rank=float(row[-1] or 0.0),
+                    terms=frozenset((row[-2] or "").split()),
+                )
                 for row in conn.execute(q)
             ]
 
@@ -490,7 +585,8 @@ class ProceduralStore:
         """The namespace's latest, non-retired flow versions whose index holds any of ``terms``
         (from :func:`~soloflow_core.store.fulltext.search_terms`; every term counts) and whose
         confidence is at least ``min_confidence``: the ``limit`` best by text rank (see
-        :attr:`~soloflow_core.store.flow_lookup.LookupCandidate.rank`; ties by name), best first. One statement per lookup.
+        :attr:`~soloflow_core.store.flow_lookup.LookupCandidate.rank`; ties by name), best first.
+        One statement per lookup.
 
         The namespace's index is kept in process (an :class:`InvertedIndex` in an
         :class:`IndexCache`) and ranked there; the statement reads the best flows' confidence,
@@ -500,8 +596,15 @@ class ProceduralStore:
         invalidation: they are read each time.
         """
         engine = self.engine if self.engine.dialect.name == "sqlite" else self._journal_engine()
-        return find_candidates(engine, self.flow_index_cache(), terms, user_id=user_id,
-                               agent_id=agent_id, min_confidence=min_confidence, limit=limit)
+        return find_candidates(
+            engine,
+            self.flow_index_cache(),
+            terms,
+            user_id=user_id,
+            agent_id=agent_id,
+            min_confidence=min_confidence,
+            limit=limit,
+        )
 
     def flow_index_cache(self) -> IndexCache:
         """This store's lookup indexes (see :meth:`find_flow_candidates`)."""
@@ -528,7 +631,9 @@ class ProceduralStore:
         where.append(c.version == version if version is not None else c.is_latest)
         with self._writer.begin() as conn:
             done = conn.execute(
-                sa.update(t.flows).where(*where).values(
+                sa.update(t.flows)
+                .where(*where)
+                .values(
                     total_executions=c.total_executions + 1,
                     success_count=c.success_count + (1 if success else 0),
                     last_used=at or now(),
@@ -537,7 +642,8 @@ class ProceduralStore:
         if not done:
             raise NotFoundError(
                 f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
-                f"{user_id!r}, agent {agent_id!r}")
+                f"{user_id!r}, agent {agent_id!r}"
+            )
         return self.get_flow_meta(name, user_id=user_id, agent_id=agent_id, version=version)
 
     def update_flow_meta(
@@ -568,17 +674,21 @@ class ProceduralStore:
             values["status"] = status
         if learning is not None:
             values["learning"] = learning
-        keywords = None if trigger_keywords is None else check_trigger_keywords(list(trigger_keywords))
+        keywords = (
+            None if trigger_keywords is None else check_trigger_keywords(list(trigger_keywords))
+        )
         c = t.flows.c
         where = [c.user_id == user_id, c.agent_id == agent_id, c.name == name]
         where.append(c.version == version if version is not None else c.is_latest)
         with self._writer.begin() as conn:
             row = conn.execute(
-                sa.select(c.id, c.definition, c.is_latest, c.search_text).where(*where)).first()
+                sa.select(c.id, c.definition, c.is_latest, c.search_text).where(*where)
+            ).first()
             if row is None:
                 raise NotFoundError(
                     f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
-                    f"{user_id!r}, agent {agent_id!r}")
+                    f"{user_id!r}, agent {agent_id!r}"
+                )
             if keywords is not None:
                 from soloflow_core.models import FlowDefinition
 
@@ -612,16 +722,26 @@ class ProceduralStore:
             FlowValidationError: ``change`` gave a confidence or status out of range.
         """
         c = t.flows.c
-        allowed = {"success_count", "total_executions", "confidence", "status", "learning", "last_used"}
+        allowed = {
+            "success_count",
+            "total_executions",
+            "confidence",
+            "status",
+            "learning",
+            "last_used",
+        }
         with self._writer.begin() as conn:
             q = sa.select(*_META_COLUMNS, c.learning, c.id).where(
-                c.user_id == user_id, c.agent_id == agent_id, c.name == name, c.is_latest)
+                c.user_id == user_id, c.agent_id == agent_id, c.name == name, c.is_latest
+            )
             if conn.dialect.name == "postgresql":
                 q = q.with_for_update()
             row = conn.execute(q).first()
             if row is None:
-                raise NotFoundError(f"no flow {name!r} for user {user_id!r}, agent {agent_id!r}; "
-                                    "list flows with `soloflow flows list`")  # fmt: skip
+                raise NotFoundError(
+                    f"no flow {name!r} for user {user_id!r}, agent {agent_id!r}; "
+                    "list flows with `soloflow flows list`"
+                )
             meta = _meta(row)
             learning = row[13] if isinstance(row[13], dict) else None
             values = change(meta, learning)
@@ -647,14 +767,26 @@ class ProceduralStore:
         history). Returns how many versions were deleted; 0 when there is none."""
         c, e = t.flows.c, t.flow_evidence.c
         with self._writer.begin() as conn:
-            rows = [(pk, namespace_token(user_id, agent_id), text or "") for pk, text, latest in
-                    conn.execute(sa.select(c.id, c.search_text, c.is_latest).where(
-                        c.user_id == user_id, c.agent_id == agent_id, c.name == name)) if latest]
+            rows = [
+                (pk, namespace_token(user_id, agent_id), text or "")
+                for pk, text, latest in conn.execute(
+                    sa.select(c.id, c.search_text, c.is_latest).where(
+                        c.user_id == user_id, c.agent_id == agent_id, c.name == name
+                    )
+                )
+                if latest
+            ]
             FLOW_SEARCH.remove(conn, rows)
-            deleted = conn.execute(sa.delete(t.flows).where(
-                c.user_id == user_id, c.agent_id == agent_id, c.name == name)).rowcount
-            conn.execute(sa.delete(t.flow_evidence).where(
-                e.user_id == user_id, e.agent_id == agent_id, e.flow_name == name))
+            deleted = conn.execute(
+                sa.delete(t.flows).where(
+                    c.user_id == user_id, c.agent_id == agent_id, c.name == name
+                )
+            ).rowcount
+            conn.execute(
+                sa.delete(t.flow_evidence).where(
+                    e.user_id == user_id, e.agent_id == agent_id, e.flow_name == name
+                )
+            )
         return int(deleted or 0)
 
 
@@ -664,16 +796,20 @@ def reindex_flow_rows(conn: Connection) -> int:
     from soloflow_core.models import FlowDefinition
 
     c = t.flows.c
-    rows = conn.execute(sa.select(c.id, c.user_id, c.agent_id, c.definition, c.trigger_keywords,
-                                  c.is_latest, c.source)).all()  # fmt: skip
+    rows = conn.execute(
+        sa.select(
+            c.id, c.user_id, c.agent_id, c.definition, c.trigger_keywords, c.is_latest, c.source
+        )
+    ).all()
     indexed: list[tuple[int, str, str]] = []
     for pk, user, agent, definition, keywords, latest, source in rows:
         flow = FlowDefinition.model_validate(definition)
         if keywords is None:
             keywords = derive_trigger_keywords(flow, learned=source != SOURCE_USER)
         text = flow_search_text(flow, keywords)
-        conn.execute(sa.update(t.flows).where(c.id == pk)
-                     .values(search_text=text, trigger_keywords=keywords))
+        conn.execute(
+            sa.update(t.flows).where(c.id == pk).values(search_text=text, trigger_keywords=keywords)
+        )
         if latest:
             indexed.append((pk, namespace_token(user, agent), text))
     FLOW_SEARCH.rebuild(conn, indexed)

@@ -55,7 +55,6 @@ _IN_CHUNK = 500
 """Bound parameters per ``IN (...)`` list: well under every database's limit."""
 
 
-
 def _json_text(value: str | float | None) -> Any:
     """A JSON column's text as SQLite returns it, decoded as SQLAlchemy would (the empty
     object and null, most calls' ``meta``, without the parser). A bare number comes back
@@ -87,8 +86,15 @@ def _tool_calls_of(conn: Connection, pks: list[int]) -> dict[int, list[dict[str,
         q.where(tc.run_pk.in_(pks)).order_by(tc.run_pk, tc.seq)
     ):
         calls.setdefault(pk, []).append(
-            {"name": name, "args": decode(a) or {}, "output": decode(o), "error": error,
-             "duration_ms": duration, "tool_call_id": call_id, "meta": decode(m) or {}}  # fmt: skip
+            {
+                "name": name,
+                "args": decode(a) or {},
+                "output": decode(o),
+                "error": error,
+                "duration_ms": duration,
+                "tool_call_id": call_id,
+                "meta": decode(m) or {},
+            }
         )
     return calls
 
@@ -96,15 +102,28 @@ def _tool_calls_of(conn: Connection, pks: list[int]) -> dict[int, list[dict[str,
 def _model_calls_of(conn: Connection, pks: list[int]) -> dict[int, list[dict[str, Any]]]:
     """The model calls of the runs ``pks``, in order, as :class:`ModelCall` fields."""
     mc = t.model_calls.c
-    q = sa.select(mc.run_pk, mc.model, mc.input_tokens, mc.output_tokens, mc.total_tokens,
-                  mc.duration_ms, mc.tool_calls_requested)  # fmt: skip
+    q = sa.select(
+        mc.run_pk,
+        mc.model,
+        mc.input_tokens,
+        mc.output_tokens,
+        mc.total_tokens,
+        mc.duration_ms,
+        mc.tool_calls_requested,
+    )
     calls: dict[int, list[dict[str, Any]]] = {}
     for pk, model, tin, tout, total, duration, requested in conn.execute(
         q.where(mc.run_pk.in_(pks)).order_by(mc.run_pk, mc.seq)
     ):
         calls.setdefault(pk, []).append(
-            {"model": model, "input_tokens": tin, "output_tokens": tout, "total_tokens": total,
-             "duration_ms": duration, "tool_calls_requested": requested}  # fmt: skip
+            {
+                "model": model,
+                "input_tokens": tin,
+                "output_tokens": tout,
+                "total_tokens": total,
+                "duration_ms": duration,
+                "tool_calls_requested": requested,
+            }
         )
     return calls
 
@@ -157,8 +176,16 @@ class FlowRecord:
     created_at: datetime
 
 
-class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillImportStore,
-            UsageStore, NamespaceStore, TraceStore):
+class Store(
+    FlowRunStore,
+    ProceduralStore,
+    FlowEvidenceStore,
+    TokenStore,
+    SkillImportStore,
+    UsageStore,
+    NamespaceStore,
+    TraceStore,
+):
     """Runs, candidates, flows and their evidence, flow runs, API tokens and skill imports in
     one database (SQLite or PostgreSQL).
 
@@ -298,8 +325,15 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
         c = t.task_runs.c
         q = (
             sa.select(
-                c.run_id, c.task, c.success, c.tool_count, c.model_call_count,
-                c.tokens, c.cost, c.classification, c.created_at,
+                c.run_id,
+                c.task,
+                c.success,
+                c.tool_count,
+                c.model_call_count,
+                c.tokens,
+                c.cost,
+                c.classification,
+                c.created_at,
             )
             .where(c.user_id == user_id, c.agent_id == agent_id)
             .order_by(c.id.desc())
@@ -325,23 +359,36 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
         with self.engine.connect() as conn:
             for start in range(0, len(run_ids), _BATCH):
                 chunk = list(run_ids[start : start + _BATCH])
-                rows = conn.execute(
-                    sa.select(t.task_runs).where(
-                        c.user_id == user_id, c.agent_id == agent_id, c.run_id.in_(chunk)
+                rows = (
+                    conn.execute(
+                        sa.select(t.task_runs).where(
+                            c.user_id == user_id, c.agent_id == agent_id, c.run_id.in_(chunk)
+                        )
                     )
-                ).mappings().all()
+                    .mappings()
+                    .all()
+                )
                 pks = [r["id"] for r in rows]
                 calls, mcalls = _tool_calls_of(conn, pks), _model_calls_of(conn, pks)
                 for r in rows:
-                    out[r["run_id"]] = TaskRun.model_validate({
-                        "run_id": r["run_id"], "user_id": r["user_id"], "agent_id": r["agent_id"],
-                        "task": r["task"], "answer": r["answer"], "success": r["success"],
-                        "cost": r["cost"],
-                        "tokens": r["tokens"], "tool_calls": calls.get(r["id"], []),
-                        "model_calls": mcalls.get(r["id"], []), "started_at": r["started_at"],
-                        "ended_at": r["ended_at"], "classification": r["classification"],
-                        "meta": r["meta"] or {},
-                    })  # fmt: skip
+                    out[r["run_id"]] = TaskRun.model_validate(
+                        {
+                            "run_id": r["run_id"],
+                            "user_id": r["user_id"],
+                            "agent_id": r["agent_id"],
+                            "task": r["task"],
+                            "answer": r["answer"],
+                            "success": r["success"],
+                            "cost": r["cost"],
+                            "tokens": r["tokens"],
+                            "tool_calls": calls.get(r["id"], []),
+                            "model_calls": mcalls.get(r["id"], []),
+                            "started_at": r["started_at"],
+                            "ended_at": r["ended_at"],
+                            "classification": r["classification"],
+                            "meta": r["meta"] or {},
+                        }
+                    )
         return [out[rid] for rid in run_ids if rid in out]
 
     def iter_sequences(
@@ -408,7 +455,9 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
             ['search', 'book']
         """
         with self.engine.connect() as conn:
-            return read_tool_names(conn, user_id, agent_id, lookback=lookback, include_failed=include_failed)
+            return read_tool_names(
+                conn, user_id, agent_id, lookback=lookback, include_failed=include_failed
+            )
 
     def read_evidence(
         self, run_pks: Sequence[int], *, user_id: str, agent_id: str
@@ -435,11 +484,16 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
                 if existing is None:
                     conn.execute(
                         sa.insert(t.candidates).values(
-                            id=cand.id, user_id=cand.user_id, agent_id=cand.agent_id,
-                            dedupe_key=cand.dedupe_key, status=cand.status,
+                            id=cand.id,
+                            user_id=cand.user_id,
+                            agent_id=cand.agent_id,
+                            dedupe_key=cand.dedupe_key,
+                            status=cand.status,
                             occurrence_count=cand.occurrence_count,
                             estimated_token_savings=cand.estimated_token_savings,
-                            body=body, created_at=stamp, updated_at=stamp,
+                            body=body,
+                            created_at=stamp,
+                            updated_at=stamp,
                         )
                     )
                 elif existing == "pending":
@@ -449,7 +503,8 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
                         .values(
                             occurrence_count=cand.occurrence_count,
                             estimated_token_savings=cand.estimated_token_savings,
-                            body=body, updated_at=stamp,
+                            body=body,
+                            updated_at=stamp,
                         )
                     )
 
@@ -462,11 +517,15 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
     def get_candidate(self, candidate_id: str, *, user_id: str, agent_id: str) -> FlowCandidate:
         c = t.candidates.c
         with self.engine.connect() as conn:
-            row = conn.execute(
-                sa.select(t.candidates).where(
-                    c.id == candidate_id, c.user_id == user_id, c.agent_id == agent_id
+            row = (
+                conn.execute(
+                    sa.select(t.candidates).where(
+                        c.id == candidate_id, c.user_id == user_id, c.agent_id == agent_id
+                    )
                 )
-            ).mappings().first()
+                .mappings()
+                .first()
+            )
         if row is None:
             raise NotFoundError(
                 f"no candidate {candidate_id!r} for user {user_id!r}, agent {agent_id!r}; "
@@ -529,7 +588,11 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
         :func:`~soloflow_core.store.procedural.insert_flow_version`)."""
         with self._writer.begin() as conn:
             return insert_flow_version(
-                conn, flow, user_id=user_id, agent_id=agent_id, source=source,
+                conn,
+                flow,
+                user_id=user_id,
+                agent_id=agent_id,
+                source=source,
                 candidate_id=candidate_id,
             )
 
@@ -541,8 +604,9 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
         sql = _LATEST_VERSION.get(self.engine.dialect.name)
         if sql is None:
             c = t.flows.c
-            q = sa.select(sa.func.max(c.version)).where(c.user_id == user_id, c.agent_id == agent_id,
-                                                         c.name == name)
+            q = sa.select(sa.func.max(c.version)).where(
+                c.user_id == user_id, c.agent_id == agent_id, c.name == name
+            )
             with self.engine.connect() as conn:
                 return conn.execute(q).scalar()
         engine = self.engine if self.engine.dialect.name == "sqlite" else self._journal_engine()
@@ -594,4 +658,3 @@ class Store(FlowRunStore, ProceduralStore, FlowEvidenceStore, TokenStore, SkillI
                 )
                 for r in conn.execute(q).mappings()
             ]
-

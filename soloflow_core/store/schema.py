@@ -68,7 +68,9 @@ tool_calls = sa.Table(
     "sf_tool_calls",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("run_pk", sa.Integer, sa.ForeignKey("sf_task_runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column(
+        "run_pk", sa.Integer, sa.ForeignKey("sf_task_runs.id", ondelete="CASCADE"), nullable=False
+    ),
     sa.Column("user_id", sa.String(255), nullable=False),
     sa.Column("agent_id", sa.String(255), nullable=False),
     sa.Column("seq", sa.Integer, nullable=False),
@@ -86,7 +88,9 @@ model_calls = sa.Table(
     "sf_model_calls",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("run_pk", sa.Integer, sa.ForeignKey("sf_task_runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column(
+        "run_pk", sa.Integer, sa.ForeignKey("sf_task_runs.id", ondelete="CASCADE"), nullable=False
+    ),
     sa.Column("user_id", sa.String(255), nullable=False),
     sa.Column("agent_id", sa.String(255), nullable=False),
     sa.Column("seq", sa.Integer, nullable=False),
@@ -189,7 +193,12 @@ sa.Index("ix_sf_flow_runs_ns", flow_runs.c.user_id, flow_runs.c.agent_id, flow_r
 flow_step_runs = sa.Table(
     "sf_flow_step_runs",
     metadata,
-    sa.Column("run_id", sa.String(64), sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"), primary_key=True),
+    sa.Column(
+        "run_id",
+        sa.String(64),
+        sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
     sa.Column("step_key", sa.String(300), primary_key=True),
     sa.Column("step_id", sa.String(255), nullable=False),
     sa.Column("state", sa.String(16), nullable=False),
@@ -215,7 +224,12 @@ flow_transitions = sa.Table(
     "sf_flow_transitions",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("run_id", sa.String(64), sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column(
+        "run_id",
+        sa.String(64),
+        sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
     sa.Column("step_key", sa.String(300)),
     sa.Column("from_state", sa.String(16)),
     sa.Column("to_state", sa.String(16), nullable=False),
@@ -243,11 +257,18 @@ memory_items = sa.Table(
     sa.Column("body", sa.Text, nullable=False),
     sa.Column("data", JSONType),
     sa.Column("at", TS, nullable=False),
-    sa.UniqueConstraint("user_id", "agent_id", "tier", "item_key", name="uq_sf_memory_items_ns_key"),
+    sa.UniqueConstraint(
+        "user_id", "agent_id", "tier", "item_key", name="uq_sf_memory_items_ns_key"
+    ),
 )
 sa.Index("ix_sf_memory_items_run_pk", memory_items.c.run_pk)
-sa.Index("ix_sf_memory_items_ns_at", memory_items.c.user_id, memory_items.c.agent_id,
-         memory_items.c.tier, memory_items.c.at)
+sa.Index(
+    "ix_sf_memory_items_ns_at",
+    memory_items.c.user_id,
+    memory_items.c.agent_id,
+    memory_items.c.tier,
+    memory_items.c.at,
+)
 
 memory_strength = sa.Table(
     "sf_memory_strength",
@@ -302,7 +323,9 @@ skill_imports = sa.Table(
     sa.Column("fixtures", JSONType, nullable=False),
     sa.Column("provenance", JSONType, nullable=False),
     sa.Column("imported_at", TS, nullable=False),
-    sa.UniqueConstraint("user_id", "agent_id", "flow_name", "flow_version", name="uq_sf_skill_imports_ns_flow"),
+    sa.UniqueConstraint(
+        "user_id", "agent_id", "flow_name", "flow_version", name="uq_sf_skill_imports_ns_flow"
+    ),
 )
 
 # 0008: traces (soloflow_core.store.traces): the spans of an agent run or a flow run, keyed by

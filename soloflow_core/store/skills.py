@@ -62,20 +62,37 @@ class SkillImportStore:
         """Keep what the package of flow version ``flow_version`` brought."""
         at = now()
         with self._writer.begin() as conn:
-            conn.execute(sa.insert(t.skill_imports).values(
-                user_id=user_id, agent_id=agent_id, flow_name=flow_name, flow_version=flow_version,
-                skill_name=skill_name, package_digest=package_digest, fixtures=list(fixtures),
-                provenance=provenance, imported_at=at))  # fmt: skip
-        return SkillImport(flow_name=flow_name, flow_version=flow_version, skill_name=skill_name,
-                           package_digest=package_digest, fixtures=list(fixtures),
-                           provenance=provenance, imported_at=at)  # fmt: skip
+            conn.execute(
+                sa.insert(t.skill_imports).values(
+                    user_id=user_id,
+                    agent_id=agent_id,
+                    flow_name=flow_name,
+                    flow_version=flow_version,
+                    skill_name=skill_name,
+                    package_digest=package_digest,
+                    fixtures=list(fixtures),
+                    provenance=provenance,
+                    imported_at=at,
+                )
+            )
+        return SkillImport(
+            flow_name=flow_name,
+            flow_version=flow_version,
+            skill_name=skill_name,
+            package_digest=package_digest,
+            fixtures=list(fixtures),
+            provenance=provenance,
+            imported_at=at,
+        )
 
     def get_skill_import(
         self, flow_name: str, *, user_id: str, agent_id: str, version: int
     ) -> SkillImport | None:
         """What the package of the namespace's flow ``flow_name`` version ``version`` brought;
         None when that version was not imported."""
-        return self.skill_imports_for([flow_name], user_id=user_id, agent_id=agent_id).get((flow_name, version))
+        return self.skill_imports_for([flow_name], user_id=user_id, agent_id=agent_id).get(
+            (flow_name, version)
+        )
 
     def skill_imports_for(
         self, flow_names: Sequence[str], *, user_id: str, agent_id: str
@@ -86,12 +103,27 @@ class SkillImportStore:
         out: dict[tuple[str, int], SkillImport] = {}
         with self.engine.connect() as conn:
             for start in range(0, len(names), 500):
-                q = sa.select(c.flow_name, c.flow_version, c.skill_name, c.package_digest, c.fixtures,
-                              c.provenance, c.imported_at).where(
-                    c.user_id == user_id, c.agent_id == agent_id, c.flow_name.in_(names[start : start + 500]))  # fmt: skip
+                q = sa.select(
+                    c.flow_name,
+                    c.flow_version,
+                    c.skill_name,
+                    c.package_digest,
+                    c.fixtures,
+                    c.provenance,
+                    c.imported_at,
+                ).where(
+                    c.user_id == user_id,
+                    c.agent_id == agent_id,
+                    c.flow_name.in_(names[start : start + 500]),
+                )
                 for row in conn.execute(q):
                     out[(row.flow_name, row.flow_version)] = SkillImport(
-                        flow_name=row.flow_name, flow_version=row.flow_version, skill_name=row.skill_name,
-                        package_digest=row.package_digest, fixtures=list(row.fixtures or []),
-                        provenance=dict(row.provenance or {}), imported_at=row.imported_at)  # fmt: skip
+                        flow_name=row.flow_name,
+                        flow_version=row.flow_version,
+                        skill_name=row.skill_name,
+                        package_digest=row.package_digest,
+                        fixtures=list(row.fixtures or []),
+                        provenance=dict(row.provenance or {}),
+                        imported_at=row.imported_at,
+                    )
         return out

@@ -25,22 +25,45 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
 
-
-def _transition_row(run_id: str, step_key: str | None, *, old: str | None, new: str,
-                    detail: str | None, at: datetime) -> dict[str, Any]:
-    return {"run_id": run_id, "step_key": step_key, "from_state": old, "to_state": new,
-            "at": at, "detail": None if detail is None else storable_text(detail)}
+def _transition_row(
+    run_id: str,
+    step_key: str | None,
+    *,
+    old: str | None,
+    new: str,
+    detail: str | None,
+    at: datetime,
+) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "step_key": step_key,
+        "from_state": old,
+        "to_state": new,
+        "at": at,
+        "detail": None if detail is None else storable_text(detail),
+    }
 
 
 class FinishingJournal(StepJournal):
     """The moves after ``begin``, in terms of one ``_finish`` each journal implements."""
 
-    def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
-                step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
+    def _finish(
+        self,
+        step_key: str,
+        state: StepState,
+        *,
+        output: Any = None,
+        error: str | None = None,
+        step_id: str | None = None,
+        detail: str | None = None,
+        then: StepState | None = None,
+    ) -> None:
         raise NotImplementedError("implement _finish(step_key, state, ...)")
 
     def failed(self, step_key: str, error: str, *, retry: bool) -> None:
-        self._finish(step_key, StepState.FAILED, error=error, then=StepState.READY if retry else None)
+        self._finish(
+            step_key, StepState.FAILED, error=error, then=StepState.READY if retry else None
+        )
 
     def skipped(self, step_key: str, step_id: str, reason: str) -> None:
         self._finish(step_key, StepState.SKIPPED, step_id=step_id, detail=reason)
@@ -65,22 +88,38 @@ class StoreStepJournal(FinishingJournal):
     def _step(self, conn: Connection, step_key: str) -> Any:
         s = t.flow_step_runs.c
         return conn.execute(
-            sa.select(s.state, s.attempts, s.output, s.completed_seq)
-            .where(s.run_id == self.run_id, s.step_key == step_key)
+            sa.select(s.state, s.attempts, s.output, s.completed_seq).where(
+                s.run_id == self.run_id, s.step_key == step_key
+            )
         ).first()
 
-    def _moves(self, conn: Connection, step_key: str, *, moves: Sequence[tuple[str | None, str]],
-               detail: str | None, at: datetime) -> None:
-        conn.execute(sa.insert(t.flow_transitions),
-                     [_transition_row(self.run_id, step_key, old=a, new=b, detail=detail, at=at) for a, b in moves])
+    def _moves(
+        self,
+        conn: Connection,
+        step_key: str,
+        *,
+        moves: Sequence[tuple[str | None, str]],
+        detail: str | None,
+        at: datetime,
+    ) -> None:
+        conn.execute(
+            sa.insert(t.flow_transitions),
+            [
+                _transition_row(self.run_id, step_key, old=a, new=b, detail=detail, at=at)
+                for a, b in moves
+            ],
+        )
 
     def begin(self, step_key: str, step_id: str) -> StepBegin:
         key = idempotency_key(self.run_id, step_key)
         at = now()
         s = t.flow_step_runs.c
         with self._writer.begin() as conn:
-            cancel = bool(conn.execute(sa.select(t.flow_runs.c.cancel_requested)
-                                       .where(t.flow_runs.c.id == self.run_id)).scalar())
+            cancel = bool(
+                conn.execute(
+                    sa.select(t.flow_runs.c.cancel_requested).where(t.flow_runs.c.id == self.run_id)
+                ).scalar()
+            )
             row = self._step(conn, step_key)
             if row is not None and row.state == StepState.COMPLETED:
                 return StepBegin.completed_before(key, output=row.output, attempt=row.attempts)
@@ -89,21 +128,41 @@ class StoreStepJournal(FinishingJournal):
             moves = begin_moves(self.run_id, step_key, None if row is None else row.state)
             attempt = (0 if row is None else row.attempts) + 1
             if row is None:
-                conn.execute(sa.insert(t.flow_step_runs).values(
-                    run_id=self.run_id, step_key=step_key, step_id=step_id, state=StepState.RUNNING.value,
-                    attempts=1, idempotency_key=key, started_at=at))
+                conn.execute(
+                    sa.insert(t.flow_step_runs).values(
+                        run_id=self.run_id,
+                        step_key=step_key,
+                        step_id=step_id,
+                        state=StepState.RUNNING.value,
+                        attempts=1,
+                        idempotency_key=key,
+                        started_at=at,
+                    )
+                )
             else:
-                conn.execute(sa.update(t.flow_step_runs)
-                             .where(s.run_id == self.run_id, s.step_key == step_key)
-                             .values(state=StepState.RUNNING.value, attempts=attempt, started_at=at))
-            detail = RERUN if (
-                row is not None and row.state == StepState.RUNNING) else None
+                conn.execute(
+                    sa.update(t.flow_step_runs)
+                    .where(s.run_id == self.run_id, s.step_key == step_key)
+                    .values(state=StepState.RUNNING.value, attempts=attempt, started_at=at)
+                )
+            detail = RERUN if (row is not None and row.state == StepState.RUNNING) else None
             self._moves(conn, step_key, moves=moves, detail=detail, at=at)
-            conn.execute(sa.update(t.flow_runs).where(t.flow_runs.c.id == self.run_id).values(updated_at=at))
+            conn.execute(
+                sa.update(t.flow_runs).where(t.flow_runs.c.id == self.run_id).values(updated_at=at)
+            )
         return StepBegin.start(key, attempt=attempt)
 
-    def _finish(self, step_key: str, state: StepState, *, output: Any = None, error: str | None = None,
-                step_id: str | None = None, detail: str | None = None, then: StepState | None = None) -> None:
+    def _finish(
+        self,
+        step_key: str,
+        state: StepState,
+        *,
+        output: Any = None,
+        error: str | None = None,
+        step_id: str | None = None,
+        detail: str | None = None,
+        then: StepState | None = None,
+    ) -> None:
         at = now()
         s = t.flow_step_runs.c
         with self._writer.begin() as conn:
@@ -111,7 +170,9 @@ class StoreStepJournal(FinishingJournal):
             current = None if row is None else row.state
             if current == state:
                 return
-            moves, final = finish_moves(self.run_id, step_key, current=current, state=state, then=then)
+            moves, final = finish_moves(
+                self.run_id, step_key, current=current, state=state, then=then
+            )
             values: dict[str, Any] = {"state": final.value, "finished_at": at}
             if state is StepState.COMPLETED:
                 values["output"] = jsonable(output)
@@ -119,12 +180,22 @@ class StoreStepJournal(FinishingJournal):
             if error is not None:
                 values["error"] = storable_text(error)
             if row is None:
-                conn.execute(sa.insert(t.flow_step_runs).values(
-                    run_id=self.run_id, step_key=step_key, step_id=step_id or step_key, attempts=0,
-                    idempotency_key=idempotency_key(self.run_id, step_key), **values))
+                conn.execute(
+                    sa.insert(t.flow_step_runs).values(
+                        run_id=self.run_id,
+                        step_key=step_key,
+                        step_id=step_id or step_key,
+                        attempts=0,
+                        idempotency_key=idempotency_key(self.run_id, step_key),
+                        **values,
+                    )
+                )
             else:
-                conn.execute(sa.update(t.flow_step_runs)
-                             .where(s.run_id == self.run_id, s.step_key == step_key).values(**values))
+                conn.execute(
+                    sa.update(t.flow_step_runs)
+                    .where(s.run_id == self.run_id, s.step_key == step_key)
+                    .values(**values)
+                )
             self._moves(conn, step_key, moves=moves, detail=detail or error, at=at)
 
     def succeeded(self, step_key: str, output: Any) -> None:
@@ -152,8 +223,9 @@ def _next_seq(conn: Connection, run_id: str) -> int:
     return int(top or 0) + 1
 
 
-def finish_moves(run_id: str, step_key: str, *, current: str | None, state: StepState,
-                  then: StepState | None) -> tuple[list[tuple[str | None, str]], StepState]:
+def finish_moves(
+    run_id: str, step_key: str, *, current: str | None, state: StepState, then: StepState | None
+) -> tuple[list[tuple[str | None, str]], StepState]:
     """The checked transitions from ``current`` to ``state`` (then to ``then``), and the
     state the step ends in. A step skipped before it was ever recorded passes ``pending``."""
     moves: list[tuple[str | None, str]] = []
@@ -175,12 +247,16 @@ def begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[s
         return list(_NEW_STEP_MOVES)
     if current == StepState.RUNNING:
         # The process that ran it ended mid-call: the attempt counts as failed.
-        return [(StepState.RUNNING.value, StepState.FAILED.value),
-                (StepState.FAILED.value, StepState.READY.value),
-                (StepState.READY.value, StepState.RUNNING.value)]
+        return [
+            (StepState.RUNNING.value, StepState.FAILED.value),
+            (StepState.FAILED.value, StepState.READY.value),
+            (StepState.READY.value, StepState.RUNNING.value),
+        ]
     if current == StepState.FAILED:
-        return [(StepState.FAILED.value, StepState.READY.value),
-                (StepState.READY.value, StepState.RUNNING.value)]
+        return [
+            (StepState.FAILED.value, StepState.READY.value),
+            (StepState.READY.value, StepState.RUNNING.value),
+        ]
     if current == StepState.READY:
         return [(StepState.READY.value, StepState.RUNNING.value)]
     check_step_transition(run_id, step_key, current=current, new=StepState.RUNNING)

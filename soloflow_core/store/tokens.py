@@ -67,9 +67,15 @@ class ApiToken:
         return self.revoked_at is None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"token_id": self.token_id, "user_id": self.user_id, "agent_id": self.agent_id,
-                "scope": self.scope, "label": self.label, "created_at": self.created_at,
-                "revoked_at": self.revoked_at}  # fmt: skip
+        return {
+            "token_id": self.token_id,
+            "user_id": self.user_id,
+            "agent_id": self.agent_id,
+            "scope": self.scope,
+            "label": self.label,
+            "created_at": self.created_at,
+            "revoked_at": self.revoked_at,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +105,26 @@ def scope_allows(scope: str, needed: str) -> bool:
 
 
 def _record(row: Any) -> ApiToken:
-    return ApiToken(token_id=row.id, user_id=row.user_id, agent_id=row.agent_id, scope=row.scope,
-                    label=row.label, created_at=row.created_at, revoked_at=row.revoked_at)  # fmt: skip
+    return ApiToken(
+        token_id=row.id,
+        user_id=row.user_id,
+        agent_id=row.agent_id,
+        scope=row.scope,
+        label=row.label,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+    )
 
 
-_COLUMNS = (t.api_tokens.c.id, t.api_tokens.c.user_id, t.api_tokens.c.agent_id, t.api_tokens.c.scope,
-            t.api_tokens.c.label, t.api_tokens.c.created_at, t.api_tokens.c.revoked_at)  # fmt: skip
+_COLUMNS = (
+    t.api_tokens.c.id,
+    t.api_tokens.c.user_id,
+    t.api_tokens.c.agent_id,
+    t.api_tokens.c.scope,
+    t.api_tokens.c.label,
+    t.api_tokens.c.created_at,
+    t.api_tokens.c.revoked_at,
+)
 
 
 class TokenStore:
@@ -130,11 +150,26 @@ class TokenStore:
         token_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
         created = now()
         with self._writer.begin() as conn:
-            conn.execute(sa.insert(t.api_tokens).values(
-                id=token_id, user_id=user_id, agent_id=agent_id, scope=scope, label=label,
-                secret_hash=hash_token_secret(secret), created_at=created))  # fmt: skip
-        record = ApiToken(token_id=token_id, user_id=user_id, agent_id=agent_id, scope=scope,
-                          label=label, created_at=created, revoked_at=None)  # fmt: skip
+            conn.execute(
+                sa.insert(t.api_tokens).values(
+                    id=token_id,
+                    user_id=user_id,
+                    agent_id=agent_id,
+                    scope=scope,
+                    label=label,
+                    secret_hash=hash_token_secret(secret),
+                    created_at=created,
+                )
+            )
+        record = ApiToken(
+            token_id=token_id,
+            user_id=user_id,
+            agent_id=agent_id,
+            scope=scope,
+            label=label,
+            created_at=created,
+            revoked_at=None,
+        )
         return IssuedToken(record=record, token=f"{TOKEN_PREFIX}{token_id}_{secret}")
 
     def verify_api_token(self, token: str) -> ApiToken | None:
@@ -175,11 +210,15 @@ class TokenStore:
         c = t.api_tokens.c
         where = (c.id == token_id, c.user_id == user_id, c.agent_id == agent_id)
         with self._writer.begin() as conn:
-            conn.execute(sa.update(t.api_tokens).where(*where, c.revoked_at.is_(None))
-                         .values(revoked_at=now()))
+            conn.execute(
+                sa.update(t.api_tokens)
+                .where(*where, c.revoked_at.is_(None))
+                .values(revoked_at=now())
+            )
             row = conn.execute(sa.select(*_COLUMNS).where(*where)).first()
         if row is None:
             raise NotFoundError(
                 f"no API token {token_id!r} for user {user_id!r}, agent {agent_id!r}; list them "
-                "with `soloflow tokens list`")
+                "with `soloflow tokens list`"
+            )
         return _record(row)

@@ -44,7 +44,9 @@ class TraceStore:
         if not spans:
             return 0
         if self._stamp is not None:
-            return self._add_spans_sqlite(run_id, spans, user_id=user_id, agent_id=agent_id, stamp=self._stamp)
+            return self._add_spans_sqlite(
+                run_id, spans, user_id=user_id, agent_id=agent_id, stamp=self._stamp
+            )
         c = t.spans.c
         with self._writer.begin() as conn:
             where = (c.user_id == user_id, c.agent_id == agent_id, c.run_id == run_id)
@@ -57,16 +59,37 @@ class TraceStore:
                     continue
                 kept.add(span.id)
                 pos += 1
-                rows.append({"user_id": user_id, "agent_id": agent_id, "run_id": run_id, "span_id": span.id,
-                             "pos": pos, "trace_id": span.trace_id, "parent_id": span.parent, "name": span.name,
-                             "kind": span.kind, "start_at": span.start, "duration_ms": span.duration_ms,
-                             "status": span.status, "error": span.error, "attributes": span.attributes})  # fmt: skip
+                rows.append(
+                    {
+                        "user_id": user_id,
+                        "agent_id": agent_id,
+                        "run_id": run_id,
+                        "span_id": span.id,
+                        "pos": pos,
+                        "trace_id": span.trace_id,
+                        "parent_id": span.parent,
+                        "name": span.name,
+                        "kind": span.kind,
+                        "start_at": span.start,
+                        "duration_ms": span.duration_ms,
+                        "status": span.status,
+                        "error": span.error,
+                        "attributes": span.attributes,
+                    }
+                )
             if rows:
                 conn.execute(sa.insert(t.spans), rows)
         return len(rows)
 
-    def _add_spans_sqlite(self, run_id: str, spans: Sequence[Span], *, user_id: str, agent_id: str,
-                          stamp: Callable[[datetime], str]) -> int:
+    def _add_spans_sqlite(
+        self,
+        run_id: str,
+        spans: Sequence[Span],
+        *,
+        user_id: str,
+        agent_id: str,
+        stamp: Callable[[datetime], str],
+    ) -> int:
         # The driver's connection and executemany, as the run's own write (``write_one_sqlite``):
         # SQLAlchemy's statement and per-row set-up costs several times the insert.
         raw = self.engine.raw_connection()
@@ -79,10 +102,28 @@ class TraceStore:
                     top = cur.execute(_SQLITE_MAX_POS, (user_id, agent_id, run_id)).fetchone()[0]
                     base = -1 if top is None else int(top)
                     before = db.total_changes
-                    cur.executemany(_SQLITE_INSERT, [
-                        (user_id, agent_id, run_id, s.id, base + 1 + i, s.trace_id, s.parent, s.name, s.kind,
-                         stamp(s.start), s.duration_ms, s.status, s.error, json_text(s.attributes))
-                        for i, s in enumerate(spans)])  # fmt: skip
+                    cur.executemany(
+                        _SQLITE_INSERT,
+                        [
+                            (
+                                user_id,
+                                agent_id,
+                                run_id,
+                                s.id,
+                                base + 1 + i,
+                                s.trace_id,
+                                s.parent,
+                                s.name,
+                                s.kind,
+                                stamp(s.start),
+                                s.duration_ms,
+                                s.status,
+                                s.error,
+                                json_text(s.attributes),
+                            )
+                            for i, s in enumerate(spans)
+                        ],
+                    )
                     added = int(db.total_changes - before)
                     cur.execute("COMMIT")
                 except BaseException:
@@ -98,23 +139,53 @@ class TraceStore:
     def get_spans(self, run_id: str, *, user_id: str, agent_id: str) -> list[Span]:
         """Run ``run_id``'s spans in the order they started; empty when it has no trace."""
         c = t.spans.c
-        q = (sa.select(c.trace_id, c.span_id, c.parent_id, c.name, c.kind, c.start_at, c.duration_ms, c.status,
-                       c.error, c.attributes)
-             .where(c.user_id == user_id, c.agent_id == agent_id, c.run_id == run_id).order_by(c.pos))  # fmt: skip
+        q = (
+            sa.select(
+                c.trace_id,
+                c.span_id,
+                c.parent_id,
+                c.name,
+                c.kind,
+                c.start_at,
+                c.duration_ms,
+                c.status,
+                c.error,
+                c.attributes,
+            )
+            .where(c.user_id == user_id, c.agent_id == agent_id, c.run_id == run_id)
+            .order_by(c.pos)
+        )
         with self.engine.connect() as conn:
-            return [Span(trace_id=r.trace_id, id=r.span_id, parent=r.parent_id, name=r.name, kind=r.kind,
-                         start=r.start_at, duration_ms=r.duration_ms, status=r.status, error=r.error,
-                         attributes=dict(r.attributes or {})) for r in conn.execute(q)]  # fmt: skip
+            return [
+                Span(
+                    trace_id=r.trace_id,
+                    id=r.span_id,
+                    parent=r.parent_id,
+                    name=r.name,
+                    kind=r.kind,
+                    start=r.start_at,
+                    duration_ms=r.duration_ms,
+                    status=r.status,
+                    error=r.error,
+                    attributes=dict(r.attributes or {}),
+                )
+                for r in conn.execute(q)
+            ]
 
     def namespace_cost(self, *, user_id: str, agent_id: str) -> NamespaceCost:
         """The cost of the namespace's task runs, rolled up (one query)."""
         c = t.task_runs.c
         unpriced = sa.and_(c.cost.is_(None), c.model_call_count > 0)
-        q = sa.select(sa.func.coalesce(sa.func.sum(c.cost), 0.0), sa.func.count(c.cost),
-                      sa.func.count(sa.case((unpriced, 1)))).where(c.user_id == user_id, c.agent_id == agent_id)
+        q = sa.select(
+            sa.func.coalesce(sa.func.sum(c.cost), 0.0),
+            sa.func.count(c.cost),
+            sa.func.count(sa.case((unpriced, 1))),
+        ).where(c.user_id == user_id, c.agent_id == agent_id)
         with self.engine.connect() as conn:
             total, priced, missing = conn.execute(q).one()
-        return NamespaceCost(total_usd=float(total), priced_runs=int(priced), unpriced_runs=int(missing))
+        return NamespaceCost(
+            total_usd=float(total), priced_runs=int(priced), unpriced_runs=int(missing)
+        )
 
 
 _SQLITE_MAX_POS = "SELECT max(pos) FROM sf_spans WHERE user_id = ? AND agent_id = ? AND run_id = ?"

@@ -50,16 +50,43 @@ class UsageStore:
         ids = list(dict.fromkeys(names))
         with self.engine.connect() as conn:
             for start in range(0, len(ids), _IN_CHUNK):
-                nth = sa.func.row_number().over(partition_by=c.flow_name,
-                                                order_by=(c.started_at.desc(), c.id)).label("nth")
-                ranked = (sa.select(c.flow_name, c.flow_version, c.status, c.started_at, c.ended_at, c.inputs, nth)
-                          .where(c.user_id == user_id, c.agent_id == agent_id,
-                                 c.flow_name.in_(ids[start : start + _IN_CHUNK]))
-                          .subquery())  # fmt: skip
-                q = sa.select(ranked).where(ranked.c.nth <= per_flow).order_by(ranked.c.flow_name, ranked.c.nth)
+                nth = (
+                    sa.func.row_number()
+                    .over(partition_by=c.flow_name, order_by=(c.started_at.desc(), c.id))
+                    .label("nth")
+                )
+                ranked = (
+                    sa.select(
+                        c.flow_name,
+                        c.flow_version,
+                        c.status,
+                        c.started_at,
+                        c.ended_at,
+                        c.inputs,
+                        nth,
+                    )
+                    .where(
+                        c.user_id == user_id,
+                        c.agent_id == agent_id,
+                        c.flow_name.in_(ids[start : start + _IN_CHUNK]),
+                    )
+                    .subquery()
+                )
+                q = (
+                    sa.select(ranked)
+                    .where(ranked.c.nth <= per_flow)
+                    .order_by(ranked.c.flow_name, ranked.c.nth)
+                )
                 for name, version, status, started, ended, inputs, _ in conn.execute(q):
-                    out.setdefault(name, []).append(FlowRunSample(version=version, status=status, started_at=started,
-                                                                  ended_at=ended, inputs=inputs))
+                    out.setdefault(name, []).append(
+                        FlowRunSample(
+                            version=version,
+                            status=status,
+                            started_at=started,
+                            ended_at=ended,
+                            inputs=inputs,
+                        )
+                    )
         return out
 
     def flow_definitions(
@@ -76,8 +103,11 @@ class UsageStore:
         with self.engine.connect() as conn:
             for start in range(0, len(names), _IN_CHUNK):
                 q = sa.select(c.name, c.version, c.definition).where(
-                    c.user_id == user_id, c.agent_id == agent_id, c.name.in_(names[start : start + _IN_CHUNK]),
-                    c.version.in_({v for _, v in wanted}))  # fmt: skip
+                    c.user_id == user_id,
+                    c.agent_id == agent_id,
+                    c.name.in_(names[start : start + _IN_CHUNK]),
+                    c.version.in_({v for _, v in wanted}),
+                )
                 for name, version, definition in conn.execute(q):
                     if (name, version) in wanted:
                         out[(name, version)] = FlowDefinition.model_validate(definition)

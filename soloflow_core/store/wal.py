@@ -29,8 +29,13 @@ class WalCheckpointer:
     writer's next commit starts the WAL from its beginning.
     """
 
-    def __init__(self, engine: Engine, *, tail_lock: threading.Lock | None = None,
-                 name: str = "soloflow-wal-checkpoint") -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        tail_lock: threading.Lock | None = None,
+        name: str = "soloflow-wal-checkpoint",
+    ) -> None:
         self.engine = engine
         self._tail_lock = tail_lock
         self._name = name

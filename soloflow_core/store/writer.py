@@ -88,12 +88,20 @@ class RunRow:
     def to_task_run(self) -> TaskRun:
         """The same run as a validated :class:`TaskRun`."""
         return TaskRun(
-            run_id=self.run_id, user_id=self.user_id, agent_id=self.agent_id, task=self.task,
-            answer=self.answer, success=self.success, cost=self.cost, tokens=self.tokens,
+            run_id=self.run_id,
+            user_id=self.user_id,
+            agent_id=self.agent_id,
+            task=self.task,
+            answer=self.answer,
+            success=self.success,
+            cost=self.cost,
+            tokens=self.tokens,
             tool_calls=[ToolCall(**_fields(c)) for c in self.tool_calls],
             model_calls=[ModelCall(**_fields(m)) for m in self.model_calls],
-            started_at=self.started_at, ended_at=self.ended_at,
-            classification=self.classification, meta=self.meta,
+            started_at=self.started_at,
+            ended_at=self.ended_at,
+            classification=self.classification,
+            meta=self.meta,
         )
 
 
@@ -290,9 +298,15 @@ def insert_returning(conn: Connection, fresh: Sequence[AnyRun], created: datetim
         for i, c in enumerate(tool_calls):
             calls.append(
                 {
-                    "run_pk": pk, "user_id": user, "agent_id": agent, "seq": i,
-                    "name": c.name, "args": jsonable(c.args), "output": jsonable(c.output),
-                    "error": c.error, "duration_ms": jsonable(c.duration_ms),
+                    "run_pk": pk,
+                    "user_id": user,
+                    "agent_id": agent,
+                    "seq": i,
+                    "name": c.name,
+                    "args": jsonable(c.args),
+                    "output": jsonable(c.output),
+                    "error": c.error,
+                    "duration_ms": jsonable(c.duration_ms),
                     "tool_call_id": c.tool_call_id,
                     "meta": jsonable(c.meta) if c.meta else None,
                 }
@@ -300,9 +314,14 @@ def insert_returning(conn: Connection, fresh: Sequence[AnyRun], created: datetim
         for i, m in enumerate(model_calls):
             models.append(
                 {
-                    "run_pk": pk, "user_id": user, "agent_id": agent, "seq": i,
-                    "model": m.model, "input_tokens": m.input_tokens,
-                    "output_tokens": m.output_tokens, "total_tokens": m.total_tokens,
+                    "run_pk": pk,
+                    "user_id": user,
+                    "agent_id": agent,
+                    "seq": i,
+                    "model": m.model,
+                    "input_tokens": m.input_tokens,
+                    "output_tokens": m.output_tokens,
+                    "total_tokens": m.total_tokens,
                     "duration_ms": jsonable(m.duration_ms),
                     "tool_calls_requested": m.tool_calls_requested,
                 }
@@ -332,10 +351,21 @@ def _insert_sql(table: sa.Table, columns: dict[str, str], suffix: str = "") -> s
 
 
 _RUN_COLUMNS = {
-    "id": "?", "run_id": "?", "user_id": "?", "agent_id": "?", "task": _TEXT_OR_NULL,
-    "success": _BOOL_OR_NULL, "cost": "?", "tokens": "?", "tool_count": "?",
-    "model_call_count": "?", "classification": _TEXT_OR_NULL,
-    "started_at": _TEXT_OR_NULL, "ended_at": _TEXT_OR_NULL, "created_at": "?", "meta": "?",
+    "id": "?",
+    "run_id": "?",
+    "user_id": "?",
+    "agent_id": "?",
+    "task": _TEXT_OR_NULL,
+    "success": _BOOL_OR_NULL,
+    "cost": "?",
+    "tokens": "?",
+    "tool_count": "?",
+    "model_call_count": "?",
+    "classification": _TEXT_OR_NULL,
+    "started_at": _TEXT_OR_NULL,
+    "ended_at": _TEXT_OR_NULL,
+    "created_at": "?",
+    "meta": "?",
     "answer": _TEXT_OR_NULL,
 }
 _SQLITE_INSERT_RUNS = _insert_sql(t.task_runs, _RUN_COLUMNS)
@@ -347,16 +377,31 @@ _SQLITE_INSERT_RUN_IF_NEW = _insert_sql(
 _SQLITE_INSERT_CALLS = _insert_sql(
     t.tool_calls,
     {
-        "run_pk": "?", "user_id": "?", "agent_id": "?", "seq": "?", "name": "?", "args": "?",
-        "output": "?", "error": _BOOL_OR_NULL, "duration_ms": "?",
-        "tool_call_id": _TEXT_OR_NULL, "meta": "?",
+        "run_pk": "?",
+        "user_id": "?",
+        "agent_id": "?",
+        "seq": "?",
+        "name": "?",
+        "args": "?",
+        "output": "?",
+        "error": _BOOL_OR_NULL,
+        "duration_ms": "?",
+        "tool_call_id": _TEXT_OR_NULL,
+        "meta": "?",
     },
 )
 _SQLITE_INSERT_MODELS = _insert_sql(
     t.model_calls,
     {
-        "run_pk": "?", "user_id": "?", "agent_id": "?", "seq": "?", "model": _TEXT_OR_NULL,
-        "input_tokens": "?", "output_tokens": "?", "total_tokens": "?", "duration_ms": "?",
+        "run_pk": "?",
+        "user_id": "?",
+        "agent_id": "?",
+        "seq": "?",
+        "model": _TEXT_OR_NULL,
+        "input_tokens": "?",
+        "output_tokens": "?",
+        "total_tokens": "?",
+        "duration_ms": "?",
         "tool_calls_requested": "?",
     },
 )
@@ -392,11 +437,19 @@ class _SQLiteRows:
         started, ended = r.started_at, r.ended_at
         self.runs.append(
             (
-                pk, r.run_id, r.user_id, r.agent_id,
-                0 if r.task is None else storable_text(r.task), bools[r.success],
-                _real(r.cost), r.tokens, len(r.tool_calls), len(r.model_calls),
+                pk,
+                r.run_id,
+                r.user_id,
+                r.agent_id,
+                0 if r.task is None else storable_text(r.task),
+                bools[r.success],
+                _real(r.cost),
+                r.tokens,
+                len(r.tool_calls),
+                len(r.model_calls),
                 0 if r.classification is None else r.classification,
-                0 if started is None else stamp(started), 0 if ended is None else stamp(ended),
+                0 if started is None else stamp(started),
+                0 if ended is None else stamp(ended),
                 self._created,
                 (parsed_json_text if type(r) is RunRow else json_text)(r.meta),
                 0 if r.answer is None else storable_text(r.answer),
@@ -409,7 +462,14 @@ class _SQLiteRows:
         tool_calls, model_calls = _calls(r)
         self.calls += [
             (
-                pk, user, agent, i, c.name, encode(c.args), encode(c.output), bools[c.error],
+                pk,
+                user,
+                agent,
+                i,
+                c.name,
+                encode(c.args),
+                encode(c.output),
+                bools[c.error],
                 nan if (d := c.duration_ms) is None or d - d != 0 else d,
                 0 if c.tool_call_id is None else c.tool_call_id,
                 encode(c.meta) if c.meta else "null",
@@ -419,8 +479,15 @@ class _SQLiteRows:
         if model_calls:
             self.models += [
                 (
-                    pk, user, agent, i, 0 if m.model is None else m.model, m.input_tokens,
-                    m.output_tokens, m.total_tokens, _real(m.duration_ms),
+                    pk,
+                    user,
+                    agent,
+                    i,
+                    0 if m.model is None else m.model,
+                    m.input_tokens,
+                    m.output_tokens,
+                    m.total_tokens,
+                    _real(m.duration_ms),
                     m.tool_calls_requested,
                 )
                 for i, m in enumerate(model_calls)
@@ -465,7 +532,8 @@ def write_one_sqlite(
     dbapi_conn: sqlite3.Connection,
     run: AnyRun,
     created: datetime,
-    *, stamp: Callable[[datetime], str],
+    *,
+    stamp: Callable[[datetime], str],
 ) -> bool:
     """SQLite, one run in its own transaction, on the driver's connection (no SQLAlchemy
     connection, whose set-up costs more than the write): ``BEGIN IMMEDIATE``, one
@@ -501,9 +569,9 @@ BULK_REFUSED = (sqlite3.IntegrityError, sqlite3.DataError, UnicodeEncodeError)
 """What :func:`insert_sqlite_bulk` raises when the database refuses a row."""
 
 
-def bulk_rows(ordinal: int, r: AnyRun, stamp: Callable[[datetime], str]) -> tuple[
-    tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]
-]:
+def bulk_rows(
+    ordinal: int, r: AnyRun, stamp: Callable[[datetime], str]
+) -> tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The rows of one run in :mod:`soloflow_core.ledger._rows`' layout (the line's
     ``ordinal`` first, no pk, no ``created_at``), for a run the checked path read."""
     rows = _SQLiteRows(stamp, now())
@@ -539,7 +607,9 @@ def _existing_sqlite(cursor: sqlite3.Cursor, runs: Sequence[tuple[Any, ...]]) ->
                 "SELECT run_id FROM sf_task_runs WHERE user_id = ? AND agent_id = ? "
                 f"AND run_id IN ({marks})"
             )
-            stored.update((user, agent, rid) for (rid,) in cursor.execute(sql, (user, agent, *part)))
+            stored.update(
+                (user, agent, rid) for (rid,) in cursor.execute(sql, (user, agent, *part))
+            )
     skip: set[int] = set()
     for r in runs:
         key = (r[2], r[3], r[1])
@@ -554,7 +624,8 @@ def insert_sqlite_bulk(
     dbapi_conn: sqlite3.Connection,
     runs: list[tuple[Any, ...]],
     calls: list[tuple[Any, ...]],
-    *, models: list[tuple[Any, ...]],
+    *,
+    models: list[tuple[Any, ...]],
     created: str,
 ) -> set[int]:
     """SQLite: one transaction (``BEGIN IMMEDIATE`` ... ``COMMIT``) writing the rows of
@@ -583,7 +654,9 @@ def insert_sqlite_bulk(
                 models = [m for m in models if m[0] not in skip]
             if runs:
                 base = cursor.execute("SELECT max(id) FROM sf_task_runs").fetchone()[0] or 0
-                sql_runs, sql_calls, sql_models = _bulk_sql(base + 1 - min(r[0] for r in runs), created)
+                sql_runs, sql_calls, sql_models = _bulk_sql(
+                    base + 1 - min(r[0] for r in runs), created
+                )
                 cursor.executemany(sql_runs, runs)
                 if calls:
                     cursor.executemany(sql_calls, calls)
@@ -601,4 +674,3 @@ def insert_sqlite_bulk(
         raise _database_error(exc) from exc
     finally:
         cursor.close()
-

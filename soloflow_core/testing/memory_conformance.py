@@ -85,8 +85,13 @@ class MemoryProviderConformance:
     def test_no_namespace_sees_another_ones_items(self, provider: MemoryProvider) -> None:
         user, agent = _ns()
         provider.record(_item(user, agent, "secret refund for alice"))
-        others = [(user + "-2", agent), (user, agent + "-2"), ("", ""),
-                  (user + "\x1f" + agent, ""), (user[:-1], user[-1] + agent)]  # fmt: skip
+        others = [
+            (user + "-2", agent),
+            (user, agent + "-2"),
+            ("", ""),
+            (user + "\x1f" + agent, ""),
+            (user[:-1], user[-1] + agent),
+        ]
         for other_user, other_agent in others:
             for query in ("secret refund", "", "alice"):
                 found = provider.search(query, user_id=other_user, agent_id=other_agent)
@@ -120,14 +125,17 @@ class MemoryProviderConformance:
             assert isinstance(found, list) and len(found) <= 3, query
             assert all((r.user_id, r.agent_id) == (user, agent) for r in found), query
 
-    @pytest.mark.parametrize("text, query", [
-        ("Rückerstattung für Bestellung 77 genehmigt", "rückerstattung"),
-        ("заказ отменён клиентом", "заказ"),
-        ("查询订单 状态", "查询订单"),
-        ("注文 キャンセル 完了", "キャンセル"),
-        ("café crème réservé", "réservé"),
-        ("deploy 🚀 finished", "deploy"),
-    ])  # fmt: skip
+    @pytest.mark.parametrize(
+        "text, query",
+        [
+            ("Rückerstattung für Bestellung 77 genehmigt", "rückerstattung"),
+            ("заказ отменён клиентом", "заказ"),
+            ("查询订单 状态", "查询订单"),
+            ("注文 キャンセル 完了", "キャンセル"),
+            ("café crème réservé", "réservé"),
+            ("deploy 🚀 finished", "deploy"),
+        ],
+    )
     def test_non_english_text_is_found(
         self, provider: MemoryProvider, text: str, query: str
     ) -> None:

@@ -53,9 +53,23 @@ __all__ = [
 READ_VERBS = ("get", "list", "search", "find", "check", "lookup")
 WRITE_VERBS = ("create", "update", "cancel", "send", "book", "refund", "approve", "delete")
 NOUNS = (
-    "user", "order", "invoice", "flight", "hotel", "ticket", "payment", "account",
-    "shipment", "product", "review", "email", "calendar", "contract", "report", "address",
-)  # fmt: skip
+    "user",
+    "order",
+    "invoice",
+    "flight",
+    "hotel",
+    "ticket",
+    "payment",
+    "account",
+    "shipment",
+    "product",
+    "review",
+    "email",
+    "calendar",
+    "contract",
+    "report",
+    "address",
+)
 TASK_FIELDS = ("user_id", "order_id", "email", "date", "city", "amount")
 CONSTANTS = (("mode", "strict"), ("currency", "USD"), ("limit", 10), ("channel", "web"))
 PATH_NAMES = {"id": "id", "data.ref": "ref", "data.amount": "amount", "items[0].id": "item_id"}
@@ -183,16 +197,27 @@ def generate_ledger(
     tools = _vocabulary(vocabulary)
     _check(runs, workflows, min_len, max_len=max_len)
     rates = {
-        "noise": noise, "planted_fraction": planted_fraction, "retry_rate": retry_rate,
-        "swap_rate": swap_rate, "failed_run_rate": failed_run_rate,
+        "noise": noise,
+        "planted_fraction": planted_fraction,
+        "retry_rate": retry_rate,
+        "swap_rate": swap_rate,
+        "failed_run_rate": failed_run_rate,
         "truncate_rate": truncate_rate,
-    }  # fmt: skip
+    }
     for name, value in rates.items():
         if not 0.0 <= value <= 1.0:
             raise ValueError(f"{name} must be within [0, 1], got {value!r}")
     rng = random.Random(seed)
     planted = _plant(rng, tools, workflows, min_len=min_len, max_len=max_len)
-    planner = _Planner(rng, tools, planted, zipf_exponent=zipf_exponent, noise=noise, retry_rate=retry_rate, swap_rate=swap_rate)
+    planner = _Planner(
+        rng,
+        tools,
+        planted,
+        zipf_exponent=zipf_exponent,
+        noise=noise,
+        retry_rate=retry_rate,
+        swap_rate=swap_rate,
+    )
     labels: list[RunLabel] = []
     plans: list[tuple[list[Call], bool]] = []
     sequences: list[RunSequence] = []
@@ -218,7 +243,11 @@ def generate_ledger(
             if not names_only:
                 plans.append((calls, success))
     built: Sequence[TaskRun] = (
-        () if names_only else _LazyRuns(seed, plans, labels, workflows=planted, with_args=with_args, with_usage=with_usage)
+        ()
+        if names_only
+        else _LazyRuns(
+            seed, plans, labels, workflows=planted, with_args=with_args, with_usage=with_usage
+        )
     )
     return SyntheticLedger(workflows=planted, labels=labels, sequences=sequences, runs=built)
 
@@ -426,7 +455,15 @@ class _LazyRuns(Sequence[TaskRun]):
         calls, success = self._plans[i]
         w = self._labels[i].workflow
         wf = self._workflows[w] if w is not None else None
-        return _materialise(self._seed, i, calls, success=success, wf=wf, with_args=self._with_args, with_usage=self._with_usage)
+        return _materialise(
+            self._seed,
+            i,
+            calls,
+            success=success,
+            wf=wf,
+            with_args=self._with_args,
+            with_usage=self._with_usage,
+        )
 
 
 def _run_rng(seed: int, i: int, stream: int = 0) -> random.Random:
@@ -444,7 +481,8 @@ def _materialise(
     seed: int,
     i: int,
     calls: list[Call],
-    *, success: bool,
+    *,
+    success: bool,
     wf: PlantedWorkflow | None,
     with_args: bool,
     with_usage: bool,
@@ -485,8 +523,11 @@ def _materialise(
             record["output"] = output
         tool_calls.append(record)
     body: dict[str, Any] = {
-        "run_id": _run_id(seed, i), "task": task, "success": success, "tool_calls": tool_calls,
-    }  # fmt: skip
+        "run_id": _run_id(seed, i),
+        "task": task,
+        "success": success,
+        "tool_calls": tool_calls,
+    }
     if with_usage:
         turns = _turns(seed, i, len(calls))
         body["model_calls"] = [

@@ -22,7 +22,12 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
     from opentelemetry.trace import TracerProvider
 
-__all__ = ["OpenTelemetryBridge", "active_listener", "configure_tracing", "configure_tracing_from_env"]
+__all__ = [
+    "OpenTelemetryBridge",
+    "active_listener",
+    "configure_tracing",
+    "configure_tracing_from_env",
+]
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +82,16 @@ def _bridge_from_env() -> OpenTelemetryBridge | None:
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
-        log.warning("OTEL_EXPORTER_OTLP_ENDPOINT is set but the otel extra is not installed "
-                    "(pip install 'soloflow-engine[otel]'): spans are not exported")
+        log.warning(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set but the otel extra is not installed "
+            "(pip install 'soloflow-engine[otel]'): spans are not exported"
+        )
         return None
     service = os.environ.get("OTEL_SERVICE_NAME") or "soloflow"
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    exporter = cast("SpanExporter", LoggedOnceExporter(OTLPSpanExporter()))  # a SpanExporter in all but name
+    exporter = cast(
+        "SpanExporter", LoggedOnceExporter(OTLPSpanExporter())
+    )  # a SpanExporter in all but name
     provider.add_span_processor(BatchSpanProcessor(exporter))
     return OpenTelemetryBridge(provider)
 
@@ -107,8 +116,11 @@ class LoggedOnceExporter:
             reason = "the exporter reported a failure"
         if result is not SpanExportResult.SUCCESS and not self._failed:
             self._failed = True
-            log.warning("OpenTelemetry export failed (%s); spans are dropped until the collector "
-                        "answers, and this is not logged again", reason)
+            log.warning(
+                "OpenTelemetry export failed (%s); spans are dropped until the collector "
+                "answers, and this is not logged again",
+                reason,
+            )
             logging.getLogger(type(self.exporter).__module__).setLevel(logging.CRITICAL)
         return cast("SpanExportResult", result)
 
@@ -140,8 +152,9 @@ class OpenTelemetryBridge:
         parent = self._open.get(span.parent) if span.parent else None
         context = trace.set_span_in_context(parent) if parent is not None else None
         kind = trace.SpanKind.CLIENT if span.kind == "chat" else trace.SpanKind.INTERNAL
-        self._open[span.id] = self.tracer.start_span(span.name, context=context, kind=kind,
-                                                     attributes=span.attributes, start_time=_ns(span))
+        self._open[span.id] = self.tracer.start_span(
+            span.name, context=context, kind=kind, attributes=span.attributes, start_time=_ns(span)
+        )
 
     def span_ended(self, span: Span) -> None:
         otel = self._open.pop(span.id, None)

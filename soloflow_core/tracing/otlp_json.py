@@ -52,8 +52,10 @@ def _span(span: Span) -> dict[str, Any]:
 def otlp_json(spans: list[Span], *, service_name: str = "soloflow") -> dict[str, Any]:
     """``spans`` as one OTLP ``ExportTraceServiceRequest`` in its JSON form."""
     return {
-        "resourceSpans": [{
-            "resource": {"attributes": _attributes({"service.name": service_name})},
-            "scopeSpans": [{"scope": {"name": "soloflow"}, "spans": [_span(s) for s in spans]}],
-        }]
-    }  # fmt: skip
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _attributes({"service.name": service_name})},
+                "scopeSpans": [{"scope": {"name": "soloflow"}, "spans": [_span(s) for s in spans]}],
+            }
+        ]
+    }

@@ -44,8 +44,10 @@ class PriceTable:
             return None
         own = self.overrides.get(model)
         if own is not None:
-            return (Decimal(str(own.input_per_mtok)) * input_tokens
-                    + Decimal(str(own.output_per_mtok)) * output_tokens) / _MTOK  # fmt: skip
+            return (
+                Decimal(str(own.input_per_mtok)) * input_tokens
+                + Decimal(str(own.output_per_mtok)) * output_tokens
+            ) / _MTOK
         return _table_price(model, input_tokens, output_tokens)
 
 
@@ -57,7 +59,11 @@ def _table_price(model: str, input_tokens: int, output_tokens: int) -> Decimal |
         return cast("Decimal | None", (rates[0] * input_tokens + rates[1] * output_tokens) / _MTOK)
     from genai_prices import Usage
 
-    return Decimal(rates.calc_price(Usage(input_tokens=input_tokens, output_tokens=output_tokens))["total_price"])
+    return Decimal(
+        rates.calc_price(Usage(input_tokens=input_tokens, output_tokens=output_tokens))[
+            "total_price"
+        ]
+    )
 
 
 @lru_cache(maxsize=1024)

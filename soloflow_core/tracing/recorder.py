@@ -51,8 +51,13 @@ class SpanRecorder:
 
     __slots__ = ("_hook", "_open", "listener", "spans", "trace_id")
 
-    def __init__(self, trace_id: str, *, plugin_manager: pluggy.PluginManager | None = None,
-                 listener: SpanListener | None = None) -> None:
+    def __init__(
+        self,
+        trace_id: str,
+        *,
+        plugin_manager: pluggy.PluginManager | None = None,
+        listener: SpanListener | None = None,
+    ) -> None:
         self.trace_id = trace_id
         self.spans: list[Span] = []
         self.listener = listener
@@ -60,8 +65,16 @@ class SpanRecorder:
         hook = plugin_manager.hook.soloflow_span_finished if plugin_manager is not None else None
         self._hook = hook if hook is not None and hook.get_hookimpls() else None
 
-    def start(self, name: str, kind: SpanKind, parent: Span | str | None, attributes: dict[str, Any] | None = None,
-              *, span_id: str | None = None, ago_ms: float = 0.0) -> Span:
+    def start(
+        self,
+        name: str,
+        kind: SpanKind,
+        parent: Span | str | None,
+        attributes: dict[str, Any] | None = None,
+        *,
+        span_id: str | None = None,
+        ago_ms: float = 0.0,
+    ) -> Span:
         """Open a span under ``parent`` (a span, its id, or None for a root); ``ago_ms``
         backdates its start (a call whose report comes when it has ended)."""
         wall = datetime.now(UTC)
@@ -69,9 +82,15 @@ class SpanRecorder:
         if ago_ms:
             wall -= timedelta(milliseconds=ago_ms)
             mono -= int(ago_ms * 1_000_000)
-        span = Span(trace_id=self.trace_id, id=span_id or new_span_id(),
-                    parent=parent.id if isinstance(parent, Span) else parent, name=name, kind=kind,
-                    start=wall, attributes=attributes if attributes is not None else {})  # fmt: skip
+        span = Span(
+            trace_id=self.trace_id,
+            id=span_id or new_span_id(),
+            parent=parent.id if isinstance(parent, Span) else parent,
+            name=name,
+            kind=kind,
+            start=wall,
+            attributes=attributes if attributes is not None else {},
+        )
         self._open[span.id] = mono
         self.spans.append(span)
         if self.listener is not None:
@@ -81,8 +100,15 @@ class SpanRecorder:
                 log.exception("a span listener failed; the run goes on")
         return span
 
-    def end(self, span: Span, *, error: str | None = None, attributes: dict[str, Any] | None = None,
-            status: str | None = None, ended_ns: int | None = None) -> None:
+    def end(
+        self,
+        span: Span,
+        *,
+        error: str | None = None,
+        attributes: dict[str, Any] | None = None,
+        status: str | None = None,
+        ended_ns: int | None = None,
+    ) -> None:
         """Close ``span``: its duration from the monotonic clock (``time.perf_counter_ns()`` now,
         or ``ended_ns``), ``error`` (status ``error``) or else ``status`` (``ok`` by default),
         ``attributes`` added."""

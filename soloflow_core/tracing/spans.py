@@ -17,8 +17,16 @@ from typing import Any, Literal
 
 __all__ = ["Span", "SpanKind", "SpanStatus", "trace_id_for"]
 
-SpanKind = Literal["invoke_agent", "chat", "execute_tool", "invoke_flow", "step", "approval_wait",
-                   "invoke_workflow", "phase"]
+SpanKind = Literal[
+    "invoke_agent",
+    "chat",
+    "execute_tool",
+    "invoke_flow",
+    "step",
+    "approval_wait",
+    "invoke_workflow",
+    "phase",
+]
 SpanStatus = Literal["ok", "error", "unset"]
 
 
@@ -47,7 +55,11 @@ class Span:
     @property
     def end(self) -> datetime | None:
         """Wall-clock end: ``start`` plus the measured duration."""
-        return None if self.duration_ms is None else self.start + timedelta(milliseconds=self.duration_ms)
+        return (
+            None
+            if self.duration_ms is None
+            else self.start + timedelta(milliseconds=self.duration_ms)
+        )
 
 
 def trace_id_for(run_id: str) -> str:

@@ -40,7 +40,8 @@ def sqlite_path(db: str | None) -> Path | None:
     if scheme.lower() not in SUPPORTED_SCHEMES:
         raise ConfigError(
             f"--db {safe_url(db)!r}: database scheme {scheme!r} is not "
-            f"supported; use {_EXAMPLES} (schemes: {', '.join(SUPPORTED_SCHEMES)})")
+            f"supported; use {_EXAMPLES} (schemes: {', '.join(SUPPORTED_SCHEMES)})"
+        )
     if scheme.lower() != "sqlite":
         return None
     path = rest[1:] if rest.startswith("/") else rest  # sqlite:///rel.db, sqlite:////abs.db
@@ -68,11 +69,13 @@ def open_store(db: str | None, *, create: bool) -> Store:
         elif not path.parent.is_dir():
             raise ConfigError(
                 f"--db {str(path)!r}: directory {str(path.parent)!r} does not exist; create it "
-                f"first (mkdir -p {path.parent}) or check the path")
+                f"first (mkdir -p {path.parent}) or check the path"
+            )
         if not create:
             where = "database yet at the default location" if default else "database file"
             raise NotFoundError(
                 f"no {where} {str(path)!r}: nothing is stored there yet. Check --db for a typo; "
                 "a database is created by capturing runs (SoloFlowCallbackHandler), "
-                f"`soloflow --db {path} ingest FILE` or `soloflow demo --db {path}`")
+                f"`soloflow --db {path} ingest FILE` or `soloflow demo --db {path}`"
+            )
     return Store.open(db)

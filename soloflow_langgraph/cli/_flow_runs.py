@@ -53,9 +53,17 @@ def interruptible(runtime: FlowRuntime, run_id: Callable[[], str | None]) -> Ite
             err.print("interrupted before the flow run was recorded: nothing ran.", highlight=False)
         else:
             left = runtime.interrupted_call(rid)
-            err.print(f"interrupted: flow run {rid} stopped"
-                      + (f"; {left} was still running and is abandoned (its result is not used)" if left else "")
-                      + f".\n  resume it with: soloflow flows resume {rid}", highlight=False, markup=False)
+            err.print(
+                f"interrupted: flow run {rid} stopped"
+                + (
+                    f"; {left} was still running and is abandoned (its result is not used)"
+                    if left
+                    else ""
+                )
+                + f".\n  resume it with: soloflow flows resume {rid}",
+                highlight=False,
+                markup=False,
+            )
         # Exit now: the interrupted invocation's threads (LangGraph's pool, the abandoned
         # call) must not hold the process until their calls return, nor print tracebacks as
         # the interpreter shuts their executors down. Nothing is lost: every completed step
@@ -85,9 +93,13 @@ def runtime_for(ctx: typer.Context, tools: list[str]) -> FlowRuntime:
     from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
     c: Context = ctx.obj
-    runtime = FlowRuntime(c.store(), tools=[t for spec in tools for t in load_tools(spec)],
-                          plugin_manager=get_plugin_manager(),
-                          learning_config=c.learning_config(), **c.ns)
+    runtime = FlowRuntime(
+        c.store(),
+        tools=[t for spec in tools for t in load_tools(spec)],
+        plugin_manager=get_plugin_manager(),
+        learning_config=c.learning_config(),
+        **c.ns,
+    )
     # Closed when the command ends: the queued checkpoint deletions finish first.
     ctx.call_on_close(runtime.close)
     return runtime
@@ -95,31 +107,51 @@ def runtime_for(ctx: typer.Context, tools: list[str]) -> FlowRuntime:
 
 def report_result(result: FlowRunResult, as_json: bool) -> None:
     if as_json:
-        print_json({"run_id": result.run_id, "flow": result.flow, "status": result.status,
-                    "outcome": result.outcome, "output": result.output,
-                    "results": result.results, "errors": result.errors, "skipped": result.skipped,
-                    "handoff": result.handoff, "interrupt": result.interrupt,
-                    "failed_step": result.failed_step, "error": result.error,
-                    "duration_ms": result.duration_ms})
+        print_json(
+            {
+                "run_id": result.run_id,
+                "flow": result.flow,
+                "status": result.status,
+                "outcome": result.outcome,
+                "output": result.output,
+                "results": result.results,
+                "errors": result.errors,
+                "skipped": result.skipped,
+                "handoff": result.handoff,
+                "interrupt": result.interrupt,
+                "failed_step": result.failed_step,
+                "error": result.error,
+                "duration_ms": result.duration_ms,
+            }
+        )
     elif result.status == "completed":
         out.print(f"completed: {result.output!r}")
     elif result.status == "waiting":
         question = (result.interrupt or {}).get("question", "approval needed")
-        out.print(f"[yellow]waiting for approval[/]: {question}\n"
-                  f"  soloflow flows runs approve {result.run_id}   |   soloflow flows runs reject {result.run_id}",
-                  highlight=False)
+        out.print(
+            f"[yellow]waiting for approval[/]: {question}\n"
+            f"  soloflow flows runs approve {result.run_id}   |   soloflow flows runs reject {result.run_id}",
+            highlight=False,
+        )
     elif result.status == "fallback":
         out.print(f"[yellow]fallback[/]: {result.handoff}")
     elif result.status == "cancelled":
-        out.print("[yellow]cancelled[/]" + (f" ({result.outcome})" if result.outcome != "cancelled" else "")
-                  + (f": {result.error}" if result.error and result.error != "cancelled" else ""))
+        out.print(
+            "[yellow]cancelled[/]"
+            + (f" ({result.outcome})" if result.outcome != "cancelled" else "")
+            + (f": {result.error}" if result.error and result.error != "cancelled" else "")
+        )
     else:
-        out.print(f"[red]{result.status}[/] ({result.outcome}) at step {result.failed_step!r}: {result.error}")
+        out.print(
+            f"[red]{result.status}[/] ({result.outcome}) at step {result.failed_step!r}: {result.error}"
+        )
     if result.status not in ("completed", "waiting"):
         raise typer.Exit(1)
 
 
-def decide(ctx: typer.Context, run_id: str, *, approved: bool, comment: str | None, tools: list[str]) -> None:
+def decide(
+    ctx: typer.Context, run_id: str, *, approved: bool, comment: str | None, tools: list[str]
+) -> None:
     """`flows runs approve|reject RUN_ID`: answer a run waiting for approval."""
     runtime = runtime_for(ctx, tools)
     with interruptible(runtime, lambda: run_id):

@@ -26,9 +26,11 @@ _SHOWN = 10
 
 def _ambiguous(kind: IdKind, typed: str, matches: list[str]) -> AmbiguousError:
     shown = ", ".join(matches[:_SHOWN]) + (", …" if len(matches) > _SHOWN else "")
-    return AmbiguousError(f"{_WHAT[kind]} {typed!r} is ambiguous: it starts "
-                          f"{'more than ' if len(matches) > _SHOWN else ''}{len(matches[:_SHOWN])} "
-                          f"{_WHAT[kind]}s ({shown}); type more of it")
+    return AmbiguousError(
+        f"{_WHAT[kind]} {typed!r} is ambiguous: it starts "
+        f"{'more than ' if len(matches) > _SHOWN else ''}{len(matches[:_SHOWN])} "
+        f"{_WHAT[kind]}s ({shown}); type more of it"
+    )
 
 
 def resolve_id(c: Context, kind: IdKind, typed: str) -> str:

@@ -25,8 +25,12 @@ def require_api_extra(command: str) -> None:
 
     missing = missing_api_packages()
     if missing:
-        fail(escape(f"`soloflow {command}` needs the api extra ({', '.join(missing)} not installed): "
-                    f"{API_EXTRA_HINT}"))
+        fail(
+            escape(
+                f"`soloflow {command}` needs the api extra ({', '.join(missing)} not installed): "
+                f"{API_EXTRA_HINT}"
+            )
+        )
 
 
 def service_for(ctx: typer.Context, tools: list[str]) -> SoloFlowService:
@@ -36,8 +40,11 @@ def service_for(ctx: typer.Context, tools: list[str]) -> SoloFlowService:
 
     c: Context = ctx.obj
     store = c.store(create=True)  # a server may start before anything is stored
-    service = SoloFlowService(store, tools=[t for spec in tools for t in load_tools(spec)],
-                              plugin_manager=get_plugin_manager())
+    service = SoloFlowService(
+        store,
+        tools=[t for spec in tools for t in load_tools(spec)],
+        plugin_manager=get_plugin_manager(),
+    )
     ctx.call_on_close(store.close)
     ctx.call_on_close(service.close)  # called first: last registered, first called
     return service

@@ -120,14 +120,21 @@ def _version(value: bool) -> None:
 def _global(
     ctx: typer.Context,
     _show_version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
     db: str | None = typer.Option(
-        None, "--db", envvar="SOLOFLOW_DATABASE_URL",
+        None,
+        "--db",
+        envvar="SOLOFLOW_DATABASE_URL",
         help="Database URL (sqlite:///file.db, postgresql://...) or a SQLite file path. "
         "Default: the embedded file under $SOLOFLOW_HOME or ~/.local/share/soloflow.",
     ),
-    user: str = typer.Option("default", "--user", envvar="SOLOFLOW_USER", help="Your user id (namespace)."),
-    agent: str = typer.Option("default", "--agent", envvar="SOLOFLOW_AGENT", help="The agent id (namespace)."),
+    user: str = typer.Option(
+        "default", "--user", envvar="SOLOFLOW_USER", help="Your user id (namespace)."
+    ),
+    agent: str = typer.Option(
+        "default", "--agent", envvar="SOLOFLOW_AGENT", help="The agent id (namespace)."
+    ),
 ) -> None:
     ctx.obj = Context(db=db, user=user, agent=agent, command=ctx)
 

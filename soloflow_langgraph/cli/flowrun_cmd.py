@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 _TOOLS_HELP = "module:ATTR naming tools the steps call (repeatable); plugins register the rest."
 _RUN_HELP = "The flow run id (frun_…), or a unique prefix of it."
 
-runs_app = typer.Typer(help="Flow runs: list them, answer the ones waiting for approval.",
-                       no_args_is_help=True)
+runs_app = typer.Typer(
+    help="Flow runs: list them, answer the ones waiting for approval.", no_args_is_help=True
+)
 flows_app.add_typer(runs_app, name="runs")
 
 
@@ -35,11 +36,17 @@ def _run_id(ctx: typer.Context, typed: str) -> str:
 @flows_app.command("run")
 def run(
     ctx: typer.Context,
-    name: str = typer.Argument(..., help="The flow's name, or a unique prefix of it or of its slug."),
+    name: str = typer.Argument(
+        ..., help="The flow's name, or a unique prefix of it or of its slug."
+    ),
     input_json: str = typer.Option("{}", "--input", help="The flow inputs as a JSON object."),
-    task: str | None = typer.Option(None, "--task", help="Recover missing inputs from this task text."),
+    task: str | None = typer.Option(
+        None, "--task", help="Recover missing inputs from this task text."
+    ),
     tools: list[str] = typer.Option([], "--tools", help=_TOOLS_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Only the result as JSON (it holds the run id)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Only the result as JSON (it holds the run id)."
+    ),
 ) -> None:
     """Run a registered flow with no model call. Without --json, the first line printed is
     the flow run id (printed before any step runs: use it with `flows status`/`cancel`
@@ -51,9 +58,9 @@ def run(
     except ValueError as exc:
         fail(f"--input is not JSON: {escape(str(exc))}")
     except RecursionError:
-        fail("--input is nested too deeply; pass a flat JSON object, e.g. '{\"email\": \"a@b.c\"}'")
+        fail('--input is nested too deeply; pass a flat JSON object, e.g. \'{"email": "a@b.c"}\'')
     if not isinstance(inputs, dict):
-        fail("--input must be a JSON object, e.g. '{\"email\": \"a@b.c\"}'")
+        fail('--input must be a JSON object, e.g. \'{"email": "a@b.c"}\'')
     runtime = runtime_for(ctx, tools)
     flow = runtime.flow(resolve_flow(ctx.obj, name))
     if task:
@@ -75,7 +82,9 @@ def resume(
     ctx: typer.Context,
     run_id: str = typer.Argument(..., help=_RUN_HELP),
     tools: list[str] = typer.Option([], "--tools", help=_TOOLS_HELP),
-    force: bool = typer.Option(False, "--force", help="Even if the process that ran it seems alive."),
+    force: bool = typer.Option(
+        False, "--force", help="Even if the process that ran it seems alive."
+    ),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Carry on a run whose process ended: completed steps are not run again."""
@@ -95,12 +104,32 @@ def status(
     c: Context = ctx.obj
     rec = c.store().get_flow_run(_run_id(ctx, run_id), **c.ns)
     if as_json:
-        print_json({"run_id": rec.id, "flow": rec.flow_name, "version": rec.flow_version, "state": rec.state,
-                    "outcome": rec.outcome, "waiting_for_approval": rec.waiting_for_approval,
-                    "cancel_requested": rec.cancel_requested, "owner": rec.owner, "error": rec.error,
-                    "started_at": rec.started_at, "ended_at": rec.ended_at, "outputs": rec.outputs,
-                    "steps": [{"step": s.step_key, "state": s.state, "attempts": s.attempts,
-                               "idempotency_key": s.idempotency_key, "error": s.error} for s in rec.steps]})
+        print_json(
+            {
+                "run_id": rec.id,
+                "flow": rec.flow_name,
+                "version": rec.flow_version,
+                "state": rec.state,
+                "outcome": rec.outcome,
+                "waiting_for_approval": rec.waiting_for_approval,
+                "cancel_requested": rec.cancel_requested,
+                "owner": rec.owner,
+                "error": rec.error,
+                "started_at": rec.started_at,
+                "ended_at": rec.ended_at,
+                "outputs": rec.outputs,
+                "steps": [
+                    {
+                        "step": s.step_key,
+                        "state": s.state,
+                        "attempts": s.attempts,
+                        "idempotency_key": s.idempotency_key,
+                        "error": s.error,
+                    }
+                    for s in rec.steps
+                ],
+            }
+        )
         return
     head = f"[bold]{rec.id}[/] flow {rec.flow_name} v{rec.flow_version}: [bold]{rec.state}[/]"
     if rec.waiting_for_approval:
@@ -135,21 +164,40 @@ def history(
     c: Context = ctx.obj
     moves = c.store().flow_run_history(_run_id(ctx, run_id), **c.ns)
     if as_json:
-        print_json([{"at": m.at, "step": m.step_key, "from": m.from_state, "to": m.to_state,
-                     "detail": m.detail} for m in moves])
+        print_json(
+            [
+                {
+                    "at": m.at,
+                    "step": m.step_key,
+                    "from": m.from_state,
+                    "to": m.to_state,
+                    "detail": m.detail,
+                }
+                for m in moves
+            ]
+        )
         return
     table = Table("at", "step", "from", "to", "detail")
     for m in moves:
-        table.add_row(m.at.isoformat(timespec="milliseconds"), escape(m.step_key or "(run)"), m.from_state or "",
-                      m.to_state, escape((m.detail or "")[:80]))
+        table.add_row(
+            m.at.isoformat(timespec="milliseconds"),
+            escape(m.step_key or "(run)"),
+            m.from_state or "",
+            m.to_state,
+            escape((m.detail or "")[:80]),
+        )
     out.print(table)
 
 
 @runs_app.command("list")
 def runs(
     ctx: typer.Context,
-    flow: str | None = typer.Option(None, "--flow", help="Only this flow's runs (its name or a unique prefix)."),
-    state: str | None = typer.Option(None, "--state", help="draft | active | running | completed | failed | cancelled"),
+    flow: str | None = typer.Option(
+        None, "--flow", help="Only this flow's runs (its name or a unique prefix)."
+    ),
+    state: str | None = typer.Option(
+        None, "--state", help="draft | active | running | completed | failed | cancelled"
+    ),
     waiting: bool = typer.Option(False, "--waiting", help="Only runs waiting for approval."),
     limit: int = typer.Option(50, "--limit", min=1, max=MAX_LIMIT),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
@@ -159,22 +207,39 @@ def runs(
     store = c.store()
     if flow is not None:
         flow = resolve_flow(c, flow)
-    rows: list[dict[str, Any]] = store.list_flow_runs(flow_name=flow, state="running" if waiting else state,
-                                                      limit=limit, **c.ns)
+    rows: list[dict[str, Any]] = store.list_flow_runs(
+        flow_name=flow, state="running" if waiting else state, limit=limit, **c.ns
+    )
     if waiting:
         rows = [r for r in rows if store.get_flow_run(r["id"], **c.ns).waiting_for_approval]
     if as_json:
-        print_json([{"run_id": r["id"], "flow": r["flow_name"], "version": r["flow_version"],
-                     "state": r["status"], "outcome": r["outcome"], "started_at": r["started_at"],
-                     "ended_at": r["ended_at"]} for r in rows])
+        print_json(
+            [
+                {
+                    "run_id": r["id"],
+                    "flow": r["flow_name"],
+                    "version": r["flow_version"],
+                    "state": r["status"],
+                    "outcome": r["outcome"],
+                    "started_at": r["started_at"],
+                    "ended_at": r["ended_at"],
+                }
+                for r in rows
+            ]
+        )
         return
     table = Table()
     id_column(table, "run", [r["id"] for r in rows])
     for header in ("flow", "state", "outcome", "started"):
         table.add_column(header)
     for r in rows:
-        table.add_row(r["id"], escape(f"{r['flow_name']} v{r['flow_version']}"), r["status"],
-                      r["outcome"] or "", r["started_at"].isoformat(timespec="seconds"))
+        table.add_row(
+            r["id"],
+            escape(f"{r['flow_name']} v{r['flow_version']}"),
+            r["status"],
+            r["outcome"] or "",
+            r["started_at"].isoformat(timespec="seconds"),
+        )
     out.print(table)
     if not rows and flow is None and state is None and not waiting:
         hint_other_namespaces(c, "flow runs")
@@ -183,7 +248,9 @@ def runs(
 @runs_app.command("approve")
 def approve_run(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="A flow run waiting for approval (frun_…), or a unique prefix."),
+    run_id: str = typer.Argument(
+        ..., help="A flow run waiting for approval (frun_…), or a unique prefix."
+    ),
     comment: str | None = typer.Option(None, "--comment", help="Recorded with the decision."),
     tools: list[str] = typer.Option([], "--tools", help=_TOOLS_HELP),
 ) -> None:
@@ -194,7 +261,9 @@ def approve_run(
 @runs_app.command("reject")
 def reject_run(
     ctx: typer.Context,
-    run_id: str = typer.Argument(..., help="A flow run waiting for approval (frun_…), or a unique prefix."),
+    run_id: str = typer.Argument(
+        ..., help="A flow run waiting for approval (frun_…), or a unique prefix."
+    ),
     comment: str | None = typer.Option(None, "--comment", help="Recorded with the decision."),
 ) -> None:
     """Reject a flow run that waits for approval: it ends cancelled, outcome rejected."""
@@ -204,7 +273,9 @@ def reject_run(
 @flows_app.command("prune")
 def prune(
     ctx: typer.Context,
-    older_than_days: float = typer.Option(7.0, "--older-than-days", min=0.0, max=36_500.0, help="Runs that ended this long ago."),
+    older_than_days: float = typer.Option(
+        7.0, "--older-than-days", min=0.0, max=36_500.0, help="Runs that ended this long ago."
+    ),
 ) -> None:
     """Delete the LangGraph checkpoints of flow runs that ended (the store keeps their
     steps, outputs and transitions). Needed only with retention='keep'."""

@@ -47,8 +47,13 @@ def approve(
     """Register a candidate's proposed flow. (A flow run waiting for approval:
     `soloflow flows runs approve RUN_ID`.)"""
     c: Context = ctx.obj
-    flow = approve_candidate(c.store(), resolve_id(c, "candidate", candidate_id),
-                             pm=get_plugin_manager(), config=c.learning_config(), **c.ns)
+    flow = approve_candidate(
+        c.store(),
+        resolve_id(c, "candidate", candidate_id),
+        pm=get_plugin_manager(),
+        config=c.learning_config(),
+        **c.ns,
+    )
     out.print(f"registered flow [bold]{escape(flow.name)}[/] version {flow.version}")
 
 
@@ -82,16 +87,22 @@ def candidates(
     for header in ("status", "runs", "fidelity", "confidence", "sequence"):
         table.add_column(header)
     for x in cands:
-        table.add_row(x.id, x.status, str(x.occurrence_count),
-                      "-" if x.fidelity is None else f"{x.fidelity:.2f}",
-                      "-" if x.confidence is None else f"{x.confidence:.2f}",
-                      escape(" → ".join(x.tool_sequence)))
+        table.add_row(
+            x.id,
+            x.status,
+            str(x.occurrence_count),
+            "-" if x.fidelity is None else f"{x.fidelity:.2f}",
+            "-" if x.confidence is None else f"{x.confidence:.2f}",
+            escape(" → ".join(x.tool_sequence)),
+        )
     out.print(table)
     if not cands:
         hint_other_namespaces(c, "candidates")
     for x in cands:
         if x.status == "pending" and x.divergences:
-            out.print(f"[yellow]{x.id}[/] diverged in replay:\n{describe_divergences(x)}", highlight=False)
+            out.print(
+                f"[yellow]{x.id}[/] diverged in replay:\n{describe_divergences(x)}", highlight=False
+            )
 
 
 @flows_app.command("verify")
@@ -99,8 +110,13 @@ def verify(
     ctx: typer.Context,
     candidate_id: str = typer.Argument(..., help=_CANDIDATE_HELP),
     threshold: float = typer.Option(
-        DEFAULT_PROMOTION_THRESHOLD, "--threshold", envvar="SOLOFLOW_PROMOTION_THRESHOLD",
-        help="Fidelity needed for automatic promotion.", min=0.0, max=1.0),
+        DEFAULT_PROMOTION_THRESHOLD,
+        "--threshold",
+        envvar="SOLOFLOW_PROMOTION_THRESHOLD",
+        help="Fidelity needed for automatic promotion.",
+        min=0.0,
+        max=1.0,
+    ),
     promote: bool = typer.Option(False, "--promote", help="Promote it when fidelity ≥ threshold."),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
@@ -113,83 +129,130 @@ def verify(
     promoted = None
     promotable = report.passes(threshold) and report.held_out >= MIN_HELD_OUT
     if promote and promotable:
-        promoted = auto_promote_candidate(c.store(), candidate_id, threshold=threshold,
-                                          pm=get_plugin_manager(), config=c.learning_config(),
-                                          **c.ns)  # fmt: skip
+        promoted = auto_promote_candidate(
+            c.store(),
+            candidate_id,
+            threshold=threshold,
+            pm=get_plugin_manager(),
+            config=c.learning_config(),
+            **c.ns,
+        )
     if as_json:
-        print_json({"candidate_id": cand.id, "fidelity": cand.fidelity, "confidence": cand.confidence,
-                    "threshold": threshold, "passes": report.passes(threshold),
-                    "promotable": promotable,
-                    "verified": cand.fidelity is not None,
-                    "trained_on": report.trained_on, "held_out": report.held_out,
-                    "arguments_from_recording": report.arguments_from_recording,
-                    "arguments_derived": report.arguments_derived,
-                    "free_inputs": report.free_inputs, "notes": report.notes,
-                    "divergences": cand.divergences,
-                    "promoted": None if promoted is None else {"name": promoted.name, "version": promoted.version}})
+        print_json(
+            {
+                "candidate_id": cand.id,
+                "fidelity": cand.fidelity,
+                "confidence": cand.confidence,
+                "threshold": threshold,
+                "passes": report.passes(threshold),
+                "promotable": promotable,
+                "verified": cand.fidelity is not None,
+                "trained_on": report.trained_on,
+                "held_out": report.held_out,
+                "arguments_from_recording": report.arguments_from_recording,
+                "arguments_derived": report.arguments_derived,
+                "free_inputs": report.free_inputs,
+                "notes": report.notes,
+                "divergences": cand.divergences,
+                "promoted": None
+                if promoted is None
+                else {"name": promoted.name, "version": promoted.version},
+            }
+        )
         if cand.fidelity is None:
             raise typer.Exit(1)
         return
     out.print(f"{cand.id}: {escape(cand.verification_note)}", highlight=False)
     if cand.fidelity is None:
         raise typer.Exit(1)
-    out.print(f"fidelity {cand.fidelity:.2f} (threshold {threshold:.2f}), confidence "
-              f"{cand.confidence if cand.confidence is not None else '-'}; free inputs: "
-              f"{', '.join(report.free_inputs) or 'none'}", highlight=False)
+    out.print(
+        f"fidelity {cand.fidelity:.2f} (threshold {threshold:.2f}), confidence "
+        f"{cand.confidence if cand.confidence is not None else '-'}; free inputs: "
+        f"{', '.join(report.free_inputs) or 'none'}",
+        highlight=False,
+    )
     if promoted is not None:
         out.print(f"promoted: registered flow [bold]{promoted.name}[/] version {promoted.version}")
     elif not report.passes(threshold):
-        out.print(f"[yellow]below the threshold: a person must approve or reject it.[/] Calls that diverged:\n"
-                  f"{escape(describe_divergences(cand))}", highlight=False)
+        out.print(
+            f"[yellow]below the threshold: a person must approve or reject it.[/] Calls that diverged:\n"
+            f"{escape(describe_divergences(cand))}",
+            highlight=False,
+        )
     elif not promotable:
-        out.print(f"[yellow]replayed on {report.held_out} held-out occurrence(s): automatic promotion "
-                  f"needs {MIN_HELD_OUT}; a person must approve or reject it.[/]", highlight=False)
+        out.print(
+            f"[yellow]replayed on {report.held_out} held-out occurrence(s): automatic promotion "
+            f"needs {MIN_HELD_OUT}; a person must approve or reject it.[/]",
+            highlight=False,
+        )
 
 
-_FLOW_HELP = ("The flow's name, a unique prefix of it (any case), or of its slug "
-              "(auto-find-customer…).")
+_FLOW_HELP = (
+    "The flow's name, a unique prefix of it (any case), or of its slug (auto-find-customer…)."
+)
 
 
 @flows_app.command("list")
-def list_flows(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="JSON only.")) -> None:
+def list_flows(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="JSON only.")
+) -> None:
     """List registered flows (latest version of each)."""
     from soloflow_core.learning.quality import flows_quality
 
     c: Context = ctx.obj
     store = c.store()
     records = store.list_flows(**c.ns)
-    quality = {name: q for (name, _), q in flows_quality(store, store.list_flow_meta(**c.ns), **c.ns).items()}
+    quality = {
+        name: q
+        for (name, _), q in flows_quality(store, store.list_flow_meta(**c.ns), **c.ns).items()
+    }
     if as_json:
-        print_json([
-            {"name": r.flow.name, "version": r.flow.version, "source": r.source,
-             "candidate_id": r.candidate_id, "steps": [s.skill_key for s in r.flow.steps],
-             "inputs": list((r.flow.input_schema or {}).get("properties", {})),
-             "created_at": r.created_at,
-             "quality": q.as_dict() if (q := quality.get(r.flow.name)) is not None else None}
-            for r in records
-        ])
+        print_json(
+            [
+                {
+                    "name": r.flow.name,
+                    "version": r.flow.version,
+                    "source": r.source,
+                    "candidate_id": r.candidate_id,
+                    "steps": [s.skill_key for s in r.flow.steps],
+                    "inputs": list((r.flow.input_schema or {}).get("properties", {})),
+                    "created_at": r.created_at,
+                    "quality": q.as_dict() if (q := quality.get(r.flow.name)) is not None else None,
+                }
+                for r in records
+            ]
+        )
         return
     table = Table("name", "version", "source", "steps", "inputs", "quality (R E M U)")
     for r in records:
         q = quality.get(r.flow.name)
-        table.add_row(escape(r.flow.name), str(r.flow.version), r.source, str(len(r.flow.steps)),
-                      ", ".join((r.flow.input_schema or {}).get("properties", {})),
-                      "-" if q is None else _quality_cell(q))
+        table.add_row(
+            escape(r.flow.name),
+            str(r.flow.version),
+            r.source,
+            str(len(r.flow.steps)),
+            ", ".join((r.flow.input_schema or {}).get("properties", {})),
+            "-" if q is None else _quality_cell(q),
+        )
     out.print(table)
     if not records:
         hint_other_namespaces(c, "flows")
 
 
 def _quality_cell(q: QualityScore) -> str:
-    return (f"{q.overall:.2f} ({q.reliability:.2f} {q.efficiency:.2f} {q.maturity:.2f} "
-            f"{q.reusability:.2f})")
+    return (
+        f"{q.overall:.2f} ({q.reliability:.2f} {q.efficiency:.2f} {q.maturity:.2f} "
+        f"{q.reusability:.2f})"
+    )
 
 
 @flows_app.command("show")
 def show(
     ctx: typer.Context,
     name: str = typer.Argument(..., help=_FLOW_HELP),
-    version: int | None = typer.Option(None, "--version", min=1, max=MAX_COUNT, help="Default: the latest."),
+    version: int | None = typer.Option(
+        None, "--version", min=1, max=MAX_COUNT, help="Default: the latest."
+    ),
     mermaid: bool = typer.Option(False, "--mermaid", help="Print only the Mermaid diagram."),
     as_json: bool = typer.Option(False, "--json", help="Print only the definition as JSON."),
 ) -> None:
@@ -209,9 +272,16 @@ def show(
 
     meta = c.store().get_flow_meta(name, version=record.flow.version, **c.ns)
     q = flow_quality(c.store(), meta, **c.ns)
-    out.print(f"[bold]{escape(record.flow.name)}[/] v{record.flow.version} ({record.source}); quality "
-              f"{_quality_cell(q)} — reliability, efficiency, maturity, reusability", highlight=False)
-    out.print(Syntax(json.dumps(record.flow.model_dump(mode="json"), indent=2, ensure_ascii=False), "json"))
+    out.print(
+        f"[bold]{escape(record.flow.name)}[/] v{record.flow.version} ({record.source}); quality "
+        f"{_quality_cell(q)} — reliability, efficiency, maturity, reusability",
+        highlight=False,
+    )
+    out.print(
+        Syntax(
+            json.dumps(record.flow.model_dump(mode="json"), indent=2, ensure_ascii=False), "json"
+        )
+    )
 
 
 def _check_flow_file(
@@ -227,18 +297,39 @@ def _check_flow_file(
     try:
         flow, plan = validate_flow_file(file, executors=registry.keys())
     except FlowFileError as exc:
-        return None, [], [{"path": p.path, "line": p.line, "column": p.column, "message": p.message,
-                           "text": p.format(exc.file)} for p in exc.issues]
+        return (
+            None,
+            [],
+            [
+                {
+                    "path": p.path,
+                    "line": p.line,
+                    "column": p.column,
+                    "message": p.message,
+                    "text": p.format(exc.file),
+                }
+                for p in exc.issues
+            ],
+        )
     return flow, plan.layers, []
 
 
 def _report_problems(file: str, problems: list[dict[str, Any]], as_json: bool) -> NoReturn:
     if as_json:
-        print_json({"valid": False, "file": file,
-                    "errors": [{k: v for k, v in p.items() if k != "text"} for p in problems],
-                    "layers": []})
+        print_json(
+            {
+                "valid": False,
+                "file": file,
+                "errors": [{k: v for k, v in p.items() if k != "text"} for p in problems],
+                "layers": [],
+            }
+        )
         raise typer.Exit(1)
-    head = "invalid flow file" if len(problems) == 1 else f"invalid flow file ({len(problems)} problems)"
+    head = (
+        "invalid flow file"
+        if len(problems) == 1
+        else f"invalid flow file ({len(problems)} problems)"
+    )
     fail(head + ":\n  " + "\n  ".join(escape(p["text"]) for p in problems))
     raise typer.Exit(1)
 
@@ -251,7 +342,9 @@ def _print_layers(layers: list[list[str]]) -> None:
 @flows_app.command("validate")
 def validate(
     file: str = typer.Argument(..., help="A flow definition file (JSON or YAML)."),
-    tools: list[str] = typer.Option([], "--tools", help="module:ATTR naming tools steps may call (repeatable)."),
+    tools: list[str] = typer.Option(
+        [], "--tools", help="module:ATTR naming tools steps may call (repeatable)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Check a flow file: fields and types, the DAG (cycles named), references, templates, skill_keys."""
@@ -261,8 +354,11 @@ def validate(
     if as_json:
         print_json({"valid": True, "file": file, "name": flow.name, "errors": [], "layers": layers})
         return
-    out.print(f"OK: flow {flow.name!r} ({len(flow.steps)} steps, {len(layers)} layers)",
-              highlight=False, markup=False)
+    out.print(
+        f"OK: flow {flow.name!r} ({len(flow.steps)} steps, {len(layers)} layers)",
+        highlight=False,
+        markup=False,
+    )
     _print_layers(layers)
 
 
@@ -270,7 +366,9 @@ def validate(
 def submit(
     ctx: typer.Context,
     file: str = typer.Argument(..., help="A flow definition file (JSON or YAML)."),
-    tools: list[str] = typer.Option([], "--tools", help="module:ATTR naming tools steps may call (repeatable)."),
+    tools: list[str] = typer.Option(
+        [], "--tools", help="module:ATTR naming tools steps may call (repeatable)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Validate a flow file, then register it in your namespace (the next version of its name)."""
@@ -280,8 +378,14 @@ def submit(
         _report_problems(file, problems, as_json)  # before the store is opened: nothing stored
     registered = submit_flow(c.store(create=True), flow, pm=get_plugin_manager(), **c.ns)
     if as_json:
-        print_json({"name": registered.name, "version": registered.version, "source": SOURCE_USER,
-                    "layers": layers})
+        print_json(
+            {
+                "name": registered.name,
+                "version": registered.version,
+                "source": SOURCE_USER,
+                "layers": layers,
+            }
+        )
         return
     out.print(f"registered flow [bold]{escape(registered.name)}[/] version {registered.version}")
     _print_layers(layers)

@@ -12,13 +12,19 @@ from soloflow_langgraph.cli.app import Context, app, err
 @app.command()
 def mcp(
     ctx: typer.Context,
-    http: bool = typer.Option(False, "--http", help="Streamable HTTP (bearer tokens) instead of stdio."),
+    http: bool = typer.Option(
+        False, "--http", help="Streamable HTTP (bearer tokens) instead of stdio."
+    ),
     host: str = typer.Option("127.0.0.1", "--host", help="With --http: the address to listen on."),
     port: int = typer.Option(8765, "--port", min=0, max=65535, help="With --http: the port."),
     path: str = typer.Option("/mcp", "--path", help="With --http: the endpoint's path."),
     tools: list[str] = typer.Option([], "--tools", help=TOOLS_HELP),
-    watch_interval: float = typer.Option(1.0, "--watch-interval", min=0.05,
-                                         help="Seconds between two looks at the store for changed flows."),
+    watch_interval: float = typer.Option(
+        1.0,
+        "--watch-interval",
+        min=0.05,
+        help="Seconds between two looks at the store for changed flows.",
+    ),
 ) -> None:
     """Serve flows to MCP clients (stdio, or streamable HTTP with --http).
 
@@ -34,13 +40,19 @@ def mcp(
     if not http:
         import anyio
 
-        server = SoloFlowMCP(service, principal=Principal(c.user, c.agent), watch_interval=watch_interval)
+        server = SoloFlowMCP(
+            service, principal=Principal(c.user, c.agent), watch_interval=watch_interval
+        )
         anyio.run(server.run_stdio)
         return
     import uvicorn
 
     server = SoloFlowMCP(service, watch_interval=watch_interval)
     app_ = server.http_app(host=host, port=port, path=path)
-    err.print(f"SoloFlow MCP on http://{host}:{port}{path} (streamable HTTP; bearer tokens; store "
-              f"{service.store.url})", highlight=False, markup=False)
+    err.print(
+        f"SoloFlow MCP on http://{host}:{port}{path} (streamable HTTP; bearer tokens; store "
+        f"{service.store.url})",
+        highlight=False,
+        markup=False,
+    )
     uvicorn.Server(uvicorn.Config(app_, host=host, port=port, log_level="warning")).run()

@@ -64,8 +64,9 @@ def search(
     if text == "-":
         text = sys.stdin.read()
     tiers = ["episodic", "semantic"] if tier == "all" else [tier]
-    hits = _memory(ctx).search(text, tiers=tiers, limit=limit, include_archived=include_archived,
-                               reinforce=False, **c.ns)  # fmt: skip
+    hits = _memory(ctx).search(
+        text, tiers=tiers, limit=limit, include_archived=include_archived, reinforce=False, **c.ns
+    )
     if as_json:
         print_json([h.as_dict() for h in hits])
         return

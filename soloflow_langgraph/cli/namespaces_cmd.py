@@ -15,19 +15,37 @@ __all__ = ["hint_other_namespaces", "id_column"]
 
 
 @app.command("namespaces")
-def namespaces(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="JSON only.")) -> None:
+def namespaces(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="JSON only.")
+) -> None:
     """List the (user, agent) namespaces that hold data, with counts: pass one as --user/--agent."""
     c: Context = ctx.obj
     rows = c.store().namespaces()
     if as_json:
-        print_json([{"user_id": r.user_id, "agent_id": r.agent_id, "runs": r.runs,
-                     "candidates": r.candidates, "flows": r.flows, "flow_runs": r.flow_runs}
-                    for r in rows])
+        print_json(
+            [
+                {
+                    "user_id": r.user_id,
+                    "agent_id": r.agent_id,
+                    "runs": r.runs,
+                    "candidates": r.candidates,
+                    "flows": r.flows,
+                    "flow_runs": r.flow_runs,
+                }
+                for r in rows
+            ]
+        )
         return
     table = Table("user", "agent", "runs", "candidates", "flows", "flow runs", title="namespaces")
     for r in rows:
-        table.add_row(escape(r.user_id), escape(r.agent_id), str(r.runs), str(r.candidates),
-                      str(r.flows), str(r.flow_runs))
+        table.add_row(
+            escape(r.user_id),
+            escape(r.agent_id),
+            str(r.runs),
+            str(r.candidates),
+            str(r.flows),
+            str(r.flow_runs),
+        )
     out.print(table)
     if not rows:
         out.print("the database holds no data yet", highlight=False)
@@ -40,8 +58,12 @@ def hint_other_namespaces(c: Context, what: str) -> None:
         return
     names = ", ".join(f"--user {r.user_id} --agent {r.agent_id}" for r in others[:5])
     more = f" and {len(others) - 5} more (soloflow namespaces)" if len(others) > 5 else ""
-    err.print(f"no {what} in namespace {c.user}/{c.agent}; data is held under: {names}{more}",
-              markup=False, highlight=False, soft_wrap=True)
+    err.print(
+        f"no {what} in namespace {c.user}/{c.agent}; data is held under: {names}{more}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def id_column(table: Table, header: str, ids: Sequence[str]) -> None:

@@ -30,15 +30,23 @@ def find(
     ctx: typer.Context,
     text: str = typer.Argument(..., help="The task (or context) text; '-' reads it from stdin."),
     tools: str | None = typer.Option(
-        None, "--tools", help="Comma-separated tool names the agent has: flows calling any "
-        "other tool are left out."),
+        None,
+        "--tools",
+        help="Comma-separated tool names the agent has: flows calling any other tool are left out.",
+    ),
     limit: int = typer.Option(5, "--limit", min=1, max=MAX_LIMIT, help="At most this many flows."),
     min_confidence: float | None = typer.Option(
-        None, "--min-confidence", min=0.0, max=1.0,
-        help="Leave out flows below this confidence (default 0.5)."),
+        None,
+        "--min-confidence",
+        min=0.0,
+        max=1.0,
+        help="Leave out flows below this confidence (default 0.5).",
+    ),
     include_unavailable: bool = typer.Option(
-        False, "--include-unavailable", help="With --tools: list flows with missing tools too, "
-        "marked with them."),
+        False,
+        "--include-unavailable",
+        help="With --tools: list flows with missing tools too, marked with them.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Find the registered flows that fit a task: full text, tools named, confidence."""
@@ -52,10 +60,14 @@ def find(
 
     store = _store(ctx)
     matches = ProceduralMemory(store).find_workflow(
-        c.user, c.agent, text, available_tools=available,
+        c.user,
+        c.agent,
+        text,
+        available_tools=available,
         min_confidence=DEFAULT_MIN_CONFIDENCE if min_confidence is None else min_confidence,
-        limit=limit, include_unavailable=include_unavailable,
-    )  # fmt: skip
+        limit=limit,
+        include_unavailable=include_unavailable,
+    )
     metas = [store.get_flow_meta(m.name, version=m.version, **c.ns) for m in matches]
     quality = {name: q for (name, _), q in flows_quality(store, metas, **c.ns).items()}
     matches = order_ties_by_quality(matches, lambda m: quality[m.name].overall)
@@ -67,8 +79,16 @@ def find(
         return
     table = Table("flow", "version", "source", "status", "confidence", "score", "quality", "why")
     for m in matches:
-        table.add_row(escape(m.name), str(m.version), m.source, m.status, f"{m.confidence:.2f}",
-                      f"{m.score:.3f}", f"{quality[m.name].overall:.2f}", escape(m.why))
+        table.add_row(
+            escape(m.name),
+            str(m.version),
+            m.source,
+            m.status,
+            f"{m.confidence:.2f}",
+            f"{m.score:.3f}",
+            f"{quality[m.name].overall:.2f}",
+            escape(m.why),
+        )
     out.print(table)
 
 
@@ -86,10 +106,15 @@ def versions(
         return
     table = Table("version", "source", "status", "confidence", "ok / runs", "created", "last used")
     for r in rows:
-        table.add_row(f"{r.version}{' (latest)' if r.is_latest else ''}", r.source, r.status,
-                      f"{r.confidence:.2f}", f"{r.success_count} / {r.total_executions}",
-                      f"{r.created_at:%Y-%m-%d}",
-                      "-" if r.last_used is None else f"{r.last_used:%Y-%m-%d}")
+        table.add_row(
+            f"{r.version}{' (latest)' if r.is_latest else ''}",
+            r.source,
+            r.status,
+            f"{r.confidence:.2f}",
+            f"{r.success_count} / {r.total_executions}",
+            f"{r.created_at:%Y-%m-%d}",
+            "-" if r.last_used is None else f"{r.last_used:%Y-%m-%d}",
+        )
     out.print(table)
 
 
@@ -98,10 +123,17 @@ def route(
     ctx: typer.Context,
     text: str = typer.Argument(..., help="The request; '-' reads it from stdin."),
     tools: str | None = typer.Option(
-        None, "--tools", help="Comma-separated tool names the agent has: flows calling any "
-        "other tool are left out."),
-    max_flows: int = typer.Option(3, "--max-flows", min=1, max=MAX_LIMIT, help="Flows weighed, as the "
-                                  "middleware's max_flows (default 3)."),
+        None,
+        "--tools",
+        help="Comma-separated tool names the agent has: flows calling any other tool are left out.",
+    ),
+    max_flows: int = typer.Option(
+        3,
+        "--max-flows",
+        min=1,
+        max=MAX_LIMIT,
+        help="Flows weighed, as the middleware's max_flows (default 3).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Would a request run a flow with no model call? Each matching flow's verdict and why,
@@ -116,23 +148,54 @@ def route(
     store = _store(ctx)
     available = None if tools is None else [x.strip() for x in tools.split(",") if x.strip()]
     matches = ProceduralMemory(store).find_workflow(
-        c.user, c.agent, text, available_tools=available, min_confidence=DEFAULT_MIN_CONFIDENCE,
-        limit=max_flows)  # fmt: skip
+        c.user,
+        c.agent,
+        text,
+        available_tools=available,
+        min_confidence=DEFAULT_MIN_CONFIDENCE,
+        limit=max_flows,
+    )
     config = c.learning_config().model_copy(update={"auto_execute": True})
     decision = decide_route(
-        store, text, matches, user_id=c.user, agent_id=c.agent, config=config,
+        store,
+        text,
+        matches,
+        user_id=c.user,
+        agent_id=c.agent,
+        config=config,
         definition=lambda name: store.get_flow(name, **c.ns).flow,
         stats=lambda name: flow_stats(store, name, **c.ns),
-    )  # fmt: skip
+    )
     if as_json:
-        print_json({"run": decision.run, "inputs": decision.inputs, "reason": decision.reason,
-                    "flows": [{"name": k.name, "verdict": k.verdict, "score": k.score,
-                               "reasons": list(k.reasons)} for k in decision.checks]})  # fmt: skip
+        print_json(
+            {
+                "run": decision.run,
+                "inputs": decision.inputs,
+                "reason": decision.reason,
+                "flows": [
+                    {
+                        "name": k.name,
+                        "verdict": k.verdict,
+                        "score": k.score,
+                        "reasons": list(k.reasons),
+                    }
+                    for k in decision.checks
+                ],
+            }
+        )
         return
-    out.print(escape(("runs " + repr(decision.run) if decision.run else "no flow runs") + ": "
-                     + decision.reason), highlight=False)  # fmt: skip
+    out.print(
+        escape(
+            ("runs " + repr(decision.run) if decision.run else "no flow runs")
+            + ": "
+            + decision.reason
+        ),
+        highlight=False,
+    )
     if decision.checks:
         table = Table("flow", "verdict", "score", "why not")
         for k in decision.checks:
-            table.add_row(escape(k.name), k.verdict, f"{k.score:.2f}", escape("; ".join(k.reasons) or "-"))
+            table.add_row(
+                escape(k.name), k.verdict, f"{k.score:.2f}", escape("; ".join(k.reasons) or "-")
+            )
         out.print(table)

@@ -24,14 +24,19 @@ def ingest(
     ctx: typer.Context,
     files: list[Path] = typer.Argument(None, help="Ledger files: JSON Lines, optionally .gz."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON only."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 when any line was bad (good lines are still kept)."),
+    strict: bool = typer.Option(
+        False, "--strict", help="Exit 1 when any line was bad (good lines are still kept)."
+    ),
     keep_namespaces: bool = typer.Option(
-        False, "--keep-namespaces",
+        False,
+        "--keep-namespaces",
         help="Store each run under the user_id/agent_id its record names (operators ingesting a "
         "fleet's ledger). Default: every run goes to --user/--agent.",
     ),
     spill: Path | None = typer.Option(
-        None, "--spill", metavar="PATH",
+        None,
+        "--spill",
+        metavar="PATH",
         help="Write back a capture's spill file (runs it could not store; each into its own "
         "namespace), then empty it.",
     ),
@@ -47,7 +52,9 @@ def ingest(
             err.print("[bold red]error:[/] give either ledger files or --spill PATH, not both")
             raise typer.Exit(2)
         if not spill.is_file():
-            err.print(f"[bold red]error:[/] {escape(str(spill))}: no such spill file", soft_wrap=True)
+            err.print(
+                f"[bold red]error:[/] {escape(str(spill))}: no such spill file", soft_wrap=True
+            )
             raise typer.Exit(1)
         files = [spill]
     elif not files:
@@ -60,9 +67,14 @@ def ingest(
     store = c.store(create=True)
     total = sum(f.stat().st_size for f in files)
     with Progress(
-        TextColumn("[bold]ingest"), BarColumn(), TextColumn("{task.fields[lines]:,} lines"),
-        TransferSpeedColumn(), TimeRemainingColumn(),
-        console=err, transient=True, disable=as_json or not err.is_terminal,
+        TextColumn("[bold]ingest"),
+        BarColumn(),
+        TextColumn("{task.fields[lines]:,} lines"),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=as_json or not err.is_terminal,
     ) as progress:
         task = progress.add_task("ingest", total=total, lines=0)
 
@@ -72,8 +84,14 @@ def ingest(
         if spill is not None:
             report = write_back_spill(store, spill)
         else:
-            report = do_ingest(store, files, default_user=c.user, default_agent=c.agent,
-                               on_progress=on_progress, keep_namespaces=keep_namespaces)
+            report = do_ingest(
+                store,
+                files,
+                default_user=c.user,
+                default_agent=c.agent,
+                on_progress=on_progress,
+                keep_namespaces=keep_namespaces,
+            )
     for e in report.errors[:50]:
         err.print(f"[yellow]skipped[/] {e}", highlight=False, soft_wrap=True)
     if len(report.errors) > 50:
@@ -85,7 +103,9 @@ def ingest(
         "runs_skipped_existing": report.runs_skipped_existing,
         "bad_lines": [{"path": e.path, "line": e.line, "reason": e.reason} for e in report.errors],
         "database": store.url,
-        "namespaces": [{"user_id": u, "agent_id": a, "runs": n} for (u, a), n in report.namespaces.items()],
+        "namespaces": [
+            {"user_id": u, "agent_id": a, "runs": n} for (u, a), n in report.namespaces.items()
+        ],
     }
     if as_json:
         print_json(summary)
@@ -108,26 +128,45 @@ def runs_list(
     c: Context = ctx.obj
     rows = c.store().list_runs(limit=limit, **c.ns)
     if as_json:
-        print_json([
-            {"run_id": r.run_id, "task": r.task, "success": r.success, "tool_calls": r.tool_count,
-             "model_calls": r.model_call_count, "tokens": r.tokens, "cost": r.cost,
-             "classification": r.classification, "created_at": r.created_at}
-            for r in rows
-        ])
+        print_json(
+            [
+                {
+                    "run_id": r.run_id,
+                    "task": r.task,
+                    "success": r.success,
+                    "tool_calls": r.tool_count,
+                    "model_calls": r.model_call_count,
+                    "tokens": r.tokens,
+                    "cost": r.cost,
+                    "classification": r.classification,
+                    "created_at": r.created_at,
+                }
+                for r in rows
+            ]
+        )
         return
     cost = c.store().namespace_cost(**c.ns)
     caption = f"namespace cost: ${cost.total_usd:.4f} over {cost.priced_runs} priced run(s)" + (
-        f", {cost.unpriced_runs} unpriced" if cost.unpriced_runs else "")
+        f", {cost.unpriced_runs} unpriced" if cost.unpriced_runs else ""
+    )
     table = Table(title=f"task runs ({c.user}/{c.agent})", caption=caption)
     id_column(table, "run id", [r.run_id for r in rows])
     for header in ("task", "ok", "tools", "model calls", "tokens", "cost"):
         table.add_column(header)
     for r in rows:
         task = (r.task or "").replace("\n", " ")
-        priced = f"${r.cost:.4f}" if r.cost is not None else ("unpriced" if r.model_call_count else "")
-        table.add_row(escape(r.run_id), escape(task[:60]) + ("…" if len(task) > 60 else ""),
-                      {True: "✓", False: "✗", None: "?"}[r.success], str(r.tool_count),
-                      str(r.model_call_count), "" if r.tokens is None else str(r.tokens), priced)
+        priced = (
+            f"${r.cost:.4f}" if r.cost is not None else ("unpriced" if r.model_call_count else "")
+        )
+        table.add_row(
+            escape(r.run_id),
+            escape(task[:60]) + ("…" if len(task) > 60 else ""),
+            {True: "✓", False: "✗", None: "?"}[r.success],
+            str(r.tool_count),
+            str(r.model_call_count),
+            "" if r.tokens is None else str(r.tokens),
+            priced,
+        )
     out.print(table)
     if not rows:
         hint_other_namespaces(c, "task runs")
@@ -145,34 +184,60 @@ def runs_show(
     if as_json:
         print_json(run.model_dump(mode="json"))
         return
-    out.print(f"[bold]{escape(run.run_id)}[/] success={run.success} tokens={run.tokens}\n"
-              f"[dim]{escape(run.task or '')}[/]")
+    out.print(
+        f"[bold]{escape(run.run_id)}[/] success={run.success} tokens={run.tokens}\n"
+        f"[dim]{escape(run.task or '')}[/]"
+    )
     table = Table("#", "tool", "args", "error", "ms")
     for i, call in enumerate(run.tool_calls):
-        table.add_row(str(i), escape(call.name), escape(str(call.args)[:80]), str(call.error),
-                      "" if call.duration_ms is None else f"{call.duration_ms:.1f}")
+        table.add_row(
+            str(i),
+            escape(call.name),
+            escape(str(call.args)[:80]),
+            str(call.error),
+            "" if call.duration_ms is None else f"{call.duration_ms:.1f}",
+        )
     out.print(table)
 
 
 @app.command()
 def detect(
     ctx: typer.Context,
-    min_length: int = typer.Option(3, "--min-length", min=2, max=MAX_LIMIT, help="Shortest sequence to report."),
-    min_occurrences: int = typer.Option(3, "--min-occurrences", min=2, max=MAX_COUNT, help="Distinct runs a sequence must appear in."),
-    lookback: int | None = typer.Option(None, "--lookback", min=1, max=MAX_COUNT, help="Only the newest N runs (default: all)."),
-    max_candidates: int = typer.Option(5, "--max-candidates", min=1, max=MAX_LIMIT, help="How many candidates to propose."),
+    min_length: int = typer.Option(
+        3, "--min-length", min=2, max=MAX_LIMIT, help="Shortest sequence to report."
+    ),
+    min_occurrences: int = typer.Option(
+        3,
+        "--min-occurrences",
+        min=2,
+        max=MAX_COUNT,
+        help="Distinct runs a sequence must appear in.",
+    ),
+    lookback: int | None = typer.Option(
+        None, "--lookback", min=1, max=MAX_COUNT, help="Only the newest N runs (default: all)."
+    ),
+    max_candidates: int = typer.Option(
+        5, "--max-candidates", min=1, max=MAX_LIMIT, help="How many candidates to propose."
+    ),
     include_failed: bool = typer.Option(
         False, "--include-failed", help="Count runs that failed (success=false) toward support."
     ),
     noise_tolerance: bool = typer.Option(
-        True, "--noise-tolerance/--no-noise-tolerance",
+        True,
+        "--noise-tolerance/--no-noise-tolerance",
         help="Credit occurrences with a stray call, a swapped adjacent pair or a failing end.",
     ),
     min_gain_bits: float = typer.Option(
-        0.0, "--min-gain-bits", min=-1e12, max=1e12, help="Propose only patterns that compress the ledger by more than this."
+        0.0,
+        "--min-gain-bits",
+        min=-1e12,
+        max=1e12,
+        help="Propose only patterns that compress the ledger by more than this.",
     ),
     also: list[str] = typer.Option(
-        [], "--also", metavar="USER/AGENT",
+        [],
+        "--also",
+        metavar="USER/AGENT",
         help="Also mine this namespace's runs (repeatable; explicit opt-in across namespaces). "
         "Candidates stay in --user/--agent.",
     ),
@@ -183,22 +248,31 @@ def detect(
 
     c: Context = ctx.obj
     config = DetectorConfig(
-        min_sequence_length=min_length, min_occurrences=min_occurrences,
-        lookback_limit=lookback, max_candidates=max_candidates,
-        include_failed_runs=include_failed, tolerate_noise=noise_tolerance,
+        min_sequence_length=min_length,
+        min_occurrences=min_occurrences,
+        lookback_limit=lookback,
+        max_candidates=max_candidates,
+        include_failed_runs=include_failed,
+        tolerate_noise=noise_tolerance,
         min_gain_bits=min_gain_bits,
     )
     namespaces = []
     for spec in also:
         user, sep, agent = spec.partition("/")
         if not sep or not user or not agent:
-            err.print(f"[bold red]error:[/] --also {spec!r}: expected USER/AGENT, e.g. --also alice/support-bot")
+            err.print(
+                f"[bold red]error:[/] --also {spec!r}: expected USER/AGENT, e.g. --also alice/support-bot"
+            )
             raise typer.Exit(2)
         namespaces.append((user, agent))
     store = c.store()
     with Progress(
-        TextColumn("[bold]detect {task.description}"), BarColumn(), TimeRemainingColumn(),
-        console=err, transient=True, disable=as_json or not err.is_terminal,
+        TextColumn("[bold]detect {task.description}"),
+        BarColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=as_json or not err.is_terminal,
     ) as progress:
         task = progress.add_task("reading", total=4)
         steps = {"units": 1, "mine": 2, "rank": 3}
@@ -216,20 +290,30 @@ def detect(
         # builds free nothing (100k runs: 284 passes, 0 objects, 0.07 s), so none are run.
         gc.disable()
         try:
-            cands = detect_candidates(store, config=config, also_namespaces=namespaces,
-                                      on_progress=on_progress, columns=columns, **c.ns)
+            cands = detect_candidates(
+                store,
+                config=config,
+                also_namespaces=namespaces,
+                on_progress=on_progress,
+                columns=columns,
+                **c.ns,
+            )
         finally:
             gc.enable()
     if as_json:
         print_json([cand.model_dump(mode="json") for cand in cands])
         return
     if not cands:
-        out.print("no repeated sequence found (need "
-                  f"≥{min_length} calls repeated in ≥{min_occurrences} runs)")
+        out.print(
+            "no repeated sequence found (need "
+            f"≥{min_length} calls repeated in ≥{min_occurrences} runs)"
+        )
         if not include_failed:
             failed = store.count_runs(success=False, **c.ns)
             if failed:
-                out.print(f"{failed} failed run(s) were left out; [bold]--include-failed[/] counts them")
+                out.print(
+                    f"{failed} failed run(s) were left out; [bold]--include-failed[/] counts them"
+                )
         return
     table = Table(title="flow candidates")
     id_column(table, "candidate", [cand.id for cand in cands])
@@ -237,9 +321,16 @@ def detect(
         table.add_column(header)
     for cand in cands:
         seq = " → ".join(
-            f"{name}×n" if i in cand.repeated_steps else name for i, name in enumerate(cand.tool_sequence)
+            f"{name}×n" if i in cand.repeated_steps else name
+            for i, name in enumerate(cand.tool_sequence)
         )
-        table.add_row(cand.id, str(cand.occurrence_count), cand.match_type,
-                      f"{cand.estimated_token_savings:,.0f}", f"{cand.score_bits or 0:,.0f}", escape(seq))
+        table.add_row(
+            cand.id,
+            str(cand.occurrence_count),
+            cand.match_type,
+            f"{cand.estimated_token_savings:,.0f}",
+            f"{cand.score_bits or 0:,.0f}",
+            escape(seq),
+        )
     out.print(table)
     out.print("approve one with [bold]soloflow flows approve CANDIDATE_ID[/]")

@@ -14,7 +14,9 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="The address to listen on."),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="The port (0: any free one)."),
     tools: list[str] = typer.Option([], "--tools", help=TOOLS_HELP),
-    log_level: str = typer.Option("info", "--log-level", help="uvicorn's: critical | error | warning | info | debug"),
+    log_level: str = typer.Option(
+        "info", "--log-level", help="uvicorn's: critical | error | warning | info | debug"
+    ),
 ) -> None:
     """Serve the REST API (FastAPI on uvicorn).
 
@@ -27,7 +29,12 @@ def serve(
     from soloflow_langgraph.server.api import create_app
 
     service = service_for(ctx, tools)
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level))
-    err.print(f"SoloFlow API on http://{host}:{port}/api (OpenAPI: /openapi.json; store {service.store.url})",
-              highlight=False, markup=False)
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level)
+    )
+    err.print(
+        f"SoloFlow API on http://{host}:{port}/api (OpenAPI: /openapi.json; store {service.store.url})",
+        highlight=False,
+        markup=False,
+    )
     server.run()

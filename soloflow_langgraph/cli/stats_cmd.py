@@ -25,12 +25,26 @@ def _print(s: FlowSavings) -> None:
         f"{s.confidence:.2f}, {s.success_count}/{s.total_executions} executions succeeded",
         highlight=False,
     )
-    table = Table("per run", "agent (measured)", "flow (measured)", "saved per run",
-                  f"saved over {s.completed_runs} completed run(s)")  # fmt: skip
-    for label, attr, fmt in (("model calls", "model_calls", ".1f"), ("tokens", "tokens", ".0f"),
-                             ("cost (USD)", "cost", ".4f"), ("latency (ms)", "latency_ms", ".1f")):  # fmt: skip
-        table.add_row(label, _num(getattr(s.agent, attr), fmt), _num(getattr(s.flow_runs, attr), fmt),
-                      _num(getattr(s.saved_per_run, attr), fmt), _num(getattr(s.saved_total, attr), fmt))  # fmt: skip
+    table = Table(
+        "per run",
+        "agent (measured)",
+        "flow (measured)",
+        "saved per run",
+        f"saved over {s.completed_runs} completed run(s)",
+    )
+    for label, attr, fmt in (
+        ("model calls", "model_calls", ".1f"),
+        ("tokens", "tokens", ".0f"),
+        ("cost (USD)", "cost", ".4f"),
+        ("latency (ms)", "latency_ms", ".1f"),
+    ):
+        table.add_row(
+            label,
+            _num(getattr(s.agent, attr), fmt),
+            _num(getattr(s.flow_runs, attr), fmt),
+            _num(getattr(s.saved_per_run, attr), fmt),
+            _num(getattr(s.saved_total, attr), fmt),
+        )
     out.print(table)
     out.print(
         f"  measured over {s.agent.runs} agent run(s) the flow was learned from and "

@@ -19,8 +19,12 @@ if TYPE_CHECKING:
     from soloflow_core.tracing import Span, TraceNode
 
 _JSON = typer.Option(False, "--json", help="The tree as JSON (spans, roll-ups, the critical path).")
-_OTLP = typer.Option(None, "--otlp-json", help="Write the trace as OTLP JSON to this file ('-': stdout).",
-                     dir_okay=False)
+_OTLP = typer.Option(
+    None,
+    "--otlp-json",
+    help="Write the trace as OTLP JSON to this file ('-': stdout).",
+    dir_okay=False,
+)
 
 
 def _label(node: TraceNode) -> str:
@@ -51,15 +55,19 @@ def show_trace(spans: list[Span], what: str, *, as_json: bool, otlp: Path | None
     from soloflow_core.tracing import build_tree, otlp_json, tree_json
 
     if not spans:
-        fail(f"{escape(what)} has no trace: no such run in this namespace (check --user/--agent), "
-             "or it ran before traces were kept")
+        fail(
+            f"{escape(what)} has no trace: no such run in this namespace (check --user/--agent), "
+            "or it ran before traces were kept"
+        )
     if otlp is not None:
         text = json.dumps(otlp_json(spans))
         if str(otlp) == "-":
             print(text)
         else:
             otlp.write_text(text + "\n")
-            out.print(f"wrote {len(spans)} spans of {escape(what)} as OTLP JSON to {escape(str(otlp))}")
+            out.print(
+                f"wrote {len(spans)} spans of {escape(what)} as OTLP JSON to {escape(str(otlp))}"
+            )
         return
     roots = build_tree(spans)
     if as_json:
@@ -83,7 +91,9 @@ def runs_trace(
     store = c.store()
     spans = store.get_spans(run_id, **c.ns)
     for span in list(spans):  # a flow called as a tool: its run's spans sit under the tool call
-        nested = span.attributes.get("soloflow.flow_run.id") if span.kind == "execute_tool" else None
+        nested = (
+            span.attributes.get("soloflow.flow_run.id") if span.kind == "execute_tool" else None
+        )
         if isinstance(nested, str):
             spans.extend(store.get_spans(nested, **c.ns))
     show_trace(spans, f"run {run_id}", as_json=as_json, otlp=otlp)
@@ -98,4 +108,6 @@ def flow_runs_trace(
 ) -> None:
     """A flow run's trace: its invocations, steps, tool calls (attempts) and approval waits."""
     c: Context = ctx.obj
-    show_trace(c.store().get_spans(run_id, **c.ns), f"flow run {run_id}", as_json=as_json, otlp=otlp)
+    show_trace(
+        c.store().get_spans(run_id, **c.ns), f"flow run {run_id}", as_json=as_json, otlp=otlp
+    )

@@ -93,8 +93,14 @@ def build_flow_graph(
     specs: dict[str, StepSpec] = {}
     for step in flow.steps:
         executor = registry.get(step.skill_key)
-        spec = StepSpec(flow=flow, step=step, executor=executor, info=inspect_executor(executor),
-                        index=order[step.id], on_step=on_step)
+        spec = StepSpec(
+            flow=flow,
+            step=step,
+            executor=executor,
+            info=inspect_executor(executor),
+            index=order[step.id],
+            on_step=on_step,
+        )
         if step.compensation is not None:
             spec.comp_executor = registry.get(step.compensation.skill_key)
             spec.comp_info = inspect_executor(spec.comp_executor)
@@ -197,7 +203,9 @@ def flow_mermaid(flow: FlowDefinition) -> str:
         for key in keys:
             if key not in registry:
                 registry.register(key, _not_run)
-    return build_flow_graph(flow, registry).compile(name=_graph_name(flow)).get_graph().draw_mermaid()
+    return (
+        build_flow_graph(flow, registry).compile(name=_graph_name(flow)).get_graph().draw_mermaid()
+    )
 
 
 def _not_run(**_: Any) -> None:  # pragma: no cover - placeholder for drawing only

@@ -114,7 +114,9 @@ def flow_state_schema(flow: FlowDefinition) -> type:
         "approval": flow.requires_approval,
         "map": any(s.map_over is not None for s in flow.steps),
     }
-    dropped = frozenset(ch for what, chans in _OPTIONAL_CHANNELS.items() if not uses[what] for ch in chans)
+    dropped = frozenset(
+        ch for what, chans in _OPTIONAL_CHANNELS.items() if not uses[what] for ch in chans
+    )
     if not dropped:
         return FlowState
     with _SCHEMAS_LOCK:
@@ -240,7 +242,9 @@ def skip_reason(step: FlowStep, state: Mapping[str, Any]) -> str | None:
     """Why ``step`` must not start, or None."""
     halt = state.get("halt")
     if halt:
-        return f"the run stopped starting steps ({halt.get('kind')} after step {halt.get('step')!r})"
+        return (
+            f"the run stopped starting steps ({halt.get('kind')} after step {halt.get('step')!r})"
+        )
     skipped = state.get("skipped") or {}
     failed = state.get("failed_skip") or {}
     for d in step.depends_on:
@@ -268,11 +272,16 @@ class StepNode:
         except TemplateError as exc:
             raise StepInputError(
                 f"flow {flow.name!r}, step {step.id!r}: cannot render input_map: {exc}",
-                flow=flow.name, step=step.id, cause=exc,
+                flow=flow.name,
+                step=step.id,
+                cause=exc,
             ) from exc
         if not isinstance(kwargs, dict):
-            raise StepInputError(f"flow {flow.name!r}, step {step.id!r}: input_map must render to an object",
-                                 flow=flow.name, step=step.id)
+            raise StepInputError(
+                f"flow {flow.name!r}, step {step.id!r}: input_map must render to an object",
+                flow=flow.name,
+                step=step.id,
+            )
         return kwargs
 
     def _key(self, state: Mapping[str, Any]) -> str:
@@ -285,7 +294,9 @@ class StepNode:
             return {"map_parts": {sid: {int(state["map_index"]): out}}}
         return {"results": {sid: out}}
 
-    def _report(self, ctx: FlowContext, kwargs: dict[str, Any], *, out: Any, error: bool, start: float) -> None:
+    def _report(
+        self, ctx: FlowContext, kwargs: dict[str, Any], *, out: Any, error: bool, start: float
+    ) -> None:
         callbacks = [cb for cb in (self.spec.on_step, ctx.on_step) if cb is not None]
         if not callbacks:
             return
@@ -293,8 +304,15 @@ class StepNode:
         # arguments dict, a bool, a float): no validation pass at every step. ``meta`` is
         # given too: for a field left to its ``default_factory`` pydantic inspects the
         # factory's signature on every construct.
-        call = ToolCall.model_construct(set(_REPORTED), name=self.spec.step.skill_key, args=dict(kwargs), output=out,
-                                        error=error, duration_ms=(time.perf_counter() - start) * 1000, meta={})
+        call = ToolCall.model_construct(
+            set(_REPORTED),
+            name=self.spec.step.skill_key,
+            args=dict(kwargs),
+            output=out,
+            error=error,
+            duration_ms=(time.perf_counter() - start) * 1000,
+            meta={},
+        )
         for cb in callbacks:
             cb(self.spec.step, call, self.spec.index)
 
@@ -304,7 +322,11 @@ class StepNode:
         reason = skip_reason(step, state)
         if reason is not None:
             ctx.journal.skipped(key, step.id, reason)
-            return {"skipped": {key: reason}} if "map_index" in state else {"skipped": {step.id: reason}}
+            return (
+                {"skipped": {key: reason}}
+                if "map_index" in state
+                else {"skipped": {step.id: reason}}
+            )
         try:
             kwargs = self._render(state)
         except StepInputError as exc:
@@ -329,8 +351,10 @@ class StepNode:
                 return self._done(state, begun.output)
             if begun.cancelled:
                 ctx.journal.skipped(key, step.id, "the run was cancelled")
-                return {"halt": {"kind": "cancelled", "step": step.id, "error": "cancelled"},
-                        "skipped": {step.id: "the run was cancelled"}}
+                return {
+                    "halt": {"kind": "cancelled", "step": step.id, "error": "cancelled"},
+                    "skipped": {step.id: "the run was cancelled"},
+                }
             attempt, idem = begun.attempt, begun.idempotency_key
         delay = step.retry_backoff
         where = f"flow {self.spec.flow.name!r}, step {key!r}"
@@ -339,15 +363,32 @@ class StepNode:
             if failure is None:
                 start = time.perf_counter()
                 try:
-                    with ctx.tracer.call(step, self.spec.index, key) if ctx.tracer is not None else nullcontext():
+                    with (
+                        ctx.tracer.call(step, self.spec.index, key)
+                        if ctx.tracer is not None
+                        else nullcontext()
+                    ):
                         if inline:
                             assert watch is not None
-                            out = watch.call(self.spec.executor, self.spec.info, kwargs,
-                                             timeout=step.timeout_seconds, key=idem, step_key=key, attempt=attempt,
-                                             where=where)
+                            out = watch.call(
+                                self.spec.executor,
+                                self.spec.info,
+                                kwargs,
+                                timeout=step.timeout_seconds,
+                                key=idem,
+                                step_key=key,
+                                attempt=attempt,
+                                where=where,
+                            )
                         else:
-                            out = call_with_limit(self.spec.executor, self.spec.info, kwargs,
-                                                  timeout=step.timeout_seconds, key=idem, where=where)
+                            out = call_with_limit(
+                                self.spec.executor,
+                                self.spec.info,
+                                kwargs,
+                                timeout=step.timeout_seconds,
+                                key=idem,
+                                where=where,
+                            )
                 except Exception as exc:
                     failure = exc
             if failure is not None:
@@ -357,8 +398,14 @@ class StepNode:
                 ctx.journal.failed(key, _error_text(err), retry=retry)
                 if not retry:
                     return self._give_up(state, key, err)
-                log.info("flow %r step %r attempt %d failed, retrying in %.2fs: %s",
-                         self.spec.flow.name, key, attempt, delay, err)
+                log.info(
+                    "flow %r step %r attempt %d failed, retrying in %.2fs: %s",
+                    self.spec.flow.name,
+                    key,
+                    attempt,
+                    delay,
+                    err,
+                )
                 time.sleep(delay)
                 delay *= 2
                 stop_if_fenced(ctx)
@@ -379,8 +426,12 @@ class StepNode:
         text = _error_text(exc)
         policy = step.on_failure
         if policy == "stop":
-            raise StepFailedError(f"flow {flow.name!r}, step {key!r} failed: {text}",
-                                  flow=flow.name, step=step.id, cause=exc) from exc
+            raise StepFailedError(
+                f"flow {flow.name!r}, step {key!r} failed: {text}",
+                flow=flow.name,
+                step=step.id,
+                cause=exc,
+            ) from exc
         log.warning("flow %r step %r failed (%s): %s", flow.name, key, policy, text)
         update: dict[str, Any] = {"errors": {key: text}}
         if policy == "skip_dependents":
@@ -402,24 +453,36 @@ class MapFanOut:
         if skip_reason(self.step, state) is not None:
             return [self.step.id]
         try:
-            items = render(self.step.map_over, inputs=state.get("inputs") or {},
-                           results=state.get("results") or {})
+            items = render(
+                self.step.map_over,
+                inputs=state.get("inputs") or {},
+                results=state.get("results") or {},
+            )
         except TemplateError as exc:
             raise StepInputError(
                 f"flow {self.flow.name!r}, step {self.step.id!r}, field 'map_over': {exc}",
-                flow=self.flow.name, step=self.step.id, cause=exc,
+                flow=self.flow.name,
+                step=self.step.id,
+                cause=exc,
             ) from exc
         if not isinstance(items, list | tuple):
             raise StepInputError(
                 f"flow {self.flow.name!r}, step {self.step.id!r}, field 'map_over': "
                 f"{self.step.map_over} is a {type(items).__name__}, not a list; point it at a list",
-                flow=self.flow.name, step=self.step.id,
+                flow=self.flow.name,
+                step=self.step.id,
             )
         if not items:
             return [self.step.id]
-        base = {k: state[k] for k in ("inputs", "results", "skipped", "failed_skip", "halt") if k in state}
-        return [Send(self.step.id + ITEM_SUFFIX, {**base, "map_item": x, "map_index": k})
-                for k, x in enumerate(items)]
+        base = {
+            k: state[k]
+            for k in ("inputs", "results", "skipped", "failed_skip", "halt")
+            if k in state
+        }
+        return [
+            Send(self.step.id + ITEM_SUFFIX, {**base, "map_item": x, "map_index": k})
+            for k, x in enumerate(items)
+        ]
 
 
 class Collect:
@@ -446,13 +509,16 @@ class Collect:
             ctx.journal.succeeded(self.step.id, out)
         return {"results": {self.step.id: out}}
 
-
     def _items(self, state: Mapping[str, Any], parts: Mapping[int, Any]) -> int:
         """How many items the step fanned out (its ``map_over`` rendered again, as the fan-out
         did); the highest item seen if it cannot be."""
         assert self.step.map_over is not None
         try:
-            items = render(self.step.map_over, inputs=state.get("inputs") or {}, results=state.get("results") or {})
+            items = render(
+                self.step.map_over,
+                inputs=state.get("inputs") or {},
+                results=state.get("results") or {},
+            )
         except TemplateError:
             items = None
         return len(items) if isinstance(items, list) else max(parts, default=-1) + 1
@@ -481,11 +547,15 @@ class ApprovalGate:
             begun = ctx.journal.begin(GATE_NODE, GATE_NODE)
             if begun.cancelled:
                 return {"halt": {"kind": "cancelled", "step": GATE_NODE, "error": "cancelled"}}
-        decision = interrupt({
-            "flow": self.flow.name, "run_id": ctx.run_id,
-            "question": f"Run the side-effecting steps {', '.join(self.guarded)} of flow {self.flow.name!r}?",
-            "next_steps": self.guarded, "results_so_far": dict(state.get("results") or {}),
-        })
+        decision = interrupt(
+            {
+                "flow": self.flow.name,
+                "run_id": ctx.run_id,
+                "question": f"Run the side-effecting steps {', '.join(self.guarded)} of flow {self.flow.name!r}?",
+                "next_steps": self.guarded,
+                "results_so_far": dict(state.get("results") or {}),
+            }
+        )
         if isinstance(decision, dict) and decision.get(HALTED):  # see FlowRuntime._invoke
             ctx.journal.skipped(GATE_NODE, GATE_NODE, "the run stopped before its approval")
             return {}
@@ -498,8 +568,10 @@ class ApprovalGate:
         reason = "rejected" + (f": {note}" if note else "")
         if ctx.journal.state_of(GATE_NODE) == "running":
             ctx.journal.failed(GATE_NODE, reason, retry=False)
-        return {"approval": {"approved": False, "comment": note},
-                "halt": {"kind": "rejected", "step": GATE_NODE, "error": reason}}
+        return {
+            "approval": {"approved": False, "comment": note},
+            "halt": {"kind": "rejected", "step": GATE_NODE, "error": reason},
+        }
 
 
 class Finalize:
@@ -520,7 +592,8 @@ class Finalize:
         results = dict(state.get("results") or {})
         # The journal knows the completion order; without one, the flow's step order.
         order = [sid for _, sid, _ in ctx.journal.completed_order()] or [
-            s.id for s in self.flow.steps if s.id in results]
+            s.id for s in self.flow.steps if s.id in results
+        ]
         errors: dict[str, str] = {}
         for sid in reversed(list(dict.fromkeys(order))):
             spec = self.specs.get(sid)
@@ -531,8 +604,9 @@ class Finalize:
                 errors[sid] = err
         return {"compensation_errors": errors} if errors else {}
 
-    def _undo(self, ctx: FlowContext, spec: StepSpec, *, state: Mapping[str, Any],
-              results: dict[str, Any]) -> str | None:
+    def _undo(
+        self, ctx: FlowContext, spec: StepSpec, *, state: Mapping[str, Any], results: dict[str, Any]
+    ) -> str | None:
         comp = spec.step.compensation
         assert comp is not None and spec.comp_info is not None
         key = spec.step.id + COMPENSATE_SUFFIX
@@ -549,9 +623,14 @@ class Finalize:
         attempt = begun.attempt
         while True:
             try:
-                out = call_with_limit(spec.comp_executor, spec.comp_info, dict(kwargs),
-                                      timeout=spec.step.timeout_seconds, key=begun.idempotency_key,
-                                      where=where)
+                out = call_with_limit(
+                    spec.comp_executor,
+                    spec.comp_info,
+                    dict(kwargs),
+                    timeout=spec.step.timeout_seconds,
+                    key=begun.idempotency_key,
+                    where=where,
+                )
             except Exception as exc:
                 retry = attempt <= spec.step.retry_max
                 ctx.journal.failed(key, _error_text(exc), retry=retry)

@@ -117,8 +117,18 @@ class RunWatch:
         if self.fenced:
             raise RunAbandoned
 
-    def call(self, executor: Any, info: ExecutorInfo, kwargs: dict[str, Any], *, timeout: float,
-             key: str | None, step_key: str, attempt: int, where: str) -> Any:
+    def call(
+        self,
+        executor: Any,
+        info: ExecutorInfo,
+        kwargs: dict[str, Any],
+        *,
+        timeout: float,
+        key: str | None,
+        step_key: str,
+        attempt: int,
+        where: str,
+    ) -> Any:
         """Call a sync ``executor`` in line, its deadline published for the caller.
 
         Raises:
@@ -128,8 +138,15 @@ class RunWatch:
         if key is not None and info.takes_key:
             kwargs = {**kwargs, IDEMPOTENCY_ARG: key}
         start = time.monotonic()
-        call = WatchedCall(step_key=step_key, attempt=attempt, idempotency_key=key, where=where, timeout=timeout,
-                           started=start, deadline=start + timeout)
+        call = WatchedCall(
+            step_key=step_key,
+            attempt=attempt,
+            idempotency_key=key,
+            where=where,
+            timeout=timeout,
+            started=start,
+            deadline=start + timeout,
+        )
         with self.lock:
             if self.fenced:
                 raise RunAbandoned
@@ -192,7 +209,9 @@ def run_watched(target: Callable[[], T], watch: RunWatch) -> T:
                     watch.fenced = True
                     watch.quiet.set()
                     raise CallTimedOut(call)
-                wait = watch.poll if call is None else max(0.0, min(watch.poll, call.deadline - now))
+                wait = (
+                    watch.poll if call is None else max(0.0, min(watch.poll, call.deadline - now))
+                )
     except CallTimedOut:
         raise
     except BaseException:  # the caller was interrupted: the call in progress is abandoned

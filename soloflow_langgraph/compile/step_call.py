@@ -58,16 +58,24 @@ def inspect_executor(executor: Any) -> ExecutorInfo:
         is_async = func is None and coro is not None
         takes_key = IDEMPOTENCY_ARG in _tool_params(executor)
         effects = side_effects_of(getattr(executor, "metadata", None))
-        return ExecutorInfo(is_tool=True, is_async=is_async, takes_key=takes_key,
-                            read_only=None if effects is None else not effects)
+        return ExecutorInfo(
+            is_tool=True,
+            is_async=is_async,
+            takes_key=takes_key,
+            read_only=None if effects is None else not effects,
+        )
     target = executor if inspect.isroutine(executor) else type(executor).__call__
     try:
         params = inspect.signature(executor).parameters
     except (TypeError, ValueError):
         params = {}  # type: ignore[assignment]
     # Only a parameter of that name: a generic ``**kwargs`` forwarder must not get it.
-    return ExecutorInfo(is_tool=False, is_async=inspect.iscoroutinefunction(target),
-                        takes_key=IDEMPOTENCY_ARG in params, read_only=None)
+    return ExecutorInfo(
+        is_tool=False,
+        is_async=inspect.iscoroutinefunction(target),
+        takes_key=IDEMPOTENCY_ARG in params,
+        read_only=None,
+    )
 
 
 def _tool_params(tool: Any) -> set[str]:
@@ -106,8 +114,12 @@ def timed_out(where: str, timeout: float, *, cancelled: bool) -> StepTimeoutErro
     running in the background (sync)."""
     return StepTimeoutError(
         f"{where}: no result after {timeout:g} s (timeout_seconds); "
-        + ("the call was cancelled" if cancelled else
-           "the call's thread runs on in the background and its result will be ignored"))
+        + (
+            "the call was cancelled"
+            if cancelled
+            else "the call's thread runs on in the background and its result will be ignored"
+        )
+    )
 
 
 def call_with_limit(
@@ -135,7 +147,9 @@ def call_with_limit(
     def work() -> None:
         try:
             if info.is_async:
-                box["out"] = asyncio.run(asyncio.wait_for(_awaitable(executor, info, kwargs), timeout))
+                box["out"] = asyncio.run(
+                    asyncio.wait_for(_awaitable(executor, info, kwargs), timeout)
+                )
             else:
                 box["out"] = call_executor(executor, info, kwargs)
         except BaseException as exc:  # handed to the waiting step

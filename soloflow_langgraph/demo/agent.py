@@ -24,10 +24,16 @@ CUSTOMERS = {
     "erin@example.io": {"customer_id": "C-1005", "name": "Erin Novak"},
 }
 ORDERS = {
-    "C-1001": [{"order_id": "O-5001", "item": "desk lamp"}, {"order_id": "O-4410", "item": "cable"}],
+    "C-1001": [
+        {"order_id": "O-5001", "item": "desk lamp"},
+        {"order_id": "O-4410", "item": "cable"},
+    ],
     "C-1002": [{"order_id": "O-5002", "item": "keyboard"}],
     "C-1003": [{"order_id": "O-5003", "item": "monitor arm"}],
-    "C-1004": [{"order_id": "O-5004", "item": "office chair"}, {"order_id": "O-3999", "item": "mat"}],
+    "C-1004": [
+        {"order_id": "O-5004", "item": "office chair"},
+        {"order_id": "O-3999", "item": "mat"},
+    ],
     "C-1005": [{"order_id": "O-5005", "item": "headset"}],
 }
 SHIPMENTS = {
@@ -79,7 +85,10 @@ _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 
 
 def _call(name: str, args: dict[str, str], n: int) -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"call_{n}_{name}", "type": "tool_call"}])
+    return AIMessage(
+        content="",
+        tool_calls=[{"name": name, "args": args, "id": f"call_{n}_{name}", "type": "tool_call"}],
+    )
 
 
 def support_script(messages: list[BaseMessage]) -> AIMessage:
@@ -101,11 +110,16 @@ def support_script(messages: list[BaseMessage]) -> AIMessage:
         return _call("track_shipment", {"order_id": last[0]["order_id"]}, step)
     if step == 3:
         customer = json.loads(str(results[0].content))["customer_id"]
-        return _call("notify_customer", {"customer_id": customer, "order_id": last["order_id"],
-                                         "status": last["status"]}, step)
+        return _call(
+            "notify_customer",
+            {"customer_id": customer, "order_id": last["order_id"], "status": last["status"]},
+            step,
+        )
     shipment = json.loads(str(results[2].content))
-    return AIMessage(content=f"Your order {shipment['order_id']} is {shipment['status']} "
-                             f"(ETA {shipment.get('eta', '?')}). I've sent you a notification.")
+    return AIMessage(
+        content=f"Your order {shipment['order_id']} is {shipment['status']} "
+        f"(ETA {shipment.get('eta', '?')}). I've sent you a notification."
+    )
 
 
 def build_support_agent(name: str = "support_agent"):  # type: ignore[no-untyped-def]
@@ -113,5 +127,7 @@ def build_support_agent(name: str = "support_agent"):  # type: ignore[no-untyped
     from langchain.agents import create_agent
 
     model = ScriptedChatModel(script=support_script)
-    agent = create_agent(model, tools=TOOLS, system_prompt="You are a customer-support agent.", name=name)
+    agent = create_agent(
+        model, tools=TOOLS, system_prompt="You are a customer-support agent.", name=name
+    )
     return agent, model

@@ -65,12 +65,16 @@ def _agent_task(agent: Any, handler: SoloFlowCallbackHandler, task: str) -> tupl
     return handler.last_run, elapsed
 
 
-def run_demo(store: Store, *, user_id: str, agent_id: str, console: Console | None = None) -> DemoReport:
+def run_demo(
+    store: Store, *, user_id: str, agent_id: str, console: Console | None = None
+) -> DemoReport:
     """Run the demo against ``store`` in the (user, agent) namespace; print as it goes."""
     con = console or Console()
     pm = get_plugin_manager()
     report = DemoReport()
-    handler = SoloFlowCallbackHandler(store=store, user_id=user_id, agent_id=agent_id, plugin_manager=pm)
+    handler = SoloFlowCallbackHandler(
+        store=store, user_id=user_id, agent_id=agent_id, plugin_manager=pm
+    )
     agent, model = build_support_agent()
     config = DetectorConfig(min_sequence_length=3, min_occurrences=3, max_candidates=3)
 
@@ -80,7 +84,13 @@ def run_demo(store: Store, *, user_id: str, agent_id: str, console: Console | No
     for task in TASKS:
         run, ms = _agent_task(agent, handler, task)
         report.captured.append(run)
-        table.add_row(task, " → ".join(run.tool_names), str(len(run.model_calls)), str(run.tokens), f"{ms:.0f}")
+        table.add_row(
+            task,
+            " → ".join(run.tool_names),
+            str(len(run.model_calls)),
+            str(run.tokens),
+            f"{ms:.0f}",
+        )
         if len(run.tool_calls) >= 3:
             matched += 1
         if matched >= 3 and report.candidate is None:
@@ -95,10 +105,12 @@ def run_demo(store: Store, *, user_id: str, agent_id: str, console: Console | No
         return report
 
     con.rule("[bold]2. The detector proposes a flow")
-    con.print(f"after {report.detected_after} runs: candidate [bold]{cand.id}[/] — "
-              f"{' → '.join(cand.tool_sequence)}\n  seen in {cand.occurrence_count} distinct runs "
-              f"({cand.match_type} match); estimated savings {cand.estimated_token_savings:g} "
-              f"[dim]({cand.savings_method})[/]")
+    con.print(
+        f"after {report.detected_after} runs: candidate [bold]{cand.id}[/] — "
+        f"{' → '.join(cand.tool_sequence)}\n  seen in {cand.occurrence_count} distinct runs "
+        f"({cand.match_type} match); estimated savings {cand.estimated_token_savings:g} "
+        f"[dim]({cand.savings_method})[/]"
+    )
     args = Table("step", "tool", "input_map (where each argument comes from)")
     for s in cand.proposed_flow.steps:
         args.add_row(s.id, s.skill_key, ", ".join(f"{k}={v}" for k, v in s.input_map.items()))
@@ -115,8 +127,15 @@ def run_demo(store: Store, *, user_id: str, agent_id: str, console: Console | No
     con.print(f"task: [italic]{NEXT_TASK}[/]")
     report.flow_inputs = inputs_from_task(flow, NEXT_TASK)
     calls_before = model.calls
-    result = run_flow(flow, report.flow_inputs, tools=TOOLS, plugin_manager=pm, store=store,
-                      user_id=user_id, agent_id=agent_id)
+    result = run_flow(
+        flow,
+        report.flow_inputs,
+        tools=TOOLS,
+        plugin_manager=pm,
+        store=store,
+        user_id=user_id,
+        agent_id=agent_id,
+    )
     report.flow_model_calls = model.calls - calls_before
     report.flow_output = result.output
     report.flow_ms = result.duration_ms
@@ -128,33 +147,53 @@ def run_demo(store: Store, *, user_id: str, agent_id: str, console: Console | No
     flow_calls = [(c.name, c.args) for c in result.steps]
     report.same_calls = agent_calls == flow_calls
 
-    measured = Table("", "agent (LLM reasons)", "flow (deterministic)", title="measured on the same task")
+    measured = Table(
+        "", "agent (LLM reasons)", "flow (deterministic)", title="measured on the same task"
+    )
     measured.add_row("model calls", str(len(agent_run.model_calls)), str(report.flow_model_calls))
     measured.add_row("tokens", str(agent_run.tokens or 0), "0")
     measured.add_row("tool calls", str(len(agent_calls)), str(len(flow_calls)))
     measured.add_row("wall time (ms)", f"{report.agent_ms:.1f}", f"{report.flow_ms:.1f}")
     con.print(measured)
-    con.print("[green]✓[/] the flow made exactly the tool calls the agent made" if report.same_calls
-               else "[yellow]![/] the flow's calls differ from the agent's")
+    con.print(
+        "[green]✓[/] the flow made exactly the tool calls the agent made"
+        if report.same_calls
+        else "[yellow]![/] the flow's calls differ from the agent's"
+    )
     _print_savings(con, report, store, user_id=user_id, agent_id=agent_id)
     con.print(f"[dim]data: {store.url}[/]")
     return report
 
 
-def _print_savings(con: Console, report: DemoReport, store: Store, *, user_id: str, agent_id: str) -> None:
+def _print_savings(
+    con: Console, report: DemoReport, store: Store, *, user_id: str, agent_id: str
+) -> None:
     """The savings ledger (`soloflow flows stats`): measured, next to the detector's estimate."""
     assert report.flow is not None
     (s,) = flow_savings(store, user_id, agent_id, names=[report.flow.name])
     report.savings = s
     con.rule("[bold]5. The savings ledger (soloflow flows stats)")
-    table = Table("per occurrence", "agent runs it replaces", "flow runs", "saved",
-                  title=f"measured: {s.agent.runs} agent runs vs {s.flow_runs.runs} flow run(s)")
-    for label, attr in (("model calls", "model_calls"), ("tokens", "tokens"), ("latency (ms)", "latency_ms")):
+    table = Table(
+        "per occurrence",
+        "agent runs it replaces",
+        "flow runs",
+        "saved",
+        title=f"measured: {s.agent.runs} agent runs vs {s.flow_runs.runs} flow run(s)",
+    )
+    for label, attr in (
+        ("model calls", "model_calls"),
+        ("tokens", "tokens"),
+        ("latency (ms)", "latency_ms"),
+    ):
         cells = [getattr(x, attr) for x in (s.agent, s.flow_runs, s.saved_per_run)]
         table.add_row(label, *("-" if v is None else f"{v:.1f}" for v in cells))
     con.print(table)
     estimate = s.estimated_tokens_per_occurrence
-    con.print(f"measured tokens saved per occurrence: {s.saved_per_run.tokens or 0:.0f}; the design "
-              f"document's estimate: {estimate or 0:.0f} [dim]({s.savings_method})[/]")
-    con.print("[dim]latency: the scripted model answers at once; with a real model each saved call "
-              "is its seconds of generation[/]")
+    con.print(
+        f"measured tokens saved per occurrence: {s.saved_per_run.tokens or 0:.0f}; the design "
+        f"document's estimate: {estimate or 0:.0f} [dim]({s.savings_method})[/]"
+    )
+    con.print(
+        "[dim]latency: the scripted model answers at once; with a real model each saved call "
+        "is its seconds of generation[/]"
+    )

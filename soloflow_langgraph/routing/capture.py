@@ -45,8 +45,10 @@ class HookCapture:
         """Whether a SoloFlow handler on the same store already follows this invocation."""
         callbacks = config.get("callbacks")
         handlers = getattr(callbacks, "handlers", callbacks) or []
-        return any(isinstance(h, SoloFlowCallbackHandler) and h.store is self.handler.store
-                   for h in handlers)
+        return any(
+            isinstance(h, SoloFlowCallbackHandler) and h.store is self.handler.store
+            for h in handlers
+        )
 
     def start(self, messages: list[Any]) -> str | None:
         """Open the invocation's run; its id, or None when another handler records it."""
@@ -55,12 +57,20 @@ class HookCapture:
             return None
         root = uuid.uuid4()
         name = (config.get("metadata") or {}).get("lc_agent_name") or "agent"
-        self.handler.on_chain_start({"name": name}, {"messages": messages}, run_id=root,
-                                    parent_run_id=None, name=name, metadata=config.get("metadata"))
+        self.handler.on_chain_start(
+            {"name": name},
+            {"messages": messages},
+            run_id=root,
+            parent_run_id=None,
+            name=name,
+            metadata=config.get("metadata"),
+        )
         return str(root)
 
     def finish(self, root: str, messages: list[Any]) -> None:
-        self.handler.on_chain_end({"messages": messages}, run_id=uuid.UUID(root), parent_run_id=None)
+        self.handler.on_chain_end(
+            {"messages": messages}, run_id=uuid.UUID(root), parent_run_id=None
+        )
 
     def fail(self, root: str, error: BaseException) -> None:
         self.handler.on_chain_error(error, run_id=uuid.UUID(root), parent_run_id=None)
@@ -72,25 +82,36 @@ class HookCapture:
         model = request.model
         name = getattr(model, "model_name", None) or getattr(model, "model", None)
         self.handler.on_chat_model_start(
-            {"name": type(model).__name__}, [list(request.messages)], run_id=call,
+            {"name": type(model).__name__},
+            [list(request.messages)],
+            run_id=call,
             parent_run_id=uuid.UUID(root),
-            metadata={"ls_model_name": name} if isinstance(name, str) else None)
+            metadata={"ls_model_name": name} if isinstance(name, str) else None,
+        )
         return call
 
     def model_ended(self, root: str, call: uuid.UUID, response: ModelResponse[Any]) -> None:
         ai = next((m for m in response.result if isinstance(m, AIMessage)), None)
         generations = [[ChatGeneration(message=ai)]] if ai is not None else [[]]
-        self.handler.on_llm_end(LLMResult(generations=generations), run_id=call,  # type: ignore[arg-type]
-                                parent_run_id=uuid.UUID(root))
+        self.handler.on_llm_end(
+            LLMResult(generations=generations),  # type: ignore[arg-type]
+            run_id=call,
+            parent_run_id=uuid.UUID(root),
+        )
 
     def tool_started(self, root: str, request: ToolCallRequest) -> uuid.UUID:
         call = uuid.uuid4()
         tc = request.tool_call
         args = tc.get("args") or {}
         self.handler.on_tool_start(
-            {"name": tc.get("name")}, str(args), run_id=call, parent_run_id=uuid.UUID(root),
-            inputs=args if isinstance(args, dict) else None, tool_call_id=tc.get("id"),
-            metadata=getattr(request.tool, "metadata", None))
+            {"name": tc.get("name")},
+            str(args),
+            run_id=call,
+            parent_run_id=uuid.UUID(root),
+            inputs=args if isinstance(args, dict) else None,
+            tool_call_id=tc.get("id"),
+            metadata=getattr(request.tool, "metadata", None),
+        )
         return call
 
     def tool_ended(self, root: str, call: uuid.UUID, response: Any) -> None:

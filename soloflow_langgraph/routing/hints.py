@@ -127,11 +127,21 @@ class OfferedFlows:
                 min_confidence=self.min_confidence,
                 limit=self.limit,
             )
-            if any(a.text_score == b.text_score for a, b in zip(matches, matches[1:], strict=False)):
-                metas = [self.store.get_flow_meta(m.name, version=m.version, user_id=self.user_id,
-                                                  agent_id=self.agent_id) for m in matches]  # fmt: skip
-                quality = {name: q.overall for (name, _), q in flows_quality(
-                    self.store, metas, user_id=self.user_id, agent_id=self.agent_id).items()}
+            if any(
+                a.text_score == b.text_score for a, b in zip(matches, matches[1:], strict=False)
+            ):
+                metas = [
+                    self.store.get_flow_meta(
+                        m.name, version=m.version, user_id=self.user_id, agent_id=self.agent_id
+                    )
+                    for m in matches
+                ]
+                quality = {
+                    name: q.overall
+                    for (name, _), q in flows_quality(
+                        self.store, metas, user_id=self.user_id, agent_id=self.agent_id
+                    ).items()
+                }
                 matches = order_ties_by_quality(matches, lambda m: quality.get(m.name))
             return matches
         except SoloFlowError:
@@ -220,11 +230,14 @@ class OfferedFlows:
             return await asyncio.to_thread(call, name, inputs)
 
         return StructuredTool.from_function(
-            func=call, coroutine=acall, name=FLOW_RUN_TOOL, args_schema=_FlowRunArgs,
+            func=call,
+            coroutine=acall,
+            name=FLOW_RUN_TOOL,
+            args_schema=_FlowRunArgs,
             description="Run a deterministic SoloFlow flow by name with its inputs: the same "
             "tool calls every time, no reasoning needed. Use it when a hint names a flow.",
             handle_tool_error=True,
-        )  # fmt: skip
+        )
 
     def hint(self, names: Sequence[str], typed: dict[str, str]) -> str:
         """The hint text for the flows ``names`` (``typed``: flow name → its tool's name)."""

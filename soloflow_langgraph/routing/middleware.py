@@ -172,7 +172,8 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
                 f"SoloFlowMiddleware for user {user_id!r}, agent {agent_id!r} was given a "
                 f"FlowRuntime of user {runtime.user_id!r}, agent {runtime.agent_id!r}: its runs "
                 "and outcomes would be recorded in another namespace. Give it a runtime built "
-                "with the same user_id and agent_id.")
+                "with the same user_id and agent_id."
+            )
         if runtime is None:
             runtime = FlowRuntime(
                 store,
@@ -235,10 +236,15 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         running anything): every matching flow's verdict and reasons."""
         matches = self.flows.find(task)
         return decide_route(
-            self.store, task, matches, user_id=self.user_id, agent_id=self.agent_id,
-            config=self.config, definition=self.flows.definition,
+            self.store,
+            task,
+            matches,
+            user_id=self.user_id,
+            agent_id=self.agent_id,
+            config=self.config,
+            definition=self.flows.definition,
             stats=lambda name: self.learning.stats(self.user_id, self.agent_id, name),
-        )  # fmt: skip
+        )
 
     @property
     def _hooks(self) -> HookCapture:
@@ -275,16 +281,23 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         task, humans = task_of(state.get("messages") or [])
         matches = self.flows.find(task)
         note: dict[str, Any] = {
-            "flows": [m.name for m in matches], "handoff": None, "routed": None,
+            "flows": [m.name for m in matches],
+            "handoff": None,
+            "routed": None,
             "waiting": self._waiting_in_store(),
-        }  # fmt: skip
+        }
         if matches and humans == 1 and self.config.auto_execute:
             try:
                 decision = decide_route(
-                    self.store, task, matches, user_id=self.user_id, agent_id=self.agent_id,
-                    config=self.config, definition=self.flows.definition,
+                    self.store,
+                    task,
+                    matches,
+                    user_id=self.user_id,
+                    agent_id=self.agent_id,
+                    config=self.config,
+                    definition=self.flows.definition,
                     stats=lambda name: self.learning.stats(self.user_id, self.agent_id, name),
-                )  # fmt: skip
+                )
             except SoloFlowError:
                 log.exception("SoloFlow: routing failed; the agent does the task")
                 return {"soloflow": note}
@@ -329,25 +342,40 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         pending = [w for w in note.get("waiting") or [] if set(w["tools"]) & effects]
         if pending:  # the job waits for a person already: never a second run
             w = pending[0]
-            meta = {"soloflow_flow": w["flow"], "soloflow_run_id": w["run_id"],
-                    "soloflow_status": "waiting"}  # fmt: skip
-            message = AIMessage(content=waiting_text(w["flow"], w["run_id"]), response_metadata=meta)
+            meta = {
+                "soloflow_flow": w["flow"],
+                "soloflow_run_id": w["run_id"],
+                "soloflow_status": "waiting",
+            }
+            message = AIMessage(
+                content=waiting_text(w["flow"], w["run_id"]), response_metadata=meta
+            )
             return {"messages": [message], "jump_to": "end", "soloflow": note}
         try:
             result = self.flows.run(flow, decision.inputs)
-        except SoloFlowError as exc:  # the flow vanished, its inputs were refused: the agent does it
+        except (
+            SoloFlowError
+        ) as exc:  # the flow vanished, its inputs were refused: the agent does it
             log.info("SoloFlow: not routing to %r: %s", decision.run, exc)
             return {"soloflow": note}
         note["routed"] = {"flow": flow.name, "run_id": result.run_id, "status": result.status}
-        meta = {"soloflow_flow": flow.name, "soloflow_flow_version": flow.version,
-                "soloflow_run_id": result.run_id, "soloflow_status": result.status}  # fmt: skip
+        meta = {
+            "soloflow_flow": flow.name,
+            "soloflow_flow_version": flow.version,
+            "soloflow_run_id": result.run_id,
+            "soloflow_status": result.status,
+        }
         if result.status == "completed":
-            reply = render_reply(flow, decision.inputs, results=result.results, output=result.output)
+            reply = render_reply(
+                flow, decision.inputs, results=result.results, output=result.output
+            )
             message = AIMessage(content=reply, response_metadata=meta)
             return {"messages": [message], "jump_to": "end", "soloflow": note}
         if result.status == "waiting":
             note["waiting"] = [*(note.get("waiting") or []), self._waiting_note(flow, result)]
-            message = AIMessage(content=waiting_text(flow.name, result.run_id), response_metadata=meta)
+            message = AIMessage(
+                content=waiting_text(flow.name, result.run_id), response_metadata=meta
+            )
             return {"messages": [message], "jump_to": "end", "soloflow": note}
         note["handoff"] = result.handoff or (
             f"The deterministic flow {flow.name!r} {result.status} at step {result.failed_step!r} "
@@ -357,15 +385,20 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         return {"soloflow": note}
 
     def _waiting_note(self, flow: FlowDefinition, result: FlowRunResult) -> dict[str, Any]:
-        return {"flow": flow.name, "run_id": result.run_id, "tools": sorted(self._effect_tools(flow))}
+        return {
+            "flow": flow.name,
+            "run_id": result.run_id,
+            "tools": sorted(self._effect_tools(flow)),
+        }
 
     def _effect_tools(self, flow: FlowDefinition) -> set[str]:
         """The tools of ``flow``'s steps that change the world (unknown: they do)."""
         return {
-            s.skill_key for s in flow.steps
+            s.skill_key
+            for s in flow.steps
             if s.side_effects is True
             or (s.side_effects is None and self.side_effects.get(s.skill_key, True))
-        }  # fmt: skip
+        }
 
     # ------------------------------------------------------------------ each model call
 
@@ -456,9 +489,12 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         mine = self._call_effects(call)
         for w in (note or {}).get("waiting") or []:
             if mine & set(w.get("tools") or ()):
-                return _refused(call, f"Refused: {tool} would do a step of the flow {w['flow']!r}, "
-                                      f"whose run {w['run_id']} waits for a person's approval; "
-                                      "it does that step once approved.")  # fmt: skip
+                return _refused(
+                    call,
+                    f"Refused: {tool} would do a step of the flow {w['flow']!r}, "
+                    f"whose run {w['run_id']} waits for a person's approval; "
+                    "it does that step once approved.",
+                )
         messages = state.get("messages") if isinstance(state, dict) else None
         last = messages[-1] if messages else None
         for other in getattr(last, "tool_calls", None) or ():
@@ -466,8 +502,11 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
                 break  # only the calls before this one in the turn
             shared = mine & self._call_effects(other)
             if shared:
-                return _refused(call, f"Refused: {tool} would do {', '.join(sorted(shared))} "
-                                      f"again: {other.get('name')} does it in this turn.")  # fmt: skip
+                return _refused(
+                    call,
+                    f"Refused: {tool} would do {', '.join(sorted(shared))} "
+                    f"again: {other.get('name')} does it in this turn.",
+                )
         return None
 
     def _call_effects(self, call: Any) -> set[str]:
@@ -481,8 +520,12 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         except SoloFlowError:
             return set()
 
-    def _after_flow_call(self, request: ToolCallRequest, response: ToolResult,
-                         seen: list[tuple[FlowDefinition, FlowRunResult]]) -> ToolResult:
+    def _after_flow_call(
+        self,
+        request: ToolCallRequest,
+        response: ToolResult,
+        seen: list[tuple[FlowDefinition, FlowRunResult]],
+    ) -> ToolResult:
         """Note the runs a flow tool call left waiting: later calls are guarded."""
         state: Any = request.state
         note = dict(state.get("soloflow") or {}) if isinstance(state, dict) else {}
@@ -566,8 +609,12 @@ def _capture_id(state: Any) -> str | None:
 
 
 def _refused(call: Any, text: str) -> ToolMessage:
-    return ToolMessage(content=text, tool_call_id=str(call.get("id") or ""),
-                       name=str(call.get("name") or ""), status="error")  # fmt: skip
+    return ToolMessage(
+        content=text,
+        tool_call_id=str(call.get("id") or ""),
+        name=str(call.get("name") or ""),
+        status="error",
+    )
 
 
 def _tool_side_effects(tools: Sequence[Any]) -> dict[str, bool]:

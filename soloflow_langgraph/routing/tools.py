@@ -311,8 +311,11 @@ def flow_tool(
             f"flow_tool name {tool_name!r} is not a valid tool name: use 1-64 letters, digits, "
             "'_' or '-'"
         )
-    runner = run if run is not None else _default_runner(flow, tools=tools, plugin_manager=plugin_manager,
-                                                             registry=registry)
+    runner = (
+        run
+        if run is not None
+        else _default_runner(flow, tools=tools, plugin_manager=plugin_manager, registry=registry)
+    )
     if run is not None:
         validate_flow(flow)  # the default runner's registry has checked the executors too
     schema = flow_args_schema(flow)

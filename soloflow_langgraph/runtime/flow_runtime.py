@@ -88,7 +88,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_CALLER_CONFIG: ContextVar[RunnableConfig | None] = ContextVar("soloflow_caller_config", default=None)
+_CALLER_CONFIG: ContextVar[RunnableConfig | None] = ContextVar(
+    "soloflow_caller_config", default=None
+)
 """The ``config`` given to :meth:`FlowRuntime.run`, while that run is driven."""
 _PASSED_ON = ("callbacks", "tags", "metadata", "run_name")
 
@@ -100,6 +102,7 @@ def _graph_config(run_id: str) -> dict[str, Any]:
     cfg: dict[str, Any] = {k: caller[k] for k in _PASSED_ON if caller.get(k) is not None}  # type: ignore[literal-required]
     cfg["configurable"] = {"thread_id": run_id}
     return cfg
+
 
 Retention = Literal["delete_on_finish", "keep"]
 
@@ -147,7 +150,9 @@ class FlowRuntime:
             registry = build_executor_registry(plugin_manager, tools=tools)
         self.pm = plugin_manager
         self.registry = registry
-        self._owned: OwnedCheckpointer | None = open_checkpointer(store) if checkpointer is None else None
+        self._owned: OwnedCheckpointer | None = (
+            open_checkpointer(store) if checkpointer is None else None
+        )
         self.checkpointer = checkpointer if self._owned is None else self._owned.saver
         self.durability, self.retention = durability, retention
         self.owner = process_owner()
@@ -192,7 +197,9 @@ class FlowRuntime:
         the statement that records the run), so a newly registered version is picked up at
         once."""
         if self.store is None:
-            raise NotFoundError(f"no flow {name!r}: this runtime has no store; pass the FlowDefinition")
+            raise NotFoundError(
+                f"no flow {name!r}: this runtime has no store; pass the FlowDefinition"
+            )
         user, agent = self.user_id, self.agent_id
         latest_asked = version is None
         if version is None:
@@ -231,9 +238,15 @@ class FlowRuntime:
 
     # ------------------------------------------------------------------ running
 
-    def run(self, flow: FlowDefinition | str, inputs: dict[str, Any] | None = None, *,
-            run_id: str | None = None, on_started: Callable[[str], None] | None = None,
-            config: RunnableConfig | None = None) -> FlowRunResult:
+    def run(
+        self,
+        flow: FlowDefinition | str,
+        inputs: dict[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        on_started: Callable[[str], None] | None = None,
+        config: RunnableConfig | None = None,
+    ) -> FlowRunResult:
         """Start a run and drive it until it ends or waits for approval. ``on_started``
         gets the run id once the run is recorded, before its first step. ``config``: the
         caller's ``RunnableConfig``; its ``callbacks``, ``tags``, ``metadata`` and
@@ -257,8 +270,9 @@ class FlowRuntime:
         check_inputs(flow, inputs)
         graph = self.graph(flow)
         if self.store is not None:
-            run_id = self.store.start_flow_run(flow, inputs, definition_json=self._definition_json(flow),
-                                               **self._start_kw(run_id))
+            run_id = self.store.start_flow_run(
+                flow, inputs, definition_json=self._definition_json(flow), **self._start_kw(run_id)
+            )
             journal: StepJournal = self._journal(run_id)
         else:
             run_id = run_id or "frun_" + uuid.uuid4().hex
@@ -267,13 +281,20 @@ class FlowRuntime:
             on_started(run_id)
         return self._drive(flow, graph, run_id=run_id, journal=journal, payload={"inputs": inputs})
 
-    async def arun(self, flow: FlowDefinition | str, inputs: dict[str, Any] | None = None, *,
-                   run_id: str | None = None, on_started: Callable[[str], None] | None = None,
-                   config: RunnableConfig | None = None) -> FlowRunResult:
+    async def arun(
+        self,
+        flow: FlowDefinition | str,
+        inputs: dict[str, Any] | None = None,
+        *,
+        run_id: str | None = None,
+        on_started: Callable[[str], None] | None = None,
+        config: RunnableConfig | None = None,
+    ) -> FlowRunResult:
         """:meth:`run` from async code: the run goes on a worker thread (its steps' tools
         are called as in :meth:`run`), the event loop stays free."""
-        return await asyncio.to_thread(self.run, flow, inputs, run_id=run_id, on_started=on_started,
-                                       config=config)
+        return await asyncio.to_thread(
+            self.run, flow, inputs, run_id=run_id, on_started=on_started, config=config
+        )
 
     def _journal(self, run_id: str) -> StepJournal:
         """The run's journal as the runtime drives it: each step's completion deferred to the
@@ -281,10 +302,21 @@ class FlowRuntime:
         return self._need_store().step_journal(run_id, defer_completions=True)
 
     def _start_kw(self, run_id: str | None) -> dict[str, Any]:
-        return {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": run_id, "owner": self.owner}
+        return {
+            "user_id": self.user_id,
+            "agent_id": self.agent_id,
+            "run_id": run_id,
+            "owner": self.owner,
+        }
 
-    def _run_by_name(self, name: str, given: dict[str, Any], *, run_id: str | None,
-                     on_started: Callable[[str], None] | None) -> FlowRunResult:
+    def _run_by_name(
+        self,
+        name: str,
+        given: dict[str, Any],
+        *,
+        run_id: str | None,
+        on_started: Callable[[str], None] | None,
+    ) -> FlowRunResult:
         """Run the newest version of ``name``. The runtime starts the newest version it knows
         of, and the statement that records the run checks it still is (no version read per
         run); when a newer one was registered meanwhile, or the caller's inputs do not fit the
@@ -303,15 +335,21 @@ class FlowRuntime:
                 self._latest.pop(name, None)  # maybe written for a newer version: look
                 continue
             graph = self.graph(flow)
-            started = self.store.start_latest_flow_run(flow, inputs, definition_json=self._definition_json(flow),
-                                                       **self._start_kw(run_id))
+            started = self.store.start_latest_flow_run(
+                flow, inputs, definition_json=self._definition_json(flow), **self._start_kw(run_id)
+            )
             if started is None:  # a newer version was registered
                 self._latest.pop(name, None)
                 continue
             if on_started is not None:
                 on_started(started)
-            return self._drive(flow, graph, run_id=started, journal=self._journal(started),
-                               payload={"inputs": inputs})
+            return self._drive(
+                flow,
+                graph,
+                run_id=started,
+                journal=self._journal(started),
+                payload={"inputs": inputs},
+            )
         # Versions kept coming: run the one the store names now.
         return self.run(self.flow(name), given, run_id=run_id, on_started=on_started)
 
@@ -325,20 +363,27 @@ class FlowRuntime:
         """
         rec = self._record(run_id)
         if rec.terminal:
-            raise InvalidTransitionError(f"flow run {run_id!r} has ended ({rec.state}); nothing to resume",
-                                         run_id=run_id)
+            raise InvalidTransitionError(
+                f"flow run {run_id!r} has ended ({rec.state}); nothing to resume", run_id=run_id
+            )
         if rec.waiting_for_approval:
             raise InvalidTransitionError(
                 f"flow run {run_id!r} waits for approval: `soloflow flows runs approve {run_id}` or "
-                f"`soloflow flows runs reject {run_id}`", run_id=run_id)
+                f"`soloflow flows runs reject {run_id}`",
+                run_id=run_id,
+            )
         alive = owner_alive(rec.owner)
         if alive and rec.owner != self.owner and not force:
             raise InvalidTransitionError(
                 f"flow run {run_id!r} is being run by process {rec.owner}; stop it first, or pass "
-                "--force if it is stuck", run_id=run_id)
+                "--force if it is stuck",
+                run_id=run_id,
+            )
         return self._continue(rec, None)
 
-    def approve(self, run_id: str, *, approved: bool = True, comment: str | None = None) -> FlowRunResult:
+    def approve(
+        self, run_id: str, *, approved: bool = True, comment: str | None = None
+    ) -> FlowRunResult:
         """Answer a run's approval: it goes on (``approved``) or is cancelled.
 
         Raises:
@@ -347,7 +392,8 @@ class FlowRuntime:
         rec = self._record(run_id)
         if not rec.waiting_for_approval:
             raise InvalidTransitionError(
-                f"flow run {run_id!r} does not wait for approval (state {rec.state})", run_id=run_id)
+                f"flow run {run_id!r} does not wait for approval (state {rec.state})", run_id=run_id
+            )
         if not approved:
             return self._reject(rec, comment)
         return self._continue(rec, Command(resume={"approved": True, "comment": comment}))
@@ -356,15 +402,23 @@ class FlowRuntime:
         """End a waiting run as rejected without running its graph (no executor needed)."""
         store = self._need_store()
         reason = "rejected" + (f": {comment}" if comment else "")
-        store.claim_flow_run(rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner, seen=rec)
+        store.claim_flow_run(
+            rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner, seen=rec
+        )
         journal = store.step_journal(rec.id)
         journal.failed(APPROVAL_STEP, reason, retry=False)
         skip_rest(rec, journal, "the run's approval was rejected", exclude=APPROVAL_STEP)
         store.finish_flow_run(rec.id, status=RunState.CANCELLED, outcome="rejected", error=reason)
         self._cleanup(rec.id)
         results = {s.step_id: s.output for s in rec.steps if s.state == "completed"}
-        return FlowRunResult(run_id=rec.id, flow=rec.flow_name, status="cancelled", outcome="rejected",
-                             results=results, error=reason)
+        return FlowRunResult(
+            run_id=rec.id,
+            flow=rec.flow_name,
+            status="cancelled",
+            outcome="rejected",
+            results=results,
+            error=reason,
+        )
 
     def reject(self, run_id: str, *, comment: str | None = None) -> FlowRunResult:
         return self.approve(run_id, approved=False, comment=comment)
@@ -379,19 +433,26 @@ class FlowRuntime:
         store = self._need_store()
         rec = self._record(run_id)
         if rec.terminal:
-            raise InvalidTransitionError(f"flow run {run_id!r} has ended ({rec.state})", run_id=run_id)
+            raise InvalidTransitionError(
+                f"flow run {run_id!r} has ended ({rec.state})", run_id=run_id
+            )
         idle = rec.waiting_for_approval or owner_alive(rec.owner) is False
         if idle:
             try:  # no process drives it: end it here, unless one claimed it since (an approval)
-                store.claim_flow_run(run_id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner,
-                                     seen=rec)
+                store.claim_flow_run(
+                    run_id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner, seen=rec
+                )
             except InvalidTransitionError:  # that process stops before its next step
                 idle = False
         store.request_cancel(run_id, user_id=self.user_id, agent_id=self.agent_id)
         if idle:
             skip_rest(rec, store.step_journal(run_id), "the run was cancelled")
-            store.finish_flow_run(run_id, status=RunState.CANCELLED, outcome="cancelled",
-                                  detail="cancelled while no process ran it")
+            store.finish_flow_run(
+                run_id,
+                status=RunState.CANCELLED,
+                outcome="cancelled",
+                detail="cancelled while no process ran it",
+            )
             self._cleanup(run_id)
         return self._record(run_id)
 
@@ -399,7 +460,9 @@ class FlowRuntime:
         return self._record(run_id)
 
     def history(self, run_id: str) -> list[Transition]:
-        return self._need_store().flow_run_history(run_id, user_id=self.user_id, agent_id=self.agent_id)
+        return self._need_store().flow_run_history(
+            run_id, user_id=self.user_id, agent_id=self.agent_id
+        )
 
     def prune(self, *, older_than: datetime) -> int:
         """Delete the checkpoints of runs that ended before ``older_than``; how many runs."""
@@ -421,12 +484,17 @@ class FlowRuntime:
     def _continue(self, rec: FlowRunRecord, command: Command | None) -> FlowRunResult:
         store = self._need_store()
         self._await_stopped(rec.id)
-        flow = (FlowDefinition.model_validate(rec.definition) if rec.definition
-                else self.flow(rec.flow_name, rec.flow_version))
+        flow = (
+            FlowDefinition.model_validate(rec.definition)
+            if rec.definition
+            else self.flow(rec.flow_name, rec.flow_version)
+        )
         graph = self.graph(flow)
         # Only if nobody else claimed it since it was read: of two approvals (or resumes) at
         # once, one runs it; the other raises before touching the graph.
-        store.claim_flow_run(rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner, seen=rec)
+        store.claim_flow_run(
+            rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner, seen=rec
+        )
         cfg = {"configurable": {"thread_id": rec.id}}
         payload: Any = command
         journal = self._journal(rec.id)
@@ -445,9 +513,18 @@ class FlowRuntime:
             steps.append(call)
             if pm is not None and pm.hook.soloflow_step_finished.get_hookimpls():
                 try:
-                    call_hook(pm, "soloflow_step_finished", step=StepRecord(
-                        run_id=run_id, user_id=self.user_id, agent_id=self.agent_id,
-                        index=index, call=call, source="flow"))
+                    call_hook(
+                        pm,
+                        "soloflow_step_finished",
+                        step=StepRecord(
+                            run_id=run_id,
+                            user_id=self.user_id,
+                            agent_id=self.agent_id,
+                            index=index,
+                            call=call,
+                            source="flow",
+                        ),
+                    )
                 except PluginError:  # strict mode: a plugin's failure is fatal
                     raise
                 except Exception:
@@ -455,11 +532,25 @@ class FlowRuntime:
 
         return on_step
 
-    def _drive(self, flow: FlowDefinition, graph: CompiledStateGraph, *, run_id: str,
-               journal: StepJournal, payload: Any) -> FlowRunResult:
+    def _drive(
+        self,
+        flow: FlowDefinition,
+        graph: CompiledStateGraph,
+        *,
+        run_id: str,
+        journal: StepJournal,
+        payload: Any,
+    ) -> FlowRunResult:
         resumed = not (isinstance(payload, dict) and "inputs" in payload)
-        trace = FlowTrace(flow, run_id, user_id=self.user_id, agent_id=self.agent_id, store=self.store,
-                          plugin_manager=self.pm, resumed=resumed)
+        trace = FlowTrace(
+            flow,
+            run_id,
+            user_id=self.user_id,
+            agent_id=self.agent_id,
+            store=self.store,
+            plugin_manager=self.pm,
+            resumed=resumed,
+        )
         self._traces[run_id] = trace
         try:
             with trace.current():
@@ -486,18 +577,35 @@ class FlowRuntime:
         if self.store is None or success is None:
             return
         try:
-            record_flow_outcome(self.store, flow.name, success=success, user_id=self.user_id,
-                                agent_id=self.agent_id, config=self.learning_config)  # fmt: skip
+            record_flow_outcome(
+                self.store,
+                flow.name,
+                success=success,
+                user_id=self.user_id,
+                agent_id=self.agent_id,
+                config=self.learning_config,
+            )
         except NotFoundError:
             return  # a flow run by its definition, never registered: no record to keep
         except SoloFlowError:
             log.exception("recording the outcome of flow run %r failed", result.run_id)
 
-    def _invoke(self, flow: FlowDefinition, graph: CompiledStateGraph, *, run_id: str,
-                journal: StepJournal, payload: Any) -> FlowRunResult:
+    def _invoke(
+        self,
+        flow: FlowDefinition,
+        graph: CompiledStateGraph,
+        *,
+        run_id: str,
+        journal: StepJournal,
+        payload: Any,
+    ) -> FlowRunResult:
         steps: list[ToolCall] = []
-        ctx = FlowContext(journal=journal, on_step=self._on_step(steps, run_id), run_id=run_id,
-                          tracer=self._traces.get(run_id))
+        ctx = FlowContext(
+            journal=journal,
+            on_step=self._on_step(steps, run_id),
+            run_id=run_id,
+            tracer=self._traces.get(run_id),
+        )
         cfg: Any = _graph_config(run_id)
         invoke: Any = graph.invoke  # LangGraph's overloads type context as None
         start = time.perf_counter()
@@ -507,61 +615,120 @@ class FlowRuntime:
                 # A step halted the run in the superstep in which the approval gate asked:
                 # nothing is left to approve. No person is asked; the gate records itself
                 # skipped and the run ends by the halt (fallback, compensation, cancel).
-                state = self._invoke_once(flow, invoke, payload=Command(resume={HALTED: True}), cfg=cfg, ctx=ctx)
+                state = self._invoke_once(
+                    flow, invoke, payload=Command(resume={HALTED: True}), cfg=cfg, ctx=ctx
+                )
         except Exception as exc:
             step_id = getattr(exc, "step", None)
             err = f"{type(exc).__name__}: {exc}" if step_id is None else str(exc)
             self._finish(run_id, RunState.FAILED, journal, error=err, outcome="failed")
             # The graph's state went with the exception: the steps that completed, from the journal.
             done = {sid: out for key, sid, out in journal.completed_order() if key == sid}
-            return FlowRunResult(run_id=run_id, flow=flow.name, status="failed", outcome="failed", results=done,
-                                 errors={str(step_id): str(exc)}, steps=steps,
-                                 duration_ms=(time.perf_counter() - start) * 1000, failed_step=step_id, error=err)
+            return FlowRunResult(
+                run_id=run_id,
+                flow=flow.name,
+                status="failed",
+                outcome="failed",
+                results=done,
+                errors={str(step_id): str(exc)},
+                steps=steps,
+                duration_ms=(time.perf_counter() - start) * 1000,
+                failed_step=step_id,
+                error=err,
+            )
         ms = (time.perf_counter() - start) * 1000
         results = dict(state.get("results") or {})
         errors = dict(state.get("errors") or {})
         skipped = dict(state.get("skipped") or {})
-        common: dict[str, Any] = {"run_id": run_id, "flow": flow.name, "results": results, "errors": errors,
-                                  "steps": steps, "duration_ms": ms, "skipped": skipped}
+        common: dict[str, Any] = {
+            "run_id": run_id,
+            "flow": flow.name,
+            "results": results,
+            "errors": errors,
+            "steps": steps,
+            "duration_ms": ms,
+            "skipped": skipped,
+        }
         if "__interrupt__" in state:
             journal.flush()  # the deferred completions: the run waits, maybe for days
             payloads = [getattr(i, "value", i) for i in state["__interrupt__"]]
-            return FlowRunResult(status="waiting", outcome=None, interrupt=payloads[0] if payloads else None,
-                                 **common)
+            return FlowRunResult(
+                status="waiting",
+                outcome=None,
+                interrupt=payloads[0] if payloads else None,
+                **common,
+            )
         halt = state.get("halt") or {}
         kind = halt.get("kind")
         output = results.get(flow.result_step)
         if kind in ("cancelled", "rejected"):
-            self._finish(run_id, RunState.CANCELLED, journal, outcome=kind, error=halt.get("error"),
-                         outputs={"results": results})
+            self._finish(
+                run_id,
+                RunState.CANCELLED,
+                journal,
+                outcome=kind,
+                error=halt.get("error"),
+                outputs={"results": results},
+            )
             return FlowRunResult(status="cancelled", outcome=kind, **common)
         if kind == "fallback":
             handoff = handoff_text(flow, halt, results=results, errors=errors)
-            self._finish(run_id, RunState.FAILED, journal, outcome="fallback", error=halt.get("error"),
-                         outputs={"results": results, "handoff": handoff})
-            return FlowRunResult(status="fallback", outcome="fallback", handoff=handoff,
-                                 failed_step=halt.get("step"), error=halt.get("error"), **common)
+            self._finish(
+                run_id,
+                RunState.FAILED,
+                journal,
+                outcome="fallback",
+                error=halt.get("error"),
+                outputs={"results": results, "handoff": handoff},
+            )
+            return FlowRunResult(
+                status="fallback",
+                outcome="fallback",
+                handoff=handoff,
+                failed_step=halt.get("step"),
+                error=halt.get("error"),
+                **common,
+            )
         if kind == "compensate":
             comp_errors = dict(state.get("compensation_errors") or {})
             outcome: RunOutcome = "compensated" if not comp_errors else "compensation_failed"
-            err = str(halt.get("error")) + ("" if not comp_errors else "; " + "; ".join(comp_errors.values()))
-            self._finish(run_id, RunState.FAILED, journal, outcome=outcome, error=err,
-                         outputs={"results": results, "compensation_errors": comp_errors})
-            return FlowRunResult(status="failed", outcome=outcome, failed_step=halt.get("step"), error=err,
-                                 **common)
-        self._finish(run_id, RunState.COMPLETED, journal, outcome="completed",
-                     outputs={"output": output, "errors": errors})
+            err = str(halt.get("error")) + (
+                "" if not comp_errors else "; " + "; ".join(comp_errors.values())
+            )
+            self._finish(
+                run_id,
+                RunState.FAILED,
+                journal,
+                outcome=outcome,
+                error=err,
+                outputs={"results": results, "compensation_errors": comp_errors},
+            )
+            return FlowRunResult(
+                status="failed", outcome=outcome, failed_step=halt.get("step"), error=err, **common
+            )
+        self._finish(
+            run_id,
+            RunState.COMPLETED,
+            journal,
+            outcome="completed",
+            outputs={"output": output, "errors": errors},
+        )
         return FlowRunResult(status="completed", outcome="completed", output=output, **common)
 
-    def _invoke_once(self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any, ctx: FlowContext) -> Any:
+    def _invoke_once(
+        self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any, ctx: FlowContext
+    ) -> Any:
         if self.checkpointer and self.durability == "sync":
             return self._invoke_watched(flow, invoke, payload=payload, cfg=cfg, ctx=ctx)
         if self.checkpointer:
             return invoke(payload, cfg, context=ctx, durability=self.durability)
-        return invoke(payload, cfg, context=ctx)  # LangGraph warns about durability without a checkpointer
+        return invoke(
+            payload, cfg, context=ctx
+        )  # LangGraph warns about durability without a checkpointer
 
-    def _invoke_watched(self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any,
-                        ctx: FlowContext) -> Any:
+    def _invoke_watched(
+        self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any, ctx: FlowContext
+    ) -> Any:
         """``invoke`` on a watched thread, sync steps in line (``run_watch``); after a call
         that ran past its limit, the run goes on from its last checkpoint in a new
         invocation, whose node of that step takes the attempt as timed out."""
@@ -569,11 +736,18 @@ class FlowRuntime:
         while True:
             watch = ctx.watch = RunWatch(poll)
             try:
-                return run_watched(functools.partial(invoke, payload, cfg, context=ctx, durability="sync"), watch)
+                return run_watched(
+                    functools.partial(invoke, payload, cfg, context=ctx, durability="sync"), watch
+                )
             except CallTimedOut as over:
                 log.info("flow run %r: %s; the run goes on without it", ctx.run_id, over)
-                ctx = FlowContext(journal=ctx.journal, on_step=ctx.on_step, run_id=ctx.run_id,
-                                  timed_out={over.call.step_key: over.call}, tracer=ctx.tracer)
+                ctx = FlowContext(
+                    journal=ctx.journal,
+                    on_step=ctx.on_step,
+                    run_id=ctx.run_id,
+                    timed_out={over.call.step_key: over.call},
+                    tracer=ctx.tracer,
+                )
                 payload = None
             except BaseException as exc:
                 if not isinstance(exc, Exception):  # the caller was interrupted: it is stopping
@@ -611,7 +785,8 @@ class FlowRuntime:
             raise InvalidTransitionError(
                 f"flow run {run_id!r}: its interrupted invocation in this process has not stopped after "
                 f"{wait:g} s (a step between calls, or a compensation, is still running); try again",
-                run_id=run_id)
+                run_id=run_id,
+            )
         with self._lock:
             self._stopping.pop(run_id, None)
 
@@ -624,8 +799,9 @@ class FlowRuntime:
             try:
                 # With a checkpointer of the caller's (maybe another database) the end commits
                 # synchronously: see FlowRunStore.finish_flow_run.
-                self.store.finish_flow_run(run_id, status=state, synchronous=self._owned is None,
-                                           journal=journal, **kw)
+                self.store.finish_flow_run(
+                    run_id, status=state, synchronous=self._owned is None, journal=journal, **kw
+                )
             except InvalidTransitionError:
                 log.warning("flow run %r had already ended", run_id)
                 journal.flush()
@@ -646,8 +822,12 @@ class FlowRuntime:
         with self._lock:
             if self._janitor is None:
                 self._janitor = queue.Queue()
-                threading.Thread(target=self._janitor_loop, args=(self._janitor,),
-                                 name="soloflow-retention", daemon=True).start()
+                threading.Thread(
+                    target=self._janitor_loop,
+                    args=(self._janitor,),
+                    name="soloflow-retention",
+                    daemon=True,
+                ).start()
         self._janitor.put(run_id)
 
     def _janitor_loop(self, jobs: queue.Queue[str]) -> None:

@@ -33,26 +33,43 @@ WAITING = "soloflow.flow_run.status"
 class FlowTrace:
     """The spans of one invocation of a flow run."""
 
-    def __init__(self, flow: FlowDefinition, run_id: str, *, user_id: str, agent_id: str,
-                 store: Store | None, plugin_manager: pluggy.PluginManager | None, resumed: bool) -> None:
+    def __init__(
+        self,
+        flow: FlowDefinition,
+        run_id: str,
+        *,
+        user_id: str,
+        agent_id: str,
+        store: Store | None,
+        plugin_manager: pluggy.PluginManager | None,
+        resumed: bool,
+    ) -> None:
         self.flow, self.run_id, self.store = flow, run_id, store
         self.user_id, self.agent_id = user_id, agent_id
         self.pm = plugin_manager
         self.listener = active_listener()
         caller = current_span.get()  # the tool call this run is inside (a flow called as a tool)
         trace_id = caller.trace_id if caller is not None else trace_id_for(run_id)
-        self.recorder = SpanRecorder(trace_id, plugin_manager=plugin_manager, listener=self.listener)
+        self.recorder = SpanRecorder(
+            trace_id, plugin_manager=plugin_manager, listener=self.listener
+        )
         self.steps: dict[str, tuple[Span, int, int]] = {}
         """Step id → (its span, its calls so far, when its last call ended, perf_counter_ns)."""
         self.calls: dict[str, Span] = {}
         """The ``execute_tool`` span of each call in progress, by step key."""
         self._lock = threading.Lock()
         self._waited_since = self._previous_wait() if resumed else None
-        attrs = {"soloflow.flow.name": flow.name, "soloflow.flow.version": flow.version,
-                 "soloflow.flow_run.id": run_id, "soloflow.namespace": f"{user_id}/{agent_id}"}
+        attrs = {
+            "soloflow.flow.name": flow.name,
+            "soloflow.flow.version": flow.version,
+            "soloflow.flow_run.id": run_id,
+            "soloflow.namespace": f"{user_id}/{agent_id}",
+        }
         if self._waited_since is not None:
             ms = (datetime.now(UTC) - self._waited_since).total_seconds() * 1000
-            wait = self.recorder.start("approval_wait", "approval_wait", None, dict(attrs), ago_ms=max(ms, 0.0))
+            wait = self.recorder.start(
+                "approval_wait", "approval_wait", None, dict(attrs), ago_ms=max(ms, 0.0)
+            )
             self.recorder.end(wait)
         self.root = self.recorder.start(f"invoke_flow {flow.name}", "invoke_flow", caller, attrs)
         if caller is not None:  # the agent's trace finds this run's spans by it
@@ -110,16 +127,25 @@ class FlowTrace:
         with self._lock:
             known = self.steps.get(step.id)
             if known is None:
-                span = self.recorder.start(f"step {step.id}", "step", self.root,
-                                           {"soloflow.step.id": step.id, "soloflow.step.index": index})
+                span = self.recorder.start(
+                    f"step {step.id}",
+                    "step",
+                    self.root,
+                    {"soloflow.step.id": step.id, "soloflow.step.index": index},
+                )
                 count, ended = 1, 0
             else:
                 span, count, ended = known[0], known[1] + 1, known[2]
             self.steps[step.id] = (span, count, ended)
-        attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": step.skill_key,
-                                 "soloflow.step.id": step.id}
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": step.skill_key,
+            "soloflow.step.id": step.id,
+        }
         attrs["soloflow.map_item" if step.map_over else "soloflow.attempt"] = count
-        tool = self.calls[key] = self.recorder.start(f"execute_tool {step.skill_key}", "execute_tool", span, attrs)
+        tool = self.calls[key] = self.recorder.start(
+            f"execute_tool {step.skill_key}", "execute_tool", span, attrs
+        )
         return tool
 
     def _call_ended(self, step: FlowStep, key: str, *, tool: Span, error: str | None) -> None:
@@ -142,16 +168,32 @@ class FlowTrace:
         for span, _count, ended in self.steps.values():
             self.recorder.end(span, error=span.error, ended_ns=ended)
         status = result.status if result is not None else "failed"
-        err = error if result is None else (result.error if status in ("failed", "fallback") else None)
-        self.recorder.end(self.root, error=err, attributes={WAITING: status},
-                          status="unset" if status == "waiting" else None)
+        err = (
+            error
+            if result is None
+            else (result.error if status in ("failed", "fallback") else None)
+        )
+        self.recorder.end(
+            self.root,
+            error=err,
+            attributes={WAITING: status},
+            status="unset" if status == "waiting" else None,
+        )
         spans = self.recorder.spans
         if self.store is not None:
             try:
-                self.store.add_spans(self.run_id, spans, user_id=self.user_id, agent_id=self.agent_id)
+                self.store.add_spans(
+                    self.run_id, spans, user_id=self.user_id, agent_id=self.agent_id
+                )
             except Exception:
                 log.exception("storing the trace of flow run %r failed", self.run_id)
-        self._hook("soloflow_flow_run_finished", run_id=self.run_id, flow=self.flow, status=status, spans=spans)
+        self._hook(
+            "soloflow_flow_run_finished",
+            run_id=self.run_id,
+            flow=self.flow,
+            status=status,
+            spans=spans,
+        )
 
 
 class _StepCall:
@@ -173,13 +215,18 @@ class _StepCall:
             self.token = context.attach(trace.set_span_in_context(otel))
         return self.span
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         if self.token is not None:
             from opentelemetry import context
 
             context.detach(self.token)
         if exc is not None and not isinstance(exc, Exception):
             return  # abandoned or interrupted: ended by the next invocation's node, or by finish
-        self.trace._call_ended(self.step, self.key, tool=self.span,
-                               error=None if exc is None else f"{type(exc).__name__}: {exc}")
+        self.trace._call_ended(
+            self.step,
+            self.key,
+            tool=self.span,
+            error=None if exc is None else f"{type(exc).__name__}: {exc}",
+        )

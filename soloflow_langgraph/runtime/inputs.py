@@ -23,8 +23,11 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 def apply_input_defaults(flow: FlowDefinition, inputs: dict[str, Any]) -> dict[str, Any]:
     """``inputs`` with the ``default`` of every ``input_schema`` property not given."""
     props: dict[str, Any] = (flow.input_schema or {}).get("properties") or {}
-    missing = {k: v["default"] for k, v in props.items()
-               if k not in inputs and isinstance(v, dict) and "default" in v}
+    missing = {
+        k: v["default"]
+        for k, v in props.items()
+        if k not in inputs and isinstance(v, dict) and "default" in v
+    }
     return {**missing, **inputs} if missing else inputs
 
 
@@ -40,15 +43,31 @@ def check_inputs(flow: FlowDefinition, inputs: dict[str, Any]) -> None:
         spec = props.get(name)
         if spec is None:
             if props:
-                problems.append((None, f"inputs.{name}", f"unknown input {name!r}; the flow takes: {', '.join(props)}"))
+                problems.append(
+                    (
+                        None,
+                        f"inputs.{name}",
+                        f"unknown input {name!r}; the flow takes: {', '.join(props)}",
+                    )
+                )
             continue
         jtype = spec.get("type")
         ok = _JSON_TYPES.get(jtype) if isinstance(jtype, str) else None
-        if ok and (not isinstance(value, ok) or (jtype in ("integer", "number") and isinstance(value, bool))):
-            problems.append((None, f"inputs.{name}", f"expected {jtype}, got {type(value).__name__} {value!r}"))
+        if ok and (
+            not isinstance(value, ok)
+            or (jtype in ("integer", "number") and isinstance(value, bool))
+        ):
+            problems.append(
+                (None, f"inputs.{name}", f"expected {jtype}, got {type(value).__name__} {value!r}")
+            )
     if problems:
         lines = "\n  ".join(f"flow {flow.name!r}, field {f!r}: {m}" for _, f, m in problems)
-        raise FlowValidationError("invalid flow inputs:\n  " + lines, flow=flow.name, field=problems[0][1], problems=problems)
+        raise FlowValidationError(
+            "invalid flow inputs:\n  " + lines,
+            flow=flow.name,
+            field=problems[0][1],
+            problems=problems,
+        )
 
 
 def inputs_from_task(flow: FlowDefinition, task: str) -> dict[str, Any]:

@@ -12,7 +12,9 @@ __all__ = ["FlowRunResult", "RunOutcome", "RunStatus"]
 RunStatus = Literal["completed", "failed", "fallback", "cancelled", "waiting"]
 """How a run ended, or that it waits: what a caller branches on."""
 
-RunOutcome = Literal["completed", "failed", "fallback", "compensated", "compensation_failed", "cancelled", "rejected"]
+RunOutcome = Literal[
+    "completed", "failed", "fallback", "compensated", "compensation_failed", "cancelled", "rejected"
+]
 """Why it ended so, as the store records it (``flows status`` shows it)."""
 
 

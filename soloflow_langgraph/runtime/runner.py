@@ -44,12 +44,20 @@ def run_flow(
         FlowRunError: with ``raise_on_failure``, the run did not complete.
     """
     checkpointer: Any = None if store is not None or flow.requires_approval else False
-    with FlowRuntime(store, tools=tools, plugin_manager=plugin_manager, registry=registry,
-                     user_id=user_id, agent_id=agent_id, checkpointer=checkpointer) as runtime:
+    with FlowRuntime(
+        store,
+        tools=tools,
+        plugin_manager=plugin_manager,
+        registry=registry,
+        user_id=user_id,
+        agent_id=agent_id,
+        checkpointer=checkpointer,
+    ) as runtime:
         result = runtime.run(flow, inputs, config=config)
     if raise_on_failure and result.status not in ("completed", "waiting"):
         raise FlowRunError(
             f"flow {flow.name!r} {result.status} at step {result.failed_step!r}: {result.error}",
-            flow=flow.name, step=result.failed_step,
+            flow=flow.name,
+            step=result.failed_step,
         )
     return result

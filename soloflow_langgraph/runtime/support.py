@@ -96,7 +96,9 @@ def open_checkpointer(store: Store | None) -> OwnedCheckpointer:
         path = Path(db)
         ckpt = path.with_name(f"{path.stem}-checkpoints{path.suffix or '.db'}")
         stack = contextlib.ExitStack()
-        conn = stack.enter_context(contextlib.closing(sqlite3.connect(str(ckpt), check_same_thread=False)))
+        conn = stack.enter_context(
+            contextlib.closing(sqlite3.connect(str(ckpt), check_same_thread=False))
+        )
         conn.execute("PRAGMA busy_timeout = 30000")
         saver = SqliteSaver(conn)
         saver.setup()
@@ -113,8 +115,10 @@ def open_checkpointer(store: Store | None) -> OwnedCheckpointer:
             stack.close()
             raise
         return OwnedCheckpointer(saver_pg, stack)
-    raise SoloFlowError(f"no LangGraph checkpointer for a {url.get_backend_name()!r} store; "
-                        "pass checkpointer= to FlowRuntime")
+    raise SoloFlowError(
+        f"no LangGraph checkpointer for a {url.get_backend_name()!r} store; "
+        "pass checkpointer= to FlowRuntime"
+    )
 
 
 RETENTION_LINGER = 0.5
@@ -164,7 +168,9 @@ def recover_completions(rec: FlowRunRecord, snapshot: Any, journal: StepJournal)
         journal.recovered(key, found[key])
 
 
-def skip_rest(rec: FlowRunRecord, journal: StepJournal, reason: str, exclude: str | None = None) -> None:
+def skip_rest(
+    rec: FlowRunRecord, journal: StepJournal, reason: str, exclude: str | None = None
+) -> None:
     """Record as skipped every step of an ending run that did not finish (those never
     started included, from the definition the run started with)."""
     seen = {s.step_key: s for s in rec.steps}
@@ -177,8 +183,9 @@ def skip_rest(rec: FlowRunRecord, journal: StepJournal, reason: str, exclude: st
             journal.skipped(sid, sid, reason)
 
 
-def handoff_text(flow: FlowDefinition, halt: dict[str, Any], *, results: dict[str, Any],
-                 errors: dict[str, str]) -> str:
+def handoff_text(
+    flow: FlowDefinition, halt: dict[str, Any], *, results: dict[str, Any], errors: dict[str, str]
+) -> str:
     """What an agent is told when a flow hands a task back (``on_failure="fallback"``)."""
     done = [s.id for s in flow.steps if s.id in results]
     todo = [s.id for s in flow.steps if s.id not in results and s.id != halt.get("step")]
@@ -193,5 +200,15 @@ def handoff_text(flow: FlowDefinition, halt: dict[str, Any], *, results: dict[st
     )
 
 
-__all__ = ["RETENTION_BATCH", "RETENTION_LINGER", "OwnedCheckpointer", "delete_checkpoints", "handoff_text",
-           "open_checkpointer", "owner_alive", "process_owner", "recover_completions", "skip_rest"]
+__all__ = [
+    "RETENTION_BATCH",
+    "RETENTION_LINGER",
+    "OwnedCheckpointer",
+    "delete_checkpoints",
+    "handoff_text",
+    "open_checkpointer",
+    "owner_alive",
+    "process_owner",
+    "recover_completions",
+    "skip_rest",
+]

@@ -201,9 +201,12 @@ class _Phases:
             }
             try:
                 call_hook(
-                    self.pm, "soloflow_token_budget_warning",
-                    used=used, budget=budget.limit, state=_state(after),
-                )  # fmt: skip
+                    self.pm,
+                    "soloflow_token_budget_warning",
+                    used=used,
+                    budget=budget.limit,
+                    state=_state(after),
+                )
             except PluginError:  # strict mode: a plugin's failure is fatal
                 raise
             except Exception:  # a warning must never stop the work

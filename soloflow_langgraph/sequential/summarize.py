@@ -43,9 +43,12 @@ def summarize_context(
 
     def call(text: str) -> object:
         return call_hook(
-            pm, "soloflow_summarize_context",
-            context=text, token_budget=token_budget, purpose=purpose,
-        )  # fmt: skip
+            pm,
+            "soloflow_summarize_context",
+            context=text,
+            token_budget=token_budget,
+            purpose=purpose,
+        )
 
     run_name = f"summarize_{purpose}"
     runnable = RunnableLambda(call, name=run_name)

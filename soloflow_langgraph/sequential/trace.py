@@ -50,7 +50,9 @@ class PhaseCalls:
         attrs: dict[str, Any] = {"gen_ai.operation.name": "chat"}
         if model:
             attrs["gen_ai.request.model"] = model
-        self.open[run_id] = self.trace.recorder.start(f"chat {model}" if model else "chat", "chat", self.span, attrs)
+        self.open[run_id] = self.trace.recorder.start(
+            f"chat {model}" if model else "chat", "chat", self.span, attrs
+        )
 
     def model_ended(self, run_id: UUID, message: Any, error: str | None = None) -> None:
         span = self.open.pop(run_id, None)
@@ -65,23 +67,47 @@ class PhaseCalls:
 class WorkflowTrace:
     """The spans of one invocation (``run`` or ``resume``) of a sequential workflow."""
 
-    def __init__(self, thread_id: str, *, resumed: bool, prices: PriceTable, store: Store | None,
-                 user_id: str, agent_id: str, plugin_manager: pluggy.PluginManager | None) -> None:
+    def __init__(
+        self,
+        thread_id: str,
+        *,
+        resumed: bool,
+        prices: PriceTable,
+        store: Store | None,
+        user_id: str,
+        agent_id: str,
+        plugin_manager: pluggy.PluginManager | None,
+    ) -> None:
         self.thread_id, self.prices, self.store = thread_id, prices, store
         self.user_id, self.agent_id = user_id, agent_id
-        self.recorder = SpanRecorder(trace_id_for(thread_id), plugin_manager=plugin_manager,
-                                     listener=active_listener())
-        self.root = self.recorder.start("invoke_workflow sequential", "invoke_workflow", None, {
-            "soloflow.workflow.thread_id": thread_id, "soloflow.workflow.resumed": resumed,
-            "soloflow.namespace": f"{user_id}/{agent_id}"})
+        self.recorder = SpanRecorder(
+            trace_id_for(thread_id), plugin_manager=plugin_manager, listener=active_listener()
+        )
+        self.root = self.recorder.start(
+            "invoke_workflow sequential",
+            "invoke_workflow",
+            None,
+            {
+                "soloflow.workflow.thread_id": thread_id,
+                "soloflow.workflow.resumed": resumed,
+                "soloflow.namespace": f"{user_id}/{agent_id}",
+            },
+        )
         self._token = _TRACE.set(self)
 
-    def phase(self, name: str, node: Callable[[Any, RunnableConfig], dict[str, Any]], state: Any,
-              config: RunnableConfig) -> dict[str, Any]:
+    def phase(
+        self,
+        name: str,
+        node: Callable[[Any, RunnableConfig], dict[str, Any]],
+        state: Any,
+        config: RunnableConfig,
+    ) -> dict[str, Any]:
         """Run one phase's node under its ``phase`` span."""
-        attrs: dict[str, Any] = {"soloflow.phase.name": name,
-                                 "soloflow.phase.outer_iteration": state.get("outer_iteration", 0),
-                                 "soloflow.phase.inner_iteration": state.get("inner_iteration", 0)}
+        attrs: dict[str, Any] = {
+            "soloflow.phase.name": name,
+            "soloflow.phase.outer_iteration": state.get("outer_iteration", 0),
+            "soloflow.phase.inner_iteration": state.get("inner_iteration", 0),
+        }
         span = self.recorder.start(f"phase {name}", "phase", self.root, attrs)
         calls = PhaseCalls(self, span)
         token = _PHASE.set(calls)
@@ -109,7 +135,10 @@ class WorkflowTrace:
         _TRACE.reset(self._token)
         attrs: dict[str, Any] = {}
         if result is not None:
-            attrs = {"soloflow.workflow.status": result.status, "soloflow.workflow.reason": result.reason}
+            attrs = {
+                "soloflow.workflow.status": result.status,
+                "soloflow.workflow.reason": result.reason,
+            }
             if result.status == "failed":
                 error = f"workflow failed: {result.reason}"
         self.root.attributes.update(attrs)
@@ -117,13 +146,17 @@ class WorkflowTrace:
         spans = self.recorder.spans
         if self.store is not None:
             try:
-                self.store.add_spans(self.thread_id, spans, user_id=self.user_id, agent_id=self.agent_id)
+                self.store.add_spans(
+                    self.thread_id, spans, user_id=self.user_id, agent_id=self.agent_id
+                )
             except Exception:
                 log.exception("storing the trace of sequential workflow %r failed", self.thread_id)
         return spans
 
 
-def traced_phase(name: str, node: Callable[[Any, RunnableConfig], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+def traced_phase(
+    name: str, node: Callable[[Any, RunnableConfig], dict[str, Any]]
+) -> Callable[..., dict[str, Any]]:
     """``node`` as a graph node whose run is a ``phase`` span of the workflow trace running in
     its context (none: the node as it is)."""
 

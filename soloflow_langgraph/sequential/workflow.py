@@ -122,9 +122,14 @@ class SequentialWorkflow:
         self.agents = resolve_agents(agents, pm)
         self.pm = pm
         # The workflow's own prices price its model calls' spans too (genai-prices for the rest).
-        self.price_table = PriceTable({
-            name: ModelPrice(input_per_mtok=p.input_per_million, output_per_mtok=p.output_per_million)
-            for name, p in (prices or {}).items()})
+        self.price_table = PriceTable(
+            {
+                name: ModelPrice(
+                    input_per_mtok=p.input_per_million, output_per_mtok=p.output_per_million
+                )
+                for name, p in (prices or {}).items()
+            }
+        )
         self._conn: sqlite3.Connection | None = None
         if checkpointer is None:
             self.checkpoint_path: Path | None = self.workspace / CHECKPOINT_FILE
@@ -245,9 +250,14 @@ class SequentialWorkflow:
     ) -> WorkflowResult:
         thread_id = str(config["configurable"]["thread_id"])
         trace = WorkflowTrace(
-            thread_id, resumed=graph_input is None, prices=self.price_table, store=self.store,
-            user_id=self.user_id, agent_id=self.agent_id, plugin_manager=self.pm,
-        )  # fmt: skip
+            thread_id,
+            resumed=graph_input is None,
+            prices=self.price_table,
+            store=self.store,
+            user_id=self.user_id,
+            agent_id=self.agent_id,
+            plugin_manager=self.pm,
+        )
         try:
             for values in self.graph.stream(
                 graph_input, config, stream_mode="values", durability=self.durability

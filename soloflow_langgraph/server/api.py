@@ -56,17 +56,29 @@ class Unauthorized(Exception):
         self.detail = detail
 
 
-def _error(status: int, kind: str, detail: str, *, problems: Sequence[dict[str, Any]] = (),
-           headers: dict[str, str] | None = None) -> JSONResponse:
+def _error(
+    status: int,
+    kind: str,
+    detail: str,
+    *,
+    problems: Sequence[dict[str, Any]] = (),
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     body = ErrorBody(error=kind, detail=detail, problems=list(problems))
     return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
 
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorBody, "description": "No token, a bad one, or a request naming another namespace"},
+    401: {
+        "model": ErrorBody,
+        "description": "No token, a bad one, or a request naming another namespace",
+    },
     403: {"model": ErrorBody, "description": "The token's scope does not allow it"},
     404: {"model": ErrorBody, "description": "No such id or name in the token's namespace"},
-    409: {"model": ErrorBody, "description": "Not in a state that allows it (already decided, ended, ...)"},
+    409: {
+        "model": ErrorBody,
+        "description": "Not in a state that allows it (already decided, ended, ...)",
+    },
     422: {"model": ErrorBody, "description": "Invalid input: every problem with its field path"},
 }
 """The error answers every route documents."""
@@ -79,7 +91,9 @@ def _path(loc: Sequence[Any]) -> str:
     return out
 
 
-def problems_of(exc: FlowValidationError, prefix: str = "", steps: Sequence[Any] = ()) -> list[dict[str, Any]]:
+def problems_of(
+    exc: FlowValidationError, prefix: str = "", steps: Sequence[Any] = ()
+) -> list[dict[str, Any]]:
     """Each problem of a flow's validation with its field path (``workflow.steps[1].skill_key``);
     ``steps``: the submitted steps, to turn a step id into its index."""
     index = {s.get("id"): i for i, s in enumerate(steps) if isinstance(s, dict)}
@@ -90,7 +104,9 @@ def problems_of(exc: FlowValidationError, prefix: str = "", steps: Sequence[Any]
             parts.append(f"steps[{index[step]}]")
         if field:
             parts.append(field)
-        out.append({"path": ".".join(parts).replace(".[", "[") or None, "step": step, "message": message})
+        out.append(
+            {"path": ".".join(parts).replace(".[", "[") or None, "step": step, "message": message}
+        )
     return out
 
 
@@ -127,7 +143,11 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
-        kind = HTTPStatus(exc.status_code).phrase if exc.status_code in HTTPStatus._value2member_map_ else "Error"
+        kind = (
+            HTTPStatus(exc.status_code).phrase
+            if exc.status_code in HTTPStatus._value2member_map_
+            else "Error"
+        )
         detail = exc.detail if isinstance(exc.detail, str) else kind
         if exc.status_code == 404:
             detail = "no such route: see /openapi.json (flow names in paths are URL-encoded)"
@@ -135,7 +155,9 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> Response:
-        problems = [{"path": _path(e.get("loc", ())), "message": e.get("msg", "")} for e in exc.errors()]
+        problems = [
+            {"path": _path(e.get("loc", ())), "message": e.get("msg", "")} for e in exc.errors()
+        ]
         head = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
         return _error(422, "Invalid", f"invalid request: {head}", problems=problems)
 
@@ -150,15 +172,18 @@ def create_app(service: SoloFlowService, *, title: str = "SoloFlow") -> FastAPI:
     from soloflow_langgraph.server.routes import build_router
 
     app = FastAPI(
-        title=title, version=__version__,
+        title=title,
+        version=__version__,
         description="Flows SoloFlow learned from agents' tool calls: submit, find, run, approve. "
         "Every route answers inside the bearer token's (user, agent) namespace.",
-    )  # fmt: skip
+    )
     bearer = HTTPBearer(auto_error=False, description="An API token from `soloflow tokens create`")
 
     def principal(credentials: HTTPAuthorizationCredentials | None = Security(bearer)) -> Principal:
         if credentials is None:
-            raise Unauthorized("no bearer token: send 'Authorization: Bearer <token>' (`soloflow tokens create`)")
+            raise Unauthorized(
+                "no bearer token: send 'Authorization: Bearer <token>' (`soloflow tokens create`)"
+            )
         found = principal_for_token(service.store, credentials.credentials)
         if found is None:
             raise Unauthorized("the bearer token is unknown, revoked or malformed")
@@ -166,8 +191,12 @@ def create_app(service: SoloFlowService, *, title: str = "SoloFlow") -> FastAPI:
 
     async def caller(  # no I/O: on the event loop, not a worker thread
         p: Principal = Depends(principal),
-        user_id: str | None = Query(None, description="When given, must be the token's user (else 401)"),
-        agent_id: str | None = Query(None, description="When given, must be the token's agent (else 401)"),
+        user_id: str | None = Query(
+            None, description="When given, must be the token's user (else 401)"
+        ),
+        agent_id: str | None = Query(
+            None, description="When given, must be the token's agent (else 401)"
+        ),
     ) -> Principal:
         check_named(p, user_id, agent_id)
         return p
@@ -185,9 +214,13 @@ def create_app(service: SoloFlowService, *, title: str = "SoloFlow") -> FastAPI:
 def check_named(p: Principal, user_id: str | None, agent_id: str | None) -> None:
     """The PRD's check: a user (agent) named in the request must be the token's."""
     if user_id is not None and user_id != p.user_id:
-        raise Unauthorized(f"the request names user {user_id!r}, but the token is for user {p.user_id!r}")
+        raise Unauthorized(
+            f"the request names user {user_id!r}, but the token is for user {p.user_id!r}"
+        )
     if agent_id is not None and agent_id != p.agent_id:
-        raise Unauthorized(f"the request names agent {agent_id!r}, but the token is for agent {p.agent_id!r}")
+        raise Unauthorized(
+            f"the request names agent {agent_id!r}, but the token is for agent {p.agent_id!r}"
+        )
 
 
 __all__ += ["check_named"]

@@ -17,7 +17,12 @@ if TYPE_CHECKING:
 
     from soloflow_core.store import Store
 
-__all__ = ["NAMESPACE_CLAIM", "StoreTokenVerifier", "principal_for_token", "principal_of_access_token"]
+__all__ = [
+    "NAMESPACE_CLAIM",
+    "StoreTokenVerifier",
+    "principal_for_token",
+    "principal_of_access_token",
+]
 
 NAMESPACE_CLAIM = "soloflow"
 """The claim of an MCP ``AccessToken`` that holds the token's namespace and scope."""
@@ -31,8 +36,12 @@ def principal_for_token(store: Store, token: str | None) -> Principal | None:
     record = store.verify_api_token(token)
     if record is None:
         return None
-    return Principal(user_id=record.user_id, agent_id=record.agent_id, scope=record.scope,
-                     token_id=record.token_id)
+    return Principal(
+        user_id=record.user_id,
+        agent_id=record.agent_id,
+        scope=record.scope,
+        token_id=record.token_id,
+    )
 
 
 class StoreTokenVerifier:
@@ -49,11 +58,18 @@ class StoreTokenVerifier:
             return None
         assert principal.token_id is not None
         return AccessToken(
-            token=token, client_id=principal.token_id, scopes=[principal.scope],
+            token=token,
+            client_id=principal.token_id,
+            scopes=[principal.scope],
             subject=f"{principal.user_id}/{principal.agent_id}",
-            claims={NAMESPACE_CLAIM: {"user_id": principal.user_id, "agent_id": principal.agent_id,
-                                      "scope": principal.scope}},
-        )  # fmt: skip
+            claims={
+                NAMESPACE_CLAIM: {
+                    "user_id": principal.user_id,
+                    "agent_id": principal.agent_id,
+                    "scope": principal.scope,
+                }
+            },
+        )
 
 
 def principal_of_access_token(token: AccessToken | None) -> Principal | None:
@@ -63,5 +79,9 @@ def principal_of_access_token(token: AccessToken | None) -> Principal | None:
     ns = token.claims.get(NAMESPACE_CLAIM)
     if not isinstance(ns, dict):
         return None
-    return Principal(user_id=str(ns["user_id"]), agent_id=str(ns["agent_id"]), scope=str(ns["scope"]),
-                     token_id=token.client_id)
+    return Principal(
+        user_id=str(ns["user_id"]),
+        agent_id=str(ns["agent_id"]),
+        scope=str(ns["scope"]),
+        token_id=token.client_id,
+    )

@@ -71,8 +71,9 @@ DEFAULT_WATCH_INTERVAL = 1.0
 MAX_SESSIONS_KEPT = 1000
 TOOLS_PAGE = 200
 """Flow tools per ``tools/list`` page; a client follows ``nextCursor`` for the rest."""
-_LISTENER_NS: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("soloflow_listener_ns",
-                                                                                     default=None)
+_LISTENER_NS: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "soloflow_listener_ns", default=None
+)
 
 
 # --------------------------------------------------------------------------- the fixed tools
@@ -85,9 +86,15 @@ class _Args(BaseModel):
 class RunArgs(_Args):
     flow: str = Field(min_length=1, description="The flow's name (soloflow_list, soloflow_find)")
     inputs: dict[str, Any] = Field(default_factory=dict, description="The flow's inputs")
-    task: str | None = Field(default=None, description="A task text: missing inputs are recovered from it")
-    wait_seconds: float = Field(default=DEFAULT_WAIT, ge=0.0, le=MAX_WAIT,
-                                description="Seconds to wait for the result before answering with the run id")
+    task: str | None = Field(
+        default=None, description="A task text: missing inputs are recovered from it"
+    )
+    wait_seconds: float = Field(
+        default=DEFAULT_WAIT,
+        ge=0.0,
+        le=MAX_WAIT,
+        description="Seconds to wait for the result before answering with the run id",
+    )
 
 
 class RunIdArgs(_Args):
@@ -102,7 +109,9 @@ class ListArgs(_Args):
 class FindArgs(_Args):
     task: str = Field(min_length=1, description="The task (or conversation) to find flows for")
     limit: int = Field(default=5, ge=1, le=50)
-    tools: list[str] | None = Field(default=None, description="The tools you have: flows calling others are left out")
+    tools: list[str] | None = Field(
+        default=None, description="The tools you have: flows calling others are left out"
+    )
 
 
 class FindResult(BaseModel):
@@ -121,18 +130,34 @@ BUILTIN_TOOLS: dict[str, _Builtin] = {
     "soloflow_run": _Builtin(
         description="Run a registered SoloFlow flow (no model call). Returns its result; when it waits for "
         "a person's approval or runs longer than wait_seconds, its run_id — follow it with soloflow_status.",
-        args=RunArgs, output=RunOutcomeView, scope="write"),
-    "soloflow_status": _Builtin(description="A flow run's state, outcome and steps.", args=RunIdArgs,
-                                output=FlowRunView, scope="read"),
+        args=RunArgs,
+        output=RunOutcomeView,
+        scope="write",
+    ),
+    "soloflow_status": _Builtin(
+        description="A flow run's state, outcome and steps.",
+        args=RunIdArgs,
+        output=FlowRunView,
+        scope="read",
+    ),
     "soloflow_list": _Builtin(
         description="The registered flows of this namespace, with their record and quality score.",
-        args=ListArgs, output=WorkflowPage, scope="read"),
+        args=ListArgs,
+        output=WorkflowPage,
+        scope="read",
+    ),
     "soloflow_cancel": _Builtin(
-        description="Cancel a flow run: a running one stops before its next step.", args=RunIdArgs,
-        output=FlowRunView, scope="write"),
+        description="Cancel a flow run: a running one stops before its next step.",
+        args=RunIdArgs,
+        output=FlowRunView,
+        scope="write",
+    ),
     "soloflow_find": _Builtin(
         description="The flows that fit a task, best first (text, tools named, confidence; ties by quality).",
-        args=FindArgs, output=FindResult, scope="read"),
+        args=FindArgs,
+        output=FindResult,
+        scope="read",
+    ),
 }
 
 
@@ -151,11 +176,17 @@ def _flow_input_schema(flow: FlowDefinition) -> dict[str, Any]:
 def _flow_description(flow: FlowDefinition, meta: FlowMeta, quality: float | None) -> str:
     tool = {s.id: s.skill_key for s in flow.steps}
     layers = [[tool[step] for step in layer] for layer in validate_flow(flow).layers]
-    path = " → ".join(layer[0] if len(layer) == 1 else "(" + ", ".join(layer) + ")" for layer in layers)
+    path = " → ".join(
+        layer[0] if len(layer) == 1 else "(" + ", ".join(layer) + ")" for layer in layers
+    )
     text = f"Runs SoloFlow flow {flow.name!r}: {path}; the same steps every time, no model call."
     if flow.description.strip():
         text = flow.description.strip() + "\n" + text
-    text += f" Confidence {meta.confidence:.2f}" + (f", quality {quality:.2f}" if quality is not None else "") + "."
+    text += (
+        f" Confidence {meta.confidence:.2f}"
+        + (f", quality {quality:.2f}" if quality is not None else "")
+        + "."
+    )
     return text if len(text) <= 1024 else text[:1023] + "…"
 
 
@@ -167,7 +198,9 @@ class NamespaceBus:
     :meth:`publish_to` reaches only that namespace's ``subscriptions/listen`` streams."""
 
     def __init__(self) -> None:
-        self._listeners: dict[object, tuple[tuple[str, str] | None, Callable[[ServerEvent], None]]] = {}
+        self._listeners: dict[
+            object, tuple[tuple[str, str] | None, Callable[[ServerEvent], None]]
+        ] = {}
 
     async def publish(self, event: ServerEvent) -> None:
         for _, listener in list(self._listeners.values()):
@@ -201,8 +234,14 @@ class SoloFlowMCP:
         tools_page: flow tools per ``tools/list`` page.
     """
 
-    def __init__(self, service: SoloFlowService, *, principal: Principal | None = None,
-                 watch_interval: float = DEFAULT_WATCH_INTERVAL, tools_page: int = TOOLS_PAGE) -> None:
+    def __init__(
+        self,
+        service: SoloFlowService,
+        *,
+        principal: Principal | None = None,
+        watch_interval: float = DEFAULT_WATCH_INTERVAL,
+        tools_page: int = TOOLS_PAGE,
+    ) -> None:
         self.service = service
         self.principal = principal
         self.watch_interval = watch_interval
@@ -214,12 +253,16 @@ class SoloFlowMCP:
         self._names: dict[tuple[str, str], dict[str, str]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.server: Server[dict[str, Any]] = Server(
-            "soloflow", version=__version__, title="SoloFlow",
+            "soloflow",
+            version=__version__,
+            title="SoloFlow",
             instructions="Deterministic flows SoloFlow learned from agents' tool calls: find one for a "
             "task (soloflow_find), run it (its own tool, or soloflow_run), follow a run (soloflow_status).",
-            lifespan=self._lifespan, on_list_tools=self._list_tools, on_call_tool=self._call_tool,
+            lifespan=self._lifespan,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
             on_subscriptions_listen=self._on_listen,
-        )  # fmt: skip
+        )
         service.on_flows_changed(self._changed_here)
 
     # ------------------------------------------------------------------ who asks
@@ -264,36 +307,60 @@ class SoloFlowMCP:
         self._names[(p.user_id, p.agent_id)] = {name: meta.name for name, meta, _ in out}
         return out
 
-    def _tools(self, p: Principal, cursor: str | None) -> tuple[list[types.Tool], str | None, list[FlowMeta]]:
+    def _tools(
+        self, p: Principal, cursor: str | None
+    ) -> tuple[list[types.Tool], str | None, list[FlowMeta]]:
         """One page of the namespace's tools (the fixed ones on the first), the next page's
         cursor, and every active flow's record."""
         catalog = self._catalog(p)
         try:
             start = int(cursor or 0)
         except ValueError:
-            raise SoloFlowError(f"tools/list: cursor {cursor!r} is not one this server gave") from None
+            raise SoloFlowError(
+                f"tools/list: cursor {cursor!r} is not one this server gave"
+            ) from None
         tools: list[types.Tool] = []
         if start == 0:
-            tools += [types.Tool(
-                name=name, description=spec.description, input_schema=_schema(spec.args),
-                output_schema=_schema(spec.output), annotations=types.ToolAnnotations(read_only_hint=spec.scope == "read"))
-                for name, spec in BUILTIN_TOOLS.items() if scope_allows(p.scope, spec.scope)]  # fmt: skip
+            tools += [
+                types.Tool(
+                    name=name,
+                    description=spec.description,
+                    input_schema=_schema(spec.args),
+                    output_schema=_schema(spec.output),
+                    annotations=types.ToolAnnotations(read_only_hint=spec.scope == "read"),
+                )
+                for name, spec in BUILTIN_TOOLS.items()
+                if scope_allows(p.scope, spec.scope)
+            ]
         page = catalog[start : start + self.tools_page]
         scores = self.service.qualities(p, [meta for _, meta, _ in page])
         for name, meta, flow in page:
             quality = scores[(meta.name, meta.version)]
-            tools.append(types.Tool(
-                name=name, title=flow.name, description=_flow_description(flow, meta, quality.overall),
-                input_schema=_flow_input_schema(flow), output_schema=_schema(RunOutcomeView),
-                annotations=types.ToolAnnotations(title=flow.name, read_only_hint=False),
-                _meta={"soloflow/flow": flow.name, "soloflow/version": flow.version,
-                       "soloflow/quality": quality.as_dict()},
-            ))  # fmt: skip
+            tools.append(
+                types.Tool(
+                    name=name,
+                    title=flow.name,
+                    description=_flow_description(flow, meta, quality.overall),
+                    input_schema=_flow_input_schema(flow),
+                    output_schema=_schema(RunOutcomeView),
+                    annotations=types.ToolAnnotations(title=flow.name, read_only_hint=False),
+                    _meta={
+                        "soloflow/flow": flow.name,
+                        "soloflow/version": flow.version,
+                        "soloflow/quality": quality.as_dict(),
+                    },
+                )
+            )
         more = start + self.tools_page < len(catalog)
-        return tools, (str(start + self.tools_page) if more else None), [meta for _, meta, _ in catalog]
+        return (
+            tools,
+            (str(start + self.tools_page) if more else None),
+            [meta for _, meta, _ in catalog],
+        )
 
-    async def _list_tools(self, ctx: ServerRequestContext[Any, Any],
-                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         p = self._who(ctx)
         self._remember(ctx, p)
         cursor = params.cursor if params is not None else None
@@ -301,15 +368,20 @@ class SoloFlowMCP:
         self._seen.setdefault((p.user_id, p.agent_id), self._signature_of(metas))
         return types.ListToolsResult(tools=tools, next_cursor=next_cursor)
 
-    async def _call_tool(self, ctx: ServerRequestContext[Any, Any],
-                         params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
         try:
             p = self._who(ctx)
             self._remember(ctx, p)
-            result = await anyio.to_thread.run_sync(self._call, p, params.name, dict(params.arguments or {}))
+            result = await anyio.to_thread.run_sync(
+                self._call, p, params.name, dict(params.arguments or {})
+            )
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(arguments)'}: {e['msg']}"
-                                 for e in exc.errors())
+            problems = "; ".join(
+                f"{'.'.join(str(x) for x in e['loc']) or '(arguments)'}: {e['msg']}"
+                for e in exc.errors()
+            )
             return _error(f"invalid arguments for {params.name}: {problems}")
         except SoloFlowError as exc:
             return _error(str(exc))
@@ -323,8 +395,11 @@ class SoloFlowMCP:
             text = _run_text(result)
         else:
             text = json.dumps(data, ensure_ascii=False)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
-                                    structured_content=data, is_error=False)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=data,
+            is_error=False,
+        )
 
     def _call(self, p: Principal, name: str, arguments: dict[str, Any]) -> BaseModel:
         svc = self.service
@@ -333,17 +408,27 @@ class SoloFlowMCP:
             p.require(spec.scope, f"call {name}")
             args = spec.args.model_validate(arguments)
             if isinstance(args, RunArgs):
-                return svc.start_run(p, args.flow, args.inputs, task=args.task, wait=args.wait_seconds)
+                return svc.start_run(
+                    p, args.flow, args.inputs, task=args.task, wait=args.wait_seconds
+                )
             if isinstance(args, ListArgs):
                 return svc.list_workflows(p, limit=args.limit, offset=args.offset)
             if isinstance(args, FindArgs):
-                return FindResult(matches=svc.find_flows(p, args.task, tools=args.tools, limit=args.limit))
+                return FindResult(
+                    matches=svc.find_flows(p, args.task, tools=args.tools, limit=args.limit)
+                )
             assert isinstance(args, RunIdArgs)
-            return svc.cancel_run(p, args.run_id) if name == "soloflow_cancel" else svc.run_status(p, args.run_id)
+            return (
+                svc.cancel_run(p, args.run_id)
+                if name == "soloflow_cancel"
+                else svc.run_status(p, args.run_id)
+            )
         flow = self._flow_of_tool(p, name)
         if flow is None:
-            raise SoloFlowError(f"unknown tool {name!r}: list the tools again (flows are promoted and retired "
-                                "while you are connected)")
+            raise SoloFlowError(
+                f"unknown tool {name!r}: list the tools again (flows are promoted and retired "
+                "while you are connected)"
+            )
         p.require("write", f"run flow {flow!r}")
         return svc.start_run(p, flow, arguments, wait=DEFAULT_WAIT)
 
@@ -356,8 +441,9 @@ class SoloFlowMCP:
 
     # ------------------------------------------------------------------ list changes
 
-    async def _on_listen(self, ctx: ServerRequestContext[Any, Any],
-                         params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+    async def _on_listen(
+        self, ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+    ) -> types.SubscriptionsListenResult:
         p = self._who(ctx)
         ns = (p.user_id, p.agent_id)
         if ns not in self._seen:
@@ -370,7 +456,11 @@ class SoloFlowMCP:
             _LISTENER_NS.reset(reset)
 
     def _active_metas(self, p: Principal) -> list[FlowMeta]:
-        return [m for m in self.service.store.list_flow_meta(include_retired=False, **p.ns) if m.status == "active"]
+        return [
+            m
+            for m in self.service.store.list_flow_meta(include_retired=False, **p.ns)
+            if m.status == "active"
+        ]
 
     @staticmethod
     def _signature_of(metas: list[FlowMeta]) -> tuple[Any, ...]:
@@ -388,7 +478,9 @@ class SoloFlowMCP:
                 try:
                     metas = await anyio.to_thread.run_sync(self._active_metas, Principal(*ns))
                 except Exception:  # a store hiccup: look again next time
-                    log.warning("SoloFlow MCP: could not read the flows of %s/%s", *ns, exc_info=True)
+                    log.warning(
+                        "SoloFlow MCP: could not read the flows of %s/%s", *ns, exc_info=True
+                    )
                     continue
                 signature = self._signature_of(metas)
                 if self._seen.get(ns) != signature:
@@ -437,17 +529,20 @@ class SoloFlowMCP:
         async with stdio_server() as (read, write):
             await self.server.run(read, write, self.initialization_options())
 
-    def http_app(self, *, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp") -> Starlette:
+    def http_app(
+        self, *, host: str = "127.0.0.1", port: int = 8765, path: str = "/mcp"
+    ) -> Starlette:
         """The streamable-HTTP ASGI app; every request needs a bearer token."""
         from mcp.server.auth.settings import AuthSettings
 
         from soloflow_langgraph.server.auth import StoreTokenVerifier
 
         return self.server.streamable_http_app(
-            streamable_http_path=path, host=host,
+            streamable_http_path=path,
+            host=host,
             auth=AuthSettings(issuer_url=f"http://{host}:{port}", resource_server_url=None),  # type: ignore[arg-type]
             token_verifier=StoreTokenVerifier(self.service.store),
-        )  # fmt: skip
+        )
 
 
 def _as_text(value: Any) -> str:
@@ -459,23 +554,35 @@ def _run_text(r: RunOutcomeView) -> str:
     if r.status == "completed":
         text = _as_text(r.output)
         if r.errors:
-            text += "\n(steps that failed and were skipped: " + "; ".join(f"{k}: {v}" for k, v in r.errors.items()) + ")"
+            text += (
+                "\n(steps that failed and were skipped: "
+                + "; ".join(f"{k}: {v}" for k, v in r.errors.items())
+                + ")"
+            )
         return text
     if r.status == "waiting":
         question = r.interrupt.get("question") if isinstance(r.interrupt, dict) else None
-        return (f"flow run {r.run_id} of {r.flow!r} waits for a person's approval"
-                + (f" ({question})" if question else "")
-                + f": `soloflow flows runs approve {r.run_id}`; follow it with soloflow_status.")
+        return (
+            f"flow run {r.run_id} of {r.flow!r} waits for a person's approval"
+            + (f" ({question})" if question else "")
+            + f": `soloflow flows runs approve {r.run_id}`; follow it with soloflow_status."
+        )
     if r.status == "running":
-        return f"flow run {r.run_id} of {r.flow!r} is still running; follow it with soloflow_status."
+        return (
+            f"flow run {r.run_id} of {r.flow!r} is still running; follow it with soloflow_status."
+        )
     if r.status == "fallback":
-        return r.handoff or f"flow {r.flow!r} handed the task back: results so far {_as_text(r.results)}"
+        return (
+            r.handoff
+            or f"flow {r.flow!r} handed the task back: results so far {_as_text(r.results)}"
+        )
     if r.status == "cancelled":
-        return f"flow run {r.run_id} of {r.flow!r} was cancelled" + (f": {r.error}" if r.error else "")
+        return f"flow run {r.run_id} of {r.flow!r} was cancelled" + (
+            f": {r.error}" if r.error else ""
+        )
     where = f" at step {r.failed_step!r}" if r.failed_step else ""
     return f"flow {r.flow!r} failed{where} (run {r.run_id}): {r.error or _as_text(r.errors)}"
 
 
 def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
-

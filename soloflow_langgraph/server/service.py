@@ -103,7 +103,10 @@ class Principal:
             raise AccessDeniedError(
                 f"this token's scope is {self.scope!r}: it cannot {act} (needs {needed!r}); create "
                 f"one with `soloflow tokens create --user {self.user_id} --agent {self.agent_id} "
-                f"--scope {needed}`", scope=self.scope, needed=needed)
+                f"--scope {needed}`",
+                scope=self.scope,
+                needed=needed,
+            )
 
     @property
     def ns(self) -> Namespace:
@@ -139,22 +142,52 @@ def trace_of(run: TaskRun) -> TraceView:
     tools = list(run.tool_calls)
     t = 0
     for i, m in enumerate(run.model_calls):
-        spans.append(TraceSpan(kind="model", index=i, turn=i, name=m.model, duration_ms=m.duration_ms,
-                               tokens=m.total_tokens))
+        spans.append(
+            TraceSpan(
+                kind="model",
+                index=i,
+                turn=i,
+                name=m.model,
+                duration_ms=m.duration_ms,
+                tokens=m.total_tokens,
+            )
+        )
         for _ in range(m.tool_calls_requested):
             if t < len(tools):
                 c = tools[t]
-                spans.append(TraceSpan(kind="tool", index=t, turn=i, name=c.name, duration_ms=c.duration_ms,
-                                       args=c.args, error=c.error))
+                spans.append(
+                    TraceSpan(
+                        kind="tool",
+                        index=t,
+                        turn=i,
+                        name=c.name,
+                        duration_ms=c.duration_ms,
+                        args=c.args,
+                        error=c.error,
+                    )
+                )
                 t += 1
     for k in range(t, len(tools)):
         c = tools[k]
-        spans.append(TraceSpan(kind="tool", index=k, turn=len(run.model_calls), name=c.name,
-                               duration_ms=c.duration_ms, args=c.args, error=c.error))
-    return TraceView(run_id=run.run_id, task=run.task, spans=spans,
-                     total_tokens=sum(m.total_tokens for m in run.model_calls),
-                     model_ms=round(sum(m.duration_ms or 0.0 for m in run.model_calls), 3),
-                     tool_ms=round(sum(c.duration_ms or 0.0 for c in run.tool_calls), 3))  # fmt: skip
+        spans.append(
+            TraceSpan(
+                kind="tool",
+                index=k,
+                turn=len(run.model_calls),
+                name=c.name,
+                duration_ms=c.duration_ms,
+                args=c.args,
+                error=c.error,
+            )
+        )
+    return TraceView(
+        run_id=run.run_id,
+        task=run.task,
+        spans=spans,
+        total_tokens=sum(m.total_tokens for m in run.model_calls),
+        model_ms=round(sum(m.duration_ms or 0.0 for m in run.model_calls), 3),
+        tool_ms=round(sum(c.duration_ms or 0.0 for c in run.tool_calls), 3),
+    )
 
 
 class SoloFlowService:
@@ -167,8 +200,14 @@ class SoloFlowService:
         learning: records each run's outcome (confidence, status); default one on ``store``.
     """
 
-    def __init__(self, store: Store, *, tools: Sequence[Any] = (), plugin_manager: pluggy.PluginManager | None = None,
-                 learning: LearningService | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        tools: Sequence[Any] = (),
+        plugin_manager: pluggy.PluginManager | None = None,
+        learning: LearningService | None = None,
+    ) -> None:
         self.store = store
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
         self.registry = build_executor_registry(self.pm, tools=tools)
@@ -176,7 +215,9 @@ class SoloFlowService:
         self.memory = ProceduralMemory(store, pm=self.pm)
         self._runtimes: dict[tuple[str, str], FlowRuntime] = {}
         self._definitions: dict[tuple[str, str, str, int], FlowDefinition] = {}
-        self._quality: dict[tuple[str, str, str, int], tuple[tuple[Any, ...], float, QualityScore]] = {}
+        self._quality: dict[
+            tuple[str, str, str, int], tuple[tuple[Any, ...], float, QualityScore]
+        ] = {}
         self._agent_sides: dict[tuple[str, int], AgentSide] = {}
         self._threads: set[threading.Thread] = set()
         self._lock = threading.Lock()
@@ -218,12 +259,18 @@ class SoloFlowService:
 
     def definitions(self, p: Principal, metas: Sequence[FlowMeta]) -> None:
         """Read the definitions of ``metas`` not read yet, in one statement."""
-        missing = [(m.name, m.version) for m in metas if (p.user_id, p.agent_id, m.name, m.version) not in self._definitions]
+        missing = [
+            (m.name, m.version)
+            for m in metas
+            if (p.user_id, p.agent_id, m.name, m.version) not in self._definitions
+        ]
         if missing:
             for (name, version), flow in self.store.flow_definitions(missing, **p.ns).items():
                 self._definitions[(p.user_id, p.agent_id, name, version)] = flow
 
-    def qualities(self, p: Principal, metas: Sequence[FlowMeta]) -> dict[tuple[str, int], QualityScore]:
+    def qualities(
+        self, p: Principal, metas: Sequence[FlowMeta]
+    ) -> dict[tuple[str, int], QualityScore]:
         """The flow versions' quality scores, by (name, version): measured together
         (:func:`~soloflow_core.learning.quality.flows_quality`), each reused for
         :data:`QUALITY_TTL` seconds while its record (executions, confidence, status) is unchanged."""
@@ -240,7 +287,11 @@ class SoloFlowService:
             fresh = flows_quality(self.store, stale, agent_side_of=self._agent_side, **p.ns)
             for meta in stale:
                 score = out[(meta.name, meta.version)] = fresh[(meta.name, meta.version)]
-                self._quality[(p.user_id, p.agent_id, meta.name, meta.version)] = (_stamp(meta), now, score)
+                self._quality[(p.user_id, p.agent_id, meta.name, meta.version)] = (
+                    _stamp(meta),
+                    now,
+                    score,
+                )
         return out
 
     def quality(self, p: Principal, meta: FlowMeta) -> QualityScore:
@@ -254,37 +305,68 @@ class SoloFlowService:
             hit = self._agent_sides[key] = agent_side(self.store, cand)
         return hit
 
-    def workflow_view(self, p: Principal, meta: FlowMeta, quality: QualityScore | None = None) -> WorkflowView:
+    def workflow_view(
+        self, p: Principal, meta: FlowMeta, quality: QualityScore | None = None
+    ) -> WorkflowView:
         flow = self.definition(p, meta.name, meta.version)
         return WorkflowView.of(meta, _inputs(flow), quality)
 
-    def list_workflows(self, p: Principal, *, limit: int = 50, offset: int = 0, quality: bool = True,
-                       include_retired: bool = True) -> WorkflowPage:
+    def list_workflows(
+        self,
+        p: Principal,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        quality: bool = True,
+        include_retired: bool = True,
+    ) -> WorkflowPage:
         """The namespace's flows (latest version of each), by name, one page."""
-        metas = self.store.list_flow_meta(include_retired=include_retired, limit=limit + 1, offset=offset, **p.ns)
+        metas = self.store.list_flow_meta(
+            include_retired=include_retired, limit=limit + 1, offset=offset, **p.ns
+        )
         page, next_offset = _page(metas, limit, offset)
         self.definitions(p, page)
         scores = self.qualities(p, page) if quality else {}
-        return WorkflowPage(workflows=[self.workflow_view(p, m, scores.get((m.name, m.version))) for m in page],
-                            limit=limit, offset=offset, next_offset=next_offset)
+        return WorkflowPage(
+            workflows=[self.workflow_view(p, m, scores.get((m.name, m.version))) for m in page],
+            limit=limit,
+            offset=offset,
+            next_offset=next_offset,
+        )
 
     def active_flows(self, p: Principal) -> list[tuple[FlowMeta, FlowDefinition]]:
         """The namespace's active flows (latest versions), by name, with their definitions."""
-        metas = [m for m in self.store.list_flow_meta(include_retired=False, **p.ns) if m.status == "active"]
+        metas = [
+            m
+            for m in self.store.list_flow_meta(include_retired=False, **p.ns)
+            if m.status == "active"
+        ]
         self.definitions(p, metas)
         return [(m, self.definition(p, m.name, m.version)) for m in metas]
 
-    def submit_workflow(self, p: Principal, workflow: Mapping[str, Any] | FlowDefinition, *,
-                        trigger_keywords: Sequence[str] | None = None) -> WorkflowView:
+    def submit_workflow(
+        self,
+        p: Principal,
+        workflow: Mapping[str, Any] | FlowDefinition,
+        *,
+        trigger_keywords: Sequence[str] | None = None,
+    ) -> WorkflowView:
         """Validate a person's flow like ``soloflow flows submit`` (every problem with its field
         path; every ``skill_key`` one of the executors) and register it, user-submitted."""
         p.require("write", "submit a workflow")
-        flow = self.memory.submit_workflow(p.user_id, p.agent_id, workflow, trigger_keywords=trigger_keywords,
-                                           executors=self.registry.keys())
+        flow = self.memory.submit_workflow(
+            p.user_id,
+            p.agent_id,
+            workflow,
+            trigger_keywords=trigger_keywords,
+            executors=self.registry.keys(),
+        )
         self._changed(p)
         return self._view_with_quality(p, flow.name, flow.version)
 
-    def _view_with_quality(self, p: Principal, name: str, version: int | None = None) -> WorkflowView:
+    def _view_with_quality(
+        self, p: Principal, name: str, version: int | None = None
+    ) -> WorkflowView:
         meta = self.store.get_flow_meta(name, version=version, **p.ns)
         return self.workflow_view(p, meta, self.quality(p, meta))
 
@@ -293,44 +375,75 @@ class SoloFlowService:
 
         meta = self.store.get_flow_meta(name, version=version, **p.ns)
         flow = self.definition(p, name, meta.version)
-        return FlowView(workflow=self.workflow_view(p, meta, self.quality(p, meta)), definition=flow.model_dump(mode="json"),
-                        mermaid=flow_mermaid(flow))
+        return FlowView(
+            workflow=self.workflow_view(p, meta, self.quality(p, meta)),
+            definition=flow.model_dump(mode="json"),
+            mermaid=flow_mermaid(flow),
+        )
 
-    def flow_versions(self, p: Principal, name: str, *, limit: int = 50, offset: int = 0) -> Page[WorkflowView]:
+    def flow_versions(
+        self, p: Principal, name: str, *, limit: int = 50, offset: int = 0
+    ) -> Page[WorkflowView]:
         """Every stored version of the flow, newest first, one page."""
         versions = self.store.list_flow_versions(name, **p.ns)
         page, next_offset = _page(versions[offset : offset + limit + 1], limit, offset)
-        return Page[WorkflowView](items=[self.workflow_view(p, m) for m in page], limit=limit, offset=offset,
-                                  next_offset=next_offset)
+        return Page[WorkflowView](
+            items=[self.workflow_view(p, m) for m in page],
+            limit=limit,
+            offset=offset,
+            next_offset=next_offset,
+        )
 
     def flow_stats(self, p: Principal, name: str) -> SavingsView:
         meta = self.store.get_flow_meta(name, **p.ns)
         return SavingsView.of(measure_flow_savings(self.store, meta, **p.ns), self.quality(p, meta))
 
-    def find_flows(self, p: Principal, text: str, *, tools: Sequence[str] | None = None, limit: int = 5,
-                   min_confidence: float = DEFAULT_MIN_CONFIDENCE) -> list[FindMatchView]:
+    def find_flows(
+        self,
+        p: Principal,
+        text: str,
+        *,
+        tools: Sequence[str] | None = None,
+        limit: int = 5,
+        min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+    ) -> list[FindMatchView]:
         """The flows that fit ``text``, best first; matches whose text scores tie are ordered
         by quality."""
-        matches = self.memory.find_workflow(p.user_id, p.agent_id, text, available_tools=tools,
-                                            min_confidence=min_confidence, limit=limit)
-        by_key = self.qualities(p, [self.store.get_flow_meta(m.name, version=m.version, **p.ns) for m in matches])
+        matches = self.memory.find_workflow(
+            p.user_id,
+            p.agent_id,
+            text,
+            available_tools=tools,
+            min_confidence=min_confidence,
+            limit=limit,
+        )
+        by_key = self.qualities(
+            p, [self.store.get_flow_meta(m.name, version=m.version, **p.ns) for m in matches]
+        )
         scores = {name: q for (name, _), q in by_key.items()}
         ordered = order_ties_by_quality(matches, lambda m: scores[m.name].overall)
         return [FindMatchView.of(m, scores[m.name]) for m in ordered]
 
     # ------------------------------------------------------------------ candidates
 
-    def list_candidates(self, p: Principal, *, status: str | None = None, limit: int = 50,
-                        offset: int = 0) -> Page[CandidateView]:
+    def list_candidates(
+        self, p: Principal, *, status: str | None = None, limit: int = 50, offset: int = 0
+    ) -> Page[CandidateView]:
         cands = self.store.list_candidates(status=status, limit=limit + 1, offset=offset, **p.ns)
         page, next_offset = _page(cands, limit, offset)
-        return Page[CandidateView](items=[CandidateView.of(c) for c in page], limit=limit, offset=offset,
-                                   next_offset=next_offset)
+        return Page[CandidateView](
+            items=[CandidateView.of(c) for c in page],
+            limit=limit,
+            offset=offset,
+            next_offset=next_offset,
+        )
 
     def candidate(self, p: Principal, candidate_id: str) -> CandidateView:
         return CandidateView.of(self.store.get_candidate(candidate_id, **p.ns))
 
-    def verify_candidate(self, p: Principal, candidate_id: str, *, threshold: float, promote: bool) -> VerifyView:
+    def verify_candidate(
+        self, p: Principal, candidate_id: str, *, threshold: float, promote: bool
+    ) -> VerifyView:
         """Replay the candidate's flow against held-out runs (``soloflow flows verify``); with
         ``promote``, register a pending candidate whose fidelity reaches ``threshold``."""
         from soloflow_langgraph.verify import verify_candidate
@@ -340,11 +453,19 @@ class SoloFlowService:
         cand, report = verify_candidate(self.store, candidate_id, **p.ns)
         promoted = None
         if promote and cand.status == "pending" and report.passes(threshold):
-            flow = auto_promote_candidate(self.store, candidate_id, threshold=threshold, pm=self.pm, **p.ns)
+            flow = auto_promote_candidate(
+                self.store, candidate_id, threshold=threshold, pm=self.pm, **p.ns
+            )
             self._changed(p)
             promoted = self._view_with_quality(p, flow.name, flow.version)
-        return VerifyView(candidate=CandidateView.of(cand), passes=report.passes(threshold), threshold=threshold,
-                          held_out=report.held_out, free_inputs=report.free_inputs, promoted=promoted)
+        return VerifyView(
+            candidate=CandidateView.of(cand),
+            passes=report.passes(threshold),
+            threshold=threshold,
+            held_out=report.held_out,
+            free_inputs=report.free_inputs,
+            promoted=promoted,
+        )
 
     def approve_candidate(self, p: Principal, candidate_id: str) -> WorkflowView:
         p.require("write", "approve a candidate")
@@ -367,13 +488,23 @@ class SoloFlowService:
                 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
                 # The runtime records every run's outcome in the flow's record itself.
-                runtime = FlowRuntime(self.store, registry=self.registry, plugin_manager=self.pm,
-                                      learning_config=self.learning.config, **p.ns)
+                runtime = FlowRuntime(
+                    self.store,
+                    registry=self.registry,
+                    plugin_manager=self.pm,
+                    learning_config=self.learning.config,
+                    **p.ns,
+                )
                 self._runtimes[key] = runtime
         return runtime
 
-    def _drive(self, flow: str, run: Callable[[Callable[[str], None]], FlowRunResult], wait: float,
-               known_id: str | None = None) -> RunOutcomeView:
+    def _drive(
+        self,
+        flow: str,
+        run: Callable[[Callable[[str], None]], FlowRunResult],
+        wait: float,
+        known_id: str | None = None,
+    ) -> RunOutcomeView:
         """Run ``run`` on a thread of its own; its result if it ends (or waits for approval)
         within ``wait`` seconds, else its id and status ``running``."""
         started, done = threading.Event(), threading.Event()
@@ -391,7 +522,12 @@ class SoloFlowService:
             except BaseException as exc:  # handed to the caller, or logged once it stopped waiting
                 box["error"] = exc
                 if started.is_set() and not waiting.is_set():
-                    log.error("flow run %s of %r failed after its caller stopped waiting: %s", box["id"], flow, exc)
+                    log.error(
+                        "flow run %s of %r failed after its caller stopped waiting: %s",
+                        box["id"],
+                        flow,
+                        exc,
+                    )
             finally:
                 done.set()
                 with self._lock:
@@ -414,8 +550,15 @@ class SoloFlowService:
             raise box["error"]
         return RunOutcomeView.of(box["result"])
 
-    def start_run(self, p: Principal, name: str, inputs: Mapping[str, Any] | None = None, *,
-                  task: str | None = None, wait: float = DEFAULT_WAIT) -> RunOutcomeView:
+    def start_run(
+        self,
+        p: Principal,
+        name: str,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        task: str | None = None,
+        wait: float = DEFAULT_WAIT,
+    ) -> RunOutcomeView:
         """Run the flow ``name`` (its latest version) on ``inputs`` (missing ones recovered
         from ``task`` by the flow's extraction rules)."""
         from soloflow_langgraph.runtime.inputs import inputs_from_task
@@ -426,51 +569,87 @@ class SoloFlowService:
         given = dict(inputs or {})
         if task:
             given = {**inputs_from_task(flow, task), **given}
-        return self._drive(flow.name, lambda on_started: runtime.run(name, given, on_started=on_started), wait)
+        return self._drive(
+            flow.name, lambda on_started: runtime.run(name, given, on_started=on_started), wait
+        )
 
     def run_status(self, p: Principal, run_id: str) -> FlowRunView:
         return FlowRunView.of(self.store.get_flow_run(run_id, **p.ns))
 
-    def run_history(self, p: Principal, run_id: str, *, limit: int = 500, offset: int = 0) -> Page[TransitionView]:
+    def run_history(
+        self, p: Principal, run_id: str, *, limit: int = 500, offset: int = 0
+    ) -> Page[TransitionView]:
         """The run's transitions, oldest first, one page."""
         moves = self.store.flow_run_history(run_id, **p.ns)
         page, next_offset = _page(moves[offset : offset + limit + 1], limit, offset)
-        return Page[TransitionView](items=[TransitionView.of(m) for m in page], limit=limit, offset=offset,
-                                    next_offset=next_offset)
+        return Page[TransitionView](
+            items=[TransitionView.of(m) for m in page],
+            limit=limit,
+            offset=offset,
+            next_offset=next_offset,
+        )
 
-    def list_flow_runs(self, p: Principal, *, flow: str | None = None, state: str | None = None, limit: int = 50,
-                       offset: int = 0) -> Page[FlowRunView]:
-        rows = self.store.list_flow_runs(flow_name=flow, state=state, limit=limit + 1, offset=offset, **p.ns)
+    def list_flow_runs(
+        self,
+        p: Principal,
+        *,
+        flow: str | None = None,
+        state: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> Page[FlowRunView]:
+        rows = self.store.list_flow_runs(
+            flow_name=flow, state=state, limit=limit + 1, offset=offset, **p.ns
+        )
         page, next_offset = _page(rows, limit, offset)
         items = [FlowRunView.of(self.store.get_flow_run(r["id"], **p.ns)) for r in page]
         return Page[FlowRunView](items=items, limit=limit, offset=offset, next_offset=next_offset)
 
-    def decide_run(self, p: Principal, run_id: str, *, approved: bool, comment: str | None = None,
-                   wait: float = DEFAULT_WAIT) -> RunOutcomeView:
+    def decide_run(
+        self,
+        p: Principal,
+        run_id: str,
+        *,
+        approved: bool,
+        comment: str | None = None,
+        wait: float = DEFAULT_WAIT,
+    ) -> RunOutcomeView:
         """Answer a run waiting for approval: it goes on (driven here), or is cancelled."""
         p.require("write", "approve or reject a flow run")
         rec = self.store.get_flow_run(run_id, **p.ns)
         runtime = self.runtime(p)
-        return self._drive(rec.flow_name, lambda _: runtime.approve(run_id, approved=approved, comment=comment),
-                           wait, known_id=run_id)
+        return self._drive(
+            rec.flow_name,
+            lambda _: runtime.approve(run_id, approved=approved, comment=comment),
+            wait,
+            known_id=run_id,
+        )
 
     def cancel_run(self, p: Principal, run_id: str) -> FlowRunView:
         p.require("write", "cancel a flow run")
         return FlowRunView.of(self.runtime(p).cancel(run_id))
 
-    def resume_run(self, p: Principal, run_id: str, *, force: bool = False, wait: float = DEFAULT_WAIT) -> RunOutcomeView:
+    def resume_run(
+        self, p: Principal, run_id: str, *, force: bool = False, wait: float = DEFAULT_WAIT
+    ) -> RunOutcomeView:
         p.require("write", "resume a flow run")
         rec = self.store.get_flow_run(run_id, **p.ns)
         runtime = self.runtime(p)
-        return self._drive(rec.flow_name, lambda _: runtime.resume(run_id, force=force), wait, known_id=run_id)
+        return self._drive(
+            rec.flow_name, lambda _: runtime.resume(run_id, force=force), wait, known_id=run_id
+        )
 
     # ------------------------------------------------------------------ captured runs
 
     def list_runs(self, p: Principal, *, limit: int = 50, offset: int = 0) -> Page[RunSummaryView]:
         rows = self.store.list_runs(limit=limit + 1, offset=offset, **p.ns)
         page, next_offset = _page(rows, limit, offset)
-        return Page[RunSummaryView](items=[RunSummaryView.of(r) for r in page], limit=limit, offset=offset,
-                                    next_offset=next_offset)
+        return Page[RunSummaryView](
+            items=[RunSummaryView.of(r) for r in page],
+            limit=limit,
+            offset=offset,
+            next_offset=next_offset,
+        )
 
     def task_run(self, p: Principal, run_id: str) -> TaskRunView:
         return TaskRunView.of(self.store.get_run(run_id, **p.ns))
@@ -484,8 +663,12 @@ class SoloFlowService:
         p.require("admin", "list the namespace's tokens")
         tokens = self.store.list_api_tokens(**p.ns)
         page, next_offset = _page(tokens[offset : offset + limit + 1], limit, offset)
-        return Page[TokenView](items=[TokenView.of(t) for t in page], limit=limit, offset=offset,
-                               next_offset=next_offset)
+        return Page[TokenView](
+            items=[TokenView.of(t) for t in page],
+            limit=limit,
+            offset=offset,
+            next_offset=next_offset,
+        )
 
     def create_token(self, p: Principal, *, scope: str, label: str | None) -> TokenView:
         p.require("admin", "create tokens")
@@ -499,6 +682,9 @@ class SoloFlowService:
     def namespace_exists(self, p: Principal) -> bool:
         """Whether anything of the namespace is stored (for ``soloflow mcp`` to warn on a typo)."""
         try:
-            return bool(self.store.list_flow_meta(limit=1, **p.ns)) or self.store.count_runs(**p.ns) > 0
+            return (
+                bool(self.store.list_flow_meta(limit=1, **p.ns))
+                or self.store.count_runs(**p.ns) > 0
+            )
         except NotFoundError:
             return False

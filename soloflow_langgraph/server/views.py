@@ -72,8 +72,12 @@ class QualityView(_View):
     @classmethod
     def of(cls, q: QualityScore) -> QualityView:
         d = q.as_dict()
-        return cls(**{k: d[k] for k in ("reliability", "efficiency", "maturity", "reusability", "overall")},
-                   evidence=d["evidence"])
+        return cls(
+            **{
+                k: d[k] for k in ("reliability", "efficiency", "maturity", "reusability", "overall")
+            },
+            evidence=d["evidence"],
+        )
 
 
 class WorkflowView(_View):
@@ -97,12 +101,22 @@ class WorkflowView(_View):
 
     @classmethod
     def of(cls, meta: FlowMeta, inputs: list[str], quality: QualityScore | None) -> WorkflowView:
-        return cls(name=meta.name, version=meta.version, source=meta.source, status=meta.status,
-                   confidence=meta.confidence, success_count=meta.success_count,
-                   total_executions=meta.total_executions, steps=list(meta.skill_keys), inputs=inputs,
-                   trigger_keywords=list(meta.trigger_keywords), created_at=meta.created_at,
-                   last_used=meta.last_used, candidate_id=meta.candidate_id,
-                   quality=None if quality is None else QualityView.of(quality))  # fmt: skip
+        return cls(
+            name=meta.name,
+            version=meta.version,
+            source=meta.source,
+            status=meta.status,
+            confidence=meta.confidence,
+            success_count=meta.success_count,
+            total_executions=meta.total_executions,
+            steps=list(meta.skill_keys),
+            inputs=inputs,
+            trigger_keywords=list(meta.trigger_keywords),
+            created_at=meta.created_at,
+            last_used=meta.last_used,
+            candidate_id=meta.candidate_id,
+            quality=None if quality is None else QualityView.of(quality),
+        )
 
 
 class Page(_View, Generic[T]):
@@ -149,10 +163,20 @@ class FindMatchView(_View):
 
     @classmethod
     def of(cls, m: WorkflowMatch, quality: QualityScore | None) -> FindMatchView:
-        return cls(name=m.name, version=m.version, source=m.source, status=m.status, confidence=m.confidence,
-                   score=m.score, text_score=m.text_score, tool_score=m.tool_score,
-                   matched_keywords=list(m.matched_keywords), missing_tools=list(m.missing_tools), why=m.why,
-                   quality=None if quality is None else QualityView.of(quality))  # fmt: skip
+        return cls(
+            name=m.name,
+            version=m.version,
+            source=m.source,
+            status=m.status,
+            confidence=m.confidence,
+            score=m.score,
+            text_score=m.text_score,
+            tool_score=m.tool_score,
+            matched_keywords=list(m.matched_keywords),
+            missing_tools=list(m.missing_tools),
+            why=m.why,
+            quality=None if quality is None else QualityView.of(quality),
+        )
 
 
 class _Side(_View):
@@ -164,7 +188,13 @@ class _Side(_View):
 
     @classmethod
     def of(cls, s: SideMeasure) -> _Side:
-        return cls(runs=s.runs, model_calls=s.model_calls, tokens=s.tokens, cost=s.cost, latency_ms=s.latency_ms)
+        return cls(
+            runs=s.runs,
+            model_calls=s.model_calls,
+            tokens=s.tokens,
+            cost=s.cost,
+            latency_ms=s.latency_ms,
+        )
 
 
 class SavingsView(_View):
@@ -187,11 +217,22 @@ class SavingsView(_View):
 
     @classmethod
     def of(cls, s: FlowSavings, quality: QualityScore) -> SavingsView:
-        return cls(flow=s.flow, version=s.version, source=s.source, status=s.status, confidence=s.confidence,
-                   success_count=s.success_count, total_executions=s.total_executions,
-                   agent=_Side.of(s.agent), flow_runs=_Side.of(s.flow_runs), completed_runs=s.completed_runs,
-                   saved_per_run=_Side.of(s.saved_per_run), saved_total=_Side.of(s.saved_total),
-                   estimated_token_savings=s.estimated_token_savings, quality=QualityView.of(quality))  # fmt: skip
+        return cls(
+            flow=s.flow,
+            version=s.version,
+            source=s.source,
+            status=s.status,
+            confidence=s.confidence,
+            success_count=s.success_count,
+            total_executions=s.total_executions,
+            agent=_Side.of(s.agent),
+            flow_runs=_Side.of(s.flow_runs),
+            completed_runs=s.completed_runs,
+            saved_per_run=_Side.of(s.saved_per_run),
+            saved_total=_Side.of(s.saved_total),
+            estimated_token_savings=s.estimated_token_savings,
+            quality=QualityView.of(quality),
+        )
 
 
 class CandidateView(_View):
@@ -213,11 +254,21 @@ class CandidateView(_View):
 
     @classmethod
     def of(cls, c: FlowCandidate) -> CandidateView:
-        return cls(id=c.id, status=c.status, tool_sequence=c.tool_sequence, occurrence_count=c.occurrence_count,
-                   match_type=c.match_type, estimated_token_savings=c.estimated_token_savings,
-                   fidelity=c.fidelity, confidence=c.confidence, verification_note=c.verification_note,
-                   divergences=c.divergences, proposed_flow=c.proposed_flow.model_dump(mode="json"),
-                   explanation=c.explanation, created_at=c.created_at)  # fmt: skip
+        return cls(
+            id=c.id,
+            status=c.status,
+            tool_sequence=c.tool_sequence,
+            occurrence_count=c.occurrence_count,
+            match_type=c.match_type,
+            estimated_token_savings=c.estimated_token_savings,
+            fidelity=c.fidelity,
+            confidence=c.confidence,
+            verification_note=c.verification_note,
+            divergences=c.divergences,
+            proposed_flow=c.proposed_flow.model_dump(mode="json"),
+            explanation=c.explanation,
+            created_at=c.created_at,
+        )
 
 
 class VerifyView(_View):
@@ -257,12 +308,24 @@ class FlowRunView(_View):
 
     @classmethod
     def of(cls, r: FlowRunRecord) -> FlowRunView:
-        return cls(run_id=r.id, flow=r.flow_name, version=r.flow_version, state=r.state, outcome=r.outcome,
-                   waiting_for_approval=r.waiting_for_approval, cancel_requested=r.cancel_requested,
-                   inputs=r.inputs, outputs=r.outputs, error=r.error, started_at=r.started_at,
-                   ended_at=r.ended_at,
-                   steps=[StepView(step=s.step_key, state=s.state, attempts=s.attempts, error=s.error)
-                          for s in r.steps])  # fmt: skip
+        return cls(
+            run_id=r.id,
+            flow=r.flow_name,
+            version=r.flow_version,
+            state=r.state,
+            outcome=r.outcome,
+            waiting_for_approval=r.waiting_for_approval,
+            cancel_requested=r.cancel_requested,
+            inputs=r.inputs,
+            outputs=r.outputs,
+            error=r.error,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            steps=[
+                StepView(step=s.step_key, state=s.state, attempts=s.attempts, error=s.error)
+                for s in r.steps
+            ],
+        )
 
 
 class RunOutcomeView(_View):
@@ -286,9 +349,20 @@ class RunOutcomeView(_View):
 
     @classmethod
     def of(cls, r: FlowRunResult) -> RunOutcomeView:
-        return cls(run_id=r.run_id, flow=r.flow, status=r.status, outcome=r.outcome, output=r.output,
-                   results=r.results, errors=r.errors, handoff=r.handoff, interrupt=r.interrupt,
-                   failed_step=r.failed_step, error=r.error, duration_ms=round(r.duration_ms, 3))  # fmt: skip
+        return cls(
+            run_id=r.run_id,
+            flow=r.flow,
+            status=r.status,
+            outcome=r.outcome,
+            output=r.output,
+            results=r.results,
+            errors=r.errors,
+            handoff=r.handoff,
+            interrupt=r.interrupt,
+            failed_step=r.failed_step,
+            error=r.error,
+            duration_ms=round(r.duration_ms, 3),
+        )
 
 
 class TransitionView(_View):
@@ -300,7 +374,9 @@ class TransitionView(_View):
 
     @classmethod
     def of(cls, m: Transition) -> TransitionView:
-        return cls(at=m.at, step=m.step_key, from_state=m.from_state, to_state=m.to_state, detail=m.detail)
+        return cls(
+            at=m.at, step=m.step_key, from_state=m.from_state, to_state=m.to_state, detail=m.detail
+        )
 
 
 class RunSummaryView(_View):
@@ -317,8 +393,16 @@ class RunSummaryView(_View):
 
     @classmethod
     def of(cls, r: RunSummary) -> RunSummaryView:
-        return cls(run_id=r.run_id, task=r.task, success=r.success, tool_count=r.tool_count,
-                   model_call_count=r.model_call_count, tokens=r.tokens, cost=r.cost, created_at=r.created_at)
+        return cls(
+            run_id=r.run_id,
+            task=r.task,
+            success=r.success,
+            tool_count=r.tool_count,
+            model_call_count=r.model_call_count,
+            tokens=r.tokens,
+            cost=r.cost,
+            created_at=r.created_at,
+        )
 
 
 class TaskRunView(_View):
@@ -336,10 +420,17 @@ class TaskRunView(_View):
 
     @classmethod
     def of(cls, r: TaskRun) -> TaskRunView:
-        return cls(run_id=r.run_id, task=r.task, success=r.success, tokens=r.tokens, cost=r.cost,
-                   started_at=r.started_at, ended_at=r.ended_at,
-                   tool_calls=[c.model_dump(mode="json") for c in r.tool_calls],
-                   model_calls=[m.model_dump(mode="json") for m in r.model_calls])  # fmt: skip
+        return cls(
+            run_id=r.run_id,
+            task=r.task,
+            success=r.success,
+            tokens=r.tokens,
+            cost=r.cost,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            tool_calls=[c.model_dump(mode="json") for c in r.tool_calls],
+            model_calls=[m.model_dump(mode="json") for m in r.model_calls],
+        )
 
 
 class TraceSpan(_View):
@@ -384,5 +475,13 @@ class TokenView(_View):
 
     @classmethod
     def of(cls, t: ApiToken, secret: str | None = None) -> TokenView:
-        return cls(token_id=t.token_id, user_id=t.user_id, agent_id=t.agent_id, scope=t.scope, label=t.label,
-                   created_at=t.created_at, revoked_at=t.revoked_at, token=secret)
+        return cls(
+            token_id=t.token_id,
+            user_id=t.user_id,
+            agent_id=t.agent_id,
+            scope=t.scope,
+            label=t.label,
+            created_at=t.created_at,
+            revoked_at=t.revoked_at,
+            token=secret,
+        )

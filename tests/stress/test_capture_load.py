@@ -56,7 +56,10 @@ def test_eight_processes_capture_into_one_ledger_and_lose_nothing(
     procs = [
         subprocess.Popen(
             [sys.executable, str(script), db_url, str(spill), str(go), f"p{i}", str(RUNS)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         for i in range(PROCESSES)
     ]
@@ -81,6 +84,8 @@ def test_eight_processes_capture_into_one_ledger_and_lose_nothing(
     finally:
         handler.close()
     assert stored == PROCESSES * RUNS  # 0 lost, none twice
-    print(f"\n{db_url.split(':')[0]}: {PROCESSES}x{RUNS} runs, {written} written, "
-          f"{spilled} spilled and written back, slowest process {slowest:.2f} s, "
-          f"{PROCESSES * RUNS / slowest:.0f} runs/s together")
+    print(
+        f"\n{db_url.split(':')[0]}: {PROCESSES}x{RUNS} runs, {written} written, "
+        f"{spilled} spilled and written back, slowest process {slowest:.2f} s, "
+        f"{PROCESSES * RUNS / slowest:.0f} runs/s together"
+    )

@@ -38,7 +38,9 @@ def _cold_start(url: str, tmp_path: Path) -> list[subprocess.CompletedProcess[st
     procs = [
         subprocess.Popen(
             [sys.executable, str(script), url, str(start), f"p{i}"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for i in range(PROCESSES)
     ]

@@ -50,7 +50,9 @@ tool_calls = sa.Table(
     "sf_tool_calls",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("run_pk", sa.Integer, sa.ForeignKey("sf_task_runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column(
+        "run_pk", sa.Integer, sa.ForeignKey("sf_task_runs.id", ondelete="CASCADE"), nullable=False
+    ),
     sa.Column("user_id", sa.String(255), nullable=False),
     sa.Column("agent_id", sa.String(255), nullable=False),
     sa.Column("seq", sa.Integer, nullable=False),
@@ -68,7 +70,9 @@ model_calls = sa.Table(
     "sf_model_calls",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("run_pk", sa.Integer, sa.ForeignKey("sf_task_runs.id", ondelete="CASCADE"), nullable=False),
+    sa.Column(
+        "run_pk", sa.Integer, sa.ForeignKey("sf_task_runs.id", ondelete="CASCADE"), nullable=False
+    ),
     sa.Column("user_id", sa.String(255), nullable=False),
     sa.Column("agent_id", sa.String(255), nullable=False),
     sa.Column("seq", sa.Integer, nullable=False),

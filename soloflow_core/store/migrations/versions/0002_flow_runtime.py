@@ -25,13 +25,20 @@ JSONType = sa.JSON().with_variant(JSONB(), "postgresql")
 def upgrade() -> None:
     with op.batch_alter_table("sf_flow_runs") as batch:
         batch.add_column(sa.Column("owner", sa.String(255)))
-        batch.add_column(sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()))
+        batch.add_column(
+            sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false())
+        )
         batch.add_column(sa.Column("updated_at", TS))
         batch.add_column(sa.Column("outcome", sa.String(32)))
         batch.add_column(sa.Column("definition", JSONType))
     op.create_table(
         "sf_flow_step_runs",
-        sa.Column("run_id", sa.String(64), sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column(
+            "run_id",
+            sa.String(64),
+            sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"),
+            primary_key=True,
+        ),
         sa.Column("step_key", sa.String(300), primary_key=True),
         sa.Column("step_id", sa.String(255), nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
@@ -46,7 +53,12 @@ def upgrade() -> None:
     op.create_table(
         "sf_flow_transitions",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-        sa.Column("run_id", sa.String(64), sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "run_id",
+            sa.String(64),
+            sa.ForeignKey("sf_flow_runs.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
         sa.Column("step_key", sa.String(300)),
         sa.Column("from_state", sa.String(16)),
         sa.Column("to_state", sa.String(16), nullable=False),

@@ -32,8 +32,10 @@ depends_on = None
 TS = UTCDateTime()
 JSONType = sa.JSON().with_variant(JSONB(), "postgresql")
 
-_TERMS_DDL = ("CREATE TABLE sf_flows_terms (ns VARCHAR(64) NOT NULL, term VARCHAR(64) NOT NULL, "
-              "df INTEGER NOT NULL, PRIMARY KEY (ns, term))")
+_TERMS_DDL = (
+    "CREATE TABLE sf_flows_terms (ns VARCHAR(64) NOT NULL, term VARCHAR(64) NOT NULL, "
+    "df INTEGER NOT NULL, PRIMARY KEY (ns, term))"
+)
 _SQLITE_DDL = [
     "CREATE VIRTUAL TABLE sf_flows_fts USING fts5("
     "ns, body, tokenize = 'unicode61 remove_diacritics 0')",
@@ -51,11 +53,17 @@ _BOILERPLATE_TAGS = {"auto-generated", "flow-offload"}
 
 def upgrade() -> None:
     with op.batch_alter_table("sf_flows") as batch:
-        batch.add_column(sa.Column("is_latest", sa.Boolean, nullable=False, server_default=sa.false()))
-        batch.add_column(sa.Column("status", sa.String(24), nullable=False, server_default="active"))
+        batch.add_column(
+            sa.Column("is_latest", sa.Boolean, nullable=False, server_default=sa.false())
+        )
+        batch.add_column(
+            sa.Column("status", sa.String(24), nullable=False, server_default="active")
+        )
         batch.add_column(sa.Column("confidence", sa.Float, nullable=False, server_default="0.5"))
         batch.add_column(sa.Column("success_count", sa.Integer, nullable=False, server_default="0"))
-        batch.add_column(sa.Column("total_executions", sa.Integer, nullable=False, server_default="0"))
+        batch.add_column(
+            sa.Column("total_executions", sa.Integer, nullable=False, server_default="0")
+        )
         batch.add_column(sa.Column("last_used", TS))
         batch.add_column(sa.Column("trigger_keywords", JSONType))
         batch.add_column(sa.Column("skill_keys", JSONType))
@@ -77,8 +85,18 @@ def downgrade() -> None:
         op.execute("ALTER TABLE sf_flows DROP COLUMN IF EXISTS search_text_tsv")
     op.drop_index("ix_sf_flows_ns_latest", table_name="sf_flows")
     with op.batch_alter_table("sf_flows") as batch:
-        for name in ("learning", "search_text", "skill_keys", "trigger_keywords", "last_used",
-                     "total_executions", "success_count", "confidence", "status", "is_latest"):
+        for name in (
+            "learning",
+            "search_text",
+            "skill_keys",
+            "trigger_keywords",
+            "last_used",
+            "total_executions",
+            "success_count",
+            "confidence",
+            "status",
+            "is_latest",
+        ):
             batch.drop_column(name)
 
 
@@ -86,11 +104,18 @@ def downgrade() -> None:
 
 _flows = sa.table(
     "sf_flows",
-    sa.column("id", sa.Integer), sa.column("user_id", sa.String), sa.column("agent_id", sa.String),
-    sa.column("name", sa.String), sa.column("version", sa.Integer), sa.column("source", sa.String),
-    sa.column("definition", JSONType), sa.column("is_latest", sa.Boolean),
-    sa.column("confidence", sa.Float), sa.column("trigger_keywords", JSONType),
-    sa.column("skill_keys", JSONType), sa.column("search_text", sa.Text),
+    sa.column("id", sa.Integer),
+    sa.column("user_id", sa.String),
+    sa.column("agent_id", sa.String),
+    sa.column("name", sa.String),
+    sa.column("version", sa.Integer),
+    sa.column("source", sa.String),
+    sa.column("definition", JSONType),
+    sa.column("is_latest", sa.Boolean),
+    sa.column("confidence", sa.Float),
+    sa.column("trigger_keywords", JSONType),
+    sa.column("skill_keys", JSONType),
+    sa.column("search_text", sa.Text),
 )
 
 
@@ -99,8 +124,11 @@ def _keywords(d: dict[str, Any]) -> list[str]:
     tags = [str(x).strip() for x in d.get("tags") or [] if str(x).strip() not in _BOILERPLATE_TAGS]
     texts = [d.get("name") or "", d.get("description") or ""]
     texts += [s.get("name") or "" for s in steps] + [s.get("skill_key") or "" for s in steps]
-    found = [w for w in dict.fromkeys(w for x in texts for w in words(x))
-             if w not in _BOILERPLATE and not w.isdigit()]
+    found = [
+        w
+        for w in dict.fromkeys(w for x in texts for w in words(x))
+        if w not in _BOILERPLATE and not w.isdigit()
+    ]
     seen: set[tuple[str, ...]] = set()
     out = []
     for k in [*tags, *found]:
@@ -119,8 +147,17 @@ def _search_text(d: dict[str, Any], keywords: list[str]) -> str:
 
 
 def _backfill(conn: sa.Connection, sqlite: bool) -> None:
-    rows = conn.execute(sa.select(_flows.c.id, _flows.c.user_id, _flows.c.agent_id, _flows.c.name,
-                                  _flows.c.version, _flows.c.source, _flows.c.definition)).all()
+    rows = conn.execute(
+        sa.select(
+            _flows.c.id,
+            _flows.c.user_id,
+            _flows.c.agent_id,
+            _flows.c.name,
+            _flows.c.version,
+            _flows.c.source,
+            _flows.c.definition,
+        )
+    ).all()
     latest: dict[tuple[str, str, str], tuple[int, int]] = {}
     for pk, user, agent, name, version, _, _ in rows:
         key = (user, agent, name)
@@ -136,18 +173,29 @@ def _backfill(conn: sa.Connection, sqlite: bool) -> None:
         keys = [s.get("skill_key") for s in steps]
         keys += [(s.get("compensation") or {}).get("skill_key") for s in steps]
         skills = list(dict.fromkeys(k for k in keys if k))
-        conn.execute(sa.update(_flows).where(_flows.c.id == pk).values(
-            is_latest=pk in latest_ids, confidence=1.0 if source == "user-submitted" else 0.5,
-            trigger_keywords=keywords, skill_keys=skills, search_text=text))
+        conn.execute(
+            sa.update(_flows)
+            .where(_flows.c.id == pk)
+            .values(
+                is_latest=pk in latest_ids,
+                confidence=1.0 if source == "user-submitted" else 0.5,
+                trigger_keywords=keywords,
+                skill_keys=skills,
+                search_text=text,
+            )
+        )
         if pk not in latest_ids:
             continue
         digest = hashlib.sha256(f"{user}\x1f{agent}".encode("utf-8", "surrogatepass")).hexdigest()
         ns = "ns" + digest[:24]
         if sqlite:
-            conn.exec_driver_sql("INSERT INTO sf_flows_fts (rowid, ns, body) VALUES (?, ?, ?)",
-                                 (pk, ns, text))
+            conn.exec_driver_sql(
+                "INSERT INTO sf_flows_fts (rowid, ns, body) VALUES (?, ?, ?)", (pk, ns, text)
+            )
         for term in {"", *(w for w in text.split() if len(w) <= 64)}:
             df[ns, term] = df.get((ns, term), 0) + 1
     if df:
-        conn.execute(sa.text("INSERT INTO sf_flows_terms (ns, term, df) VALUES (:ns, :term, :df)"),
-                     [{"ns": ns, "term": term, "df": n} for (ns, term), n in df.items()])
+        conn.execute(
+            sa.text("INSERT INTO sf_flows_terms (ns, term, df) VALUES (:ns, :term, :df)"),
+            [{"ns": ns, "term": term, "df": n} for (ns, term), n in df.items()],
+        )

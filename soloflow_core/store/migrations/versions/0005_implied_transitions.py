@@ -49,18 +49,23 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         # pos is a number of the transitions' id sequence: the row's id, in order as it is.
-        op.execute("INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
-                   f"SELECT k1, run_id, step_key, from_state, to_state, at, detail FROM ({_IMPLIED}) AS i")
+        op.execute(
+            "INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
+            f"SELECT k1, run_id, step_key, from_state, to_state, at, detail FROM ({_IMPLIED}) AS i"
+        )
     else:
         # Renumber every transition in history order, implied moves in their places.
         op.execute(
             "CREATE TEMP TABLE sf_history AS SELECT run_id, step_key, from_state, to_state, at, detail, "
             "id AS k1, 0 AS k2, id AS k3 FROM sf_flow_transitions "
-            f"UNION ALL SELECT run_id, step_key, from_state, to_state, at, detail, k1, k2, 0 FROM ({_IMPLIED})")
+            f"UNION ALL SELECT run_id, step_key, from_state, to_state, at, detail, k1, k2, 0 FROM ({_IMPLIED})"
+        )
         op.execute("DELETE FROM sf_flow_transitions")
-        op.execute("INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
-                   "SELECT ROW_NUMBER() OVER (ORDER BY k1, k2, k3), run_id, step_key, from_state, to_state, at, "
-                   "detail FROM sf_history")
+        op.execute(
+            "INSERT INTO sf_flow_transitions (id, run_id, step_key, from_state, to_state, at, detail) "
+            "SELECT ROW_NUMBER() OVER (ORDER BY k1, k2, k3), run_id, step_key, from_state, to_state, at, "
+            "detail FROM sf_history"
+        )
         op.execute("DROP TABLE sf_history")
     with op.batch_alter_table("sf_flow_step_runs") as batch:
         for name in reversed(_COLUMNS):

@@ -50,7 +50,9 @@ def upgrade() -> None:
         sa.Column("task", sa.Text, nullable=False),
         sa.Column("source", sa.String(24), nullable=False),
         sa.Column("added_at", TS, nullable=False),
-        sa.UniqueConstraint("user_id", "agent_id", "flow_name", "run_id", name="uq_sf_flow_evidence"),
+        sa.UniqueConstraint(
+            "user_id", "agent_id", "flow_name", "run_id", name="uq_sf_flow_evidence"
+        ),
     )
     _copy_candidate_tasks()
     bind = op.get_bind()
@@ -60,22 +62,29 @@ def upgrade() -> None:
 
 def _restem_memory_items(bind: sa.engine.Connection) -> None:
     """Memory items hold their text as terms: stem each term where it stands."""
-    rows = bind.execute(sa.text("SELECT id, user_id, agent_id, tier, body FROM sf_memory_items")).all()
+    rows = bind.execute(
+        sa.text("SELECT id, user_id, agent_id, tier, body FROM sf_memory_items")
+    ).all()
     indexed = []
     for pk, user, agent, tier, body in rows:
         text = " ".join(stem(term) for term in (body or "").split())
         if text != body:
-            bind.execute(sa.text("UPDATE sf_memory_items SET body = :b WHERE id = :i"), {"b": text, "i": pk})
+            bind.execute(
+                sa.text("UPDATE sf_memory_items SET body = :b WHERE id = :i"), {"b": text, "i": pk}
+            )
         indexed.append((pk, namespace_token(user, agent, tier), text))
     ITEM_SEARCH.rebuild(bind, indexed)
 
 
 def _copy_candidate_tasks() -> None:
     bind = op.get_bind()
-    flows = bind.execute(sa.text(
-        "SELECT DISTINCT f.user_id, f.agent_id, f.name, c.body FROM sf_flows AS f "
-        "JOIN sf_candidates AS c ON c.id = f.candidate_id AND c.user_id = f.user_id "
-        "AND c.agent_id = f.agent_id WHERE f.is_latest")).all()
+    flows = bind.execute(
+        sa.text(
+            "SELECT DISTINCT f.user_id, f.agent_id, f.name, c.body FROM sf_flows AS f "
+            "JOIN sf_candidates AS c ON c.id = f.candidate_id AND c.user_id = f.user_id "
+            "AND c.agent_id = f.agent_id WHERE f.is_latest"
+        )
+    ).all()
     now = datetime.now(UTC)
     for user, agent, name, body in flows:
         if isinstance(body, str):
@@ -85,16 +94,34 @@ def _copy_candidate_tasks() -> None:
         if not run_ids:
             continue
         runs = bind.execute(
-            sa.text("SELECT run_id, task FROM sf_task_runs WHERE user_id = :u AND agent_id = :a "
-                    "AND run_id IN :ids").bindparams(sa.bindparam("ids", expanding=True)),
-            {"u": user, "a": agent, "ids": run_ids}).all()
-        rows = [{"user_id": user, "agent_id": agent, "flow_name": name, "run_id": rid, "task": task,
-                 "source": "learned", "added_at": now} for rid, task in runs if task]
+            sa.text(
+                "SELECT run_id, task FROM sf_task_runs WHERE user_id = :u AND agent_id = :a "
+                "AND run_id IN :ids"
+            ).bindparams(sa.bindparam("ids", expanding=True)),
+            {"u": user, "a": agent, "ids": run_ids},
+        ).all()
+        rows = [
+            {
+                "user_id": user,
+                "agent_id": agent,
+                "flow_name": name,
+                "run_id": rid,
+                "task": task,
+                "source": "learned",
+                "added_at": now,
+            }
+            for rid, task in runs
+            if task
+        ]
         if rows:
-            bind.execute(sa.text(
-                "INSERT INTO sf_flow_evidence (user_id, agent_id, flow_name, run_id, task, source, "
-                "added_at) VALUES (:user_id, :agent_id, :flow_name, :run_id, :task, :source, "
-                ":added_at)"), rows)
+            bind.execute(
+                sa.text(
+                    "INSERT INTO sf_flow_evidence (user_id, agent_id, flow_name, run_id, task, source, "
+                    "added_at) VALUES (:user_id, :agent_id, :flow_name, :run_id, :task, :source, "
+                    ":added_at)"
+                ),
+                rows,
+            )
 
 
 def downgrade() -> None:

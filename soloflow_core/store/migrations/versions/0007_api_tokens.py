@@ -55,8 +55,9 @@ def upgrade() -> None:
         sa.Column("fixtures", JSONType, nullable=False),
         sa.Column("provenance", JSONType, nullable=False),
         sa.Column("imported_at", TS, nullable=False),
-        sa.UniqueConstraint("user_id", "agent_id", "flow_name", "flow_version",
-                            name="uq_sf_skill_imports_ns_flow"),
+        sa.UniqueConstraint(
+            "user_id", "agent_id", "flow_name", "flow_version", name="uq_sf_skill_imports_ns_flow"
+        ),
     )
 
 
