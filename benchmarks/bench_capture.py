@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from langchain_core.tools import tool
 from soloflow_core.models import TaskRun
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
+from soloflow_core.tracing import Span
 from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
 from soloflow_langgraph.testing import ScriptedChatModel
 
@@ -81,7 +82,7 @@ class NotInline(SoloFlowCallbackHandler):
 class CaptureOnly(SoloFlowCallbackHandler):
     """Builds the run like the real handler but skips the database write."""
 
-    def _write(self, run: TaskRun) -> bool:
+    def _write(self, run: TaskRun, *, spans: Sequence[Span] = ()) -> bool:
         self.last_run = run
         return True
 

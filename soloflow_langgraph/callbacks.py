@@ -31,7 +31,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,7 +51,7 @@ from soloflow_core.models import DetectorConfig, ModelCall, StepRecord, TaskRun,
 from soloflow_core.plugins import call_hook, get_plugin_manager
 from soloflow_core.store import Store
 from soloflow_core.store.writer import MAX_JSON_DEPTH, cut_value
-from soloflow_core.tracing import PriceTable
+from soloflow_core.tracing import PriceTable, Span
 from soloflow_langgraph._ledger_link import LedgerLink
 from soloflow_langgraph._messages import content_text
 from soloflow_langgraph.agent_trace import AgentTrace
@@ -745,17 +745,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             run.cost = state.trace.run_cost
         if run.task:
             run.classification = self._classify(run.task)
-        if self._write(run) and spans:
-            # On the writer thread too, waited for a bounded time; a trace is not spilled.
-            def store_spans() -> None:
-                self._ledger.connect().add_spans(
-                    run.run_id, spans, user_id=self.user_id, agent_id=self.agent_id
-                )
-
-            try:
-                self._ledger.call(store_spans, self.write_timeout)
-            except Exception:
-                logger.exception("SoloFlow capture: storing the trace of run %s failed", run.run_id)
+        self._write(run, spans=spans)
 
     def _build_run(self, state: _Capture, error: str | None) -> TaskRun:
         models: list[ModelCall] = []
@@ -805,12 +795,27 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             return None
         return label if isinstance(label, str) else None
 
-    def _write(self, run: TaskRun) -> bool:
-        """Store ``run`` on the writer thread, waiting at most ``write_timeout``; a run not
-        stored by then is spilled (a write still under way may finish later: writing back
-        skips a run already stored)."""
+    def _write(self, run: TaskRun, *, spans: Sequence[Span] = ()) -> bool:
+        """Store ``run`` and then its ``spans`` in one job of the writer thread, waiting at most
+        ``write_timeout``; a run not stored by then is spilled (a write still under way may
+        finish later: writing back skips a run already stored). A trace that cannot be
+        stored is logged, never spilled, and never fails the run's write."""
+
+        def job() -> bool:
+            fresh = self._ledger.store_run(run)
+            if spans:
+                try:
+                    self._ledger.connect().add_spans(
+                        run.run_id, spans, user_id=run.user_id, agent_id=run.agent_id
+                    )
+                except Exception:
+                    logger.exception(
+                        "SoloFlow capture: storing the trace of run %s failed", run.run_id
+                    )
+            return fresh
+
         try:
-            fresh = self._ledger.call(lambda: self._ledger.store_run(run), self.write_timeout)
+            fresh = self._ledger.call(job, self.write_timeout)
         except FutureTimeout:
             self._spill(run, f"the store did not answer within {self.write_timeout:g} s")
             return False

@@ -258,3 +258,26 @@ def test_cost_rolls_up_per_namespace(store: Store) -> None:
     assert (cost.priced_runs, cost.unpriced_runs) == (2, 1)
     assert cost.total_usd == pytest.approx(float(2 * one))
     assert store.namespace_cost(user_id="ns-cost", agent_id="b").priced_runs == 0
+
+
+def test_a_runs_trace_is_stored_in_the_namespace_its_metadata_names(store: Store) -> None:
+    replies = [
+        _reply("", [("find_customer", {"email": "a@x"}, "c1")], 10, 2),
+        _reply("Found.", [], 10, 2),
+    ]
+    agent = create_agent(
+        ScriptedChatModel(responses=replies, model_name="scripted-request"),
+        tools=[find_customer],
+        name="support_agent",
+    )
+    handler = SoloFlowCallbackHandler(store=store)
+    agent.invoke(
+        {"messages": [("user", "Who is a@x?")]},
+        config={"callbacks": [handler], "metadata": {"soloflow_user_id": "alice"}},
+    )
+    run = handler.last_run
+    assert run is not None and run.user_id == "alice"
+    spans = store.get_spans(run.run_id, user_id="alice", agent_id="default")
+    assert [s.kind for s in spans][:2] == ["invoke_agent", "chat"]
+    # the handler's own namespace holds nothing of it
+    assert store.get_spans(run.run_id, user_id="default", agent_id="default") == []
