@@ -1,6 +1,6 @@
 """Traces: spans for agent runs and flow runs, their cost, the tree, and export.
 
-See docs/traces.md. OpenTelemetry export (``configure_tracing``) needs the ``otel`` extra.
+See docs/observability.md. OpenTelemetry export (``configure_tracing``) needs the ``otel`` extra.
 """
 
 from soloflow_core.tracing.otel import (

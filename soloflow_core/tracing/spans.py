@@ -5,7 +5,7 @@ A captured agent run is ``invoke_agent`` → its model calls (``chat``) and tool
 step's tool (``execute_tool``, one per attempt), and ``approval_wait`` while a person decides;
 a sequential workflow is ``invoke_workflow`` → its phases (``phase``) → their model calls (``chat``).
 Attributes use the OpenTelemetry GenAI names (``gen_ai.*``) plus ``soloflow.*``, so a span
-goes to any OpenTelemetry backend as it is (see docs/traces.md).
+goes to any OpenTelemetry backend as it is (see docs/observability.md).
 """
 
 from __future__ import annotations
