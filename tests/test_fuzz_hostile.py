@@ -199,7 +199,7 @@ def _cli_cases() -> list[list[str]]:
         ["runs", "list", "--limit"],
         ["runs", "show"],
         ["flows", "show"],
-        ["flows", "runs", "--limit"],
+        ["flows", "runs", "list", "--limit"],
         ["flows", "status"],
         ["flows", "run"],
         ["detect", "--min-length"],
