@@ -84,6 +84,7 @@ EXPECTED_ALL = [
     "AccessDeniedError",
     "AgentError",
     "AgentOutputError",
+    "AmbiguousError",
     "ConfigError",
     "DetectorConfig",
     "ExecutorNotFoundError",
