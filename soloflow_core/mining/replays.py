@@ -56,8 +56,8 @@ def inert_tools(runs: Iterable[Any]) -> set[str]:
     Example:
         >>> from soloflow_core.models import TaskRun, ToolCall
         >>> note = {"thought": "the user wants the cheapest direct flight"}
-        >>> runs = [TaskRun(tool_calls=[ToolCall(name="think", args=note, output=""),
-        ...                             ToolCall(name="book", args={"id": "F1"})])] * 3
+        >>> runs = [TaskRun(run_id="r", tool_calls=[ToolCall(name="think", args=note, output=""),
+        ...                                         ToolCall(name="book", args={"id": "F1"})])] * 3
         >>> inert_tools(runs)
         {'think'}
     """
