@@ -56,8 +56,8 @@ def inert_tools(runs: Iterable[Any]) -> set[str]:
     Example:
         >>> from soloflow_core.models import TaskRun, ToolCall
         >>> note = {"thought": "the user wants the cheapest direct flight"}
-        >>> runs = [TaskRun(tool_calls=[ToolCall(name="think", args=note, output=""),
-        ...                             ToolCall(name="book", args={"id": "F1"})])] * 3
+        >>> runs = [TaskRun(run_id="r", tool_calls=[ToolCall(name="think", args=note, output=""),
+        ...                                         ToolCall(name="book", args={"id": "F1"})])] * 3
         >>> inert_tools(runs)
         {'think'}
     """
@@ -103,43 +103,38 @@ def without_calls(columns: Any, drop: set[str]) -> Any:
     without the calls :func:`kept_calls` leaves out; runs keep their place."""
     if len(columns.codes) == 0:
         return columns
-    codes = [i for i, n in enumerate(columns.names) if n in drop]
-    keep = np.ones(len(columns.codes), dtype=bool)
-    if codes:
-        keep &= ~np.isin(columns.codes, np.asarray(codes, dtype=np.int64))
-    keep &= ~_retried(columns)
-    if keep.all():
+    dropped = np.zeros(len(columns.names) + 1, dtype=bool)
+    dropped[[i for i, n in enumerate(columns.names) if n in drop]] = True
+    gone = _retried(columns)
+    if dropped.any():
+        gone |= dropped[columns.codes]
+    removed = np.flatnonzero(gone)
+    if removed.size == 0:
         return columns
-    kept_before = np.concatenate([np.zeros(1, np.int64), np.cumsum(keep, dtype=np.int64)])
     return replace(
         columns,
-        codes=columns.codes[keep],
-        errors=columns.errors[keep],
-        offsets=kept_before[columns.offsets],
+        codes=np.delete(columns.codes, removed),
+        errors=np.delete(columns.errors, removed),
+        offsets=columns.offsets - np.searchsorted(removed, columns.offsets),
     )
 
 
 def _retried(columns: Any) -> npt.NDArray[np.bool_]:
-    """Per call, True for a failed call whose tool its run calls again later. Only the runs
-    holding a failed call are looked at, in one sort: a call is retried when it is not the
-    last of its (run, tool) group."""
+    """Per call, True for a failed call whose tool its run calls again later: each failed
+    call's tool compared with the calls after it in its run, all at once."""
     retried = np.zeros(len(columns.codes), dtype=bool)
     failed = np.flatnonzero(columns.errors)
     if failed.size == 0:
         return retried
-    offsets = columns.offsets
-    runs = np.unique(np.searchsorted(offsets, failed, side="right") - 1)
-    starts, lens = offsets[runs], offsets[runs + 1] - offsets[runs]
-    total = int(lens.sum())
-    first = np.concatenate([np.zeros(1, np.int64), np.cumsum(lens)[:-1]])
-    pos = np.repeat(starts - first, lens) + np.arange(total, dtype=np.int64)
-    key = np.repeat(np.arange(len(runs), dtype=np.int64), lens) * (len(columns.names) + 1)
-    key += columns.codes[pos]
-    order = np.argsort(key, kind="stable")
-    ordered = key[order]
-    last = np.empty(total, dtype=bool)
-    last[order] = np.concatenate([ordered[1:] != ordered[:-1], np.ones(1, dtype=bool)])
-    retried[pos] = columns.errors[pos] & ~last
+    ends = columns.offsets[np.searchsorted(columns.offsets, failed, side="right")]
+    lens = ends - failed - 1
+    failed, lens = failed[lens > 0], lens[lens > 0]
+    if failed.size == 0:
+        return retried
+    seg = np.concatenate([np.zeros(1, np.int64), np.cumsum(lens)[:-1]])
+    after = np.repeat(failed + 1 - seg, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+    same = columns.codes.take(after) == np.repeat(columns.codes.take(failed), lens)
+    retried[failed] = np.add.reduceat(same, seg) > 0
     return retried
 
 
