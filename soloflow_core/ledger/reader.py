@@ -2,7 +2,9 @@
 
 The format is documented field by field in ``docs/ledger.md``. A bad line never stops a
 read: it becomes a :class:`~soloflow_core.errors.LedgerError` naming the file, the line and
-the field at fault, and the good lines around it are kept.
+the field at fault, and the good lines around it are kept. A line in the usual shape takes
+the fast lane (:mod:`._plain`); the checked path here is the reference and words the errors,
+with the field checks of :mod:`._fields`.
 
 Example:
     >>> for line, item in read_ledger("runs.jsonl.gz", default_user="alice", default_agent="bot"):
@@ -64,7 +66,6 @@ __all__ = ["claim", "dump_run", "parse_line", "parse_record", "read_ledger", "re
 
 StrPath = str | os.PathLike[str]
 _M = TypeVar("_M", bound=pydantic.BaseModel)
-
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
