@@ -14,7 +14,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from soloflow_core.models import TaskRun
+    from soloflow_core.tracing import Span
 
 logger = logging.getLogger("soloflow_langgraph.callbacks")
 
@@ -121,10 +122,15 @@ class LedgerLink:
 
     # ---------------------------------------------------------------- on the writer thread
 
-    def store_run(self, run: TaskRun) -> bool:
+    def store_run(self, run: TaskRun, spans: Sequence[Span] = ()) -> bool:
+        """Store ``run`` with its ``spans`` (one transaction); False if it was stored already."""
         store = self.connect()
+
+        def write() -> bool:
+            return store.add_traced_run(run, spans) if spans else store.add_run(run)
+
         try:
-            fresh = store.add_run(run)
+            fresh = write()
         except sa.exc.SQLAlchemyError as exc:
             if not self._schema_missing(store):
                 self.problem = f"storing a run failed: {_error_text(exc)}"
@@ -135,7 +141,7 @@ class LedgerLink:
                 "any more (database emptied or re-created); re-creating the schema",
             )
             migrate(store.engine)
-            fresh = store.add_run(run)
+            fresh = write()
         self._up()
         return fresh
 

@@ -796,24 +796,11 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         return label if isinstance(label, str) else None
 
     def _write(self, run: TaskRun, *, spans: Sequence[Span] = ()) -> bool:
-        """Store ``run`` and then its ``spans`` in one job of the writer thread, waiting at most
-        ``write_timeout``; a run not stored by then is spilled (a write still under way may
-        finish later: writing back skips a run already stored). A trace that cannot be
-        stored is logged, never spilled, and never fails the run's write."""
-
-        def job() -> bool:
-            fresh = self._ledger.store_run(run)
-            if spans:
-                try:
-                    self._ledger.connect().add_spans(
-                        run.run_id, spans, user_id=run.user_id, agent_id=run.agent_id
-                    )
-                except Exception:
-                    logger.exception(
-                        "SoloFlow capture: storing the trace of run %s failed", run.run_id
-                    )
-            return fresh
-
+        """Store ``run`` with its ``spans`` (one transaction) on the writer thread, waiting at
+        most ``write_timeout``; a run not stored by then is spilled (a write still under way
+        may finish later: writing back skips a run already stored). A trace the store refuses
+        is logged, never spilled, and never fails the run's write."""
+        job = functools.partial(self._ledger.store_run, run, spans)
         try:
             fresh = self._ledger.call(job, self.write_timeout)
         except FutureTimeout:
