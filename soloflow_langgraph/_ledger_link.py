@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from soloflow_core.ledger.spill import spill_path_for
+from soloflow_core.ledger.spill import spill_path_for, write_back_spill
 from soloflow_core.store import Store, default_database_path, resolve_database_url
 from soloflow_core.store.engine import migrate, safe_url
 
@@ -36,6 +36,9 @@ RECONNECT_S = 5.0
 """How often, at most, an unreachable store is tried again (a run meanwhile is spilled)."""
 CLOSE_WAIT_S = 2.0
 """How long closing waits for the writer thread's current write."""
+INLINE_SLOW_S = 0.05
+"""A write on the agent's own thread slower than this sends the next ones, for
+:data:`RECONNECT_S`, through the writer thread (where the agent's wait is bounded)."""
 
 
 def _error_text(error: BaseException) -> str:
@@ -43,6 +46,7 @@ def _error_text(error: BaseException) -> str:
 
 
 _STOP: Any = object()
+_GONE = (-1, -1)
 
 
 class LedgerLink:
@@ -67,6 +71,10 @@ class LedgerLink:
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._pending = 0
+        """Jobs submitted to the writer thread and not finished."""
+        self._inline_after = 0.0
+        self._path = self._sqlite_path()
         if store is None:
             try:
                 self.store = self._open()
@@ -94,8 +102,35 @@ class LedgerLink:
                     target=self._serve, name="soloflow-capture-writer", daemon=True
                 )
                 self._thread.start()
+            self._pending += 1
         self._queue.put((work, future))
         return future
+
+    def store_inline(self, run: TaskRun, spans: Sequence[Span] = ()) -> bool | None:
+        """Store ``run`` with its ``spans`` on the caller's thread, without waiting for SQLite's
+        lock, when the store is a SQLite file that answered last time, is still there, and has
+        nothing queued on the writer thread; None when it did not (use :meth:`store_run` there).
+        The thread hop costs more than the write of a run."""
+        store, known = self.store, self._file
+        if (
+            store is None
+            or known is None
+            or known == _GONE
+            or self.problem is not None
+            or self._pending
+            or time.monotonic() < self._inline_after
+            or self._identity() != known
+        ):
+            return None
+        started = time.perf_counter()
+        try:
+            fresh = store.add_traced_run(run, spans, wait=False)
+        except Exception:  # locked, schema gone...: the writer thread deals with it
+            self._inline_after = time.monotonic() + RECONNECT_S
+            return None
+        if time.perf_counter() - started > INLINE_SLOW_S:
+            self._inline_after = time.monotonic() + RECONNECT_S
+        return fresh
 
     def call(self, work: Callable[[], Any], timeout: float) -> Any:
         return self.submit(work).result(timeout=timeout)
@@ -112,6 +147,9 @@ class LedgerLink:
                 future.set_result(work())
             except BaseException as exc:  # handed to the waiting caller
                 future.set_exception(exc)
+            finally:
+                with self._lock:
+                    self._pending -= 1
 
     def close(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -144,6 +182,21 @@ class LedgerLink:
             fresh = write()
         self._up()
         return fresh
+
+    def write_back(self, spill_path: Path) -> int:
+        """Write back the runs of the spill file ``spill_path``; how many were stored."""
+        report = write_back_spill(self.connect(), spill_path)
+        if report.runs_written or report.errors:
+            logger.warning(
+                "SoloFlow capture: wrote back %d runs from the spill file %s (%d already stored, "
+                "%d bad lines%s)",
+                report.runs_written,
+                spill_path,
+                report.runs_skipped_existing,
+                len(report.errors),
+                "".join(f"; {e}" for e in report.errors[:5]),
+            )
+        return report.runs_written
 
     def connect(self) -> Store:
         """The open store, opened (again) if need be; a vanished SQLite file re-created when
@@ -183,6 +236,8 @@ class LedgerLink:
         return Store.open(self.url)
 
     def _sqlite_path(self) -> str | None:
+        if hasattr(self, "_path"):
+            return self._path
         parsed = sa.engine.make_url(self.url)
         if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
             return None
@@ -196,7 +251,7 @@ class LedgerLink:
         try:
             st = os.stat(path)
         except OSError:
-            return (-1, -1)
+            return _GONE
         return (st.st_dev, st.st_ino)
 
     def _schema_missing(self, store: Store) -> bool:
@@ -236,3 +291,11 @@ def _resolve(database_url: str | None) -> str:
         return resolve_database_url(database_url)
     except Exception:  # e.g. no home directory: the store is then unavailable, said so
         return database_url or "sqlite://"
+
+
+def has_content(path: Path) -> bool:
+    """Whether the file ``path`` exists and is not empty."""
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
