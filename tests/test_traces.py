@@ -4,18 +4,22 @@ from genai-prices, the tree with its roll-ups and critical path, the OTLP JSON f
 from __future__ import annotations
 
 import json
+import sqlite3
+import threading
+import time
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from genai_prices import Usage, calc_price
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from soloflow_core import hookimpl
-from soloflow_core.models import ModelPrice
+from soloflow_core.models import ModelPrice, TaskRun
 from soloflow_core.store import Store
 from soloflow_core.tracing import Span, build_tree, otlp_json, tree_json
 from soloflow_core.tracing.pricing import PriceTable
@@ -281,3 +285,107 @@ def test_a_runs_trace_is_stored_in_the_namespace_its_metadata_names(store: Store
     assert [s.kind for s in spans][:2] == ["invoke_agent", "chat"]
     # the handler's own namespace holds nothing of it
     assert store.get_spans(run.run_id, user_id="default", agent_id="default") == []
+
+
+def _two_spans(error: str | None = "ValueError: boom") -> list[Span]:
+    start = datetime(2026, 11, 27, 13, 1, 2, 345678, tzinfo=UTC)
+    root = Span(
+        trace_id="cd" * 16,
+        id="1111111111111111",
+        parent=None,
+        name="invoke_agent a",
+        kind="invoke_agent",
+        start=start,
+        duration_ms=3.5,
+        status="error" if error else "ok",
+        error=error,
+        attributes={"gen_ai.operation.name": "invoke_agent", "soloflow.cost": 0.25},
+    )
+    tool_span = Span(
+        trace_id="cd" * 16,
+        id="2222222222222222",
+        parent=root.id,
+        name="execute_tool t",
+        kind="execute_tool",
+        start=start,
+        duration_ms=1.25,
+        status="ok",
+        attributes={"gen_ai.tool.name": "t"},
+    )
+    return [root, tool_span]
+
+
+def test_a_run_and_its_trace_are_stored_in_one_call(store: Store) -> None:
+    run = TaskRun(run_id="r-traced", user_id="u", agent_id="a", task="t", tool_calls=[])
+    spans = _two_spans()
+    assert store.add_traced_run(run, spans) is True
+    assert store.get_run("r-traced", user_id="u", agent_id="a").task == "t"
+    assert store.get_spans("r-traced", user_id="u", agent_id="a") == spans
+    # The run is kept already: not written twice, and only the new span of its trace is added.
+    more = _two_spans()
+    more[1].id = "3333333333333333"
+    assert store.add_traced_run(run, more) is False
+    assert store.count_runs(user_id="u", agent_id="a") == 1
+    assert [s.id for s in store.get_spans("r-traced", user_id="u", agent_id="a")] == [
+        "1111111111111111",
+        "2222222222222222",
+        "3333333333333333",
+    ]
+
+
+def test_a_trace_with_text_no_database_stores_is_stored_made_storable(store: Store) -> None:
+    run = TaskRun(run_id="r-nul", user_id="u", agent_id="a")
+    assert store.add_traced_run(run, _two_spans(error="bad\x00 \udcff")) is True
+    (root, _tool) = store.get_spans("r-nul", user_id="u", agent_id="a")
+    assert root.error == "bad \\udcff"
+
+
+def test_without_waiting_a_locked_sqlite_store_refuses_at_once(sqlite_url: str) -> None:
+    store = Store.open(sqlite_url)
+    locker = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        locker.execute("BEGIN IMMEDIATE")
+        started = time.perf_counter()
+        with pytest.raises(sa.exc.OperationalError, match="locked"):
+            store.add_traced_run(TaskRun(run_id="r", user_id="u", agent_id="a"), wait=False)
+        assert time.perf_counter() - started < 1.0
+        locker.execute("ROLLBACK")
+        assert store.add_traced_run(TaskRun(run_id="r", user_id="u", agent_id="a"), _two_spans())
+        assert len(store.get_spans("r", user_id="u", agent_id="a")) == 2
+    finally:
+        locker.close()
+        store.close()
+
+
+def _writer_threads() -> int:
+    return sum(t.name == "soloflow-capture-writer" for t in threading.enumerate())
+
+
+def test_a_free_sqlite_store_is_written_on_the_agents_thread_a_locked_one_is_not(
+    sqlite_url: str,
+) -> None:
+    store = Store.open(sqlite_url)
+    try:
+        before = _writer_threads()
+        handler = _run_agent(store, user_id="u", agent_id="a")
+        assert handler.runs_written == 1 and _writer_threads() == before
+        assert handler.last_run is not None
+        kinds = [
+            s.kind for s in store.get_spans(handler.last_run.run_id, user_id="u", agent_id="a")
+        ]
+        assert kinds.count("chat") == 3 and kinds.count("execute_tool") == 3
+        locker = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            locker.execute("BEGIN IMMEDIATE")
+            started = time.perf_counter()
+            locked = _run_agent(store, user_id="u", agent_id="a", write_timeout=0.5)
+            assert time.perf_counter() - started < 5.0
+            assert locked.health().runs_spilled == 1 and locked.runs_written == 0
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        assert locked.flush() == 1 and store.count_runs(user_id="u", agent_id="a") == 2
+        handler.close()
+        locked.close()
+    finally:
+        store.close()
