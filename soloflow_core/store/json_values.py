@@ -158,3 +158,24 @@ def parsed_json_text(value: Any) -> str:
     if "\\u0000" in text:  # NUL: dropped from text, as storable_text does
         return json_text(value)
     return text
+
+
+_FLAT = frozenset((str, float, bool, type(None)))
+_INT_BOUND = 1 << 63
+
+
+def flat_json_text(value: dict[str, Any]) -> str:
+    """:func:`json_text` of a dict whose values are text, numbers, booleans or None (span
+    attributes), about four times faster: pydantic-core's compact form, the same JSON once read
+    back. Any other dict goes through :func:`json_text`."""
+    for k, v in value.items():
+        kind = type(v)
+        if type(k) is not str or (
+            kind not in _FLAT and (kind is not int or not -_INT_BOUND < v < _INT_BOUND)
+        ):
+            return json_text(value)
+    try:
+        text = to_json(value, inf_nan_mode="null").decode()
+    except ValueError:  # a lone surrogate: json_text writes it as text
+        return json_text(value)
+    return json_text(value) if "\\u0000" in text else text

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from soloflow_core.store import schema as t
-from soloflow_core.store.json_values import json_text, jsonable, storable_text
+from soloflow_core.store.json_values import flat_json_text, jsonable, storable_text
 from soloflow_core.store.writer import AnyRun, insert_returning, now, write_one_sqlite
 from soloflow_core.tracing.spans import Span
 
@@ -247,7 +247,7 @@ def _insert_spans_sqlite(
                 s.duration_ms,
                 s.status,
                 None if s.error is None else text(s.error),
-                json_text(s.attributes),
+                flat_json_text(s.attributes),
             )
             for i, s in enumerate(spans)
         ],
