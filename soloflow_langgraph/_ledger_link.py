@@ -36,9 +36,6 @@ RECONNECT_S = 5.0
 """How often, at most, an unreachable store is tried again (a run meanwhile is spilled)."""
 CLOSE_WAIT_S = 2.0
 """How long closing waits for the writer thread's current write."""
-INLINE_SLOW_S = 0.05
-"""A write on the agent's own thread slower than this sends the next ones, for
-:data:`RECONNECT_S`, through the writer thread (where the agent's wait is bounded)."""
 
 
 def _error_text(error: BaseException) -> str:
@@ -46,7 +43,6 @@ def _error_text(error: BaseException) -> str:
 
 
 _STOP: Any = object()
-_GONE = (-1, -1)
 
 
 class LedgerLink:
@@ -71,9 +67,6 @@ class LedgerLink:
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._pending = 0
-        """Jobs submitted to the writer thread and not finished."""
-        self._inline_after = 0.0
         self._path = self._sqlite_path()
         if store is None:
             try:
@@ -102,35 +95,8 @@ class LedgerLink:
                     target=self._serve, name="soloflow-capture-writer", daemon=True
                 )
                 self._thread.start()
-            self._pending += 1
         self._queue.put((work, future))
         return future
-
-    def store_inline(self, run: TaskRun, spans: Sequence[Span] = ()) -> bool | None:
-        """Store ``run`` with its ``spans`` on the caller's thread, without waiting for SQLite's
-        lock, when the store is a SQLite file that answered last time, is still there, and has
-        nothing queued on the writer thread; None when it did not (use :meth:`store_run` there).
-        The thread hop costs more than the write of a run."""
-        store, known = self.store, self._file
-        if (
-            store is None
-            or known is None
-            or known == _GONE
-            or self.problem is not None
-            or self._pending
-            or time.monotonic() < self._inline_after
-            or self._identity() != known
-        ):
-            return None
-        started = time.perf_counter()
-        try:
-            fresh = store.add_traced_run(run, spans, wait=False)
-        except Exception:  # locked, schema gone...: the writer thread deals with it
-            self._inline_after = time.monotonic() + RECONNECT_S
-            return None
-        if time.perf_counter() - started > INLINE_SLOW_S:
-            self._inline_after = time.monotonic() + RECONNECT_S
-        return fresh
 
     def call(self, work: Callable[[], Any], timeout: float) -> Any:
         return self.submit(work).result(timeout=timeout)
@@ -147,9 +113,6 @@ class LedgerLink:
                 future.set_result(work())
             except BaseException as exc:  # handed to the waiting caller
                 future.set_exception(exc)
-            finally:
-                with self._lock:
-                    self._pending -= 1
 
     def close(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -251,7 +214,7 @@ class LedgerLink:
         try:
             st = os.stat(path)
         except OSError:
-            return _GONE
+            return (-1, -1)
         return (st.st_dev, st.st_ino)
 
     def _schema_missing(self, store: Store) -> bool:

@@ -7,8 +7,7 @@ on; when the root ends, the run and its trace are written in one transaction bef
 / ``ainvoke`` returns, so a process that exits right after still has it.
 
 The handler never breaks the agent nor holds it up: every callback catches and logs its own
-errors; the write runs on the agent's thread when the store is a SQLite file that is free (no
-wait for its lock), else on the handler's writer thread, and the agent waits for it at most
+errors; the write runs on the handler's writer thread and the agent waits for it at most
 ``write_timeout`` seconds (:data:`WRITE_TIMEOUT_S`); a run that is not stored by then (store
 unreachable, locked, its file deleted...) is appended to the spill file next to the store, which
 the next handler (or ``soloflow ingest --spill PATH``) writes back. ``handler.health()`` says
@@ -537,14 +536,13 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         return label if isinstance(label, str) else None
 
     def _write(self, run: TaskRun, *, spans: Sequence[Span] = ()) -> bool:
-        """Store ``run`` with its ``spans`` (see the module's docstring); a run not stored in
-        time is spilled (a write still under way may finish later: writing back skips a run
-        already stored). A trace the store refuses is logged, never fails the run's write."""
+        """Store ``run`` with its ``spans`` (one transaction) on the writer thread, waiting at
+        most ``write_timeout``; a run not stored by then is spilled (a write still under way may
+        finish later: writing back skips a run already stored). A trace the store refuses is
+        logged, never spilled, and never fails the run's write."""
         job = functools.partial(self._ledger.store_run, run, spans)
         try:
-            fresh = self._ledger.store_inline(run, spans)
-            if fresh is None:
-                fresh = self._ledger.call(job, self.write_timeout)
+            fresh = self._ledger.call(job, self.write_timeout)
         except FutureTimeout:
             self._spill(run, f"the store did not answer within {self.write_timeout:g} s")
             return False

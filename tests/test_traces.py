@@ -4,15 +4,11 @@ from genai-prices, the tree with its roll-ups and critical path, the OTLP JSON f
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
-import time
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from genai_prices import Usage, calc_price
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
@@ -338,54 +334,3 @@ def test_a_trace_with_text_no_database_stores_is_stored_made_storable(store: Sto
     assert store.add_traced_run(run, _two_spans(error="bad\x00 \udcff")) is True
     (root, _tool) = store.get_spans("r-nul", user_id="u", agent_id="a")
     assert root.error == "bad \\udcff"
-
-
-def test_without_waiting_a_locked_sqlite_store_refuses_at_once(sqlite_url: str) -> None:
-    store = Store.open(sqlite_url)
-    locker = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
-    try:
-        locker.execute("BEGIN IMMEDIATE")
-        started = time.perf_counter()
-        with pytest.raises(sa.exc.OperationalError, match="locked"):
-            store.add_traced_run(TaskRun(run_id="r", user_id="u", agent_id="a"), wait=False)
-        assert time.perf_counter() - started < 1.0
-        locker.execute("ROLLBACK")
-        assert store.add_traced_run(TaskRun(run_id="r", user_id="u", agent_id="a"), _two_spans())
-        assert len(store.get_spans("r", user_id="u", agent_id="a")) == 2
-    finally:
-        locker.close()
-        store.close()
-
-
-def _writer_threads() -> int:
-    return sum(t.name == "soloflow-capture-writer" for t in threading.enumerate())
-
-
-def test_a_free_sqlite_store_is_written_on_the_agents_thread_a_locked_one_is_not(
-    sqlite_url: str,
-) -> None:
-    store = Store.open(sqlite_url)
-    try:
-        before = _writer_threads()
-        handler = _run_agent(store, user_id="u", agent_id="a")
-        assert handler.runs_written == 1 and _writer_threads() == before
-        assert handler.last_run is not None
-        kinds = [
-            s.kind for s in store.get_spans(handler.last_run.run_id, user_id="u", agent_id="a")
-        ]
-        assert kinds.count("chat") == 3 and kinds.count("execute_tool") == 3
-        locker = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
-        try:
-            locker.execute("BEGIN IMMEDIATE")
-            started = time.perf_counter()
-            locked = _run_agent(store, user_id="u", agent_id="a", write_timeout=0.5)
-            assert time.perf_counter() - started < 5.0
-            assert locked.health().runs_spilled == 1 and locked.runs_written == 0
-        finally:
-            locker.execute("ROLLBACK")
-            locker.close()
-        assert locked.flush() == 1 and store.count_runs(user_id="u", agent_id="a") == 2
-        handler.close()
-        locked.close()
-    finally:
-        store.close()

@@ -65,12 +65,11 @@ class TraceStore:
         with self._writer.begin() as conn:
             return _insert_spans(conn, run_id, spans, **ns)
 
-    def add_traced_run(self, run: AnyRun, spans: Sequence[Span] = (), *, wait: bool = True) -> bool:
+    def add_traced_run(self, run: AnyRun, spans: Sequence[Span] = ()) -> bool:
         """:meth:`~soloflow_core.store.Store.add_run` and :meth:`add_spans` in one transaction:
         the run with its trace. False if the run id was already stored in its namespace (its
         spans are then added as :meth:`add_spans` does). A trace the database refuses is logged
-        and left out; the run is stored all the same. ``wait=False``: on SQLite, raise at once
-        (``OperationalError``, database is locked) rather than wait for another writer."""
+        and left out; the run is stored all the same."""
         ns = {"user_id": run.user_id, "agent_id": run.agent_id}
         if self._stamp is not None:
             stamp = self._stamp
@@ -87,16 +86,9 @@ class TraceStore:
             raw = self.engine.raw_connection()
             try:
                 db: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
-                waits = None if wait else db.execute("PRAGMA busy_timeout").fetchone()[0]
-                if waits is not None:
-                    db.execute("PRAGMA busy_timeout = 0")
-                try:
-                    fresh = write_one_sqlite(
-                        db, run, now(), stamp=stamp, then=trace_too if spans else None
-                    )
-                finally:
-                    if waits is not None:
-                        db.execute(f"PRAGMA busy_timeout = {int(waits)}")
+                fresh = write_one_sqlite(
+                    db, run, now(), stamp=stamp, then=trace_too if spans else None
+                )
             finally:
                 raw.close()
         else:
