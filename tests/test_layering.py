@@ -354,8 +354,6 @@ OVER_THE_LIMIT_FOR_NOW = frozenset(
         "soloflow_core/store/memory_items.py",
         "soloflow_core/store/procedural.py",
         "soloflow_core/store/repository.py",
-        "soloflow_core/store/writer.py",
-        "soloflow_langgraph/callbacks.py",
         "soloflow_langgraph/routing/middleware.py",
         "soloflow_langgraph/runtime/flow_runtime.py",
     }
