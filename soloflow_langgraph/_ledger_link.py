@@ -215,10 +215,14 @@ class LedgerLink:
         self.report("down", message)
 
     def _up(self) -> None:
-        if self.problem is not None:
-            logger.warning("SoloFlow capture: the store %s takes runs again", safe_url(self.url))
+        """A write went through: after a problem, say so and let the handler write back."""
+        if self.problem is None:
+            return
+        logger.warning("SoloFlow capture: the store %s takes runs again", safe_url(self.url))
         self.problem = None
         self._reported.clear()
+        if self.store is not None:
+            self._on_connected(self.store)
 
 
 class StoreVanished(RuntimeError):

@@ -85,7 +85,7 @@ class CaptureHealth:
     problem: str | None
     """What is wrong (the last problem seen), None when ``ok``."""
     runs_written: int
-    """Runs this handler stored."""
+    """Runs this handler stored (its spilled runs once written back included)."""
     runs_spilled: int
     """Runs this handler could not store in time and appended to the spill file."""
     runs_dropped: int
@@ -389,21 +389,11 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
     def flush(self) -> int:
         """Store the runs in ``unsaved`` now, then write back the whole spill file (runs of
         earlier processes too); return how many of ``unsaved`` are now stored."""
-        with self._lock:
-            pending = list(self.unsaved)
-        stored = 0
-        for run in pending:
-            try:
-                fresh = self._ledger.call(
-                    functools.partial(self._ledger.store_run, run), self.write_timeout
-                )
-            except Exception as exc:
-                self._ledger.report("flush", f"storing run {run.run_id} failed: {_error_text(exc)}")
-                continue
-            with self._lock:
-                self.unsaved = [r for r in self.unsaved if r is not run]
-            self._written(run, fresh)
-            stored += 1
+        stored = self._store_unsaved(
+            lambda run: self._ledger.call(
+                functools.partial(self._ledger.store_run, run), self.write_timeout
+            )
+        )
         if not self.unsaved and self.spill_path is not None:
             try:
                 self._ledger.call(self._write_back, self.write_timeout)
@@ -411,22 +401,46 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
                 self._ledger.report("write-back", f"writing back the spill file failed: {exc}")
         return stored
 
+    def _store_unsaved(self, store_run: Callable[[TaskRun], bool]) -> int:
+        """Store the runs of ``unsaved`` with ``store_run``; return how many now are."""
+        with self._lock:
+            pending = list(self.unsaved)
+        stored = 0
+        for run in pending:
+            try:
+                store_run(run)  # False: a write that timed out went through after all
+            except Exception as exc:
+                self._ledger.report("flush", f"storing run {run.run_id} failed: {_error_text(exc)}")
+                continue
+            with self._lock:  # flush and a write-back may both have stored it: count it once
+                mine = any(r is run for r in self.unsaved)
+                self.unsaved = [r for r in self.unsaved if r is not run]
+            if mine:
+                self._written(run, True)
+            stored += 1
+        return stored
+
     def close(self) -> None:
         """Stop the writer thread; close the store if this handler opened it."""
         self._ledger.close()
 
     def _connected(self, store: Store) -> None:
-        """The store answers: set up what needs it, write back what an earlier process spilled."""
+        """The store answers (opened, or back after a fault): set up what needs it, write back
+        what this handler or an earlier process spilled."""
         self.store = store
         if self._detect and (self.watcher is None or self.watcher.store is not store):
             config = self._detect if isinstance(self._detect, DetectorConfig) else None
             self.watcher = DetectionWatcher(store, config)
-        if self.spill_path is not None and _has_content(self.spill_path):
+        if self.spill_path is not None and (self.unsaved or _has_content(self.spill_path)):
             self._ledger.submit(self._write_back)
 
     def _write_back(self) -> int:
+        """On the writer thread: store ``unsaved``, then write back the spill file."""
         store = self._ledger.connect()
         assert self.spill_path is not None
+        self._store_unsaved(self._ledger.store_run)
+        if self.unsaved:
+            return 0
         report = write_back_spill(store, self.spill_path)
         if report.runs_written or report.errors:
             logger.warning(
