@@ -89,7 +89,8 @@ class CaptureHealth:
     runs_spilled: int
     """Runs this handler could not store in time and appended to the spill file."""
     runs_dropped: int
-    """Runs lost: the spill file was full or could not be written (each logged as an error)."""
+    """Runs the spill file could not take (full, or not writable; each logged as an error):
+    kept in ``handler.unsaved`` only, lost if the process ends before they are stored."""
     spill_path: str | None
     """The spill file (JSON lines, the ledger format), None for an in-memory store."""
 
@@ -850,10 +851,10 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             else:
                 if not kept:
                     why += f"; the spill file {where} is full ({self.spill_limit_bytes:,} bytes)"
-        with self._lock:
+        with self._lock:  # in memory either way: stored as soon as the store answers again
+            self.unsaved = [*self.unsaved[-(MAX_UNSAVED - 1) :], run]
             if kept:
                 self._runs_spilled += 1
-                self.unsaved = [*self.unsaved[-(MAX_UNSAVED - 1) :], run]
             else:
                 self._runs_dropped += 1
         if kept:
@@ -864,7 +865,12 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
                 f"`soloflow ingest --spill {where}`, writes it back)",
             )
         else:
-            logger.error("SoloFlow capture: run %s is LOST: %s", run.run_id, why)
+            logger.error(
+                "SoloFlow capture: run %s is only in memory (handler.unsaved), LOST if the "
+                "process ends before the store answers: %s",
+                run.run_id,
+                why,
+            )
 
     def _written(self, run: TaskRun, fresh: bool) -> None:
         if not fresh:

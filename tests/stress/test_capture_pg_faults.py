@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,15 @@ NS = {"user_id": "u", "agent_id": "a"}
 LOGGER = "soloflow_langgraph.callbacks"
 
 
+DURING_TOOL: list[Callable[[], None]] = []
+"""What the next ``lookup`` call does first (a fault in the middle of a run)."""
+
+
 @tool
 def lookup(key: str) -> str:
     """Look a key up."""
+    while DURING_TOOL:
+        DURING_TOOL.pop()()
     return f"value of {key}"
 
 
@@ -193,8 +199,10 @@ def test_database_dropped_and_recreated_mid_capture_gets_its_schema_back(
     try:
         with caplog.at_level(logging.WARNING, logger=LOGGER):
             _capture(handler, agent, range(0, 20))
-            drop(create=True)  # dropped and re-created at once: the handler finds it empty
+            # Dropped and re-created in the middle of run 20: the handler finds it empty.
+            DURING_TOOL.append(lambda: drop(create=True))
             _capture(handler, agent, range(20, 40))
+            assert not DURING_TOOL
             assert handler.health().runs_spilled == 0 and handler.runs_written == 40
             assert _stored(url)[0] == {f"task {i}" for i in range(20, 40)}
             drop(create=False)  # gone for a while: runs are spilled
