@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from conftest import PG_URL, pg_problem
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
@@ -26,8 +27,6 @@ from langchain_core.tools import tool
 from soloflow_core.store import Store
 from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
 from soloflow_langgraph.testing import ScriptedChatModel
-
-from conftest import PG_URL, pg_problem
 
 pytestmark = pytest.mark.stress
 
@@ -177,7 +176,9 @@ def test_connections_killed_mid_capture_lose_no_run(
 
 def _capture(handler: SoloFlowCallbackHandler, agent: Any, tasks: range) -> None:
     for i in tasks:
-        result = agent.invoke({"messages": [("user", f"task {i}")]}, config={"callbacks": [handler]})
+        result = agent.invoke(
+            {"messages": [("user", f"task {i}")]}, config={"callbacks": [handler]}
+        )
         assert result["messages"][-1].content == "done"
 
 

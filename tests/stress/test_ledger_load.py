@@ -104,7 +104,16 @@ def test_eight_processes_capture_ten_thousand_events_each(db_url: str, tmp_path:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     procs = [
         subprocess.Popen(
-            [sys.executable, str(script), db_url, str(spill), str(go), f"p{i}", str(RUNS), str(TURNS)],
+            [
+                sys.executable,
+                str(script),
+                db_url,
+                str(spill),
+                str(go),
+                f"p{i}",
+                str(RUNS),
+                str(TURNS),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
