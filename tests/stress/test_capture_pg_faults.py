@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from conftest import PG_URL, pg_problem
+from conftest import PG_URL, REQUIRE_PG, pg_problem
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
@@ -75,7 +75,11 @@ def _admin() -> sa.Engine:
 def scratch_db() -> Iterator[tuple[str, str]]:
     """(name, URL) of a fresh database of its own, dropped afterwards."""
     if pg_problem():
-        pytest.skip(f"no PostgreSQL server at {PG_URL}")  # pg_url fails it under REQUIRE_PG
+        if REQUIRE_PG:
+            pytest.fail(
+                f"PostgreSQL required (SOLOFLOW_REQUIRE_POSTGRES=1) but {PG_URL}: {pg_problem()}"
+            )
+        pytest.skip(f"no PostgreSQL server at {PG_URL}")
     name = "sf_probe_" + uuid.uuid4().hex[:10]
     admin = _admin()
     with admin.connect() as conn:
