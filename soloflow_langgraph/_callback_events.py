@@ -13,10 +13,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from soloflow_core.models import ToolCall
+from soloflow_core.plugins import call_hook
 from soloflow_core.store.json_values import MAX_JSON_DEPTH, cut_value
 from soloflow_langgraph._messages import content_text
 
 if TYPE_CHECKING:
+    import pluggy
     from langchain_core.outputs import LLMResult
 
     from soloflow_langgraph._capture_state import ToolCallCapture
@@ -206,3 +208,16 @@ def tool_call(call: ToolCallCapture) -> ToolCall:
         tool_call_id=call.tool_call_id,
         meta=call.meta or {},
     )
+
+
+def classify(pm: pluggy.PluginManager, task: str) -> str | None:
+    """The ``soloflow_classify_task`` label of ``task``; None when no plugin gives one (a
+    failing plugin is logged, never raised)."""
+    if not pm.hook.soloflow_classify_task.get_hookimpls():
+        return None
+    try:
+        label = call_hook(pm, "soloflow_classify_task", task=task)
+    except Exception:
+        logger.exception("SoloFlow capture: a soloflow_classify_task plugin failed")
+        return None
+    return label if isinstance(label, str) else None

@@ -25,11 +25,12 @@ class CaptureHealth:
     problem: str | None
     """What is wrong (the last problem seen), None when ``ok``."""
     runs_written: int
-    """Runs this handler stored."""
+    """Runs this handler stored (its spilled runs once written back included)."""
     runs_spilled: int
     """Runs this handler could not store in time and appended to the spill file."""
     runs_dropped: int
-    """Runs lost: the spill file was full or could not be written (each logged as an error)."""
+    """Runs the spill file could not take (full, or not writable; each logged as an error):
+    kept in ``handler.unsaved`` only, lost if the process ends before they are stored."""
     spill_path: str | None
     """The spill file (JSON lines, the ledger format), None for an in-memory store."""
 

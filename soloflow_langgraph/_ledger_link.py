@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from soloflow_core.ledger.spill import spill_path_for, write_back_spill
+from soloflow_core.ledger.spill import append_spill, spill_path_for, write_back_spill
 from soloflow_core.store import Store, default_database_path, resolve_database_url
 from soloflow_core.store.engine import migrate, safe_url
 
@@ -239,10 +239,14 @@ class LedgerLink:
         self.report("down", message)
 
     def _up(self) -> None:
-        if self.problem is not None:
-            logger.warning("SoloFlow capture: the store %s takes runs again", safe_url(self.url))
+        """A write went through: after a problem, say so and let the handler write back."""
+        if self.problem is None:
+            return
+        logger.warning("SoloFlow capture: the store %s takes runs again", safe_url(self.url))
         self.problem = None
         self._reported.clear()
+        if self.store is not None:
+            self._on_connected(self.store)
 
 
 class StoreVanished(RuntimeError):
@@ -262,3 +266,12 @@ def has_content(path: Path) -> bool:
         return path.stat().st_size > 0
     except OSError:
         return False
+
+
+def spill_one(where: Path, run: TaskRun, limit_bytes: int) -> str | None:
+    """Append ``run`` to the spill file ``where``; None when it is there, else why it is not."""
+    try:
+        kept = append_spill(where, [run], limit_bytes=limit_bytes)
+    except OSError as exc:
+        return f"the spill file {where} cannot be written ({exc.strerror})"
+    return None if kept else f"the spill file {where} is full ({limit_bytes:,} bytes)"

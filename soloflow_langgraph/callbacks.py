@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,10 +37,7 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from soloflow_core.ledger.spill import (
-    SPILL_LIMIT_BYTES,
-    append_spill,
-)
+from soloflow_core.ledger.spill import SPILL_LIMIT_BYTES
 from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, StepRecord, TaskRun
 from soloflow_core.plugins import call_hook, get_plugin_manager
@@ -49,6 +46,7 @@ from soloflow_core.tracing import PriceTable, Span
 from soloflow_langgraph._callback_events import (
     answer_from_outputs,
     args_from,
+    classify,
     effects,
     error_text,
     first_human,
@@ -66,7 +64,7 @@ from soloflow_langgraph._capture_state import (
     ToolCallCapture,
     build_task_run,
 )
-from soloflow_langgraph._ledger_link import LedgerLink, has_content
+from soloflow_langgraph._ledger_link import LedgerLink, has_content, spill_one
 from soloflow_langgraph.agent_trace import AgentTrace
 
 if TYPE_CHECKING:
@@ -193,21 +191,10 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
     def flush(self) -> int:
         """Store the runs in ``unsaved`` now, then write back the whole spill file (runs of
         earlier processes too); return how many of ``unsaved`` are now stored."""
-        with self._lock:
-            pending = list(self.unsaved)
-        stored = 0
-        for run in pending:
-            try:
-                fresh = self._ledger.call(
-                    functools.partial(self._ledger.store_run, run), self.write_timeout
-                )
-            except Exception as exc:
-                self._ledger.report("flush", f"storing run {run.run_id} failed: {error_text(exc)}")
-                continue
-            with self._lock:
-                self.unsaved = [r for r in self.unsaved if r is not run]
-            self._written(run, fresh)
-            stored += 1
+        timeout = self.write_timeout
+        stored = self._store_unsaved(
+            lambda run: self._ledger.call(functools.partial(self._ledger.store_run, run), timeout)
+        )
         if not self.unsaved and self.spill_path is not None:
             try:
                 self._ledger.call(self._write_back, self.write_timeout)
@@ -215,21 +202,45 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
                 self._ledger.report("write-back", f"writing back the spill file failed: {exc}")
         return stored
 
+    def _store_unsaved(self, store_run: Callable[[TaskRun], bool]) -> int:
+        """Store the runs of ``unsaved`` with ``store_run``; return how many now are."""
+        with self._lock:
+            pending = list(self.unsaved)
+        stored = 0
+        for run in pending:
+            try:
+                store_run(run)  # False: a write that timed out went through after all
+            except Exception as exc:
+                self._ledger.report("flush", f"storing run {run.run_id} failed: {error_text(exc)}")
+                continue
+            with self._lock:  # flush and a write-back may both have stored it: count it once
+                mine = any(r is run for r in self.unsaved)
+                self.unsaved = [r for r in self.unsaved if r is not run]
+            if mine:
+                self._written(run, True)
+            stored += 1
+        return stored
+
     def close(self) -> None:
         """Stop the writer thread; close the store if this handler opened it."""
         self._ledger.close()
 
     def _connected(self, store: Store) -> None:
-        """The store answers: set up what needs it, write back what an earlier process spilled."""
+        """The store answers (opened, or back after a fault): set up what needs it, write back
+        what this handler or an earlier process spilled."""
         self.store = store
         if self._detect and (self.watcher is None or self.watcher.store is not store):
             config = self._detect if isinstance(self._detect, DetectorConfig) else None
             self.watcher = DetectionWatcher(store, config)
-        if self.spill_path is not None and has_content(self.spill_path):
+        if self.spill_path is not None and (self.unsaved or has_content(self.spill_path)):
             self._ledger.submit(self._write_back)
 
     def _write_back(self) -> int:
+        """On the writer thread: store ``unsaved``, then write back the spill file."""
         assert self.spill_path is not None
+        self._store_unsaved(self._ledger.store_run)
+        if self.unsaved:
+            return 0
         return self._ledger.write_back(self.spill_path)
 
     @property
@@ -521,19 +532,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         if state.trace is not None:
             run.cost = state.trace.run_cost
         if run.task:
-            run.classification = self._classify(run.task)
+            run.classification = classify(self.pm, run.task)
         self._write(run, spans=spans)
-
-    def _classify(self, task: str) -> str | None:
-        hook = self.pm.hook.soloflow_classify_task
-        if not hook.get_hookimpls():
-            return None
-        try:
-            label = call_hook(self.pm, "soloflow_classify_task", task=task)
-        except Exception:
-            logger.exception("SoloFlow capture: a soloflow_classify_task plugin failed")
-            return None
-        return label if isinstance(label, str) else None
 
     def _write(self, run: TaskRun, *, spans: Sequence[Span] = ()) -> bool:
         """Store ``run`` with its ``spans`` (one transaction) on the writer thread, waiting at
@@ -554,30 +554,27 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
 
     def _spill(self, run: TaskRun, why: str) -> None:
         where = self.spill_path
-        kept = 0
-        if where is not None:
-            try:
-                kept = append_spill(where, [run], limit_bytes=self.spill_limit_bytes)
-            except OSError as exc:
-                why += f"; the spill file {where} cannot be written ({exc.strerror})"
-            else:
-                if not kept:
-                    why += f"; the spill file {where} is full ({self.spill_limit_bytes:,} bytes)"
-        with self._lock:
-            if kept:
-                self._runs_spilled += 1
-                self.unsaved = [*self.unsaved[-(MAX_UNSAVED - 1) :], run]
-            else:
-                self._runs_dropped += 1
-        if kept:
+        refused = (
+            "no spill file" if where is None else spill_one(where, run, self.spill_limit_bytes)
+        )
+        with self._lock:  # in memory either way: stored as soon as the store answers again
+            self.unsaved = [*self.unsaved[-(MAX_UNSAVED - 1) :], run]
+            self._runs_spilled += refused is None
+            self._runs_dropped += refused is not None
+        if refused is None:
             self._ledger.report(
                 "spill",
-                f"storing run {run.run_id} failed: {why}; kept in the "
-                f"spill file {where} and handler.unsaved (handler.flush(), or "
-                f"`soloflow ingest --spill {where}`, writes it back)",
+                f"storing run {run.run_id} failed: {why}; kept in the spill file {where} and "
+                f"handler.unsaved (handler.flush(), or `soloflow ingest --spill {where}`, writes it back)",
             )
         else:
-            logger.error("SoloFlow capture: run %s is LOST: %s", run.run_id, why)
+            logger.error(
+                "SoloFlow capture: run %s is only in memory (handler.unsaved), LOST if the "
+                "process ends before the store answers: %s; %s",
+                run.run_id,
+                why,
+                refused,
+            )
 
     def _written(self, run: TaskRun, fresh: bool) -> None:
         if not fresh:
