@@ -106,6 +106,34 @@ _ASKING = re.compile(
     re.IGNORECASE,
 )
 """Ways of asking for something (``please``, ``can you``, ``I'd like``)."""
+_COURTESY_ASK = re.compile(
+    r"\bwould\s+you\s+(?:kindly\s+)?mind\b|\bwould\s+it\s+be\s+possible\s+(?:for\s+you\s+)?to\b"
+    r"|\b(?:i\s+am|i'?m)\s+writing\s+to\s+(?:request|ask)(?:\s+(?:that|for|you\s+to))?\b"
+    r"|\b(?:could|may|can)\s+(?:i|we)\s+(?:please\s+)?(?:get|have)\b",
+    re.IGNORECASE,
+)
+"""Courtesy forms of asking (``would you mind``, ``would it be possible to``, ``could I
+have``): read as ``please``. ``is it possible to…`` is not here: it may ask about a rule."""
+_COURTESY = re.compile(
+    r"\bgood\s+(?:morning|afternoon|evening|day)\b|\bhi\s+there\b"
+    r"|\bthank(?:s|\s+you)(?:\s+(?:very|so)\s+much)?(?:\s+in\s+advance)?\b"
+    r"|\b(?:much|greatly)\s+appreciated\b|\b(?:(?:kind|best|warm)\s+)?regards\b|"
+    r"\b(?:the\s+)?(?:(?:e-?mail|address)\s+)?on\s+file\b",
+    re.IGNORECASE,
+)
+"""Greetings, thanks and ``on file``: no intent in any request."""
+_SIGN_OFF = re.compile(
+    r"\b(?:(?:kind|best|warm)\s+regards|regards|sincerely|cheers|best\s+wishes|thanks|thank\s+you)"
+    r"\s*[,.!-]?\s+(?P<name>[A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+)?)\s*[.!]?\s*$"
+)
+"""A closing and the writer's name (one or two capitalised words) ending the request."""
+_VALUE_WORDING = re.compile(
+    r"\b(?:(?:you\s+can\s+)?reach\s+me\s+at|account\s+holder|registered\s+(?:(?:e-?mail|address)(?:\s+is)?|to)"
+    r"|(?:my\s+)?login(?:\s+e-?mail)?(?:\s+is)?)\s*[:=-]?\s*(?=[\w.+-]+@[\w-]+\.)",
+    re.IGNORECASE,
+)
+"""Words that introduce the request's address (``you can reach me at``, ``account holder:``,
+``my login is``): the value's wording, like ``my e-mail is``."""
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
 _SENTENCE = re.compile(r"[.?!;\n]+")
 _CLAUSE_END = re.compile(
@@ -117,7 +145,7 @@ FILLER = frozenset(
     your yours there here to for of on in at by with from into onto as and or but so also just
     please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam get
     got give gimme want wanted need needed like would'd let know tell quick quickly asap again
-    now right away really very much can could would will u ya""".split()
+    now right away really very much can could would will u ya be am been being via""".split()
 )
 """Words that say nothing of the job. Question words, auxiliaries, conditionals, verbs of
 action, other people's words and quantifiers (``all``, ``any``, ``some``, ``these``: *which*
@@ -242,7 +270,7 @@ requests for oneself, unless the job's evidence says so."""
 
 REQUEST_VERBS = frozenset(ACTION_WORDS) | frozenset(
     "check track find look show tell give get email mail refund help resend fix reimburse "
-    "lookup verify retrieve fetch provide need want".split()
+    "lookup verify retrieve fetch provide need want request".split()
 )
 """Verbs a request opens with (the imperative): ``Refund my…``, ``Track…``, ``Send me…``."""
 _REQUEST_STEMS = frozenset(stem(w) for w in REQUEST_VERBS)
@@ -250,6 +278,43 @@ ACTION_STEMS = frozenset(stem(w) for w in ACTION_WORDS)
 """Stems of verbs that change the world: one the job's evidence is not familiar with vetoes
 a run."""
 _FILLER_STEMS = frozenset(stem(w) for w in FILLER | _FILLER_EXTRA) | FILLER | _FILLER_EXTRA
+
+
+IRREGULAR: Mapping[str, str] = {
+    past: base
+    for base, forms in {
+        "send": "sent",
+        "pay": "paid",
+        "buy": "bought",
+        "lose": "lost",
+        "make": "made",
+        "take": "took taken",
+        "tell": "told",
+        "find": "found",
+        "leave": "left",
+        "break": "broke broken",
+        "come": "came",
+        "go": "went gone",
+        "sell": "sold",
+        "spend": "spent",
+        "keep": "kept",
+        "bring": "brought",
+        "write": "wrote written",
+        "choose": "chose chosen",
+        "forget": "forgot forgotten",
+        "give": "gave given",
+        "see": "saw seen",
+        "do": "did done",
+        "put": "put",
+        "begin": "began begun",
+        "hold": "held",
+        "freeze": "froze frozen",
+        "steal": "stole stolen",
+        "get": "gotten",
+    }.items()
+    for past in forms.split()
+}
+"""Past forms of irregular verbs → the verb (``sent`` → ``send``): the stemmer leaves them."""
 
 
 def _normalized(text: str) -> str:
@@ -279,7 +344,7 @@ def _content(word: str) -> str | None:
     if word in FILLER or word in _FILLER_EXTRA or _NEGATION.fullmatch(word):
         return None
     base = word.split("'", 1)[0] if "'" in word else word
-    s = stem(base)
+    s = stem(IRREGULAR.get(base, base))
     return s if s and s not in _FILLER_STEMS and (len(s) > 1 or not s.isascii()) else None
 
 
@@ -363,6 +428,24 @@ def _negation(text: str) -> tuple[tuple[str, ...], bool]:
     return tuple(out), bare
 
 
+def _courteous(text: str) -> str:
+    """``text`` with its courtesy said plainly: asking forms as ``please``; greetings, thanks,
+    a closing name and the wording of its address left out. A closing "name" that is a verb
+    of request or action, a negation or another person is kept (it may be an instruction)."""
+    text = _VALUE_WORDING.sub(" ", text)
+    sign = _SIGN_OFF.search(text)
+    if sign is not None:
+        name = _words(sign.group("name"))
+        if not any(
+            stem(w) in _REQUEST_STEMS or stem(w) in ACTION_STEMS or w in PARTY_WORDS
+            or _NEGATION.fullmatch(w) or w in _AUX or w in _WH
+            for w in name
+        ):
+            text = text[: sign.start()]
+    text = _COURTESY_ASK.sub(" please ", text)
+    return _COURTESY.sub(" ", text)
+
+
 def read_request(text: str) -> RequestText:
     """Read ``text`` as the module docstring says.
 
@@ -374,7 +457,7 @@ def read_request(text: str) -> RequestText:
     text = text if isinstance(text, str) else ""
     normalized = _normalized(text)
     values = tuple(m.group(0).rstrip(".,;:!?)") for m in VALUE_PATTERN.finditer(normalized))
-    rest = VALUE_PATTERN.sub(" ", normalized)
+    rest = VALUE_PATTERN.sub(" ", _courteous(normalized))
     rest = re.sub(r"\be-mail", "email", rest, flags=re.IGNORECASE)
     letters = [ch for ch in rest if ch.isalpha()]
     foreign = bool(letters) and sum(not ch.isascii() for ch in letters) * 2 > len(letters)
