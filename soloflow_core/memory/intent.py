@@ -33,6 +33,8 @@ the model, with the flow offered as a tool:
   ``would a…``) opens the way the job's texts do (``where is my order`` is the order-status
   job's own question; ``has my order been refunded`` asks about a refund, it does not ask
   for one);
+- it names the job's own action (``reset`` for a flow that calls ``reset_password``) when
+  most of the job's texts name it: ``tell me my account password`` is no password reset;
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).
@@ -134,6 +136,8 @@ _VALUE_WORDING = re.compile(
 )
 """Words that introduce the request's address (``you can reach me at``, ``account holder:``,
 ``my login is``): the value's wording, like ``my e-mail is``."""
+_SENDING = re.compile(r"\be-?mail(?:ed|ing)?\s+(?:it|me|us|them|my|the|this|that)\b", re.IGNORECASE)
+"""``email me…``, ``e-mail it``: a way of saying *send*."""
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
 _SENTENCE = re.compile(r"[.?!;\n]+")
 _CLAUSE_END = re.compile(
@@ -145,7 +149,8 @@ FILLER = frozenset(
     your yours there here to for of on in at by with from into onto as and or but so also just
     please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam get
     got give gimme want wanted need needed like would'd let know tell quick quickly asap again
-    now right away really very much can could would will u ya be am been being via""".split()
+    now right away really very much can could would will u ya be am been being via request
+    requesting""".split()
 )
 """Words that say nothing of the job. Question words, auxiliaries, conditionals, verbs of
 action, other people's words and quantifiers (``all``, ``any``, ``some``, ``these``: *which*
@@ -660,6 +665,13 @@ def judge_intent(
     if questions:
         reasons.append(
             f"it asks a question ({', '.join(questions)}…) the job's requests do not ask"
+        )
+    named = frozenset(own_actions) & ACTION_STEMS & evidence.strong()
+    said = set(terms) | ({"send"} if _SENDING.search(request.normalized or request.text) else set())
+    if terms and named and not named & said:
+        reasons.append(
+            f"it does not name the job's action ({', '.join(sorted(named))}), "
+            "which most of the job's requests name"
         )
     actions = [t for t in terms if t in ACTION_STEMS and t not in familiar and t not in own_actions]
     if actions:
