@@ -197,6 +197,18 @@ def test_a_job_whose_requests_name_its_action_needs_it_named():
     assert verdict("Please email me my latest invoice z@x.io", own_actions={"send"}) == "run"
 
 
+def test_a_word_only_hinted_texts_hold_is_known_once_two_hold_it():
+    request = "Please send my latest bill to z@x.io"
+    once = JobEvidence.of(EXEMPLARS, hinted=["send my latest bill a@x.io"])
+    assert "bill" in once.unconfirmed and verdict(request, once) != "run"
+    twice = JobEvidence.of(EXEMPLARS, hinted=["send my latest bill a@x.io", "my bill b@x.io"])
+    assert not twice.unconfirmed and verdict(request, twice) == "run"
+    # a run's or a person's text needs no second one
+    assert verdict(request, JobEvidence.of([*EXEMPLARS, "send my latest bill a@x.io"])) == "run"
+    person = JobEvidence.of(EXEMPLARS, ["latest bill"], hinted=["send my latest bill a@x.io"])
+    assert verdict(request, person) == "run"
+
+
 def test_inputs_are_bound_from_the_request_itself_with_their_shape():
     assert bind_inputs(SCHEMA, {"email": EMAIL}, read_request("invoice for a@x.io")).inputs == {
         "email": "a@x.io"

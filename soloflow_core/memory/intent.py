@@ -60,6 +60,7 @@ from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
     "ACTION_STEMS",
+    "CONFIRMATIONS",
     "MAX_REQUEST_CHARS",
     "MIN_EXEMPLARS",
     "PARTY_WORDS",
@@ -84,6 +85,9 @@ FAMILIAR_SHARE = 0.1
 """A word of the job is *familiar* when at least three of the evidence's texts, and this
 share of them, hold it: an action, another person or a way of asking the job is done with."""
 FAMILIAR_MIN = 3
+CONFIRMATIONS = 2
+"""Hinted texts (the model chose the offered flow tool) that must hold a word before the job
+knows it, when no run of the job and no person gave it."""
 MAX_REQUEST_CHARS = 4000
 """A longer request is never run without the model (it is a conversation, not a request)."""
 
@@ -513,16 +517,28 @@ class JobEvidence:
     """Other person → how many of the texts name them."""
     leads: Mapping[str, int] = field(default_factory=dict)
     """Question opening → how many of the texts open a sentence with it."""
+    unconfirmed: frozenset[str] = frozenset()
+    """Words only *hinted* texts hold, fewer than :data:`CONFIRMATIONS` of them: not known."""
 
     @classmethod
     def of(
-        cls, texts: Iterable[str], declared: Iterable[str] = (), *, user_submitted: bool = False
+        cls,
+        texts: Iterable[str],
+        declared: Iterable[str] = (),
+        *,
+        user_submitted: bool = False,
+        hinted: Iterable[str] = (),
     ) -> JobEvidence:
+        """The evidence of ``texts`` (runs that were the job), a person's ``declared`` words
+        and ``hinted`` texts: requests the model sent to the flow's tool after the gate
+        declined them and offered it. A word only hinted texts hold is known once
+        :data:`CONFIRMATIONS` of them hold it."""
         df: Counter[str] = Counter()
         parties: Counter[str] = Counter()
         leads: Counter[str] = Counter()
+        first_hand: set[str] = set()
         n = 0
-        for text in texts:
+        for kind, text in [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]:
             if not isinstance(text, str) or not text.strip():
                 continue
             n += 1
@@ -530,6 +546,8 @@ class JobEvidence:
             df.update(read.terms)
             parties.update(read.parties)
             leads.update(read.leads)
+            if kind == "run":
+                first_hand.update(read.terms)
         words: set[str] = set()
         for phrase in declared:
             words.update(read_request(phrase).terms)
@@ -540,11 +558,14 @@ class JobEvidence:
             user_submitted=user_submitted,
             parties=dict(parties),
             leads=dict(leads),
+            unconfirmed=frozenset(
+                w for w, k in df.items() if w not in first_hand and k < CONFIRMATIONS
+            ),
         )
 
     @property
     def vocabulary(self) -> frozenset[str]:
-        return frozenset(self.df) | self.declared
+        return (frozenset(self.df) - self.unconfirmed) | self.declared
 
     def _at_least(self, share: float, minimum: float) -> frozenset[str]:
         floor = max(minimum, share * self.texts)
@@ -559,6 +580,13 @@ class JobEvidence:
         """Words half of the texts hold (at least two), and the words a person declared: the
         candidates for key words."""
         return self._at_least(KEY_SHARE, 2) | self.declared
+
+    def held_by_most(self) -> frozenset[str]:
+        """Words more than half of the texts (at least :data:`MIN_EXEMPLARS`) hold; a
+        person's declared words are not counted."""
+        return frozenset(
+            w for w, n in self.df.items() if n * 2 > self.texts and n >= MIN_EXEMPLARS
+        )
 
     def familiar(self) -> frozenset[str]:
         """Words three of the texts (and :data:`FAMILIAR_SHARE` of them) hold, or a person
@@ -666,7 +694,7 @@ def judge_intent(
         reasons.append(
             f"it asks a question ({', '.join(questions)}…) the job's requests do not ask"
         )
-    named = frozenset(own_actions) & ACTION_STEMS & evidence.strong()
+    named = frozenset(own_actions) & ACTION_STEMS & evidence.held_by_most()
     said = set(terms) | ({"send"} if _SENDING.search(request.normalized or request.text) else set())
     if terms and named and not named & said:
         reasons.append(
