@@ -190,7 +190,9 @@ def test_a_job_whose_requests_name_its_action_needs_it_named():
     assert verdict("Please reset the password of my account z@x.io", reset, own_actions=own) == (
         "run"
     )
-    found = judge_intent(reset, read_request("Please tell me my account password z@x.io"), own_actions=own)
+    found = judge_intent(
+        reset, read_request("Please tell me my account password z@x.io"), own_actions=own
+    )
     assert found.verdict != "run"
     assert any("does not name the job's action (reset)" in r for r in found.reasons)
     # the rule asks nothing of a job whose requests mostly do not name its action
