@@ -781,7 +781,8 @@ def test_a_flow_of_10k_steps_is_refused_with_a_clear_error():
         FlowValidationError, match="10000 steps; a flow may have at most 1000"
     ) as info:
         compile_flow(flow, tools=[Recorder().make("s0")])
-    assert "map_over" in str(info.value) and time.perf_counter() - t0 < 1.0
+    # Refused before any work that grows with the steps: no hang (issue 25's 5 s), not a speed target.
+    assert "map_over" in str(info.value) and time.perf_counter() - t0 < 5.0
 
 
 def test_a_long_chain_runs_past_langgraphs_default_recursion_limit(rt_store):
