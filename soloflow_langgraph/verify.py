@@ -39,6 +39,8 @@ from soloflow_core.models import FlowCandidate, FlowDefinition
 from soloflow_langgraph.compile.graph import compile_flow
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from soloflow_core.store import Store
 
 __all__ = [
@@ -455,3 +457,26 @@ def verify_candidate(
 
 
 __all__ += ["args_match", "split_holdout"]
+
+
+def replay_verifier(
+    store: Store, side_effects: dict[str, bool]
+) -> Callable[[FlowCandidate], FlowCandidate]:
+    """A ``verify`` callable for :class:`~soloflow_core.learning.service.LearningService`:
+    :func:`verify_candidate` of a candidate in its own namespace, with the tools'
+    ``side_effects`` (tool name → bool)."""
+
+    def verify(cand: FlowCandidate) -> FlowCandidate:
+        updated, _ = verify_candidate(
+            store,
+            cand.id,
+            user_id=cand.user_id,
+            agent_id=cand.agent_id,
+            side_effects=side_effects or None,
+        )
+        return updated
+
+    return verify
+
+
+__all__ += ["replay_verifier"]

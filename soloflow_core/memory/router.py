@@ -6,8 +6,9 @@ candidates) and keeps the one that may run unasked. A flow may run only when all
 1. it is ``active`` and its record allows it (:func:`~soloflow_core.learning.may_auto_execute`:
    ``auto_execute`` on, confidence ≥ ``confidence_threshold``);
 2. the request is its job (:func:`~soloflow_core.memory.intent.judge_intent` against the
-   flow's evidence: the task texts of its runs; a user-submitted flow's own name,
-   description and trigger keywords);
+   flow's evidence: the task texts of its runs and a person's confirmed phrasings; a
+   user-submitted flow's own name, description and trigger keywords; requests the model
+   sent to the offered flow tool, whose words count once two of them hold them);
 3. every required input is bound from the request itself, its shape and type checked, and
    no value of the request is left unused (:func:`~soloflow_core.memory.intent.bind_inputs`).
 
@@ -99,7 +100,7 @@ def decide_route(
     if not matches:
         return RouteDecision(run=None, inputs={}, checks=(), reason="no flow matches the request")
     names = [m.name for m in matches]
-    texts = store.flow_evidence(names, user_id=user_id, agent_id=agent_id)
+    texts = store.flow_evidence_sources(names, user_id=user_id, agent_id=agent_id)
     evidence: dict[str, JobEvidence] = {}
     for m in matches:
         user = m.source == SOURCE_USER
@@ -109,7 +110,13 @@ def decide_route(
                 m.name, user_id=user_id, agent_id=agent_id
             ).trigger_keywords
             declared = _declared(definition(m.name), keywords)
-        evidence[m.name] = JobEvidence.of(texts.get(m.name, []), declared, user_submitted=user)
+        pairs = texts.get(m.name, [])
+        evidence[m.name] = JobEvidence.of(
+            [x for x, source in pairs if source != "flow_tool"],
+            declared,
+            user_submitted=user,
+            hinted=[x for x, source in pairs if source == "flow_tool"],
+        )
     jobs = {m.name: job_tools(definition(m.name)) for m in matches}
     checks: list[FlowCheck] = []
     runnable: list[tuple[WorkflowMatch, FlowCheck]] = []
