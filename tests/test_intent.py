@@ -11,14 +11,9 @@ from hypothesis import strategies as st
 
 from soloflow_core.generalize.composed import compose_template, leaf_texts
 from soloflow_core.generalize.reply import describe_run, learn_reply_template, render_reply
-from soloflow_core.memory.intent import (
-    MAX_REQUEST_CHARS,
-    JobEvidence,
-    bind_inputs,
-    judge_intent,
-    read_request,
-    tool_actions,
-)
+from soloflow_core.memory.binding import bind_inputs
+from soloflow_core.memory.intent import MAX_REQUEST_CHARS, JobEvidence, judge_intent, tool_actions
+from soloflow_core.memory.reading import read_request
 from soloflow_core.models import FlowDefinition, FlowStep
 from soloflow_core.store.fulltext import tokenize
 

@@ -48,13 +48,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from soloflow_core.memory.binding import Binding, bind_inputs
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
-    ACTION_WORDS,
-    PARTY_WORDS,
     REQUEST_STEMS,
-    REQUEST_VERBS,
     SENDING,
     RequestText,
     read_request,
@@ -62,20 +58,12 @@ from soloflow_core.memory.reading import (
 from soloflow_core.store.fulltext import stem
 
 __all__ = [
-    "ACTION_STEMS",
-    "ACTION_WORDS",
     "CONFIRMATIONS",
     "MAX_REQUEST_CHARS",
     "MIN_EXEMPLARS",
-    "PARTY_WORDS",
-    "REQUEST_VERBS",
-    "Binding",
     "IntentVerdict",
     "JobEvidence",
-    "RequestText",
-    "bind_inputs",
     "judge_intent",
-    "read_request",
     "tool_actions",
 ]
 

@@ -10,7 +10,7 @@ candidates) and keeps the one that may run unasked. A flow may run only when all
    user-submitted flow's own name, description and trigger keywords; requests the model
    sent to the offered flow tool, whose words count once two of them hold them);
 3. every required input is bound from the request itself, its shape and type checked, and
-   no value of the request is left unused (:func:`~soloflow_core.memory.intent.bind_inputs`).
+   no value of the request is left unused (:func:`~soloflow_core.memory.binding.bind_inputs`).
 
 A flow's *key words* (:func:`key_words`) are the words that tell its job from the other
 matching jobs; the request must hold one. When several flows pass, the same job (the same
@@ -26,15 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from soloflow_core.learning.outcomes import FlowStats, may_auto_execute
-from soloflow_core.memory.intent import (
-    JobEvidence,
-    RequestText,
-    Verdict,
-    bind_inputs,
-    judge_intent,
-    read_request,
-    tool_actions,
-)
+from soloflow_core.memory.binding import bind_inputs
+from soloflow_core.memory.intent import JobEvidence, Verdict, judge_intent, tool_actions
+from soloflow_core.memory.reading import RequestText, read_request
 from soloflow_core.models import SOURCE_USER
 
 if TYPE_CHECKING:
