@@ -194,9 +194,7 @@ class PatternTimeoutError(FlowValidationError):
         field: its path in the flow (``extraction.email.pattern``).
     """
 
-    def __init__(
-        self, message: str, *, pattern: str, field: str, flow: str | None = None
-    ) -> None:
+    def __init__(self, message: str, *, pattern: str, field: str, flow: str | None = None) -> None:
         super().__init__(message, flow=flow, field=field)
         self.pattern = pattern
 

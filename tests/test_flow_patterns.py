@@ -83,7 +83,11 @@ def test_a_pattern_that_backtracks_at_run_time_stops_within_its_limit() -> None:
         inputs_from_task(flow, "x" * 40)
     assert time.monotonic() - start < STOP_WITHIN
     err = info.value
-    assert (err.flow, err.field, err.pattern) == ("slow_lookup", "extraction.q.pattern", SLOW_AT_RUN_TIME)
+    assert (err.flow, err.field, err.pattern) == (
+        "slow_lookup",
+        "extraction.q.pattern",
+        SLOW_AT_RUN_TIME,
+    )
     text = str(err)
     assert "flow 'slow_lookup', field 'extraction.q.pattern'" in text
     assert repr(SLOW_AT_RUN_TIME) in text and "nested or overlapping quantifiers" in text

@@ -196,7 +196,6 @@ def _flow_texts() -> Iterator[tuple[str, str, bytes]]:
 FLOW_CASES = list(_flow_texts())
 
 
-
 def test_hostile_flow_files(tmp_path: Path) -> None:
     took: list[tuple[float, str]] = []
     for name, suffix, data in FLOW_CASES:

@@ -129,9 +129,7 @@ def pattern_problem(pattern: str) -> str | None:
         regex.compile(pattern)  # its error's position is the pattern's own
         rx = extraction_regex(pattern, "")
     except (regex.error, RecursionError, OverflowError, MemoryError) as exc:
-        return (
-            f"not a valid regular expression: {exc}; fix it (e.g. escape a literal '(' as '\\(')"
-        )
+        return f"not a valid regular expression: {exc}; fix it (e.g. escape a literal '(' as '\\(')"
     for text in _PROBES:
         try:
             rx.search(text, timeout=_PROBE_TIMEOUT)

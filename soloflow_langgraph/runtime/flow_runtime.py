@@ -354,7 +354,8 @@ class FlowRuntime:
         return self.run(self.flow(name), given, run_id=run_id, on_started=on_started)
 
     def resume(self, run_id: str, *, force: bool = False) -> FlowRunResult:
-        """Carry on a run whose process ended (a crash, a kill, a restart).
+        """Carry on a run that was interrupted (``interrupted``) or whose process ended (a
+        crash, a kill, a restart: ``running`` with its owner gone).
 
         Raises:
             NotFoundError: no such run in this namespace.
@@ -372,7 +373,7 @@ class FlowRuntime:
                 f"`soloflow flows runs reject {run_id}`",
                 run_id=run_id,
             )
-        alive = owner_alive(rec.owner)
+        alive = rec.state == RunState.RUNNING and owner_alive(rec.owner)
         if alive and rec.owner != self.owner and not force:
             raise InvalidTransitionError(
                 f"flow run {run_id!r} is being run by process {rec.owner}; stop it first, or pass "
@@ -436,7 +437,11 @@ class FlowRuntime:
             raise InvalidTransitionError(
                 f"flow run {run_id!r} has ended ({rec.state})", run_id=run_id
             )
-        idle = rec.waiting_for_approval or owner_alive(rec.owner) is False
+        idle = (
+            rec.waiting_for_approval
+            or rec.state == RunState.INTERRUPTED
+            or owner_alive(rec.owner) is False
+        )
         if idle:
             try:  # no process drives it: end it here, unless one claimed it since (an approval)
                 store.claim_flow_run(
@@ -556,6 +561,8 @@ class FlowRuntime:
             with trace.current():
                 result = self._invoke(flow, graph, run_id=run_id, journal=journal, payload=payload)
         except BaseException as exc:
+            if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM: the caller is stopping
+                self.record_interrupted(run_id)
             trace.finish(None, error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
@@ -769,6 +776,30 @@ class FlowRuntime:
         if call is None:
             return None
         return f"step {call.step_key!r} (attempt {call.attempt}) calling {call.where}"
+
+    def record_interrupted(self, run_id: str) -> bool:
+        """Record ``run_id``, which this process drives, as ``interrupted`` (its invocation
+        was stopped by ``KeyboardInterrupt``, e.g. Ctrl-C or SIGTERM), naming the call left
+        running; ``soloflow flows resume`` carries it on. Called by the runtime itself when
+        an invocation is interrupted; again does nothing. False when nothing was recorded
+        (no store, the run is not running here, or the store could not be written)."""
+        if self.store is None:
+            return False
+        left = self.interrupted_call(run_id)
+        detail = "stopped by its caller (Ctrl-C, SIGTERM)" + (
+            f"; {left} was abandoned" if left else ""
+        )
+        try:
+            return self.store.interrupt_flow_run(
+                run_id,
+                user_id=self.user_id,
+                agent_id=self.agent_id,
+                owner=self.owner,
+                detail=detail,
+            )
+        except Exception:  # the run stays `running` with its owner gone: still resumable
+            log.exception("could not record flow run %r as interrupted", run_id)
+            return False
 
     def _await_stopped(self, run_id: str, wait: float = STOPPING_WAIT) -> None:
         """Before a run goes on in this process: wait until an invocation of it that was
