@@ -24,8 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from soloflow_core.errors import FlowFileError, PatternTimeoutError
-from soloflow_core.flow.patterns import pattern_problem, search
 from soloflow_core.flow.loader import validate_flow_file
+from soloflow_core.flow.patterns import pattern_problem, search
 from soloflow_core.flow.templates import iter_references
 
 _OLD_TEMPLATE = re.compile(r"\{\{(.*?)\}\}")
@@ -90,7 +90,9 @@ def _patterns(repeats: int) -> None:
     slow = re.compile("(?P<v>(x|xx)+y)")
     old = _median(lambda: slow.search("x" * 28), 1)
     new = _median(lambda: _stopped({"pattern": "(x|xx)+y"}, "x" * 40), repeats)
-    print(f"(x|xx)+y: re on 28 x {old:.1f} s (×1.6 per x more: minutes on 40), stopped on 40 x in {new:.2f} s")
+    print(
+        f"(x|xx)+y: re on 28 x {old:.1f} s (×1.6 per x more: minutes on 40), stopped on 40 x in {new:.2f} s"
+    )
     t = _median(lambda: pattern_problem("(a|aa)+$"), repeats)
     assert pattern_problem("(a|aa)+$") is not None
     print(f"(a|aa)+$: refused by validation in {t:.2f} s")

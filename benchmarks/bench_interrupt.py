@@ -46,7 +46,9 @@ def _trial(url: str, log: Path, seed: str, delay: float) -> tuple[float, int, st
     argv = soloflow_argv(
         "--db", url, "flows", "run", "crash10", "--input", json.dumps({"seed": seed}), *TOOLS
     )
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout is not None
     run_id = proc.stdout.readline().strip()
     time.sleep(delay)
