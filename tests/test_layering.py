@@ -101,6 +101,7 @@ EXPECTED_ALL = [
     "MissingAgentsError",
     "ModelCall",
     "NotFoundError",
+    "PatternTimeoutError",
     "PluginError",
     "ReplayMiss",
     "SchemaVersionError",
