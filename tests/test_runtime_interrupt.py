@@ -215,3 +215,61 @@ def test_a_sigkilled_run_shows_as_resumable(tmp_path: Path) -> None:
         resumed = sf("flows", "resume", run_id, *TOOLS_ARGS)
         assert resumed.returncode == 0 and crash_flow_output("k") in resumed.stdout, resumed.stderr
         assert sorted(_done(log, run_id)) == sorted(CRASH_DAG)
+
+
+def _chain(name: str) -> FlowDefinition:
+    return FlowDefinition.model_validate(
+        {
+            "name": name,
+            "steps": [
+                {"id": "a", "skill_key": "first"},
+                {"id": "b", "skill_key": "second", "depends_on": ["a"]},
+            ],
+        }
+    )
+
+
+def test_an_interrupted_invocation_in_process_is_recorded_then_resumed_or_cancelled(
+    db_url: str,
+) -> None:
+    """A ``KeyboardInterrupt`` out of ``FlowRuntime.run`` (here raised by the second step's
+    tool, as Ctrl-C would be in the caller) leaves the run ``interrupted``; ``resume`` in the
+    same process carries it on without calling the completed step again; ``cancel`` ends
+    another such run at once."""
+    from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
+
+    calls: list[str] = []
+    interrupt = {"on": True}
+
+    def first() -> str:
+        calls.append("first")
+        return "one"
+
+    def second() -> str:
+        calls.append("second")
+        if interrupt["on"]:
+            raise KeyboardInterrupt
+        return "two"
+
+    with Store.open(db_url) as store, FlowRuntime(store, tools=[first, second], **NS) as rt:
+        seen: list[str] = []
+        with pytest.raises(KeyboardInterrupt):
+            rt.run(_chain("chain"), {}, on_started=seen.append)
+        rec = rt.status(seen[0])
+        assert rec.state == "interrupted"
+        last = [m for m in rt.history(seen[0]) if m.step_key is None][-1]
+        assert (last.from_state, last.to_state) == ("running", "interrupted")
+        assert rt.record_interrupted(seen[0]) is False  # once is enough
+
+        interrupt["on"] = False
+        result = rt.resume(seen[0])
+        assert (result.status, result.output) == ("completed", "two")
+        assert calls == ["first", "second", "second"]  # `first` was not called again
+        run_state, _ = replay_history(seen[0], rt.history(seen[0]))
+        assert run_state == "completed"
+
+        interrupt["on"] = True
+        with pytest.raises(KeyboardInterrupt):
+            rt.run(_chain("chain"), {}, on_started=seen.append)
+        assert rt.status(seen[1]).state == "interrupted"
+        assert rt.cancel(seen[1]).state == "cancelled"

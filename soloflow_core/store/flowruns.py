@@ -501,8 +501,9 @@ class FlowRunStore:
     ) -> None:
         """Record that process ``owner`` now runs ``run_id`` (a resume, an approval, a reject
         or a cancel of a run no process drives). With ``seen`` — the record the caller decided
-        on — only if the run's row has not changed since (same owner, same ``updated_at``, still
-        running): of two processes answering or resuming the same run at once, one wins.
+        on — only if the run's row has not changed since (same owner, same ``updated_at``, same
+        state): of two processes answering or resuming the same run at once, one wins. A run
+        ``seen`` interrupted moves back to running (the transition recorded with the claim).
 
         Raises:
             InvalidTransitionError: with ``seen``, another process claimed, cancelled or ended
@@ -510,25 +511,24 @@ class FlowRunStore:
         """
         c = t.flow_runs.c
         where = list(self._run_where(run_id, user_id, agent_id))
-        was = seen.state if seen is not None else RunState.RUNNING.value
+        taken_up = seen is not None and seen.state == RunState.INTERRUPTED
         if seen is not None:
             where += [
-                c.status == (was if was == RunState.INTERRUPTED else RunState.RUNNING.value),
+                c.status == (RunState.INTERRUPTED if taken_up else RunState.RUNNING).value,
                 c.owner.is_not_distinct_from(seen.owner),
                 c.updated_at.is_not_distinct_from(seen.updated_at),
             ]
         at = now()
+        values: dict[str, Any] = {"owner": owner, "updated_at": at}
+        if taken_up:  # interrupted → running, recorded with the claim
+            values["status"] = RunState.RUNNING.value
         with self._writer.begin() as conn:
-            done = conn.execute(
-                sa.update(t.flow_runs)
-                .where(*where)
-                .values(owner=owner, updated_at=at, status=RunState.RUNNING.value)
-            )
-            if was == RunState.INTERRUPTED and done.rowcount:
+            done = conn.execute(sa.update(t.flow_runs).where(*where).values(**values))
+            if taken_up and done.rowcount:
                 conn.execute(
                     sa.insert(t.flow_transitions).values(
                         run_id=run_id,
-                        from_state=was,
+                        from_state=RunState.INTERRUPTED.value,
                         to_state=RunState.RUNNING.value,
                         at=at,
                         detail=f"taken up by {owner}",
