@@ -26,6 +26,8 @@ SLOW_AT_RUN_TIME = "(x|xx)+y"
 STOP_WITHIN = max(2.0, 8 * MATCH_TIMEOUT)
 """What "stops within its limit" allows on this shared 2-core machine (the ``regex``
 package checks its timeout as it backtracks, so a match overshoots it a little)."""
+VALIDATE_WITHIN = 5.0
+"""Validation confirms a suspected pattern with a longer try (``pattern_problem``)."""
 
 
 def _flow(pattern: str, name: str = "lookup") -> FlowDefinition:
@@ -58,7 +60,7 @@ def test_validation_refuses_a_pattern_that_would_hang_or_blow_up(pattern: str, s
     start = time.monotonic()
     with pytest.raises(FlowValidationError) as info:
         validate_flow(_flow(pattern))
-    assert time.monotonic() - start < STOP_WITHIN
+    assert time.monotonic() - start < VALIDATE_WITHIN
     assert info.value.field == "extraction.q.pattern"
     assert says in str(info.value), str(info.value)
     if "catastrophically" in says:
@@ -128,7 +130,7 @@ def test_flows_validate_names_the_file_field_and_fix(tmp_path: Path) -> None:
     path.write_text(json.dumps(_flow("(a|aa)+$").model_dump(mode="json")))
     start = time.monotonic()
     res = CliRunner().invoke(app, ["flows", "validate", str(path)], terminal_width=300)
-    assert time.monotonic() - start < 5 * STOP_WITHIN
+    assert time.monotonic() - start < 2 * VALIDATE_WITHIN
     assert res.exit_code == 1, res.output
     assert "extraction.q.pattern" in res.output and "catastrophically" in res.output
 
