@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from soloflow_core.errors import ReplayMiss, SoloFlowError
+from soloflow_core.errors import PatternTimeoutError, ReplayMiss, SoloFlowError
 from soloflow_core.flow.executors import ExecutorRegistry
 from soloflow_core.flow.templates import Reference, iter_references
 from soloflow_core.generalize.align import find_occurrences
@@ -276,7 +276,13 @@ def _inputs(flow: FlowDefinition, occ: Occurrence) -> tuple[dict[str, Any], list
     for name in props:
         rule = flow.extraction.get(name)
         if rule is not None:
-            value = extract_value(rule, occ.task or "")
+            try:
+                value = extract_value(
+                    rule, occ.task or "", field=f"extraction.{name}.pattern", flow=flow.name
+                )
+            except PatternTimeoutError as exc:
+                problems.append(f"input {name!r}: {exc}")
+                continue
             if value is not None:
                 jtype = rule.get("type")
                 try:

@@ -248,8 +248,10 @@ def test_two_approvals_at_once_run_the_guarded_step_once(rt_store, monkeypatch):
             threading.Thread(target=second_approves).start()
             read.wait(10)
 
-        monkeypatch.setattr(second, "_await_stopped", second_has_read)  # the race window, widened
-        monkeypatch.setattr(first, "_await_stopped", first_waits_for_second)
+        monkeypatch.setattr(
+            second._invoker, "await_stopped", second_has_read
+        )  # the race window, widened
+        monkeypatch.setattr(first._invoker, "await_stopped", first_waits_for_second)
         result = first.approve(run_id)
         deadline = time.monotonic() + 20
         while "second" not in answers and time.monotonic() < deadline:

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from soloflow_core.errors import PatternTimeoutError
+from soloflow_core.flow import patterns
 from soloflow_core.memory.reading import NEGATION, RequestText, words_of
 
 __all__ = ["Binding", "bind_inputs"]
@@ -47,18 +49,16 @@ _BEFORE = 4
 _URL = re.compile(r"(?:https?://|www\.|mailto:)\S+", re.IGNORECASE)
 
 
-def _matches(rule: Mapping[str, Any], text: str) -> list[tuple[str, int, int]]:
-    """Every value the extraction ``rule`` finds in ``text``: (value, start, end)."""
-    pattern = str(rule.get("pattern") or "")
-    if not pattern:
+def _matches(rule: Mapping[str, Any], text: str, field: str) -> list[tuple[str, int, int]]:
+    """Every value the extraction ``rule`` finds in ``text``: (value, start, end).
+
+    Raises:
+        PatternTimeoutError: its pattern ran past its time limit.
+    """
+    if not rule.get("pattern"):
         return []
-    value = f"(?P<v>{pattern})"
-    anchor = str(rule.get("anchor") or "")
-    if anchor:
-        rx = re.compile(rf"\b{re.escape(anchor)}\b[\s:=#'\"(]*{value}", re.IGNORECASE)
-    else:
-        rx = re.compile(rf"(?<![\w@.\-]){value}(?![\w@])")
-    return [(m.group("v"), m.start("v"), m.end("v")) for m in rx.finditer(text)]
+    found = patterns.find_all(dict(rule), text, field=field)
+    return [(m.group("v"), m.start("v"), m.end("v")) for m in found]
 
 
 def _set_aside(text: str, start: int, end: int, *, urls: list[tuple[int, int]]) -> str | None:
@@ -127,7 +127,12 @@ def bind_inputs(
             problems.append(f"input {name!r} is not in the task text: the caller must give it")
             continue
         found: list[str] = []
-        for value, start, end in _matches(rule, text):
+        try:
+            matches = _matches(rule, text, f"extraction.{name}.pattern")
+        except PatternTimeoutError as exc:
+            problems.append(f"input {name!r}: {exc}")
+            continue
+        for value, start, end in matches:
             why = _set_aside(text, start, end, urls=urls)
             if why is not None:
                 problems.append(f"input {name!r}: {why}")

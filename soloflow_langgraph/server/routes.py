@@ -270,7 +270,9 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
         limit: Limit = 50,
         offset: Offset = 0,
         flow: Annotated[str | None, Query(max_length=512)] = None,
-        state: Literal["draft", "active", "running", "completed", "failed", "cancelled"]
+        state: Literal[
+            "draft", "active", "running", "interrupted", "completed", "failed", "cancelled"
+        ]
         | None = None,
     ) -> Page[FlowRunView]:
         """The namespace's flow runs, newest first."""
