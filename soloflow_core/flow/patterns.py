@@ -161,7 +161,7 @@ def extraction_regex(pattern: str, anchor: str) -> Any:
     return regex.compile(rf"(?<![\w@.\-]){value}(?![\w@])")
 
 
-def _timed_out(pattern: str, field: str, text: str, flow: str | None) -> PatternTimeoutError:
+def _timed_out(pattern: str, *, field: str, text: str, flow: str | None) -> PatternTimeoutError:
     where = (f"flow {flow!r}, " if flow else "") + f"field {field!r}"
     return PatternTimeoutError(
         f"{where}: the regular expression {pattern!r} ran past {MATCH_TIMEOUT:g} s on a "
@@ -184,7 +184,7 @@ def search(rule: dict[str, Any], text: str, *, field: str, flow: str | None = No
     try:
         return rx.search(text, timeout=MATCH_TIMEOUT)
     except TimeoutError:
-        raise _timed_out(pattern, field, text, flow) from None
+        raise _timed_out(pattern, field=field, text=text, flow=flow) from None
 
 
 def find_all(rule: dict[str, Any], text: str, *, field: str, flow: str | None = None) -> list[Any]:
@@ -199,4 +199,4 @@ def find_all(rule: dict[str, Any], text: str, *, field: str, flow: str | None = 
     try:
         return list(rx.finditer(text, timeout=MATCH_TIMEOUT))
     except TimeoutError:
-        raise _timed_out(pattern, field, text, flow) from None
+        raise _timed_out(pattern, field=field, text=text, flow=flow) from None
