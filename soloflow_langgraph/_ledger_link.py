@@ -22,7 +22,8 @@ import sqlalchemy as sa
 
 from soloflow_core.ledger.spill import spill_path_for
 from soloflow_core.store import Store, default_database_path, resolve_database_url
-from soloflow_core.store.engine import migrate, safe_url
+from soloflow_core.store.database import migrate
+from soloflow_core.store.engine import safe_url
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -145,7 +145,7 @@ def test_soloflow_core_imports_no_langchain_or_langgraph(tmp_path: Path) -> None
         "soloflow_core.flow.executors",
         "soloflow_core.memory.providers",
         "soloflow_core.mining.detector",
-        "soloflow_core.store.repository",
+        "soloflow_core.store.facade",
         "soloflow_core.store.migrations.versions.0001_initial",
     } <= set(report["imported"])
 

@@ -25,7 +25,7 @@ from soloflow_core.mining.matching import (
 from soloflow_core.mining.options import RankingOptions
 from soloflow_core.mining.pipeline import _whole_pattern, mine_ranked, prepare_units
 from soloflow_core.mining.units import UnitLedger, prepare_ledger
-from soloflow_core.store.repository import RunSequence, ToolNameColumns
+from soloflow_core.store import RunSequence, ToolNameColumns
 from soloflow_core.testing.synthetic_ledger import generate_ledger, score_top_k
 
 

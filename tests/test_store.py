@@ -22,7 +22,8 @@ from soloflow_core.models import (
     dedupe_key_for,
 )
 from soloflow_core.store import Store, default_database_path, resolve_database_url, writer
-from soloflow_core.store.engine import _MIGRATIONS, create_store_engine, migrate
+from soloflow_core.store.database import _MIGRATIONS, migrate
+from soloflow_core.store.engine import create_store_engine
 from soloflow_core.store.schema import SCHEMA_REVISION
 from soloflow_core.store.writer import ModelCallRow, RunRow, ToolCallRow
 

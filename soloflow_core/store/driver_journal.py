@@ -32,7 +32,7 @@ from soloflow_core.store.step_journal import (
 from soloflow_core.store.writer import json_text, now, storable_text
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    from soloflow_core.store.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -161,26 +161,26 @@ class DriverStepJournal(FinishingJournal):
     output (:meth:`recovered`), and otherwise called again with the same idempotency key,
     as after a crash during the call."""
 
-    def __init__(self, engine: Engine, run_id: str, *, defer_completions: bool = False) -> None:
-        self._engine, self.run_id = engine, run_id
-        self._sql = JournalSql.build(engine.dialect.name)
-        self._sqlite = engine.dialect.name == "sqlite"
-        self._stamp = stamper(engine)
-        self._reader = StoreStepJournal(engine, engine, run_id)
+    def __init__(self, db: Database, run_id: str, *, defer_completions: bool = False) -> None:
+        self._db, self.run_id = db, run_id
+        self._sql = JournalSql.build(db.dialect)
+        self._sqlite = db.dialect == "sqlite"
+        self._stamp = stamper(db.engine)
+        self._reader = StoreStepJournal(db, run_id)
         self._defer = defer_completions
         self._deferred: list[tuple[str, Any, datetime]] = []
         self._deferred_lock = threading.Lock()
 
     def _write(self, work: Any) -> Any:
-        return self.transact(self._engine, work)
+        return self.transact(self._db, work)
 
-    def transact(self, engine: Engine, work: Callable[[Any], Any]) -> Any:
-        """``work`` in one write transaction on ``engine``; when it is a :meth:`_flushing`
+    def transact(self, db: Database, work: Callable[[Any], Any]) -> Any:
+        """``work`` in one write transaction on ``db``; when it is a :meth:`_flushing`
         wrapper and the transaction fails — in ``work`` or at its commit — the completions it
         took are given back, to be written by a later write. (Written again after a commit
         whose outcome is unknown, a completion finds its step completed and changes nothing.)"""
         try:
-            return driver_transaction(engine, self._sql, work)
+            return driver_transaction(db, self._sql, work)
         except BaseException:
             if isinstance(work, _Flush):
                 work.restore()
@@ -263,7 +263,7 @@ class DriverStepJournal(FinishingJournal):
             step_key, output, when = held[0]
             try:
                 if driver_statement(
-                    self._engine,
+                    self._db,
                     _PG_COMPLETE,
                     pg_complete_params(self.run_id, step_key, text=json_text(output), when=when),
                 ):
@@ -338,7 +338,7 @@ class DriverStepJournal(FinishingJournal):
             held = []
         statement, params = self._pg_begin(step_key, step_id, held)
         try:
-            rows = driver_statement(self._engine, statement, params)
+            rows = driver_statement(self._db, statement, params)
         except BaseException:
             self._give_back(held)
             raise
@@ -460,7 +460,7 @@ class DriverStepJournal(FinishingJournal):
         if not self._sqlite:
             at = now()
             if not driver_statement(
-                self._engine,
+                self._db,
                 _PG_COMPLETE,
                 pg_complete_params(self.run_id, step_key, text=json_text(output), when=at),
             ):

@@ -16,7 +16,7 @@ Schema revision 0004:
   Archived items are flagged, never deleted.
 - ``sf_memory_cursors``: the last run (episodic) or flow row (semantic) indexed per namespace.
 
-Nothing here runs when runs are written: :meth:`MemoryItemStore.index_new_events` copies the
+Nothing here runs when runs are written: :meth:`MemoryRepository.index_new_events` copies the
 runs written since its cursor, and is called before every search and prune. On SQLite writes
 are serialised, so row ids commit in order and the cursor misses nothing. On PostgreSQL a run
 may commit after a run with a higher id (two writers of one namespace); runs within
@@ -45,7 +45,6 @@ from soloflow_core.memory.decay import (
     retention,
 )
 from soloflow_core.store import schema as t
-from soloflow_core.store.engine import WRITE_OPTION
 from soloflow_core.store.fulltext import (
     FullTextIndex,
     index_text,
@@ -59,7 +58,7 @@ from soloflow_core.store.writer import storable_text
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
-    from soloflow_core.store import Store
+    from soloflow_core.store.database import Database
 
 EPISODIC, SEMANTIC = "episodic", "semantic"
 TIERS = (EPISODIC, SEMANTIC)
@@ -79,7 +78,7 @@ _TOP_FACTOR = 8
 
 @dataclass(frozen=True, slots=True)
 class MemoryItem:
-    """An item found by :meth:`MemoryItemStore.search`, with its forgetting-curve state."""
+    """An item found by :meth:`MemoryRepository.search`, with its forgetting-curve state."""
 
     tier: str
     key: str
@@ -149,17 +148,16 @@ def _strength_join(i: Any) -> Any:
     )
 
 
-class MemoryItemStore:
+class MemoryRepository:
     """Reads and writes the memory tiers of one :class:`~soloflow_core.store.Store`. Every
     method takes the caller's namespace and never reads another's items."""
 
-    def __init__(self, store: Store) -> None:
-        self.engine = store.engine
-        self._writer = store.engine.execution_options(**{WRITE_OPTION: True})
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     @property
     def _window(self) -> int:
-        return 0 if self.engine.dialect.name == "sqlite" else LATE_COMMIT_WINDOW
+        return 0 if self.db.dialect == "sqlite" else LATE_COMMIT_WINDOW
 
     # ------------------------------------------------------------------ indexing
 
@@ -221,7 +219,7 @@ class MemoryItemStore:
         """Copy the namespace's runs written since the last call into its episodic items
         (a few transactions of :data:`RUNS_PER_TRANSACTION` runs); returns how many runs.
         Cheap when there is nothing new: one read."""
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             floor = self._read_cursor(conn, user_id, agent_id, tier=EPISODIC) - self._window
             if (
                 conn.execute(self._unindexed_runs(user_id, agent_id, floor).limit(1)).first()
@@ -230,7 +228,7 @@ class MemoryItemStore:
                 return 0
         done = 0
         while True:
-            with self._writer.begin() as conn:
+            with self.db.write() as conn:
                 floor = self._cursor(conn, user_id, agent_id, tier=EPISODIC) - self._window
                 runs = conn.execute(
                     self._unindexed_runs(user_id, agent_id, floor).limit(RUNS_PER_TRANSACTION)
@@ -368,13 +366,13 @@ class MemoryItemStore:
         """Bring the namespace's semantic items up to its registered flows (the latest
         version of each replaces the previous one's item); returns how many flows changed.
         Cheap when nothing changed: one read."""
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             floor = self._read_cursor(conn, user_id, agent_id, tier=SEMANTIC) - self._window
             if not self._changed_flows(conn, user_id, agent_id, floor=floor):
                 return 0
         i = t.memory_items.c
         ns = _ns(user_id, agent_id, SEMANTIC)
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             floor = self._cursor(conn, user_id, agent_id, tier=SEMANTIC) - self._window
             changed = self._changed_flows(conn, user_id, agent_id, floor=floor)
             fresh: list[_NewItem] = []
@@ -427,7 +425,7 @@ class MemoryItemStore:
             at=at,
             data=data,
         )
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             self._insert(conn, user_id, agent_id, tier=tier, items=[item])
         return key
 
@@ -468,7 +466,7 @@ class MemoryItemStore:
             s.last_used,
             s.archived_at,
         )
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             if not terms:
                 q = sa.select(*columns, sa.literal(0.0)).select_from(source).where(*where)
                 q = q.order_by(i.at.desc(), i.id.desc()).limit(limit)
@@ -543,7 +541,7 @@ class MemoryItemStore:
             return 0
         now = now or utc_now()
         i, s = t.memory_items.c, t.memory_strength.c
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             found = conn.execute(
                 sa.select(i.item_key, s.base, s.stability, s.uses)
                 .select_from(_strength_join(i))
@@ -607,7 +605,7 @@ class MemoryItemStore:
             days=min(forget_after(DEFAULT_BASE, INITIAL_STABILITY_DAYS, threshold), 365_000)
         )
         ns = [i.user_id == user_id, i.agent_id == agent_id, i.tier == tier, i.body != ""]
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             # Never used: retention < threshold exactly when the item is older than the cutoff.
             never = conn.execute(
                 sa.select(i.item_key, i.data, i.at)

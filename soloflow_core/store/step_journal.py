@@ -22,7 +22,9 @@ from soloflow_core.store import schema as t
 from soloflow_core.store.writer import jsonable, now, storable_text
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.engine import Connection
+
+    from soloflow_core.store.database import Database
 
 
 def _transition_row(
@@ -82,8 +84,8 @@ RECOVERED = "the process ended after the call returned; output recovered from th
 class StoreStepJournal(FinishingJournal):
     """A :class:`StepJournal` in the store: each call is one short transaction."""
 
-    def __init__(self, writer: Engine, reader: Engine, run_id: str) -> None:
-        self._writer, self._reader, self.run_id = writer, reader, run_id
+    def __init__(self, db: Database, run_id: str) -> None:
+        self._db, self.run_id = db, run_id
 
     def _step(self, conn: Connection, step_key: str) -> Any:
         s = t.flow_step_runs.c
@@ -114,7 +116,7 @@ class StoreStepJournal(FinishingJournal):
         key = idempotency_key(self.run_id, step_key)
         at = now()
         s = t.flow_step_runs.c
-        with self._writer.begin() as conn:
+        with self._db.write() as conn:
             cancel = bool(
                 conn.execute(
                     sa.select(t.flow_runs.c.cancel_requested).where(t.flow_runs.c.id == self.run_id)
@@ -165,7 +167,7 @@ class StoreStepJournal(FinishingJournal):
     ) -> None:
         at = now()
         s = t.flow_step_runs.c
-        with self._writer.begin() as conn:
+        with self._db.write() as conn:
             row = self._step(conn, step_key)
             current = None if row is None else row.state
             if current == state:
@@ -202,13 +204,13 @@ class StoreStepJournal(FinishingJournal):
         self._finish(step_key, StepState.COMPLETED, output=output)
 
     def state_of(self, step_key: str) -> str | None:
-        with self._reader.connect() as conn:
+        with self._db.read() as conn:
             row = self._step(conn, step_key)
         return None if row is None else row.state
 
     def completed_order(self) -> list[tuple[str, str, Any]]:
         s = t.flow_step_runs.c
-        with self._reader.connect() as conn:
+        with self._db.read() as conn:
             rows = conn.execute(
                 sa.select(s.step_key, s.step_id, s.output)
                 .where(s.run_id == self.run_id, s.completed_seq.is_not(None))
@@ -265,4 +267,4 @@ def begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[s
 
 _NEW_STEP_MOVES: list[tuple[str | None, str]] = [(None, StepState.RUNNING.value)]
 """A new step's begin — none → pending → ready → running — as one row: no other move goes
-from nothing to ``running``, so ``FlowRunStore.flow_run_history`` lists it as the three."""
+from nothing to ``running``, so ``FlowRunRepository.flow_run_history`` lists it as the three."""
