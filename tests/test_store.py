@@ -380,7 +380,7 @@ def test_the_sqlite_fast_writers_store_the_rows_of_the_generic_writer(sqlite_sto
     def moved(agent: str) -> list[TaskRun]:
         return [r.model_copy(update={"agent_id": agent}) for r in runs]
 
-    with sqlite_store._writer.begin() as conn:
+    with sqlite_store.db.write() as conn:
         writer.insert_returning(conn, moved("generic"), created)
     sqlite_store.add_runs(moved("batch"))
     for run in moved("one"):

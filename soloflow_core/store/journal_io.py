@@ -170,8 +170,10 @@ class _SqliteWriter:
         self.raw: Any = db.driver_connection()
         conn: Any = self.raw.driver_connection
         self.conn = conn
-        db = engine.url.database
-        self.background = bool(db) and db != ":memory:" and not str(db).startswith("file::memory:")
+        path = engine.url.database
+        self.background = (
+            bool(path) and path != ":memory:" and not str(path).startswith("file::memory:")
+        )
         if self.background:
             try:
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
