@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from soloflow_core.errors import ConfigError
 from soloflow_core.memory.decay import DEFAULT_THRESHOLD
 from soloflow_core.memory.providers import MemoryProvider, MemoryRecord
-from soloflow_core.store.memory_items import TIERS, MemoryItem
+from soloflow_core.store.memory_index import TIERS
+from soloflow_core.store.memory_items import MemoryItem
 
 if TYPE_CHECKING:
     from soloflow_core.store import Store

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from soloflow_core.store.flow_lookup import LookupCandidate
     from soloflow_core.store.flowruns import FlowRunRecord, Transition
     from soloflow_core.store.flows import FlowRecord
-    from soloflow_core.store.fulltext import IndexCache
+    from soloflow_core.store.inverted_index import IndexCache
     from soloflow_core.store.namespaces import IdKind, NamespaceCounts
     from soloflow_core.store.procedural import FlowHit, FlowMeta
     from soloflow_core.store.runs import RunSequence, RunSummary

@@ -2,9 +2,9 @@
 
 :func:`find_candidates` answers
 :meth:`~soloflow_core.store.flows.FlowRepository.find_flow_candidates`. Each store keeps,
-per namespace, an :class:`~soloflow_core.store.fulltext.InvertedIndex` of the latest flow
+per namespace, an :class:`~soloflow_core.store.inverted_index.InvertedIndex` of the latest flow
 versions' indexed text (:func:`load_flow_index`) in an
-:class:`~soloflow_core.store.fulltext.IndexCache`, ranks every flow there (BM25 inverse
+:class:`~soloflow_core.store.inverted_index.IndexCache`, ranks every flow there (BM25 inverse
 document frequencies of the query's terms), and reads only the best ones' changing fields —
 confidence, status, latest flag — by id, with the namespace's change counter, in one
 statement. A counter that moved since the index was read (any writer, any process) makes the
@@ -21,13 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from soloflow_core.store.fulltext import (
-    CHANGES,
-    FullTextIndex,
-    IndexCache,
-    InvertedIndex,
-    namespace_token,
-)
+from soloflow_core.store.fulltext import CHANGES, FullTextIndex, namespace_token
+from soloflow_core.store.inverted_index import IndexCache, InvertedIndex
 
 if TYPE_CHECKING:
     from soloflow_core.store.database import Database

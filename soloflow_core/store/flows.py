@@ -21,7 +21,8 @@ from soloflow_core.models import FlowDefinition
 from soloflow_core.store import schema as t
 from soloflow_core.store.evidence import EvidenceSource, insert_evidence, read_evidence
 from soloflow_core.store.flow_lookup import FLOW_SEARCH, LookupCandidate, find_candidates
-from soloflow_core.store.fulltext import IndexCache, namespace_token
+from soloflow_core.store.fulltext import namespace_token
+from soloflow_core.store.inverted_index import IndexCache
 from soloflow_core.store.journal_io import driver_statement
 from soloflow_core.store.procedural import (
     META_COLUMNS,

@@ -19,7 +19,7 @@ and its statements filter on the caller's user and agent).
 A lookup (:meth:`~soloflow_core.store.flows.FlowRepository.find_flow_candidates`, in
 :mod:`~soloflow_core.store.flow_lookup`) ranks the namespace's latest versions in process
 (:func:`~soloflow_core.store.flow_lookup.load_flow_index` reads them into an
-:class:`~soloflow_core.store.fulltext.InvertedIndex`) and reads only the best ones' changing
+:class:`~soloflow_core.store.inverted_index.InvertedIndex`) and reads only the best ones' changing
 fields, with the namespace's change counter, in one statement. Every write that changes what
 the index holds — a new version (``is_latest`` moves), new trigger keywords, a reindex —
 goes through :data:`FLOW_SEARCH`, which raises the counter.
