@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from soloflow_core.errors import NotFoundError
 from soloflow_core.flow.fsm import StepState
-from soloflow_core.flow.journal import RERUN, StepBegin, idempotency_key
+from soloflow_core.flow.journal import StepBegin, idempotency_key
 from soloflow_core.store.journal_io import (
     JournalSql,
     driver_statement,
@@ -26,7 +26,7 @@ from soloflow_core.store.journal_io import (
 from soloflow_core.store.step_journal import (
     FinishingJournal,
     StoreStepJournal,
-    begin_moves,
+    begin_decision,
     finish_moves,
 )
 from soloflow_core.store.writer import json_text, now, storable_text
@@ -297,21 +297,24 @@ class DriverStepJournal(FinishingJournal):
             if row is None:
                 raise NotFoundError(f"no flow run {self.run_id!r}")
             cancel, state, attempts, output = row
-            if state == StepState.COMPLETED:
-                # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
-                # string output is a str that is not JSON text).
-                return StepBegin.completed_before(
-                    key, output=_json_load(output) if self._sqlite else output, attempt=attempts
-                )
-            if cancel:
-                return StepBegin.run_cancelled(key)
-            moves = begin_moves(self.run_id, step_key, state)
-            attempt = (attempts or 0) + 1
+            # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
+            # string output is a str that is not JSON text).
+            done = self._sqlite and state == StepState.COMPLETED
+            start = begin_decision(
+                self.run_id,
+                step_key,
+                recorded=(cancel, state, attempts),
+                output=_json_load(output) if done else output,
+            )
+            if isinstance(start, StepBegin):
+                return start
             at = self._stamp(now())
-            cur.execute(sql.upsert_running, (self.run_id, step_key, step_id, attempt, key, at))
-            detail = RERUN if state == StepState.RUNNING else None
-            insert_transitions(cur, sql, self._rows(step_key, moves=moves, detail=detail, at=at))
-            return StepBegin.start(key, attempt=attempt)
+            cur.execute(
+                sql.upsert_running, (self.run_id, step_key, step_id, start.attempt, key, at)
+            )
+            rows = self._rows(step_key, moves=start.moves, detail=start.detail, at=at)
+            insert_transitions(cur, sql, rows)
+            return StepBegin.start(key, attempt=start.attempt)
 
         return cast("StepBegin", self._write(self._flushing(work)))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -123,12 +123,12 @@ class StoreStepJournal(FinishingJournal):
                 ).scalar()
             )
             row = self._step(conn, step_key)
-            if row is not None and row.state == StepState.COMPLETED:
-                return StepBegin.completed_before(key, output=row.output, attempt=row.attempts)
-            if cancel:
-                return StepBegin.run_cancelled(key)
-            moves = begin_moves(self.run_id, step_key, None if row is None else row.state)
-            attempt = (0 if row is None else row.attempts) + 1
+            recorded = (cancel, None, None) if row is None else (cancel, row.state, row.attempts)
+            start = begin_decision(
+                self.run_id, step_key, recorded=recorded, output=None if row is None else row.output
+            )
+            if isinstance(start, StepBegin):
+                return start
             if row is None:
                 conn.execute(
                     sa.insert(t.flow_step_runs).values(
@@ -145,14 +145,13 @@ class StoreStepJournal(FinishingJournal):
                 conn.execute(
                     sa.update(t.flow_step_runs)
                     .where(s.run_id == self.run_id, s.step_key == step_key)
-                    .values(state=StepState.RUNNING.value, attempts=attempt, started_at=at)
+                    .values(state=StepState.RUNNING.value, attempts=start.attempt, started_at=at)
                 )
-            detail = RERUN if (row is not None and row.state == StepState.RUNNING) else None
-            self._moves(conn, step_key, moves=moves, detail=detail, at=at)
+            self._moves(conn, step_key, moves=start.moves, detail=start.detail, at=at)
             conn.execute(
                 sa.update(t.flow_runs).where(t.flow_runs.c.id == self.run_id).values(updated_at=at)
             )
-        return StepBegin.start(key, attempt=attempt)
+        return StepBegin.start(key, attempt=start.attempt)
 
     def _finish(
         self,
@@ -241,6 +240,35 @@ def finish_moves(
     check_step_transition(run_id, step_key, current=state, new=then)
     moves.append((state.value, then.value))
     return moves, then
+
+
+class StepStart(NamedTuple):
+    """What a step's begin records when the step is to run."""
+
+    moves: list[tuple[str | None, str]]
+    attempt: int
+    detail: str | None
+    """:data:`~soloflow_core.flow.journal.RERUN` when the step was left running."""
+
+
+def begin_decision(
+    run_id: str, step_key: str, *, recorded: tuple[bool, str | None, int | None], output: Any
+) -> StepBegin | StepStart:
+    """What a step's begin does, given the run's cancel flag and the step's recorded state
+    and attempts (``recorded``; state None: not recorded yet): a completed step is not run
+    again (its ``output`` is reused), a step of a cancelled run does not start, any other
+    starts its next attempt."""
+    cancel, state, attempts = recorded
+    key = idempotency_key(run_id, step_key)
+    if state == StepState.COMPLETED:
+        return StepBegin.completed_before(key, output=output, attempt=attempts)
+    if cancel:
+        return StepBegin.run_cancelled(key)
+    return StepStart(
+        moves=begin_moves(run_id, step_key, state),
+        attempt=(attempts or 0) + 1,
+        detail=RERUN if state == StepState.RUNNING else None,
+    )
 
 
 def begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[str | None, str]]:
