@@ -261,7 +261,7 @@ def begin_decision(
     cancel, state, attempts = recorded
     key = idempotency_key(run_id, step_key)
     if state == StepState.COMPLETED:
-        return StepBegin.completed_before(key, output=output, attempt=attempts)
+        return StepBegin.completed_before(key, output=output, attempt=attempts or 0)
     if cancel:
         return StepBegin.run_cancelled(key)
     return StepStart(
