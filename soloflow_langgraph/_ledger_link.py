@@ -196,7 +196,7 @@ class LedgerLink:
 
     def _schema_missing(self, store: Store) -> bool:
         try:
-            with store.engine.connect() as conn:
+            with store.db.read() as conn:
                 return not sa.inspect(conn).has_table("sf_alembic_version")
         except sa.exc.SQLAlchemyError:
             return False
