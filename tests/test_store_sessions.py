@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import textwrap
 from pathlib import Path
+
+from soloflow_core.store import Store
 
 STORE = Path(__file__).resolve().parent.parent / "soloflow_core" / "store"
 SESSIONS = "database.py"
@@ -77,3 +80,41 @@ def test_store_modules_stay_under_the_line_limit() -> None:
         if path.name not in OVER_LIMIT
     }
     assert {name: n for name, n in sizes.items() if n > LINE_LIMIT} == {}
+
+
+DELEGATED = (
+    "runs",
+    "candidates",
+    "flows",
+    "flow_runs",
+    "tokens",
+    "skill_imports",
+    "usage",
+    "namespace_index",
+    "traces",
+)
+"""The repositories whose methods :class:`Store` keeps by name (``store.memory`` has none)."""
+
+
+def _public_methods(cls: type) -> dict[str, object]:
+    return {
+        name: fn
+        for name, fn in inspect.getmembers(cls, inspect.isfunction)
+        if not name.startswith("_") and name not in {"open", "close"}
+    }
+
+
+def test_the_store_keeps_each_repository_method_by_name_and_signature() -> None:
+    store = Store.open("sqlite://")
+    try:
+        repos = {name: type(getattr(store, name)) for name in DELEGATED}
+        owner = {m: r for r, cls in repos.items() for m in _public_methods(cls)}
+        facade = _public_methods(Store)
+        assert set(facade) == set(owner)
+        for name, fn in facade.items():
+            theirs = getattr(repos[owner[name]], name)
+            assert inspect.signature(fn) == inspect.signature(theirs), name  # type: ignore[arg-type]
+        assert store.count_runs(user_id="u", agent_id="a") == 0
+        assert store.runs.db is store.db and store.memory.db is store.db
+    finally:
+        store.close()
