@@ -74,16 +74,16 @@ def read_tool_names(
     """See :meth:`~soloflow_core.store.runs.RunRepository.read_tool_names`."""
     with db.read() as conn:
         return _read_tool_names(
-            db, conn, user, agent, lookback=lookback, include_failed=include_failed
+            conn, user, agent, db=db, lookback=lookback, include_failed=include_failed
         )
 
 
 def _read_tool_names(
-    db: Database,
     conn: Connection,
     user: str,
     agent: str,
     *,
+    db: Database,
     lookback: int | None,
     include_failed: bool,
 ) -> ToolNameColumns:
