@@ -5,6 +5,9 @@
   scans to the end for a ``}}``).
 * A 324-byte YAML "billion laughs" file and a 100k-character flow name, through
   ``validate_flow_file`` (refused; the time to the error).
+* The extraction pattern ``(x|xx)+y`` on 40 ``x``: Python's ``re`` on 28 ``x`` (it grows
+  ×1.6 with every character more) against the flow's time-limited match (``flow/patterns.py``);
+  and ``(a|aa)+$``, refused by validation.
 
 Median of ``--repeats`` runs each. Run: ``python benchmarks/bench_hostile_input.py``.
 """
@@ -20,8 +23,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from soloflow_core.errors import FlowFileError
+from soloflow_core.errors import FlowFileError, PatternTimeoutError
 from soloflow_core.flow.loader import validate_flow_file
+from soloflow_core.flow.patterns import pattern_problem, search
 from soloflow_core.flow.templates import iter_references
 
 _OLD_TEMPLATE = re.compile(r"\{\{(.*?)\}\}")
@@ -71,6 +75,27 @@ def main() -> None:
         )
         t = _median(lambda: _refused(long), args.repeats)
         print(f"100k-character flow name: refused in {t * 1000:.2f} ms")
+    _patterns(args.repeats)
+
+
+def _stopped(rule: dict[str, str], text: str) -> None:
+    try:
+        search(rule, text, field="extraction.q.pattern")
+    except PatternTimeoutError:
+        return
+    raise AssertionError("the match was not stopped")
+
+
+def _patterns(repeats: int) -> None:
+    slow = re.compile("(?P<v>(x|xx)+y)")
+    old = _median(lambda: slow.search("x" * 28), 1)
+    new = _median(lambda: _stopped({"pattern": "(x|xx)+y"}, "x" * 40), repeats)
+    print(
+        f"(x|xx)+y: re on 28 x {old:.1f} s (×1.6 per x more: minutes on 40), stopped on 40 x in {new:.2f} s"
+    )
+    t = _median(lambda: pattern_problem("(a|aa)+$"), repeats)
+    assert pattern_problem("(a|aa)+$") is not None
+    print(f"(a|aa)+$: refused by validation in {t:.2f} s")
 
 
 if __name__ == "__main__":

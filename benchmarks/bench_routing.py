@@ -13,6 +13,7 @@ requests (8 per job) while SoloFlow watches; a person approves every flow it pro
 2. **new phrasings, cold** — the 120 new phrasings of the four jobs with new addresses,
    each in a store whose evidence is the training requests only: the share served with
    zero model calls *and* the right side effect for the right person; wrong effects;
+   With ``--why``, the reasons the gate gave the job's flow for each one it missed;
 3. **new phrasings, warm** — the same requests as a stream (seeded order): a request the
    flow did not take is done by the agent (which calls the offered flow tool when the
    middleware hints it, as a model would), and its text becomes evidence of the job.
@@ -104,9 +105,29 @@ def _copy_sqlite(src: Path, dst: Path) -> str:
     return f"sqlite:///{dst}"
 
 
+def _why(store: Store, mw: SoloFlowMiddleware, r: dict[str, Any], reasons: Counter[str]) -> None:
+    """Print the reasons the gate gave the job's own flow for a missed phrasing, and count
+    their kinds (the text before a colon or a parenthesis)."""
+    effect = W.EFFECT_TOOL[r["job"]]
+    checks = {c.name: c for c in mw.route(r["text"]).checks}
+    own = [
+        c
+        for name, c in checks.items()
+        if store.get_flow_meta(name, user_id=USER, agent_id=AGENT).skill_keys[-1] == effect
+    ]
+    why = list(own[0].reasons) if own else ["procedural memory did not find the job's flow"]
+    print(f"  miss [{r['job']}] {r['text']}")
+    for line in why:
+        print(f"      - {line}")
+    reasons.update({line.split(":")[0].split(" (")[0] for line in why})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=1, help="order of the warm stream")
+    parser.add_argument(
+        "--why", action="store_true", help="print why the gate declined each missed new phrasing"
+    )
     args = parser.parse_args()
     corpus = W.load_corpus()
     near = [r["text"] for r in corpus if r["split"] == "test" and r["job"] is None]
@@ -151,6 +172,7 @@ def main() -> None:
     cold = Counter()
     cold_wrong = 0
     alone_calls: list[int] = []
+    reasons: Counter[str] = Counter()
     for r in paraphrases:
         got = _ask(agent, mw, model, r["text"])
         routed = got["calls"] == 0
@@ -159,7 +181,13 @@ def main() -> None:
         cold_wrong += routed and not right
         if not routed:
             alone_calls.append(got["calls"])
+            if args.why:
+                _why(store, mw, r, reasons)
     mw.close()
+    if args.why:
+        print("\nreasons the gate gave for the missed phrasings (each miss counts each once):")
+        for reason, n in reasons.most_common():
+            print(f"  {n:>3}  {reason}")
     store.close()
 
     # 3. warm: a stream; the agent's handling of what the flows did not take is evidence

@@ -167,7 +167,8 @@ def bench_rest(url: str, token: str, args: argparse.Namespace) -> None:
     import httpx
 
     from soloflow_core.store import Store
-    from soloflow_langgraph.server.service import Principal, SoloFlowService
+    from soloflow_langgraph.server.principal import Principal
+    from soloflow_langgraph.server.service import SoloFlowService
 
     port = _free_port()
     proc = subprocess.Popen(
@@ -295,7 +296,8 @@ def bench_mcp(url: str, args: argparse.Namespace) -> None:
 
     from soloflow_core.store import Store
     from soloflow_langgraph.server.mcp import SoloFlowMCP
-    from soloflow_langgraph.server.service import Principal, SoloFlowService
+    from soloflow_langgraph.server.principal import Principal
+    from soloflow_langgraph.server.service import SoloFlowService
 
     store = Store.open(url)
     service = SoloFlowService(store, tools=TOOLS)

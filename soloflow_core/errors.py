@@ -10,7 +10,8 @@ Every error names the thing at fault and says how to fix it::
     ├── LedgerError                  a ledger line could not be read (file and line)
     ├── FlowValidationError          a flow definition is invalid (flow, step, field path)
     │   ├── FlowFileError            a flow file is invalid (file, line, column, field path)
-    │   └── ExecutorNotFoundError    a step's skill_key has no registered executor (flow, step)
+    │   ├── ExecutorNotFoundError    a step's skill_key has no registered executor (flow, step)
+    │   └── PatternTimeoutError      a flow's regular expression ran past its time limit (field, pattern)
     ├── NotFoundError                a run, candidate or flow id does not exist in this namespace
     ├── AmbiguousError               an id or flow name prefix matches several (lists them)
     ├── ReplayMiss                   a replayed flow made a call that is not in the recording
@@ -54,6 +55,7 @@ __all__ = [
     "LedgerError",
     "MissingAgentsError",
     "NotFoundError",
+    "PatternTimeoutError",
     "PluginError",
     "ReplayMiss",
     "SchemaVersionError",
@@ -181,6 +183,20 @@ class FlowFileError(FlowValidationError):
 
 class ExecutorNotFoundError(FlowValidationError):
     """A step names a ``skill_key`` that no plugin or tool registered."""
+
+
+class PatternTimeoutError(FlowValidationError):
+    """A regular expression of a flow (``extraction.<input>.pattern``) ran past its time
+    limit on a text: it backtracks catastrophically and must be rewritten.
+
+    Attributes:
+        pattern: the regular expression.
+        field: its path in the flow (``extraction.email.pattern``).
+    """
+
+    def __init__(self, message: str, *, pattern: str, field: str, flow: str | None = None) -> None:
+        super().__init__(message, flow=flow, field=field)
+        self.pattern = pattern
 
 
 class NotFoundError(SoloFlowError):

@@ -14,13 +14,13 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from soloflow_core.ledger.spill import spill_path_for
+from soloflow_core.ledger.spill import append_spill, spill_path_for, write_back_spill
 from soloflow_core.store import Store, default_database_path, resolve_database_url
 from soloflow_core.store.database import migrate
 from soloflow_core.store.engine import safe_url
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from soloflow_core.models import TaskRun
+    from soloflow_core.tracing import Span
 
 logger = logging.getLogger("soloflow_langgraph.callbacks")
 
@@ -67,6 +68,7 @@ class LedgerLink:
         self._queue: queue.Queue[Any] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._path = self._sqlite_path()
         if store is None:
             try:
                 self.store = self._open()
@@ -122,10 +124,15 @@ class LedgerLink:
 
     # ---------------------------------------------------------------- on the writer thread
 
-    def store_run(self, run: TaskRun) -> bool:
+    def store_run(self, run: TaskRun, spans: Sequence[Span] = ()) -> bool:
+        """Store ``run`` with its ``spans`` (one transaction); False if it was stored already."""
         store = self.connect()
+
+        def write() -> bool:
+            return store.add_traced_run(run, spans) if spans else store.add_run(run)
+
         try:
-            fresh = store.add_run(run)
+            fresh = write()
         except sa.exc.SQLAlchemyError as exc:
             if not self._schema_missing(store):
                 self.problem = f"storing a run failed: {_error_text(exc)}"
@@ -136,9 +143,24 @@ class LedgerLink:
                 "any more (database emptied or re-created); re-creating the schema",
             )
             migrate(store.engine)
-            fresh = store.add_run(run)
+            fresh = write()
         self._up()
         return fresh
+
+    def write_back(self, spill_path: Path) -> int:
+        """Write back the runs of the spill file ``spill_path``; how many were stored."""
+        report = write_back_spill(self.connect(), spill_path)
+        if report.runs_written or report.errors:
+            logger.warning(
+                "SoloFlow capture: wrote back %d runs from the spill file %s (%d already stored, "
+                "%d bad lines%s)",
+                report.runs_written,
+                spill_path,
+                report.runs_skipped_existing,
+                len(report.errors),
+                "".join(f"; {e}" for e in report.errors[:5]),
+            )
+        return report.runs_written
 
     def connect(self) -> Store:
         """The open store, opened (again) if need be; a vanished SQLite file re-created when
@@ -178,6 +200,8 @@ class LedgerLink:
         return Store.open(self.url)
 
     def _sqlite_path(self) -> str | None:
+        if hasattr(self, "_path"):
+            return self._path
         parsed = sa.engine.make_url(self.url)
         if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
             return None
@@ -216,10 +240,14 @@ class LedgerLink:
         self.report("down", message)
 
     def _up(self) -> None:
-        if self.problem is not None:
-            logger.warning("SoloFlow capture: the store %s takes runs again", safe_url(self.url))
+        """A write went through: after a problem, say so and let the handler write back."""
+        if self.problem is None:
+            return
+        logger.warning("SoloFlow capture: the store %s takes runs again", safe_url(self.url))
         self.problem = None
         self._reported.clear()
+        if self.store is not None:
+            self._on_connected(self.store)
 
 
 class StoreVanished(RuntimeError):
@@ -231,3 +259,20 @@ def _resolve(database_url: str | None) -> str:
         return resolve_database_url(database_url)
     except Exception:  # e.g. no home directory: the store is then unavailable, said so
         return database_url or "sqlite://"
+
+
+def has_content(path: Path) -> bool:
+    """Whether the file ``path`` exists and is not empty."""
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+def spill_one(where: Path, run: TaskRun, limit_bytes: int) -> str | None:
+    """Append ``run`` to the spill file ``where``; None when it is there, else why it is not."""
+    try:
+        kept = append_spill(where, [run], limit_bytes=limit_bytes)
+    except OSError as exc:
+        return f"the spill file {where} cannot be written ({exc.strerror})"
+    return None if kept else f"the spill file {where} is full ({limit_bytes:,} bytes)"

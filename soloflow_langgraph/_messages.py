@@ -3,9 +3,10 @@ workflow share."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["content_text", "message_text"]
+__all__ = ["content_text", "message_text", "task_of"]
 
 
 def content_text(content: Any) -> str:
@@ -32,3 +33,11 @@ def content_text(content: Any) -> str:
 def message_text(message: Any) -> str:
     """:func:`content_text` of ``message.content`` (a ``BaseMessage`` or anything with one)."""
     return content_text(getattr(message, "content", None))
+
+
+def task_of(messages: Sequence[Any]) -> tuple[str, int]:
+    """(the first human message's text, how many human messages there are)."""
+    humans = [m for m in messages if getattr(m, "type", None) == "human"]
+    if not humans:
+        return "", 0
+    return message_text(humans[0]), len(humans)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from soloflow_core.errors import ReplayMiss, SoloFlowError
+from soloflow_core.errors import PatternTimeoutError, ReplayMiss, SoloFlowError
 from soloflow_core.flow.executors import ExecutorRegistry
 from soloflow_core.flow.templates import Reference, iter_references
 from soloflow_core.generalize.align import find_occurrences
@@ -39,6 +39,8 @@ from soloflow_core.models import FlowCandidate, FlowDefinition
 from soloflow_langgraph.compile.graph import compile_flow
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from soloflow_core.store import Store
 
 __all__ = [
@@ -274,7 +276,13 @@ def _inputs(flow: FlowDefinition, occ: Occurrence) -> tuple[dict[str, Any], list
     for name in props:
         rule = flow.extraction.get(name)
         if rule is not None:
-            value = extract_value(rule, occ.task or "")
+            try:
+                value = extract_value(
+                    rule, occ.task or "", field=f"extraction.{name}.pattern", flow=flow.name
+                )
+            except PatternTimeoutError as exc:
+                problems.append(f"input {name!r}: {exc}")
+                continue
             if value is not None:
                 jtype = rule.get("type")
                 try:
@@ -455,3 +463,26 @@ def verify_candidate(
 
 
 __all__ += ["args_match", "split_holdout"]
+
+
+def replay_verifier(
+    store: Store, side_effects: dict[str, bool]
+) -> Callable[[FlowCandidate], FlowCandidate]:
+    """A ``verify`` callable for :class:`~soloflow_core.learning.service.LearningService`:
+    :func:`verify_candidate` of a candidate in its own namespace, with the tools'
+    ``side_effects`` (tool name → bool)."""
+
+    def verify(cand: FlowCandidate) -> FlowCandidate:
+        updated, _ = verify_candidate(
+            store,
+            cand.id,
+            user_id=cand.user_id,
+            agent_id=cand.agent_id,
+            side_effects=side_effects or None,
+        )
+        return updated
+
+    return verify
+
+
+__all__ += ["replay_verifier"]

@@ -22,7 +22,8 @@ from soloflow_core.generalize.arguments import (
     learn_shape,
 )
 from soloflow_core.generalize.propose import propose
-from soloflow_core.memory.intent import bind_inputs, read_request
+from soloflow_core.memory.binding import bind_inputs
+from soloflow_core.memory.reading import read_request
 from soloflow_core.testing.synthetic_ledger import generate_ledger
 
 

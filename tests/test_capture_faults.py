@@ -288,3 +288,29 @@ def test_a_process_that_exits_keeps_its_runs(tmp_path: Path) -> None:
         assert _tasks(handler.store) == {f"exiting {i}" for i in range(3)}
     finally:
         handler.close()
+
+
+def test_runs_spilled_while_locked_out_are_written_back_once_the_store_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "runs.db"
+    handler = SoloFlowCallbackHandler(database_url=str(db), write_timeout=0.3, **NS)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(db), "3"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        _invoke(handler, "locked out")
+        assert handler.health().runs_spilled == 1 and not handler.health().ok
+    finally:
+        holder.wait(timeout=30)
+        holder.stdout.close()  # type: ignore[union-attr]
+    handler.write_timeout = 30.0
+    with caplog.at_level(logging.WARNING, logger="soloflow_langgraph.callbacks"):
+        _invoke(handler, "after")  # stored: the store answers again, the spill is written back
+        handler.close()  # waits for the write-back queued behind it
+    assert "takes runs again" in caplog.text
+    assert handler.unsaved == [] and handler.health().ok and handler.runs_written == 2
+    assert Path(f"{db}.spill.jsonl").stat().st_size == 0
+    with Store.open(str(db)) as store:
+        assert _tasks(store) == {"locked out", "after"}

@@ -166,6 +166,7 @@ def test_agent_runs_of_the_flows_sequence_bring_a_flow_back(store: Store):
     # whole sequence, or failed, credit nothing.
     store.add_flow_evidence("Refund", [(run.run_id, run.task or "")], source="agent_run", **NS)
     assert len(store.flow_evidence(["Refund"], **NS)["Refund"]) == 1
+    assert store.flow_evidence_sources(["Refund"], **NS)["Refund"] == [(run.task, "agent_run")]
     partial = _agent_run(2, _did(2)[:1])
     failed = _agent_run(3, _did(3), success=False)
     broken = _agent_run(4, [_did(4)[0].model_copy(update={"error": True}), _did(4)[1]])

@@ -25,6 +25,18 @@ from soloflow_core.store import Store
 from soloflow_langgraph.cli import app
 
 SEED = 25
+CATASTROPHIC_PATTERNS = [
+    "(a+)+$",
+    "(a|aa)+$",
+    "(a|a)+$",
+    "(\\w+\\s?)+$",
+    "(x|xx)+y",
+    "(?:a{1000}){1000}",
+    "((a{100}){100}){100}",
+    "(.*a){25}",
+    "^(([a-z])+.)+[A-Z]([a-z])+$",
+]
+"""Patterns that backtrack catastrophically or compile to huge programs (issue 25)."""
 CASE_LIMIT_S = 5.0
 runner = CliRunner()
 
@@ -130,6 +142,16 @@ def _flow_texts() -> Iterator[tuple[str, str, bytes]]:
                 "extraction": {"q": {"pattern": "(", "anchor": 3}},
             }
         ),
+        **{
+            f"regex_{i}.json": json.dumps(
+                {
+                    "name": "x",
+                    "steps": [{"id": "a", "skill_key": "t"}],
+                    "extraction": {"q": {"pattern": p}},
+                }
+            )
+            for i, p in enumerate(CATASTROPHIC_PATTERNS)
+        },
     }
     for name, text in fixed.items():
         yield (

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from test_ledger import DEFAULTS, records, task_runs, write_lines
 
 from soloflow_core.errors import LedgerError
+from soloflow_core.ledger import _fields as ledger_fields
 from soloflow_core.ledger import _rows as ledger_rows
 from soloflow_core.ledger import _sqlite as ledger_sqlite
 from soloflow_core.ledger import dump_run, ingest, reader
@@ -153,7 +154,7 @@ def test_timestamps_are_written_as_the_store_writes_them(value):
 
 
 def test_the_fast_lane_knows_the_fields_of_a_run():
-    assert ledger_rows.RUN_KEYS == reader.RUN_FIELDS
+    assert ledger_rows.RUN_KEYS == ledger_fields.RUN_FIELDS
 
 
 # ---------------------------------------------------------------------- the write
@@ -259,6 +260,7 @@ def test_an_in_memory_store_ingests_without_a_checkpoint_thread(tmp_path, monkey
 CRASHING_INGEST = """
 import sys, time
 from soloflow_core import ledger
+from soloflow_core.ledger import _fields as ledger_fields
 from soloflow_core.ledger import _rows as ledger_rows
 from soloflow_core.ledger import _sqlite as ledger_sqlite
 from soloflow_core.store import Store

@@ -11,14 +11,9 @@ from hypothesis import strategies as st
 
 from soloflow_core.generalize.composed import compose_template, leaf_texts
 from soloflow_core.generalize.reply import describe_run, learn_reply_template, render_reply
-from soloflow_core.memory.intent import (
-    MAX_REQUEST_CHARS,
-    JobEvidence,
-    bind_inputs,
-    judge_intent,
-    read_request,
-    tool_actions,
-)
+from soloflow_core.memory.binding import bind_inputs
+from soloflow_core.memory.intent import MAX_REQUEST_CHARS, JobEvidence, judge_intent, tool_actions
+from soloflow_core.memory.reading import read_request
 from soloflow_core.models import FlowDefinition, FlowStep
 from soloflow_core.store.fulltext import tokenize
 
@@ -145,6 +140,70 @@ def test_the_job_s_own_effect_tool_names_its_action_and_nothing_more():
         job,
         own_actions=tool_actions(["get_invoice_pdf"]),
     ) == verdict("Please invoice my latest email to zed@example.com", job)
+
+
+def test_courtesy_and_the_wording_of_an_address_say_nothing_of_the_job():
+    read = read_request(
+        "Good morning, would you mind sending my latest invoice? You can reach me at "
+        "zoe@x.io. Thank you in advance. Kind regards, Zoe Smith"
+    )
+    assert read.terms == ("send", "latest", "invoic") and read.asking
+    assert read_request("Could I have my latest invoice? Account holder: z@x.io").asking
+    assert read_request("my invoice was sent, I paid it").terms == ("invoic", "was", "send", "pay")
+    assert verdict("Would it be possible to send my latest invoice via e-mail? z@x.io") == "run"
+    assert verdict("Request: send my latest invoice, registered e-mail is z@x.io") == "run"
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("Would you mind not sending my latest invoice? z@x.io", "negates"),
+        ("Please send my latest invoice z@x.io. Kind regards, Delete Account", "delet"),
+        ("Please send my latest invoice z@x.io. Thanks, Never", "negation"),
+        ("Please send my latest invoice. Regards, Her Assistant z@x.io", "someone else"),
+        ("Is it possible to send my latest invoice? z@x.io", "question (is"),
+        ("Could I have my latest invoice cancelled? z@x.io", "another action: cancel"),
+        ("My login is z@x.io, please delete my latest invoice", "another action: delet"),
+    ],
+)
+def test_a_courteous_near_miss_still_does_not_run(text: str, why: str):
+    found = judge_intent(JOB, read_request(text), own_actions={"send"})
+    assert found.verdict != "run"
+    assert any(why in r for r in found.reasons), found.reasons
+
+
+def test_a_job_whose_requests_name_its_action_needs_it_named():
+    reset = JobEvidence.of(
+        [
+            "Please reset my password. a@x.io",
+            "reset password b@x.io",
+            "I forgot my password, can you reset it? c@x.io",
+            "Could you reset the password on my account d@x.io?",
+        ]
+    )
+    own = tool_actions(["lookup_account", "reset_password"])
+    assert verdict("Please reset the password of my account z@x.io", reset, own_actions=own) == (
+        "run"
+    )
+    found = judge_intent(
+        reset, read_request("Please tell me my account password z@x.io"), own_actions=own
+    )
+    assert found.verdict != "run"
+    assert any("does not name the job's action (reset)" in r for r in found.reasons)
+    # the rule asks nothing of a job whose requests mostly do not name its action
+    assert verdict("Please email me my latest invoice z@x.io", own_actions={"send"}) == "run"
+
+
+def test_a_word_only_hinted_texts_hold_is_known_once_two_hold_it():
+    request = "Please send my latest bill to z@x.io"
+    once = JobEvidence.of(EXEMPLARS, hinted=["send my latest bill a@x.io"])
+    assert "bill" in once.unconfirmed and verdict(request, once) != "run"
+    twice = JobEvidence.of(EXEMPLARS, hinted=["send my latest bill a@x.io", "my bill b@x.io"])
+    assert not twice.unconfirmed and verdict(request, twice) == "run"
+    # a run's or a person's text needs no second one
+    assert verdict(request, JobEvidence.of([*EXEMPLARS, "send my latest bill a@x.io"])) == "run"
+    person = JobEvidence.of(EXEMPLARS, ["latest bill"], hinted=["send my latest bill a@x.io"])
+    assert verdict(request, person) == "run"
 
 
 def test_inputs_are_bound_from_the_request_itself_with_their_shape():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -101,6 +102,7 @@ EXPECTED_ALL = [
     "MissingAgentsError",
     "ModelCall",
     "NotFoundError",
+    "PatternTimeoutError",
     "PluginError",
     "ReplayMiss",
     "SchemaVersionError",
@@ -336,3 +338,181 @@ def test_no_import_cycle_between_library_modules() -> None:
 
 def test_the_cycle_check_sees_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# --------------------------------------------------------------------------- module size
+
+MAX_MODULE_LINES = 600
+
+# Modules over the limit that other engineers are splitting now; the lead drains this list as
+# their work is merged. A module leaves it as soon as it fits (the test below fails until it
+# does), so the list can only shrink. Nothing is added to it.
+OVER_THE_LIMIT_FOR_NOW: frozenset[str] = frozenset()
+
+
+def _line_counts(root: Path, packages: tuple[str, ...]) -> dict[str, int]:
+    """Each module's line count, by its path relative to ``root``."""
+    return {
+        path.relative_to(root).as_posix(): len(path.read_text().splitlines())
+        for package in packages
+        for path in sorted((root / package).rglob("*.py"))
+    }
+
+
+def _size_problems(counts: dict[str, int], allowed: frozenset[str]) -> list[str]:
+    """A line per module over :data:`MAX_MODULE_LINES` not in ``allowed``, and per module of
+    ``allowed`` that fits now (or is gone)."""
+    problems = [
+        f"{path}: {n} lines, over the limit of {MAX_MODULE_LINES}; split it along a seam into "
+        "modules of one concept each (helpers they share go in a private module, `_name.py`), "
+        "and update every import and the tree in docs/architecture.md"
+        for path, n in sorted(counts.items())
+        if n > MAX_MODULE_LINES and path not in allowed
+    ]
+    for path in sorted(allowed):
+        n = counts.get(path)
+        if n is None or n <= MAX_MODULE_LINES:
+            now = "is gone" if n is None else f"has {n} lines"
+            problems.append(
+                f"{path} {now}: remove it from OVER_THE_LIMIT_FOR_NOW in tests/test_layering.py"
+            )
+    return problems
+
+
+def test_every_module_fits_the_line_limit() -> None:
+    counts = _line_counts(ROOT, LIBRARY)
+    assert "soloflow_core/mining/matching.py" in counts  # the walk saw the library
+    problems = _size_problems(counts, OVER_THE_LIMIT_FOR_NOW)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_size_check_sees_a_long_module_and_a_stale_allowance(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
+    (package / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    counts = _line_counts(tmp_path, ("pkg",))
+    assert counts == {"pkg/long.py": MAX_MODULE_LINES + 1, "pkg/short.py": MAX_MODULE_LINES}
+    problems = _size_problems(counts, frozenset({"pkg/short.py", "pkg/gone.py"}))
+    assert [p.split(":")[0].split(" ")[0] for p in problems] == [
+        "pkg/long.py",
+        "pkg/gone.py",
+        "pkg/short.py",
+    ]
+    assert "pkg/long.py: 601 lines, over the limit of 600; split it" in problems[0]
+    assert _size_problems(counts, frozenset({"pkg/long.py"})) == []
+
+
+# --------------------------------------------------------------------------- the drawn tree
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+
+
+def _drawn_tree(markdown: str) -> dict[str, str]:
+    """The paths the tree of docs/architecture.md draws (``soloflow_core/mining/``,
+    ``soloflow_langgraph/verify.py``), each with its description."""
+    block = markdown.split("## The tree", 1)[1].split("```", 2)[1]
+    drawn: dict[str, str] = {}
+    parents: list[str] = []
+    last = ""
+    for line in block.splitlines():
+        entry = re.match(r"^( {0,8})(\S+/|\S+\.py)(?:\s{2,}(.*))?$", line)
+        if entry:
+            depth = len(entry[1]) // 2
+            parents = [*parents[:depth], entry[2]]
+            last = "".join(parents)
+            drawn[last] = entry[3] or ""
+        elif line.strip():  # a description carried on to the next line
+            drawn[last] += " " + line.strip()
+    return drawn
+
+
+def _named_modules(description: str) -> list[str]:
+    """The modules a package's line names: its description without the notes in parentheses,
+    split at commas and semicolons."""
+    while True:
+        plain = re.sub(r"\([^()]*\)", "", description)
+        if plain == description:
+            break
+        description = plain
+    return [piece.strip() for piece in re.split(r"[,;]", description) if piece.strip()]
+
+
+def _tree_problems(root: Path, drawn: dict[str, str]) -> list[str]:
+    """What the drawn tree gets wrong about the packages under ``root``."""
+    problems = [
+        f"{path} is drawn but does not exist" for path in drawn if not (root / path).exists()
+    ]
+    for path, description in drawn.items():
+        folder = root / path
+        if not (path.endswith("/") and (folder / "__init__.py").is_file()):
+            continue
+        children = {
+            child.stem: child
+            for child in folder.iterdir()
+            if (child.suffix == ".py" and child.name != "__init__.py")
+            or (child / "__init__.py").is_file()
+        }
+        public = {name for name in children if not name.startswith("_")}
+        if path.count("/") == 1:  # a top-level package: its modules are drawn as lines
+            listed = {p[len(path) :].rstrip("/").removesuffix(".py") for p in drawn if p != path}
+            listed &= set(children)
+            problems += [f"{path}{name}: not drawn" for name in sorted(public - listed)]
+            continue
+        named = _named_modules(description)
+        problems += [
+            f"{path}: names {name!r}, which is not one of its modules"
+            for name in named
+            if name not in children
+        ]
+        problems += [
+            f"{path}{name}: not named on {path}'s line" for name in sorted(public - set(named))
+        ]
+    return problems
+
+
+def test_the_architecture_page_draws_the_tree_as_it_is() -> None:
+    """Every path drawn exists; each package's line names exactly its modules and
+    subpackages (private ones may be left out); every path the page quotes exists."""
+    markdown = ARCHITECTURE.read_text()
+    drawn = _drawn_tree(markdown)
+    assert {"soloflow_core/", "soloflow_core/mining/", "soloflow_langgraph/compile/"} <= set(drawn)
+    problems = _tree_problems(
+        ROOT, {p: d for p, d in drawn.items() if not p.startswith("benchmarks/")}
+    )
+    problems += [
+        f"`{quoted}` is quoted but does not exist"
+        for quoted in re.findall(
+            r"`((?:soloflow_core|soloflow_langgraph|soloflow_plugins)/[^`\s]*)`", markdown
+        )
+        if not (ROOT / quoted).exists()
+    ]
+    assert not problems, "docs/architecture.md, The tree:\n" + "\n".join(problems)
+
+
+def test_the_tree_check_sees_a_stale_tree(tmp_path: Path) -> None:
+    for name in ("pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/kept.py", "pkg/sub/new.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    (tmp_path / "pkg" / "sub" / "_private.py").write_text("")
+    (tmp_path / "pkg" / "top.py").write_text("")
+    markdown = textwrap.dedent(
+        """
+        ## The tree
+
+        ```
+        pkg/                           prose about the package, not checked
+          sub/                         kept (a note, with, commas), moved,
+                                       _private
+          gone.py                      a module that moved away
+        ```
+        """
+    )
+    drawn = _drawn_tree(markdown)
+    assert drawn["pkg/sub/"] == "kept (a note, with, commas), moved, _private"
+    assert _tree_problems(tmp_path, drawn) == [
+        "pkg/gone.py is drawn but does not exist",
+        "pkg/top: not drawn",
+        "pkg/sub/: names 'moved', which is not one of its modules",
+        "pkg/sub/new: not named on pkg/sub/'s line",
+    ]

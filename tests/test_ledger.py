@@ -17,6 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from soloflow_core.errors import LedgerError
+from soloflow_core.ledger import _fields as ledger_fields
+from soloflow_core.ledger import _plain as ledger_plain
+from soloflow_core.ledger import _rows as ledger_rows
 from soloflow_core.ledger import dump_run, ingest, parse_record, read_ledger
 from soloflow_core.ledger import reader as ledger
 from soloflow_core.models import ModelCall, TaskRun, ToolCall
@@ -498,12 +501,12 @@ def test_limits_match_the_store_columns():
         store_schema.tool_calls.c,
         store_schema.model_calls.c,
     )
-    assert ledger.MAX_RUN_ID == runs.run_id.type.length
-    assert ledger.MAX_NAMESPACE == runs.user_id.type.length == runs.agent_id.type.length
-    assert ledger.MAX_CLASSIFICATION == runs.classification.type.length
-    assert ledger.MAX_TOOL_NAME == calls.name.type.length
-    assert ledger.MAX_TOOL_CALL_ID == calls.tool_call_id.type.length
-    assert ledger.MAX_MODEL == models.model.type.length
+    assert ledger_rows.MAX_RUN_ID == runs.run_id.type.length
+    assert ledger_rows.MAX_NAMESPACE == runs.user_id.type.length == runs.agent_id.type.length
+    assert ledger_rows.MAX_CLASSIFICATION == runs.classification.type.length
+    assert ledger_rows.MAX_TOOL_NAME == calls.name.type.length
+    assert ledger_rows.MAX_TOOL_CALL_ID == calls.tool_call_id.type.length
+    assert ledger_rows.MAX_MODEL == models.model.type.length
     assert isinstance(runs.tokens.type, sa.Integer) and isinstance(
         models.input_tokens.type, sa.Integer
     )
@@ -587,13 +590,15 @@ odd_values = st.one_of(
     st.sampled_from(["2024-05-01T12:30:00Z", "2024-05-01", "yesterday", "\ud800", "\U0001f600"]),
 )
 tool_call_records = st.dictionaries(
-    st.sampled_from([*sorted(ledger.TOOL_CALL_FIELDS), "extra"]), odd_values, max_size=8
+    st.sampled_from([*sorted(ledger_fields.TOOL_CALL_FIELDS), "extra"]), odd_values, max_size=8
 ) | st.builds(lambda c: dump_run(TaskRun(run_id="r", tool_calls=[c]))["tool_calls"][0], tool_calls)
 model_call_records = st.dictionaries(
-    st.sampled_from([*sorted(ledger.MODEL_CALL_FIELDS), "cost"]), odd_values | counts, max_size=7
+    st.sampled_from([*sorted(ledger_fields.MODEL_CALL_FIELDS), "cost"]),
+    odd_values | counts,
+    max_size=7,
 )
 records = st.dictionaries(
-    st.sampled_from([*sorted(ledger.RUN_FIELDS), "source", "reward"]),
+    st.sampled_from([*sorted(ledger_fields.RUN_FIELDS), "source", "reward"]),
     odd_values | st.lists(tool_call_records, max_size=3) | st.lists(model_call_records, max_size=2),
     max_size=14,
 ).map(lambda r: {"run_id": "r1", **r} if "run_id" not in r else r)
@@ -611,7 +616,7 @@ def reference(line: bytes) -> TaskRun | str:
 @given(st.one_of(records, task_runs.map(dump_run)))
 def test_the_fast_lane_reads_what_the_checked_path_reads_or_leaves_the_line_to_it(record):
     line = json.dumps(record).encode()
-    fast = ledger._parse_plain(line, **DEFAULTS)
+    fast = ledger_plain.parse_plain(line, **DEFAULTS)
     expected = reference(line)
     if fast is not None:  # repr: NaN is not equal to itself
         assert repr(fast.to_task_run()) == repr(expected)
@@ -627,14 +632,14 @@ def test_the_fast_lane_reads_what_the_checked_path_reads_or_leaves_the_line_to_i
 @given(task_runs)
 def test_the_fast_lane_takes_every_ordinary_record(run):
     line = json.dumps(dump_run(run)).encode()
-    fast = ledger._parse_plain(line, **DEFAULTS)
+    fast = ledger_plain.parse_plain(line, **DEFAULTS)
     assert fast is not None and fast.to_task_run() == run
 
 
 def test_the_real_files_take_the_fast_lane():
     for path in (TAU_BENCH, AGENTDOJO):
         for line in gzip.open(path).read().splitlines():
-            fast = ledger._parse_plain(line, **DEFAULTS)
+            fast = ledger_plain.parse_plain(line, **DEFAULTS)
             assert fast is not None and fast.to_task_run() == reference(line)
 
 

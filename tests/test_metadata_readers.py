@@ -51,7 +51,7 @@ def test_compilation_generalisation_and_routing_agree(
 
 
 def test_the_middleware_reads_tool_metadata_the_same_way() -> None:
-    from soloflow_langgraph.routing.middleware import _tool_side_effects
+    from soloflow_core.flow.effects import tool_side_effects
 
     tools = [
         StructuredTool.from_function(lambda: "", name=f"t{i}", description="t", metadata=meta)
@@ -61,7 +61,7 @@ def test_the_middleware_reads_tool_metadata_the_same_way() -> None:
     expected = {
         f"t{i}": e for i, (meta, e) in enumerate(CASES) if isinstance(meta, dict) and e is not None
     }
-    assert _tool_side_effects(tools) == expected
+    assert tool_side_effects(tools) == expected
 
 
 def test_message_text_keeps_text_blocks_only() -> None:

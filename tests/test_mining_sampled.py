@@ -10,7 +10,6 @@ import pytest
 
 from soloflow_core.mining import pipeline
 from soloflow_core.mining.fast import mine_levels
-from soloflow_core.mining.matching import CodePositions, PairPositions, positions, scan_starts_many
 from soloflow_core.mining.options import RankingOptions
 from soloflow_core.mining.pipeline import (
     _column_unit_count,
@@ -19,6 +18,7 @@ from soloflow_core.mining.pipeline import (
     mine_ranked,
     prepare_units,
 )
+from soloflow_core.mining.positions import CodePositions, PairPositions, positions, scan_starts_many
 from soloflow_core.store import RunSequence, ToolNameColumns
 from soloflow_core.testing.synthetic_ledger import generate_ledger
 
@@ -135,7 +135,7 @@ def test_pair_positions_find_the_starts_a_scan_of_code_positions_finds(options):
 def test_a_ledger_too_big_for_the_pair_index_is_indexed_by_code(monkeypatch):
     code = np.asarray([3, 1, -1, 0, 3, 2, -1, -1], dtype=np.int32)
     assert isinstance(positions(code), PairPositions)
-    monkeypatch.setattr("soloflow_core.mining.matching.PAIR_POSITIONS_LIMIT", len(code))
+    monkeypatch.setattr("soloflow_core.mining.positions.PAIR_POSITIONS_LIMIT", len(code))
     assert isinstance(positions(code), CodePositions)
 
 

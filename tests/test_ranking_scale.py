@@ -13,17 +13,19 @@ from soloflow_core.mining.cover import _Chosen, pattern_gain
 from soloflow_core.mining.fast import CodedLedger, mine_coded, mine_levels
 from soloflow_core.mining.matching import (
     ChainIndex,
-    CodePositions,
-    PairPositions,
     _Instances,
     leftmost_spans,
     match_pattern,
     match_patterns,
-    scan_starts,
-    scan_starts_many,
 )
 from soloflow_core.mining.options import RankingOptions
 from soloflow_core.mining.pipeline import _whole_pattern, mine_ranked, prepare_units
+from soloflow_core.mining.positions import (
+    CodePositions,
+    PairPositions,
+    scan_starts,
+    scan_starts_many,
+)
 from soloflow_core.mining.units import UnitLedger, prepare_ledger
 from soloflow_core.store import RunSequence, ToolNameColumns
 from soloflow_core.testing.synthetic_ledger import generate_ledger, score_top_k

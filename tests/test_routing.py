@@ -237,3 +237,74 @@ def test_flows_route_explains_each_verdict_without_running(sqlite_store: Store, 
     no = route("Don't track my order, zed@example.com")
     assert no["run"] is None and any("negates" in r for f in no["flows"] for r in f["reasons"])
     assert W.EFFECTS == [] and sqlite_store.list_flow_runs(user_id=USER, agent_id=AGENT) == []
+
+
+def test_a_person_confirms_a_phrasing_with_flows_evidence(sqlite_store: Store, sqlite_url: str):
+    import json
+
+    from typer.testing import CliRunner
+
+    from soloflow_langgraph.cli import app
+
+    agent, mw, model = _shop(sqlite_store, approve={"send_email"})
+    try:
+        name = next(
+            m.name
+            for m in sqlite_store.list_flow_meta(user_id=USER, agent_id=AGENT)
+            if m.skill_keys[-1] == "send_email"
+        )
+        request = "Please send me my latest bill, zed@example.com"
+        assert mw.route(request).run is None  # 'bill' is no word of the job
+
+        def evidence(*args: str) -> dict[str, Any]:
+            res = CliRunner().invoke(
+                app,
+                ["--db", sqlite_url, "--user", USER, "--agent", AGENT, "flows", "evidence"]
+                + [name, *args, "--json"],
+            )
+            assert res.exit_code == 0, res.output
+            return dict(json.loads(res.stdout))
+
+        before = evidence()["evidence"]
+        assert {e["source"] for e in before} >= {"learned"}
+        got = evidence("--add", "send my latest bill to me")
+        assert got["added"] == 1 and got["evidence"][0] == {
+            "task": "send my latest bill to me",
+            "source": "person",
+        }
+        assert evidence("--add", "send my latest bill to me")["added"] == 0  # once
+        decision = mw.route(request)
+        assert decision.run == name and decision.inputs == {"email": "zed@example.com"}
+        # a person's word relaxes nothing else: a negation or another action still stops it
+        assert mw.route("Please don't send me my latest bill, zed@example.com").run is None
+        assert mw.route("Please delete my latest bill, zed@example.com").run is None
+        res = CliRunner().invoke(
+            app,
+            ["--db", sqlite_url, "--user", USER, "--agent", AGENT, "flows", "evidence", name]
+            + ["--add", "  "],
+        )
+        assert res.exit_code == 1 and "--add needs a phrasing" in res.output
+    finally:
+        mw.close()
+
+
+def test_a_word_the_model_confirmed_once_is_not_yet_a_word_of_the_job(sqlite_store: Store):
+    agent, mw, model = _shop(sqlite_store, approve={"send_email"})
+    try:
+        name = next(
+            m.name
+            for m in sqlite_store.list_flow_meta(user_id=USER, agent_id=AGENT)
+            if m.skill_keys[-1] == "send_email"
+        )
+        ns = {"user_id": USER, "agent_id": AGENT}
+        request = "Please send me my latest bill, zed@example.com"
+        sqlite_store.add_flow_evidence(
+            name, [("t1", "send my latest bill please a@x.io")], source="flow_tool", **ns
+        )
+        assert mw.route(request).run is None  # one hinted text: 'bill' not yet known
+        sqlite_store.add_flow_evidence(
+            name, [("t2", "can you send the latest bill, b@x.io")], source="flow_tool", **ns
+        )
+        assert mw.route(request).run == name  # two: known
+    finally:
+        mw.close()

@@ -338,6 +338,14 @@ def test_ctrl_c_during_a_parallel_layer_stops_at_once_and_the_run_resumes(cli, s
     assert "Traceback" not in err and "cannot schedule new futures" not in err, err
     assert f"flow run {run_id} stopped" in err and f"soloflow flows resume {run_id}" in err, err
     assert cli.effects(run_id, "done")[:1] == ["a"] and "e" not in cli.effects(run_id)
+    # Recorded as interrupted, which `flows status` and `flows runs list` show.
+    shown = cli.status(run_id)
+    assert (shown["state"], shown["resumable"]) == ("interrupted", True), shown
+    moves = [m for m in cli.store.flow_run_history(run_id, **NS) if m.step_key is None]
+    assert (moves[-1].from_state, moves[-1].to_state) == ("running", "interrupted")
+    assert "stopped by its caller" in (moves[-1].detail or ""), moves[-1]
+    listed = json.loads(cli("flows", "runs", "list", "--state", "interrupted", "--json").stdout)
+    assert [(r["run_id"], r["resumable"]) for r in listed] == [(run_id, True)]
 
     resumed = subprocess.run(
         cli.argv("flows", "resume", run_id, *TOOLS_ARGS),

@@ -1,4 +1,4 @@
-"""The store opens its sessions in one place, and its modules stay small."""
+"""The store opens its sessions in one place; its facade keeps its repositories' methods."""
 
 from __future__ import annotations
 
@@ -18,9 +18,6 @@ own branch); Alembic's environment connects only when the ``alembic`` command ru
 OPENERS = {"begin", "connect", "raw_connection"}
 ENGINES = "engine.py"
 """Builds the engine :class:`~soloflow_core.store.database.Database` opens (no session)."""
-LINE_LIMIT = 600
-OVER_LIMIT = {"writer.py", "traces.py"}
-"""Being reworked on their own branch; they come under the limit there."""
 
 
 def _session_openings(tree: ast.AST) -> list[tuple[int, str]]:
@@ -71,15 +68,6 @@ def test_the_database_module_is_where_sessions_open() -> None:
         "connect",
         "raw_connection",
     }
-
-
-def test_store_modules_stay_under_the_line_limit() -> None:
-    sizes = {
-        str(path.relative_to(STORE)): len(path.read_text().splitlines())
-        for path in STORE.rglob("*.py")
-        if path.name not in OVER_LIMIT
-    }
-    assert {name: n for name, n in sizes.items() if n > LINE_LIMIT} == {}
 
 
 DELEGATED = (

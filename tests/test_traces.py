@@ -15,7 +15,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
 from soloflow_core import hookimpl
-from soloflow_core.models import ModelPrice
+from soloflow_core.models import ModelPrice, TaskRun
 from soloflow_core.store import Store
 from soloflow_core.tracing import Span, build_tree, otlp_json, tree_json
 from soloflow_core.tracing.pricing import PriceTable
@@ -281,3 +281,56 @@ def test_a_runs_trace_is_stored_in_the_namespace_its_metadata_names(store: Store
     assert [s.kind for s in spans][:2] == ["invoke_agent", "chat"]
     # the handler's own namespace holds nothing of it
     assert store.get_spans(run.run_id, user_id="default", agent_id="default") == []
+
+
+def _two_spans(error: str | None = "ValueError: boom") -> list[Span]:
+    start = datetime(2026, 11, 27, 13, 1, 2, 345678, tzinfo=UTC)
+    root = Span(
+        trace_id="cd" * 16,
+        id="1111111111111111",
+        parent=None,
+        name="invoke_agent a",
+        kind="invoke_agent",
+        start=start,
+        duration_ms=3.5,
+        status="error" if error else "ok",
+        error=error,
+        attributes={"gen_ai.operation.name": "invoke_agent", "soloflow.cost": 0.25},
+    )
+    tool_span = Span(
+        trace_id="cd" * 16,
+        id="2222222222222222",
+        parent=root.id,
+        name="execute_tool t",
+        kind="execute_tool",
+        start=start,
+        duration_ms=1.25,
+        status="ok",
+        attributes={"gen_ai.tool.name": "t"},
+    )
+    return [root, tool_span]
+
+
+def test_a_run_and_its_trace_are_stored_in_one_call(store: Store) -> None:
+    run = TaskRun(run_id="r-traced", user_id="u", agent_id="a", task="t", tool_calls=[])
+    spans = _two_spans()
+    assert store.add_traced_run(run, spans) is True
+    assert store.get_run("r-traced", user_id="u", agent_id="a").task == "t"
+    assert store.get_spans("r-traced", user_id="u", agent_id="a") == spans
+    # The run is kept already: not written twice, and only the new span of its trace is added.
+    more = _two_spans()
+    more[1].id = "3333333333333333"
+    assert store.add_traced_run(run, more) is False
+    assert store.count_runs(user_id="u", agent_id="a") == 1
+    assert [s.id for s in store.get_spans("r-traced", user_id="u", agent_id="a")] == [
+        "1111111111111111",
+        "2222222222222222",
+        "3333333333333333",
+    ]
+
+
+def test_a_trace_with_text_no_database_stores_is_stored_made_storable(store: Store) -> None:
+    run = TaskRun(run_id="r-nul", user_id="u", agent_id="a")
+    assert store.add_traced_run(run, _two_spans(error="bad\x00 \udcff")) is True
+    (root, _tool) = store.get_spans("r-nul", user_id="u", agent_id="a")
+    assert root.error == "bad \\udcff"

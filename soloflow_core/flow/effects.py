@@ -4,10 +4,10 @@ share (docs/flows.md, "Step fields")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["side_effects_of"]
+__all__ = ["side_effects_of", "tool_side_effects"]
 
 
 def side_effects_of(metadata: Any) -> bool | None:
@@ -32,3 +32,16 @@ def side_effects_of(metadata: Any) -> bool | None:
     if isinstance(read_only, bool):
         return not read_only
     return None
+
+
+def tool_side_effects(tools: Sequence[Any]) -> dict[str, bool]:
+    """Tool name → side effects, from each tool's ``metadata`` (a LangChain tool's, or any
+    object with ``name`` and ``metadata``); tools that say nothing are left out."""
+    out: dict[str, bool] = {}
+    for t in tools:
+        meta = getattr(t, "metadata", None)
+        name = getattr(t, "name", None)
+        effects = side_effects_of(meta)
+        if isinstance(name, str) and effects is not None:
+            out[name] = effects
+    return out

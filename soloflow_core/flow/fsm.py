@@ -4,11 +4,15 @@ A run::
 
     draft ──► active ──► running ──► completed
                 │           ├──────► failed
-                └───────────┴──────► cancelled
+                │           ├──────► cancelled
+                │           ▼  ▲
+                │       interrupted ──► cancelled
+                └──────────────────────► cancelled, failed
 
 ``draft``: recorded, inputs not yet checked; ``active``: inputs checked, ready to start;
 ``running``: steps are being run (or it waits for an approval, or its process died and
-``soloflow flows resume`` can carry it on).
+``soloflow flows resume`` can carry it on); ``interrupted``: its process was stopped (Ctrl-C,
+SIGTERM) and recorded so; ``soloflow flows resume`` moves it back to ``running``.
 
 A step::
 
@@ -44,6 +48,7 @@ class RunState(StrEnum):
     DRAFT = "draft"
     ACTIVE = "active"
     RUNNING = "running"
+    INTERRUPTED = "interrupted"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
@@ -53,6 +58,7 @@ class StepState(StrEnum):
     PENDING = "pending"
     READY = "ready"
     RUNNING = "running"
+    INTERRUPTED = "interrupted"
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -65,7 +71,10 @@ STEP_DONE = frozenset({StepState.COMPLETED, StepState.SKIPPED, StepState.COMPENS
 _RUN_NEXT: dict[RunState, frozenset[RunState]] = {
     RunState.DRAFT: frozenset({RunState.ACTIVE, RunState.CANCELLED, RunState.FAILED}),
     RunState.ACTIVE: frozenset({RunState.RUNNING, RunState.CANCELLED, RunState.FAILED}),
-    RunState.RUNNING: frozenset({RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED}),
+    RunState.RUNNING: frozenset(
+        {RunState.COMPLETED, RunState.FAILED, RunState.CANCELLED, RunState.INTERRUPTED}
+    ),
+    RunState.INTERRUPTED: frozenset({RunState.RUNNING, RunState.CANCELLED}),
 }
 
 _STEP_NEXT: dict[StepState, frozenset[StepState]] = {

@@ -6,13 +6,13 @@ message names the flow, the step and the field path of each.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from soloflow_core.errors import ExecutorNotFoundError, FlowValidationError
+from soloflow_core.flow.patterns import pattern_problem
 from soloflow_core.flow.templates import Reference, TemplateError, iter_references
 from soloflow_core.models import FlowDefinition, FlowStep
 
@@ -93,13 +93,10 @@ MAX_FLOW_STEPS = 1000
 """The most steps a flow may have."""
 
 
-MAX_PATTERN_CHARS = 1000
-"""Longest ``extraction.<input>.pattern`` (a regular expression run on every task text)."""
-
-
 def _check_extraction(extraction: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
     """Each extraction rule's ``pattern`` is a regular expression that compiles, of bounded
-    size, and its ``anchor`` is text: checked here rather than failing at run time."""
+    size and time (:func:`~soloflow_core.flow.patterns.pattern_problem`), and its ``anchor``
+    is text: checked here rather than failing at run time."""
     problems: list[Problem] = []
     for name, rule in extraction.items():
         where = f"extraction.{name}"
@@ -114,26 +111,8 @@ def _check_extraction(extraction: Mapping[str, Mapping[str, Any]]) -> list[Probl
             problems.append(
                 (None, f"{where}.pattern", "pattern must be a regular expression (text)")
             )
-        elif len(pattern) > MAX_PATTERN_CHARS:
-            problems.append(
-                (
-                    None,
-                    f"{where}.pattern",
-                    f"pattern is {len(pattern):,} characters; at most {MAX_PATTERN_CHARS:,}",
-                )
-            )
-        else:
-            try:
-                re.compile(f"(?P<v>{pattern})")
-            except (re.error, RecursionError, OverflowError) as exc:
-                problems.append(
-                    (
-                        None,
-                        f"{where}.pattern",
-                        f"not a valid regular expression: {exc}; "
-                        "fix it (e.g. escape a literal '(' as '\\(')",
-                    )
-                )
+        elif (why := pattern_problem(pattern)) is not None:
+            problems.append((None, f"{where}.pattern", why))
     return problems
 
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soloflow_core.errors import SoloFlowError
+from soloflow_core.flow import patterns
 from soloflow_core.flow.templates import TRIGGER, escape_literal, maybe_json
 from soloflow_core.generalize.composed import compose_template, leaf_texts
 
@@ -302,14 +303,19 @@ def _gives_back(rule: dict[str, Any], values: list[str], tasks: list[str]) -> bo
     return all(extract_value(rule, t) == v for v, t in zip(values, tasks, strict=True))
 
 
-def extract_value(rule: dict[str, Any], task: str) -> str | None:
-    """Apply an extraction rule to a task text."""
-    value = f"(?P<v>{rule['pattern']})"
-    if rule.get("anchor"):
-        rx = re.compile(rf"\b{re.escape(rule['anchor'])}\b[\s:=#'\"(]*{value}", re.I)
-    else:
-        rx = re.compile(rf"(?<![\w@.\-]){value}(?![\w@])")
-    m = rx.search(task)
+def extract_value(
+    rule: dict[str, Any],
+    task: str,
+    *,
+    field: str = "extraction pattern",
+    flow: str | None = None,
+) -> str | None:
+    """Apply an extraction rule to a task text (its pattern matched with a time limit).
+
+    Raises:
+        PatternTimeoutError: the pattern ran past its time limit; names ``flow`` and ``field``.
+    """
+    m = patterns.search(rule, task, field=field, flow=flow)
     return m.group("v") if m else None
 
 
@@ -565,11 +571,18 @@ def generalize(
     )
 
 
-def extract_inputs(extraction: dict[str, dict[str, Any]], task: str) -> dict[str, Any]:
-    """Recover flow inputs from a new task text with the learned rules (missing ones left out)."""
+def extract_inputs(
+    extraction: dict[str, dict[str, Any]], task: str, *, flow: str | None = None
+) -> dict[str, Any]:
+    """Recover flow inputs from a new task text with the learned rules (missing ones left out).
+
+    Raises:
+        PatternTimeoutError: a rule's pattern ran past its time limit (names ``flow``, the
+            rule's field path and the pattern).
+    """
     out: dict[str, Any] = {}
     for name, rule in extraction.items():
-        v = extract_value(rule, task)
+        v = extract_value(rule, task, field=f"extraction.{name}.pattern", flow=flow)
         if v is None:
             continue
         t = rule.get("type")

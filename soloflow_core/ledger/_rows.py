@@ -272,7 +272,7 @@ def _decode_any_shape(data: bytes) -> tuple[_Run, dict[str, Any]]:
 
 
 def _with_extras(meta: dict[str, Any], extras: dict[str, Any]) -> dict[str, Any]:
-    """``meta`` with the unknown fields added (see ``soloflow_core.ledger.reader._with_extras``)."""
+    """``meta`` with the unknown fields added (see ``soloflow_core.ledger._fields.with_extras``)."""
     for key, value in extras.items():
         if key not in meta:
             meta[key] = value

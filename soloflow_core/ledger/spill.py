@@ -78,19 +78,31 @@ def append_spill(path: StrPath, runs: Sequence[TaskRun], *, limit_bytes: int) ->
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    appended = 0
+    lines: list[bytes] = []
     with _locked(target, "ab") as f:
-        size = f.seek(0, os.SEEK_END)
+        start = size = f.seek(0, os.SEEK_END)
         for run in runs:
             line = (json.dumps(jsonable(dump_run(run)), ensure_ascii=False) + "\n").encode()
             if size + len(line) > limit_bytes:
                 break
-            f.write(line)
+            lines.append(line)
             size += len(line)
-            appended += 1
-        f.flush()
-        os.fsync(f.fileno())
-    return appended
+        _write_whole(f.fileno(), b"".join(lines), start)
+    return len(lines)
+
+
+def _write_whole(fd: int, data: bytes, start: int) -> None:
+    """Write ``data`` at the end of the file and fsync it, or leave the file ``start`` bytes
+    long: a write cut short (disk full, file size limit) leaves no torn line behind."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise
 
 
 def write_back_spill(store: Store, path: StrPath) -> IngestReport:

@@ -6,10 +6,11 @@ candidates) and keeps the one that may run unasked. A flow may run only when all
 1. it is ``active`` and its record allows it (:func:`~soloflow_core.learning.may_auto_execute`:
    ``auto_execute`` on, confidence ≥ ``confidence_threshold``);
 2. the request is its job (:func:`~soloflow_core.memory.intent.judge_intent` against the
-   flow's evidence: the task texts of its runs; a user-submitted flow's own name,
-   description and trigger keywords);
+   flow's evidence: the task texts of its runs and a person's confirmed phrasings; a
+   user-submitted flow's own name, description and trigger keywords; requests the model
+   sent to the offered flow tool, whose words count once two of them hold them);
 3. every required input is bound from the request itself, its shape and type checked, and
-   no value of the request is left unused (:func:`~soloflow_core.memory.intent.bind_inputs`).
+   no value of the request is left unused (:func:`~soloflow_core.memory.binding.bind_inputs`).
 
 A flow's *key words* (:func:`key_words`) are the words that tell its job from the other
 matching jobs; the request must hold one. When several flows pass, the same job (the same
@@ -25,15 +26,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from soloflow_core.learning.outcomes import FlowStats, may_auto_execute
-from soloflow_core.memory.intent import (
-    JobEvidence,
-    RequestText,
-    Verdict,
-    bind_inputs,
-    judge_intent,
-    read_request,
-    tool_actions,
-)
+from soloflow_core.memory.binding import bind_inputs
+from soloflow_core.memory.intent import JobEvidence, Verdict, judge_intent, tool_actions
+from soloflow_core.memory.reading import RequestText, read_request
 from soloflow_core.models import SOURCE_USER
 
 if TYPE_CHECKING:
@@ -99,7 +94,7 @@ def decide_route(
     if not matches:
         return RouteDecision(run=None, inputs={}, checks=(), reason="no flow matches the request")
     names = [m.name for m in matches]
-    texts = store.flow_evidence(names, user_id=user_id, agent_id=agent_id)
+    texts = store.flow_evidence_sources(names, user_id=user_id, agent_id=agent_id)
     evidence: dict[str, JobEvidence] = {}
     for m in matches:
         user = m.source == SOURCE_USER
@@ -109,7 +104,13 @@ def decide_route(
                 m.name, user_id=user_id, agent_id=agent_id
             ).trigger_keywords
             declared = _declared(definition(m.name), keywords)
-        evidence[m.name] = JobEvidence.of(texts.get(m.name, []), declared, user_submitted=user)
+        pairs = texts.get(m.name, [])
+        evidence[m.name] = JobEvidence.of(
+            [x for x, source in pairs if source != "flow_tool"],
+            declared,
+            user_submitted=user,
+            hinted=[x for x, source in pairs if source == "flow_tool"],
+        )
     jobs = {m.name: job_tools(definition(m.name)) for m in matches}
     checks: list[FlowCheck] = []
     runnable: list[tuple[WorkflowMatch, FlowCheck]] = []

@@ -7,6 +7,7 @@
 - :mod:`.closed`, :mod:`.fast` — closed frequent sequences of integer-coded runs;
 - :mod:`.units` — runs as units (a retried call, a loop, is one unit);
 - :mod:`.matching` — noise-tolerant occurrences (packed look-ups in :mod:`._packing`);
+- :mod:`.positions` — where patterns may start in a ledger too big for the matching index;
 - :mod:`.cover` — the greedy cover: the patterns that best compress the ledger;
 - :mod:`.results` — what a chosen pattern reports and saves;
 - :mod:`.pipeline` — mining and ranking together, sampled on a large ledger;

@@ -1,4 +1,5 @@
-"""Packed sorts and look-ups the matching indexes share (:mod:`~soloflow_core.mining.matching`).
+"""Packed sorts and look-ups the matching indexes share (:mod:`~soloflow_core.mining.matching`,
+:mod:`~soloflow_core.mining.positions`).
 
 Each index of a ledger (pairs and triples of units, and where they start) is a sort of keys
 packed with positions in one int64; these build them with as few fresh arrays as they can

@@ -34,15 +34,9 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from soloflow_core.mining._packing import pattern_matrix
-from soloflow_core.mining.matching import (
-    ChainIndex,
-    CodePositions,
-    PairPositions,
-    match_pattern,
-    match_patterns,
-    positions,
-)
+from soloflow_core.mining.matching import ChainIndex, match_pattern, match_patterns
 from soloflow_core.mining.options import COVERED, BoolArray, FloatArray, IntArray
+from soloflow_core.mining.positions import CodePositions, PairPositions, positions
 from soloflow_core.mining.results import one_source, ranked_pattern
 from soloflow_core.mining.units import UnitLedger, prepare_ledger
 
@@ -267,7 +261,7 @@ def replay_cover(
     of a sample chose them): occurrences, supports, gains and savings exact on ``ledger``.
 
     No chain index: the cost of a few patterns on a ledger too big to rank whole
-    (``where``: the ledger's :func:`~soloflow_core.mining.matching.positions`, if built
+    (``where``: the ledger's :func:`~soloflow_core.mining.positions.positions`, if built
     already). ``pats`` is
     read only as far as ``top_k`` results need (it may be a lazy cover), a batch matched
     together at a time. ``pattern_of(i, runs)`` is the mined pattern reported for the

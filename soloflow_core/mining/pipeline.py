@@ -24,7 +24,7 @@ each proportional to the ledger, so beyond ``sample_units`` units (default
 The whole ledger is needed only from the replay on: from store columns, the sample's units
 are built straight from the columns. A second thread then builds the sample's chain index
 (what the cover reads) while the sample is mined, and the whole ledger's units and the index
-that finds where patterns start in it (:func:`~soloflow_core.mining.matching.positions`)
+that finds where patterns start in it (:func:`~soloflow_core.mining.positions.positions`)
 while the cover makes its first choices: bulk numpy work, which releases the GIL. Each is
 waited for where it is needed: only the order of the work changes, never what it finds.
 
@@ -59,8 +59,9 @@ from numpy.random import default_rng  # at import: numpy loads it lazily, ~5 ms
 from soloflow_core.mining._packing import distinct_values
 from soloflow_core.mining.cover import greedy_cover, rank_coded, replay_cover
 from soloflow_core.mining.fast import CodedPatterns, MinedPattern, mine_levels
-from soloflow_core.mining.matching import ChainIndex, CodePositions, PairPositions, positions
+from soloflow_core.mining.matching import ChainIndex
 from soloflow_core.mining.options import SOURCE_RUN_TOTALS, SOURCE_UNKNOWN, RankingOptions
+from soloflow_core.mining.positions import CodePositions, PairPositions, positions
 from soloflow_core.mining.results import RankedPattern
 from soloflow_core.mining.units import (
     UnitLedger,

@@ -1,5 +1,5 @@
 """Reading a namespace's tool-name sequences as integer-coded numpy columns, for mining at
-scale (:meth:`~soloflow_core.store.repository.Store.read_tool_names`)."""
+scale (:meth:`~soloflow_core.store.runs.RunRepository.read_tool_names`)."""
 
 from __future__ import annotations
 

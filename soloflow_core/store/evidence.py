@@ -7,10 +7,11 @@ agent) namespace:
 - ``learned``: the task texts of the runs its candidate was learned from (written when the
   candidate is registered);
 - ``agent_run``: later agent runs that did the flow's sequence themselves and succeeded;
-- ``flow_tool``: requests for which the agent's model chose to call the flow as a tool.
+- ``flow_tool``: requests for which the agent's model chose to call the flow as a tool;
+- ``person``: phrasings a person confirmed (``soloflow flows evidence NAME --add TEXT``).
 
 At most :data:`MAX_EVIDENCE` later texts are kept per flow (the newest), besides the ones it
-was learned from; one per run id.
+was learned from and a person's; one per run id.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ __all__ = [
     "read_evidence",
 ]
 
-EvidenceSource = Literal["learned", "agent_run", "flow_tool"]
+EvidenceSource = Literal["learned", "agent_run", "flow_tool", "person"]
 MAX_EVIDENCE = 500
 """Task texts kept per flow (the newest)."""
 MAX_EVIDENCE_CHARS = 4000
@@ -74,7 +75,7 @@ def insert_evidence(
     if rows:
         conn.execute(sa.insert(t.flow_evidence), rows)
         # The texts it was learned from stay; later ones are kept newest first.
-        later = (*ns, c.source != "learned")
+        later = (*ns, c.source.not_in(("learned", "person")))
         keep = (
             sa.select(c.id)
             .where(*later)
@@ -88,18 +89,18 @@ def insert_evidence(
 
 def read_evidence(
     conn: Connection, names: Sequence[str], *, user_id: str, agent_id: str
-) -> dict[str, list[str]]:
-    """Flow name → its evidence's task texts, newest first (every name of ``names`` is a
-    key)."""
-    out: dict[str, list[str]] = {name: [] for name in names}
+) -> dict[str, list[tuple[str, str]]]:
+    """Flow name → its evidence's ``(task text, source)`` pairs, newest first (every name of
+    ``names`` is a key)."""
+    out: dict[str, list[tuple[str, str]]] = {name: [] for name in names}
     if not names:
         return out
     c = t.flow_evidence.c
     q = (
-        sa.select(c.flow_name, c.task)
+        sa.select(c.flow_name, c.task, c.source)
         .where(c.user_id == user_id, c.agent_id == agent_id, c.flow_name.in_(list(names)))
         .order_by(c.id.desc())
     )
-    for name, task in conn.execute(q):
-        out[name].append(task)
+    for name, task, source in conn.execute(q):
+        out[name].append((task, source))
     return out

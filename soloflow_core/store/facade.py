@@ -369,6 +369,11 @@ class Store:
     ) -> dict[str, list[str]]:
         return self.flows.flow_evidence(names, user_id=user_id, agent_id=agent_id)
 
+    def flow_evidence_sources(
+        self, names: Sequence[str], *, user_id: str, agent_id: str
+    ) -> dict[str, list[tuple[str, str]]]:
+        return self.flows.flow_evidence_sources(names, user_id=user_id, agent_id=agent_id)
+
     # ------------------------------------------------------------------ flow_runs
     def start_flow_run(
         self,
@@ -446,6 +451,13 @@ class Store:
     ) -> None:
         return self.flow_runs.claim_flow_run(
             run_id, user_id=user_id, agent_id=agent_id, owner=owner, seen=seen
+        )
+
+    def interrupt_flow_run(
+        self, run_id: str, *, user_id: str, agent_id: str, owner: str, detail: str
+    ) -> bool:
+        return self.flow_runs.interrupt_flow_run(
+            run_id, user_id=user_id, agent_id=agent_id, owner=owner, detail=detail
         )
 
     def request_cancel(self, run_id: str, *, user_id: str, agent_id: str) -> FlowRunRecord:
@@ -572,6 +584,9 @@ class Store:
     # ------------------------------------------------------------------ traces
     def add_spans(self, run_id: str, spans: Sequence[Span], *, user_id: str, agent_id: str) -> int:
         return self.traces.add_spans(run_id, spans, user_id=user_id, agent_id=agent_id)
+
+    def add_traced_run(self, run: AnyRun, spans: Sequence[Span] = ()) -> bool:
+        return self.traces.add_traced_run(run, spans)
 
     def get_spans(self, run_id: str, *, user_id: str, agent_id: str) -> list[Span]:
         return self.traces.get_spans(run_id, user_id=user_id, agent_id=agent_id)

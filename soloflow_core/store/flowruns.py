@@ -328,8 +328,9 @@ class FlowRunRepository:
     ) -> None:
         """Record that process ``owner`` now runs ``run_id`` (a resume, an approval, a reject
         or a cancel of a run no process drives). With ``seen`` — the record the caller decided
-        on — only if the run's row has not changed since (same owner, same ``updated_at``, still
-        running): of two processes answering or resuming the same run at once, one wins.
+        on — only if the run's row has not changed since (same owner, same ``updated_at``, same
+        state): of two processes answering or resuming the same run at once, one wins. A run
+        ``seen`` interrupted moves back to running (the transition recorded with the claim).
 
         Raises:
             InvalidTransitionError: with ``seen``, another process claimed, cancelled or ended
@@ -337,22 +338,67 @@ class FlowRunRepository:
         """
         c = t.flow_runs.c
         where = list(self._run_where(run_id, user_id, agent_id))
+        taken_up = seen is not None and seen.state == RunState.INTERRUPTED
         if seen is not None:
             where += [
-                c.status == RunState.RUNNING.value,
+                c.status == (RunState.INTERRUPTED if taken_up else RunState.RUNNING).value,
                 c.owner.is_not_distinct_from(seen.owner),
                 c.updated_at.is_not_distinct_from(seen.updated_at),
             ]
+        at = now()
+        values: dict[str, Any] = {"owner": owner, "updated_at": at}
+        if taken_up:  # interrupted → running, recorded with the claim
+            values["status"] = RunState.RUNNING.value
         with self.db.write() as conn:
-            done = conn.execute(
-                sa.update(t.flow_runs).where(*where).values(owner=owner, updated_at=now())
-            )
+            done = conn.execute(sa.update(t.flow_runs).where(*where).values(**values))
+            if taken_up and done.rowcount:
+                conn.execute(
+                    sa.insert(t.flow_transitions).values(
+                        run_id=run_id,
+                        from_state=RunState.INTERRUPTED.value,
+                        to_state=RunState.RUNNING.value,
+                        at=at,
+                        detail=f"taken up by {owner}",
+                    )
+                )
         if seen is not None and not done.rowcount:
             raise InvalidTransitionError(
                 f"flow run {run_id!r} changed since it was read: another process resumed, approved, rejected "
                 f"or cancelled it at the same moment; `soloflow flows status {run_id}` shows where it is",
                 run_id=run_id,
             )
+
+    def interrupt_flow_run(
+        self, run_id: str, *, user_id: str, agent_id: str, owner: str, detail: str
+    ) -> bool:
+        """Record that process ``owner`` stopped driving ``run_id`` (Ctrl-C, SIGTERM): running
+        → interrupted, with ``detail`` in the transition. Only a running run that ``owner``
+        drives moves; False, writing nothing, for any other (already interrupted, ended,
+        claimed by another process)."""
+        c = t.flow_runs.c
+        at = now()
+        with self.db.write() as conn:
+            done = conn.execute(
+                sa.update(t.flow_runs)
+                .where(
+                    *self._run_where(run_id, user_id, agent_id),
+                    c.status == RunState.RUNNING.value,
+                    c.owner == owner,
+                )
+                .values(status=RunState.INTERRUPTED.value, updated_at=at)
+            )
+            if not done.rowcount:
+                return False
+            conn.execute(
+                sa.insert(t.flow_transitions).values(
+                    run_id=run_id,
+                    from_state=RunState.RUNNING.value,
+                    to_state=RunState.INTERRUPTED.value,
+                    at=at,
+                    detail=storable_text(detail),
+                )
+            )
+        return True
 
     def request_cancel(self, run_id: str, *, user_id: str, agent_id: str) -> FlowRunRecord:
         """Ask the process running ``run_id`` to stop before its next step."""

@@ -538,5 +538,13 @@ class FlowRepository:
         self, names: Sequence[str], *, user_id: str, agent_id: str
     ) -> dict[str, list[str]]:
         """Flow name → its evidence's task texts, newest first."""
+        found = self.flow_evidence_sources(names, user_id=user_id, agent_id=agent_id)
+        return {name: [task for task, _ in pairs] for name, pairs in found.items()}
+
+    def flow_evidence_sources(
+        self, names: Sequence[str], *, user_id: str, agent_id: str
+    ) -> dict[str, list[tuple[str, str]]]:
+        """Flow name → its evidence's ``(task text, source)`` pairs, newest first (sources:
+        :data:`~soloflow_core.store.evidence.EvidenceSource`)."""
         with self.db.read() as conn:
             return read_evidence(conn, names, user_id=user_id, agent_id=agent_id)

@@ -3,7 +3,10 @@ exactly as they were written."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -11,11 +14,14 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from soloflow_core.store import schema as t
-from soloflow_core.store.writer import json_text
+from soloflow_core.store.json_values import flat_json_text, jsonable, storable_text
+from soloflow_core.store.writer import AnyRun, insert_returning, now, write_one_sqlite
 from soloflow_core.tracing.spans import Span
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    from sqlalchemy.engine import Connection, Engine
+
+log = logging.getLogger(__name__)
 
 __all__ = ["NamespaceCost", "TraceStore"]
 
@@ -43,98 +49,72 @@ class TraceStore:
         whose id is already kept for the run is left as it is. Returns how many were added."""
         if not spans:
             return 0
+        ns = {"user_id": user_id, "agent_id": agent_id}
         if self._stamp is not None:
-            return self._add_spans_sqlite(
-                run_id, spans, user_id=user_id, agent_id=agent_id, stamp=self._stamp
-            )
-        c = t.spans.c
-        with self._writer.begin() as conn:
-            where = (c.user_id == user_id, c.agent_id == agent_id, c.run_id == run_id)
-            rows_kept = conn.execute(sa.select(c.span_id, c.pos).where(*where)).all()
-            kept = {r.span_id for r in rows_kept}
-            pos = max((int(r.pos) for r in rows_kept), default=-1)
-            rows = []
-            for span in spans:
-                if span.id in kept:
-                    continue
-                kept.add(span.id)
-                pos += 1
-                rows.append(
-                    {
-                        "user_id": user_id,
-                        "agent_id": agent_id,
-                        "run_id": run_id,
-                        "span_id": span.id,
-                        "pos": pos,
-                        "trace_id": span.trace_id,
-                        "parent_id": span.parent,
-                        "name": span.name,
-                        "kind": span.kind,
-                        "start_at": span.start,
-                        "duration_ms": span.duration_ms,
-                        "status": span.status,
-                        "error": span.error,
-                        "attributes": span.attributes,
-                    }
-                )
-            if rows:
-                conn.execute(sa.insert(t.spans), rows)
-        return len(rows)
-
-    def _add_spans_sqlite(
-        self,
-        run_id: str,
-        spans: Sequence[Span],
-        *,
-        user_id: str,
-        agent_id: str,
-        stamp: Callable[[datetime], str],
-    ) -> int:
-        # The driver's connection and executemany, as the run's own write (``write_one_sqlite``):
-        # SQLAlchemy's statement and per-row set-up costs several times the insert.
-        raw = self.engine.raw_connection()
-        try:
-            db: Any = raw.driver_connection
-            cur = db.cursor()
-            try:
+            stamp = self._stamp
+            with _driver_cursor(self.engine) as (db, cur):
                 cur.execute("BEGIN IMMEDIATE")
                 try:
-                    top = cur.execute(_SQLITE_MAX_POS, (user_id, agent_id, run_id)).fetchone()[0]
-                    base = -1 if top is None else int(top)
-                    before = db.total_changes
-                    cur.executemany(
-                        _SQLITE_INSERT,
-                        [
-                            (
-                                user_id,
-                                agent_id,
-                                run_id,
-                                s.id,
-                                base + 1 + i,
-                                s.trace_id,
-                                s.parent,
-                                s.name,
-                                s.kind,
-                                stamp(s.start),
-                                s.duration_ms,
-                                s.status,
-                                s.error,
-                                json_text(s.attributes),
-                            )
-                            for i, s in enumerate(spans)
-                        ],
-                    )
-                    added = int(db.total_changes - before)
+                    added = _insert_spans_sqlite(cur, run_id, spans, **ns, stamp=stamp)
                     cur.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
                         db.rollback()
                     raise
+            return added
+        with self._writer.begin() as conn:
+            return _insert_spans(conn, run_id, spans, **ns)
+
+    def add_traced_run(self, run: AnyRun, spans: Sequence[Span] = ()) -> bool:
+        """:meth:`~soloflow_core.store.Store.add_run` and :meth:`add_spans` in one transaction:
+        the run with its trace. False if the run id was already stored in its namespace (its
+        spans are then added as :meth:`add_spans` does). A trace the database refuses is logged
+        and left out; the run is stored all the same."""
+        ns = {"user_id": run.user_id, "agent_id": run.agent_id}
+        if self._stamp is not None:
+            stamp = self._stamp
+
+            def trace_too(cur: Any) -> None:
+                cur.execute("SAVEPOINT sf_trace")
+                try:
+                    _insert_spans_sqlite(cur, run.run_id, spans, **ns, stamp=stamp)
+                except sqlite3.Error:
+                    cur.execute("ROLLBACK TO sf_trace")
+                    log.exception("storing the trace of run %s failed", run.run_id)
+                cur.execute("RELEASE sf_trace")
+
+            raw = self.engine.raw_connection()
+            try:
+                db: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
+                fresh = write_one_sqlite(
+                    db, run, now(), stamp=stamp, then=trace_too if spans else None
+                )
             finally:
-                cur.close()
-        finally:
-            raw.close()
-        return added
+                raw.close()
+        else:
+            fresh = self._add_traced_run_returning(run, spans)
+        if not fresh and spans:
+            self.add_spans(run.run_id, spans, **ns)
+        return fresh
+
+    def _add_traced_run_returning(self, run: AnyRun, spans: Sequence[Span]) -> bool:
+        c = t.task_runs.c
+        with self._writer.begin() as conn:
+            q = sa.select(c.id).where(
+                c.user_id == run.user_id, c.agent_id == run.agent_id, c.run_id == run.run_id
+            )
+            if conn.execute(q).first() is not None:
+                return False
+            insert_returning(conn, [run], now())
+            if spans:
+                try:
+                    with conn.begin_nested():
+                        _insert_spans(
+                            conn, run.run_id, spans, user_id=run.user_id, agent_id=run.agent_id
+                        )
+                except sa.exc.DBAPIError:
+                    log.exception("storing the trace of run %s failed", run.run_id)
+        return True
 
     def get_spans(self, run_id: str, *, user_id: str, agent_id: str) -> list[Span]:
         """Run ``run_id``'s spans in the order they started; empty when it has no trace."""
@@ -186,6 +166,99 @@ class TraceStore:
         return NamespaceCost(
             total_usd=float(total), priced_runs=int(priced), unpriced_runs=int(missing)
         )
+
+
+def _insert_spans(
+    conn: Connection, run_id: str, spans: Sequence[Span], *, user_id: str, agent_id: str
+) -> int:
+    """Any database, in ``conn``'s transaction: the spans not kept yet, after those kept."""
+    c = t.spans.c
+    where = (c.user_id == user_id, c.agent_id == agent_id, c.run_id == run_id)
+    rows_kept = conn.execute(sa.select(c.span_id, c.pos).where(*where)).all()
+    kept = {r.span_id for r in rows_kept}
+    pos = max((int(r.pos) for r in rows_kept), default=-1)
+    rows = []
+    for span in spans:
+        if span.id in kept:
+            continue
+        kept.add(span.id)
+        pos += 1
+        rows.append(
+            {
+                "user_id": user_id,
+                "agent_id": agent_id,
+                "run_id": run_id,
+                "span_id": span.id,
+                "pos": pos,
+                "trace_id": span.trace_id,
+                "parent_id": span.parent,
+                "name": storable_text(span.name),
+                "kind": span.kind,
+                "start_at": span.start,
+                "duration_ms": jsonable(span.duration_ms),
+                "status": span.status,
+                "error": None if span.error is None else storable_text(span.error),
+                "attributes": jsonable(span.attributes),
+            }
+        )
+    if rows:
+        conn.execute(sa.insert(t.spans), rows)
+    return len(rows)
+
+
+def _insert_spans_sqlite(
+    cur: sqlite3.Cursor,
+    run_id: str,
+    spans: Sequence[Span],
+    *,
+    user_id: str,
+    agent_id: str,
+    stamp: Callable[[datetime], str],
+) -> int:
+    """SQLite, in the cursor's transaction: :func:`_insert_spans` through the driver's
+    ``executemany`` (SQLAlchemy's statement and per-row set-up cost several times the insert)."""
+    top = cur.execute(_SQLITE_MAX_POS, (user_id, agent_id, run_id)).fetchone()[0]
+    pos = 0 if top is None else int(top) + 1
+    db = cur.connection
+    before = db.total_changes
+    text = storable_text
+    cur.executemany(
+        _SQLITE_INSERT,
+        [
+            (
+                user_id,
+                agent_id,
+                run_id,
+                s.id,
+                pos + i,
+                s.trace_id,
+                s.parent,
+                text(s.name),
+                s.kind,
+                stamp(s.start),
+                s.duration_ms,
+                s.status,
+                None if s.error is None else text(s.error),
+                flat_json_text(s.attributes),
+            )
+            for i, s in enumerate(spans)
+        ],
+    )
+    return int(db.total_changes - before)
+
+
+@contextmanager
+def _driver_cursor(engine: Engine) -> Iterator[tuple[sqlite3.Connection, sqlite3.Cursor]]:
+    raw = engine.raw_connection()
+    try:
+        db: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
+        cur = db.cursor()
+        try:
+            yield db, cur
+        finally:
+            cur.close()
+    finally:
+        raw.close()
 
 
 _SQLITE_MAX_POS = "SELECT max(pos) FROM sf_spans WHERE user_id = ? AND agent_id = ? AND run_id = ?"

@@ -11,28 +11,32 @@ On SQLite every table's rows go through the sqlite3 driver's ``executemany`` as 
 tuples; :func:`insert_returning` (any database) is the reference, and a test compares the
 rows the two store. Ingest into SQLite writes rows that :mod:`soloflow_core.ledger._rows`
 built straight from the ledger's lines with :func:`insert_sqlite_bulk` (no run objects at all).
+How values become storable text and JSON is :mod:`soloflow_core.store.json_values`' (its names
+are importable from here too).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from json.encoder import (  # type: ignore[attr-defined]
-    c_make_encoder,
-    encode_basestring_ascii,
-)
 from typing import Any
 
 import sqlalchemy as sa
-from pydantic_core import to_json
 from sqlalchemy.engine import Connection
 
 from soloflow_core.models import ModelCall, TaskRun, ToolCall
 from soloflow_core.store import schema as t
+from soloflow_core.store.json_values import CUT_MARKER as CUT_MARKER
+from soloflow_core.store.json_values import CUT_TEXT as CUT_TEXT
+from soloflow_core.store.json_values import MAX_JSON_DEPTH as MAX_JSON_DEPTH
+from soloflow_core.store.json_values import cut_value as cut_value
+from soloflow_core.store.json_values import json_text as json_text
+from soloflow_core.store.json_values import jsonable as jsonable
+from soloflow_core.store.json_values import parsed_json_text as parsed_json_text
+from soloflow_core.store.json_values import storable_text as storable_text
+from soloflow_core.store.json_values import too_deep as too_deep
 
 
 @dataclass(slots=True)
@@ -121,146 +125,6 @@ def _calls(r: AnyRun) -> tuple[Sequence[AnyToolCall], Sequence[AnyModelCall]]:
 
 def now() -> datetime:
     return datetime.now(UTC)
-
-
-def storable_text(value: str) -> str:
-    """``value`` without what neither database stores: NUL characters (dropped) and lone
-    UTF-16 surrogates, which are not UTF-8 encodable (written as ``\\udXXX`` text)."""
-    if "\x00" in value:
-        value = value.replace("\x00", "")
-    if not value.isascii():  # O(1) in CPython: pure-ASCII text skips the encode below
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            value = value.encode("utf-8", "backslashreplace").decode("utf-8")
-    return value
-
-
-MAX_JSON_DEPTH = 64
-"""How deep arrays and objects nest in a stored free-form value (``args``, ``output``,
-``meta``); the ledger refuses deeper records by name (``soloflow_core.ledger._rows.MAX_DEPTH``,
-equal), a capture's deeper value is cut there (:func:`cut_value`)."""
-CUT_MARKER = "[soloflow: cut, nested deeper than 64] "
-"""How a cut value starts: the marker, then the first :data:`CUT_TEXT` characters of the cut
-part's JSON (or of its ``repr``)."""
-CUT_TEXT = 2000
-_TOO_LONG = 10**4300
-_LONG_INT = "[soloflow: cut, an integer of more than 4300 digits]"
-
-
-def cut_value(value: Any) -> str:
-    """What the store keeps of a value nested deeper than :data:`MAX_JSON_DEPTH`: a string,
-    :data:`CUT_MARKER` and the start of the value's text."""
-    try:
-        text = json.dumps(value, default=str, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError):
-        try:
-            text = repr(value)
-        except (ValueError, RecursionError):
-            text = type(value).__name__
-    return storable_text(CUT_MARKER + text[:CUT_TEXT])
-
-
-def jsonable(value: Any, _depth: int = 0) -> Any:
-    """A JSON-safe copy: non-JSON values become strings, NaN/inf become None, text is
-    made storable (see ``storable_text``), an integer of more than 4300 digits (which Python
-    would refuse to write) becomes a marker string, arrays and objects nested deeper than :data:`MAX_JSON_DEPTH` are cut
-    (:func:`cut_value`)."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return value if value.bit_length() < 14000 or abs(value) < _TOO_LONG else _LONG_INT
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, str):
-        return storable_text(value)
-    if isinstance(value, dict | list | tuple) and _depth >= MAX_JSON_DEPTH:
-        return cut_value(value)
-    if isinstance(value, dict):
-        return {storable_text(str(k)): jsonable(v, _depth + 1) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v, _depth + 1) for v in value]
-    try:
-        return jsonable(json.loads(json.dumps(value, default=str)), _depth)
-    except (TypeError, ValueError, RecursionError):
-        return str(value)
-
-
-def _refuse(_value: Any) -> Any:
-    raise TypeError
-
-
-# The C encoder json.dumps uses, built once (json.dumps builds one per call): same output
-# as ``json.dumps`` (SQLAlchemy's serializer) but refusing NaN/inf and non-JSON objects,
-# which then take the ``jsonable`` path.
-_encode: Callable[[Any], str]
-if c_make_encoder is not None:
-    _c_encoder = c_make_encoder(
-        None, _refuse, encode_basestring_ascii, None, ": ", ", ", False, False, False
-    )
-
-    def _encode(value: Any) -> str:
-        return "".join(_c_encoder(value, 0))
-else:  # pragma: no cover - CPython always has the C accelerator
-    _encode = json.JSONEncoder(allow_nan=False, default=_refuse).encode
-
-# In ``json.dumps`` text: a NUL or a UTF-16 surrogate (``storable_text`` rewrites both), or a key
-# that was a bool or None (``jsonable`` writes ``str(key)``, json writes ``true``/``null``).
-_NEEDS_JSONABLE = ("\\u0000", "\\ud", '"true": ', '"false": ', '"null": ')
-
-
-def json_text(value: Any) -> str:
-    """``json.dumps(jsonable(value))``, fast: what SQLAlchemy would store for ``value`` in
-    a JSON column on SQLite, serialised once."""
-    if value is None:
-        return "null"
-    if type(value) is str:
-        text = encode_basestring_ascii(value)
-        if "\\u0000" in text or "\\ud" in text:
-            return json.dumps(jsonable(value))
-        return text
-    if type(value) is dict and not value:
-        return "{}"
-    try:
-        text = _encode(value)
-    except (TypeError, ValueError, RecursionError):
-        return json.dumps(jsonable(value))
-    for marker in _NEEDS_JSONABLE:
-        if marker in text:
-            return json.dumps(jsonable(value))
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and too_deep(value):
-        return json.dumps(jsonable(value))
-    return text
-
-
-def too_deep(value: Any) -> bool:
-    """Whether arrays and objects (lists, tuples, dicts) nest deeper than
-    :data:`MAX_JSON_DEPTH` in ``value``; iterative, so any depth is measured."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = item.values()
-        elif not isinstance(item, list | tuple):
-            continue
-        if depth >= MAX_JSON_DEPTH:
-            return True
-        stack.extend((child, depth + 1) for child in item)
-    return False
-
-
-def parsed_json_text(value: Any) -> str:
-    """:func:`json_text` of a value a JSON parser returned, in pydantic-core's compact form
-    (twice as fast; the same JSON once read back). Only for such values: a datetime, a set
-    or a non-text key would be written otherwise than :func:`jsonable` writes it."""
-    if value is None:
-        return "null"
-    if type(value) is dict and not value:
-        return "{}"
-    text = to_json(value, inf_nan_mode="null").decode()
-    if "\\u0000" in text:  # NUL: dropped from text, as storable_text does
-        return json_text(value)
-    return text
 
 
 def _run_row(r: AnyRun, created: datetime) -> dict[str, Any]:
@@ -413,10 +277,17 @@ def _real(value: float | None) -> float:
 
 
 def sqlite_stamp(dialect: sa.Dialect) -> Callable[[datetime], str]:
-    """How SQLAlchemy writes a timestamp column on SQLite (text), as a plain function."""
-    stamp = t.TS.dialect_impl(dialect).bind_processor(dialect)
+    """How SQLAlchemy writes a timestamp column on SQLite (text), as a plain function; a UTC
+    time (``datetime.now(UTC)``) is formatted by one C call, to the same text."""
+    stamp: Callable[[datetime], str] | None = t.TS.dialect_impl(dialect).bind_processor(dialect)
     assert stamp is not None
-    return stamp
+
+    def utc_stamp(value: datetime) -> str:
+        if value.tzinfo is UTC:
+            return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+        return stamp(value)
+
+    return utc_stamp
 
 
 class _SQLiteRows:
@@ -534,12 +405,14 @@ def write_one_sqlite(
     created: datetime,
     *,
     stamp: Callable[[datetime], str],
+    then: Callable[[sqlite3.Cursor], object] | None = None,
 ) -> bool:
     """SQLite, one run in its own transaction, on the driver's connection (no SQLAlchemy
     connection, whose set-up costs more than the write): ``BEGIN IMMEDIATE``, one
     ``INSERT ... ON CONFLICT DO NOTHING`` (no existence query), the calls under the pk
-    SQLite assigned, ``COMMIT``. False, and nothing written, if the run id is already
-    stored in its namespace."""
+    SQLite assigned, ``then(cursor)`` (more rows of the same transaction: the run's trace),
+    ``COMMIT``. False, and nothing written, if the run id is already stored in its
+    namespace."""
     rows = _SQLiteRows(stamp, created)
     rows.add_run(None, run)
     cursor = dbapi_conn.cursor()
@@ -551,6 +424,8 @@ def write_one_sqlite(
             if fresh:
                 rows.add_calls(cursor.lastrowid, run)  # type: ignore[arg-type]
                 rows.insert_calls(cursor)
+                if then is not None:
+                    then(cursor)
             cursor.execute("COMMIT" if fresh else "ROLLBACK")
         except BaseException:
             if dbapi_conn.in_transaction:

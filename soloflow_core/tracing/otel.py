@@ -146,6 +146,8 @@ class OpenTelemetryBridge:
         self.provider = tracer_provider
         self.tracer = tracer_provider.get_tracer("soloflow")
         self._open: dict[str, Any] = {}
+        self._sent: dict[str, dict[str, Any]] = {}
+        """Each open span's attributes as given to its OpenTelemetry span at the start."""
 
     def span_started(self, span: Span) -> None:
         trace = self._trace
@@ -155,12 +157,17 @@ class OpenTelemetryBridge:
         self._open[span.id] = self.tracer.start_span(
             span.name, context=context, kind=kind, attributes=span.attributes, start_time=_ns(span)
         )
+        self._sent[span.id] = dict(span.attributes)
 
     def span_ended(self, span: Span) -> None:
         otel = self._open.pop(span.id, None)
+        sent = self._sent.pop(span.id, None) or {}
         if otel is None:
             return
-        otel.set_attributes(span.attributes)
+        missing = object()
+        changed = {k: v for k, v in span.attributes.items() if sent.get(k, missing) != v}
+        if changed:  # the SDK checks every attribute it is given again: only what is new
+            otel.set_attributes(changed)
         if span.error is not None:
             otel.set_status(self._trace.Status(self._trace.StatusCode.ERROR, span.error))
             otel.set_attribute("error.type", span.error.split(":", 1)[0])

@@ -34,12 +34,21 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+def _ignore_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            return
+
+
 @contextmanager
 def interruptible(runtime: FlowRuntime, run_id: Callable[[], str | None]) -> Iterator[None]:
     """Ctrl-C (SIGINT) or SIGTERM while a flow run goes on: the runtime stops waiting for it
-    (its in-progress call is abandoned, nothing more is scheduled), and the command says which
-    call was left running and how to resume the run, then ends the process with exit code 130
-    at once — no traceback, no wait for the abandoned calls.
+    (its in-progress call is abandoned, nothing more is scheduled) and records the run as
+    ``interrupted``; the command says which call was left running and how to resume the run,
+    then ends the process with exit code 130 at once — no traceback, no wait for the
+    abandoned calls.
     ``run_id`` gives the run's id once it is known (None before the run was recorded)."""
     try:
         previous = signal.signal(signal.SIGTERM, _terminate)
@@ -48,13 +57,17 @@ def interruptible(runtime: FlowRuntime, run_id: Callable[[], str | None]) -> Ite
     try:
         yield
     except KeyboardInterrupt:
+        _ignore_signals()  # a second Ctrl-C must not cut this short with a traceback
         rid = run_id()
         if rid is None:
             err.print("interrupted before the flow run was recorded: nothing ran.", highlight=False)
         else:
             left = runtime.interrupted_call(rid)
+            # The runtime recorded it when its invocation was interrupted; this covers an
+            # interrupt that came just before or after the invocation (it writes nothing then).
+            runtime.record_interrupted(rid)
             err.print(
-                f"interrupted: flow run {rid} stopped"
+                f"interrupted: flow run {rid} stopped and recorded as interrupted"
                 + (
                     f"; {left} was still running and is abandoned (its result is not used)"
                     if left

@@ -18,7 +18,7 @@ from soloflow_langgraph.cli.flows_cmd import flows_app
 from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces, id_column
 
 if TYPE_CHECKING:
-    pass
+    from soloflow_core.store.flowruns import FlowRunRecord
 
 _TOOLS_HELP = "module:ATTR naming tools the steps call (repeatable); plugins register the rest."
 _RUN_HELP = "The flow run id (frun_…), or a unique prefix of it."
@@ -31,6 +31,33 @@ flows_app.add_typer(runs_app, name="runs")
 
 def _run_id(ctx: typer.Context, typed: str) -> str:
     return resolve_id(ctx.obj, "flow_run", typed)
+
+
+def _resumable(rec: FlowRunRecord) -> bool:
+    """Whether `flows resume` carries the run on without --force: it was interrupted, or it
+    is running (not waiting for approval) and its process is gone."""
+    from soloflow_langgraph.runtime.support import owner_alive
+
+    if rec.state == "interrupted":
+        return True
+    return (
+        rec.state == "running" and not rec.waiting_for_approval and owner_alive(rec.owner) is False
+    )
+
+
+def _shown_state(c: Context, row: dict[str, Any]) -> tuple[str, bool]:
+    """A listed run's state as shown, and whether it is resumable (one more read only for a
+    running run whose process is gone)."""
+    from soloflow_langgraph.runtime.support import owner_alive
+
+    state = str(row["status"])
+    if state == "interrupted":
+        return state, True
+    if state != "running" or owner_alive(row["owner"]) is not False:
+        return state, False
+    if _resumable(c.store().get_flow_run(row["id"], **c.ns)):
+        return "running (process gone)", True
+    return state, False
 
 
 @flows_app.command("run")
@@ -87,7 +114,8 @@ def resume(
     ),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
-    """Carry on a run whose process ended: completed steps are not run again."""
+    """Carry on a run that was interrupted or whose process ended: completed steps are not
+    run again."""
     runtime, rid = runtime_for(ctx, tools), _run_id(ctx, run_id)
     with interruptible(runtime, lambda: rid):
         result = runtime.resume(rid, force=force)
@@ -114,6 +142,7 @@ def status(
                 "waiting_for_approval": rec.waiting_for_approval,
                 "cancel_requested": rec.cancel_requested,
                 "owner": rec.owner,
+                "resumable": _resumable(rec),
                 "error": rec.error,
                 "started_at": rec.started_at,
                 "ended_at": rec.ended_at,
@@ -136,6 +165,13 @@ def status(
         head += " [yellow](waiting for approval)[/]"
     elif rec.cancel_requested and not rec.terminal:
         head += " (cancel requested)"
+    elif _resumable(rec):
+        gone = (
+            ""
+            if rec.state == "interrupted"
+            else f" (its process {escape(rec.owner or '?')} is gone)"
+        )
+        head += f"{gone}; resume it with: soloflow flows resume {rec.id}"
     out.print(head + (f" — {rec.outcome}" if rec.outcome and rec.outcome != rec.state else ""))
     table = Table("step", "state", "attempts", "error")
     for s in rec.steps:
@@ -196,7 +232,9 @@ def runs(
         None, "--flow", help="Only this flow's runs (its name or a unique prefix)."
     ),
     state: str | None = typer.Option(
-        None, "--state", help="draft | active | running | completed | failed | cancelled"
+        None,
+        "--state",
+        help="draft | active | running | interrupted | completed | failed | cancelled",
     ),
     waiting: bool = typer.Option(False, "--waiting", help="Only runs waiting for approval."),
     limit: int = typer.Option(50, "--limit", min=1, max=MAX_LIMIT),
@@ -212,6 +250,7 @@ def runs(
     )
     if waiting:
         rows = [r for r in rows if store.get_flow_run(r["id"], **c.ns).waiting_for_approval]
+    shown = [_shown_state(c, r) for r in rows]
     if as_json:
         print_json(
             [
@@ -220,11 +259,12 @@ def runs(
                     "flow": r["flow_name"],
                     "version": r["flow_version"],
                     "state": r["status"],
+                    "resumable": resumable,
                     "outcome": r["outcome"],
                     "started_at": r["started_at"],
                     "ended_at": r["ended_at"],
                 }
-                for r in rows
+                for r, (_, resumable) in zip(rows, shown, strict=True)
             ]
         )
         return
@@ -232,11 +272,11 @@ def runs(
     id_column(table, "run", [r["id"] for r in rows])
     for header in ("flow", "state", "outcome", "started"):
         table.add_column(header)
-    for r in rows:
+    for r, (state_shown, _) in zip(rows, shown, strict=True):
         table.add_row(
             r["id"],
             escape(f"{r['flow_name']} v{r['flow_version']}"),
-            r["status"],
+            state_shown,
             r["outcome"] or "",
             r["started_at"].isoformat(timespec="seconds"),
         )

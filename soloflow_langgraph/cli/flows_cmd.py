@@ -389,3 +389,46 @@ def submit(
         return
     out.print(f"registered flow [bold]{escape(registered.name)}[/] version {registered.version}")
     _print_layers(layers)
+
+
+@flows_app.command("evidence")
+def evidence(
+    ctx: typer.Context,
+    name: str = typer.Argument(..., help=_FLOW_HELP),
+    add: list[str] = typer.Option(
+        [],
+        "--add",
+        help="A phrasing of the flow's job you confirm (repeatable): its words become words "
+        "the job knows, e.g. --add 'send me my bill'. Values in it are never intent words.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="JSON only."),
+) -> None:
+    """The texts a flow's job is known by (the routing gate's evidence), with where each
+    came from; --add confirms a phrasing of your own."""
+    import hashlib
+
+    c: Context = ctx.obj
+    name = resolve_flow(c, name)
+    store = c.store()
+    store.get_flow(name, **c.ns)  # a clear error when there is no such flow
+    texts = [t.strip() for t in add]
+    if any(not t for t in texts):
+        fail("--add needs a phrasing: an empty text says nothing of the job")
+    added = store.add_flow_evidence(
+        name,
+        [("person:" + hashlib.sha256(t.encode()).hexdigest()[:24], t) for t in texts],
+        source="person",
+        **c.ns,
+    )
+    pairs = store.flow_evidence_sources([name], **c.ns)[name]
+    if as_json:
+        print_json(
+            {"flow": name, "added": added, "evidence": [{"task": t, "source": s} for t, s in pairs]}
+        )
+        return
+    if texts:
+        out.print(f"added {added} phrasing(s) to [bold]{escape(name)}[/]'s evidence")
+    table = Table("source", "task text")
+    for task, source in pairs:
+        table.add_row(source, escape(task))
+    out.print(table)

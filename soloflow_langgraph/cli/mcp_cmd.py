@@ -33,7 +33,7 @@ def mcp(
     token (`soloflow tokens create`)."""
     require_api_extra("mcp")
     from soloflow_langgraph.server.mcp import SoloFlowMCP
-    from soloflow_langgraph.server.service import Principal
+    from soloflow_langgraph.server.principal import Principal
 
     c: Context = ctx.obj
     service = service_for(ctx, tools)

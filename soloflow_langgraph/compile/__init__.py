@@ -2,6 +2,7 @@
 
 - :mod:`.graph` — validate the flow and build the graph (the caller picks the checkpointer);
 - :mod:`.nodes` — the graph's nodes: a step, a map step's fan-out, the approval gate, the end;
+- :mod:`.state` — the graph's state, its reducers and the schema each flow gets;
 - :mod:`.step_call` — how a node calls its executor (time limit, idempotency key, async);
 - :mod:`.run_watch` — a whole invocation on one watched thread, sync steps called in line.
 """

@@ -36,12 +36,11 @@ from soloflow_langgraph.compile.nodes import (
     Collect,
     Finalize,
     FlowContext,
-    FlowState,
     MapFanOut,
     StepNode,
     StepSpec,
-    flow_state_schema,
 )
+from soloflow_langgraph.compile.state import FlowState, flow_state_schema
 from soloflow_langgraph.compile.step_call import ExecutorInfo, inspect_executor
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from langchain.agents.middleware import ModelRequest, ModelResponse
     from langchain.agents.middleware.types import ToolCallRequest
 
-__all__ = ["HookCapture"]
+__all__ = ["HookCapture", "capture_id"]
 
 
 def _config() -> dict[str, Any]:
@@ -132,3 +132,9 @@ def _tool_message(command: Command[Any]) -> Any:
     update = command.update if isinstance(command.update, dict) else {}
     messages = update.get("messages") or []
     return next((m for m in messages if getattr(m, "type", None) == "tool"), command)
+
+
+def capture_id(state: Any) -> str | None:
+    """The task run the invocation is captured as, from the state ``before_agent`` wrote."""
+    root = state.get("soloflow_capture") if isinstance(state, dict) else None
+    return root if isinstance(root, str) else None

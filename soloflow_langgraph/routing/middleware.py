@@ -58,7 +58,7 @@ from langchain_core.tools import BaseTool
 from langgraph.types import Command
 
 from soloflow_core.errors import ConfigError, SoloFlowError
-from soloflow_core.flow.effects import side_effects_of
+from soloflow_core.flow.effects import tool_side_effects
 from soloflow_core.generalize.reply import render_reply
 from soloflow_core.learning import LearningConfig
 from soloflow_core.learning.service import LearningService
@@ -66,10 +66,10 @@ from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
 from soloflow_core.memory.router import RouteDecision, decide_route
 from soloflow_core.models import FlowDefinition
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph._messages import message_text
-from soloflow_langgraph.routing.capture import HookCapture
+from soloflow_langgraph._messages import task_of
+from soloflow_langgraph.routing.capture import HookCapture, capture_id
 from soloflow_langgraph.routing.hints import FLOW_RUN_TOOL, RUNS_SEEN, OfferedFlows, output_text
-from soloflow_langgraph.routing.tools import waiting_text
+from soloflow_langgraph.routing.tools import refused_call, waiting_text
 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 from soloflow_langgraph.runtime.results import FlowRunResult
 
@@ -79,7 +79,6 @@ if TYPE_CHECKING:
     from langchain.agents.middleware.types import ToolCallRequest
     from langgraph.runtime import Runtime
 
-    from soloflow_core.models import FlowCandidate
     from soloflow_core.store import Store
     from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
 
@@ -88,14 +87,6 @@ __all__ = ["SoloFlowMiddleware", "task_of"]
 log = logging.getLogger(__name__)
 
 ToolResult = ToolMessage | Command[Any]
-
-
-def task_of(messages: Sequence[Any]) -> tuple[str, int]:
-    """(the first human message's text, how many human messages there are)."""
-    humans = [m for m in messages if getattr(m, "type", None) == "human"]
-    if not humans:
-        return "", 0
-    return message_text(humans[0]), len(humans)
 
 
 class SoloFlowState(AgentState[Any]):
@@ -154,13 +145,15 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         self.store, self.user_id, self.agent_id = store, user_id, agent_id
         self.config = config or LearningConfig()
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
-        self.side_effects = _tool_side_effects(tools)
+        self.side_effects = tool_side_effects(tools)
         if learning is None:
+            from soloflow_langgraph.verify import replay_verifier
+
             learning = LearningService(
                 store,
                 self.config,
                 self.pm,
-                verify=_replay_verifier(store, self.side_effects),
+                verify=replay_verifier(store, self.side_effects),
                 side_effects=self.side_effects,
             )
         self.learning = learning
@@ -439,7 +432,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         self, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse[Any]]
     ) -> ModelResponse[Any]:
         request = self._prepare(request)
-        root = _capture_id(request.state)
+        root = capture_id(request.state)
         if root is None:
             return handler(request)
         call = self._hooks.model_started(root, request)
@@ -457,7 +450,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         request = await asyncio.to_thread(self._prepare, request)
-        root = _capture_id(request.state)
+        root = capture_id(request.state)
         if root is None:
             return await handler(request)
         call = self._hooks.model_started(root, request)
@@ -489,7 +482,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         mine = self._call_effects(call)
         for w in (note or {}).get("waiting") or []:
             if mine & set(w.get("tools") or ()):
-                return _refused(
+                return refused_call(
                     call,
                     f"Refused: {tool} would do a step of the flow {w['flow']!r}, "
                     f"whose run {w['run_id']} waits for a person's approval; "
@@ -502,7 +495,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
                 break  # only the calls before this one in the turn
             shared = mine & self._call_effects(other)
             if shared:
-                return _refused(
+                return refused_call(
                     call,
                     f"Refused: {tool} would do {', '.join(sorted(shared))} "
                     f"again: {other.get('name')} does it in this turn.",
@@ -538,7 +531,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
     def wrap_tool_call(
         self, request: ToolCallRequest, handler: Callable[[ToolCallRequest], ToolResult]
     ) -> ToolResult:
-        root = _capture_id(request.state)
+        root = capture_id(request.state)
         if root is None:
             return self._guarded_tool_call(request, handler)
         call = self._hooks.tool_started(root, request)
@@ -571,7 +564,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolResult]],
     ) -> ToolResult:
-        root = _capture_id(request.state)
+        root = capture_id(request.state)
         if root is None:
             return await self._aguarded_tool_call(request, handler)
         call = self._hooks.tool_started(root, request)
@@ -600,48 +593,3 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         finally:
             RUNS_SEEN.reset(token)
         return await asyncio.to_thread(self._after_flow_call, request, response, seen)
-
-
-def _capture_id(state: Any) -> str | None:
-    """The task run the invocation is captured as, from the state ``before_agent`` wrote."""
-    root = state.get("soloflow_capture") if isinstance(state, dict) else None
-    return root if isinstance(root, str) else None
-
-
-def _refused(call: Any, text: str) -> ToolMessage:
-    return ToolMessage(
-        content=text,
-        tool_call_id=str(call.get("id") or ""),
-        name=str(call.get("name") or ""),
-        status="error",
-    )
-
-
-def _tool_side_effects(tools: Sequence[Any]) -> dict[str, bool]:
-    """Tool name → side effects, from each LangChain tool's ``metadata``."""
-    out: dict[str, bool] = {}
-    for t in tools:
-        meta = getattr(t, "metadata", None)
-        name = getattr(t, "name", None)
-        effects = side_effects_of(meta)
-        if isinstance(name, str) and effects is not None:
-            out[name] = effects
-    return out
-
-
-def _replay_verifier(
-    store: Store, side_effects: dict[str, bool]
-) -> Callable[[FlowCandidate], FlowCandidate]:
-    def verify(cand: FlowCandidate) -> FlowCandidate:
-        from soloflow_langgraph.verify import verify_candidate
-
-        updated, _ = verify_candidate(
-            store,
-            cand.id,
-            user_id=cand.user_id,
-            agent_id=cand.agent_id,
-            side_effects=side_effects or None,
-        )
-        return updated
-
-    return verify

@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from langchain_core.callbacks import BaseCallbackManager, Callbacks
+from langchain_core.messages import ToolMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.runnables.config import patch_config, set_config_context
 from langchain_core.tools import StructuredTool, ToolException
@@ -60,7 +61,14 @@ if TYPE_CHECKING:
 
     from soloflow_core.flow.executors import ExecutorRegistry
 
-__all__ = ["FlowRunner", "flow_args_schema", "flow_node", "flow_tool", "flow_tool_name"]
+__all__ = [
+    "refused_call",
+    "FlowRunner",
+    "flow_args_schema",
+    "flow_node",
+    "flow_tool",
+    "flow_tool_name",
+]
 
 FlowRunner = Callable[[FlowDefinition, dict[str, Any]], FlowRunResult]
 """Runs a flow once on the given inputs (``run_flow`` by default)."""
@@ -538,3 +546,13 @@ def _input_reader(
         return out
 
     return read
+
+
+def refused_call(call: Any, text: str) -> ToolMessage:
+    """The error answer to a tool call that was not run, saying why (``text``)."""
+    return ToolMessage(
+        content=text,
+        tool_call_id=str(call.get("id") or ""),
+        name=str(call.get("name") or ""),
+        status="error",
+    )

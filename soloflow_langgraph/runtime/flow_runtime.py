@@ -9,12 +9,10 @@ record of the run: its state, every step's state and every transition. A step re
 checkpoint; a step that was running when its process died runs again with the same
 idempotency key.
 
-Retention: when a run ends, its checkpoints are deleted (``retention="delete_on_finish"``,
-the default; the store keeps the run's steps, outputs and transitions), on a background
-thread that :meth:`FlowRuntime.close` waits for; a process that ends without closing its
-runtime may leave some, which ``prune`` removes. With
-``retention="keep"`` they stay until :meth:`FlowRuntime.prune` removes those of runs that
-ended before a given time.
+When a run ends its checkpoints are deleted, or kept until :meth:`FlowRuntime.prune`
+(:mod:`~soloflow_langgraph.runtime.retention`); the store keeps the run's steps, outputs and
+transitions. Invoking a run's graph: :mod:`~soloflow_langgraph.runtime.invocation`; reading
+how it ended: :mod:`~soloflow_langgraph.runtime.ending`.
 
 Example::
 
@@ -26,14 +24,11 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import queue
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from contextvars import ContextVar
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,40 +38,38 @@ from soloflow_core.errors import (
     FlowValidationError,
     InvalidTransitionError,
     NotFoundError,
-    PluginError,
     SoloFlowError,
 )
 from soloflow_core.flow.executors import ExecutorRegistry, build_executor_registry
 from soloflow_core.flow.fsm import RunState
 from soloflow_core.flow.journal import InMemoryStepJournal, StepJournal
 from soloflow_core.learning.config import LearningConfig
-from soloflow_core.learning.records import record_flow_outcome
-from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
-from soloflow_core.plugins import call_hook, get_plugin_manager
+from soloflow_core.models import FlowDefinition, ToolCall
+from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_core.store.writer import json_text
 from soloflow_langgraph.compile.graph import compile_flow
 from soloflow_langgraph.compile.nodes import HALTED, FlowContext
-from soloflow_langgraph.compile.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
+from soloflow_langgraph.runtime.ending import failed_result, record_outcome, state_result
 from soloflow_langgraph.runtime.flow_trace import FlowTrace
 from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs
-from soloflow_langgraph.runtime.results import FlowRunResult, RunOutcome
+from soloflow_langgraph.runtime.invocation import (
+    CALLER_CONFIG,
+    Invoker,
+    graph_config,
+    step_listener,
+)
+from soloflow_langgraph.runtime.results import FlowRunResult
+from soloflow_langgraph.runtime.retention import CheckpointRetention, Retention
 from soloflow_langgraph.runtime.support import (
-    RETENTION_BATCH,
-    RETENTION_LINGER,
     OwnedCheckpointer,
     delete_checkpoints,
-    handoff_text,
     open_checkpointer,
     owner_alive,
     process_owner,
     recover_completions,
     skip_rest,
 )
-
-STOPPING_WAIT = 30.0
-"""Seconds ``resume``/``approve`` wait for an invocation of the same run that was
-interrupted in this process to stop writing (``FlowRuntime._await_stopped``)."""
 
 if TYPE_CHECKING:
     import pluggy
@@ -87,24 +80,6 @@ if TYPE_CHECKING:
     from soloflow_core.store.flowruns import FlowRunRecord, Transition
 
 log = logging.getLogger(__name__)
-
-_CALLER_CONFIG: ContextVar[RunnableConfig | None] = ContextVar(
-    "soloflow_caller_config", default=None
-)
-"""The ``config`` given to :meth:`FlowRuntime.run`, while that run is driven."""
-_PASSED_ON = ("callbacks", "tags", "metadata", "run_name")
-
-
-def _graph_config(run_id: str) -> dict[str, Any]:
-    """The config a run's graph is invoked with: its thread, and what the caller's
-    ``RunnableConfig`` says about callbacks, tags, metadata and the run's name."""
-    caller = _CALLER_CONFIG.get() or {}
-    cfg: dict[str, Any] = {k: caller[k] for k in _PASSED_ON if caller.get(k) is not None}  # type: ignore[literal-required]
-    cfg["configurable"] = {"thread_id": run_id}
-    return cfg
-
-
-Retention = Literal["delete_on_finish", "keep"]
 
 
 class FlowRuntime:
@@ -155,6 +130,10 @@ class FlowRuntime:
         )
         self.checkpointer = checkpointer if self._owned is None else self._owned.saver
         self.durability, self.retention = durability, retention
+        self._retention = CheckpointRetention(
+            store, self.checkpointer, owned=self._owned, retention=retention
+        )
+        self._invoker = Invoker(self.checkpointer, durability)
         self.owner = process_owner()
         self.on_finished = on_finished
         self.learning_config = learning_config or LearningConfig()
@@ -162,25 +141,16 @@ class FlowRuntime:
         self._definitions: dict[tuple[str, int], FlowDefinition] = {}
         self._def_json: dict[tuple[str, int], tuple[FlowDefinition, str]] = {}
         self._latest: dict[str, FlowDefinition] = {}
-        self._janitor: queue.Queue[str] | None = None
-        self._flush = threading.Event()
-        self._retention: OwnedCheckpointer | None = None
         self._lock = threading.Lock()
-        self._stopping: dict[str, RunWatch] = {}
-        """Runs whose invocation was interrupted in this process, until they go on here."""
         self._traces: dict[str, FlowTrace] = {}
         """The trace of each invocation going on, by run id."""
 
     def close(self) -> None:
         """Close the checkpointer's connection if this runtime opened it (the store is the
-        caller's to close)."""
-        if self._janitor is not None:
-            self._flush.set()  # no more lingering: delete what is queued now
-            self._janitor.join()
-            self._flush.clear()
-        for owned in (self._owned, self._retention):
-            if owned is not None:
-                owned.close()
+        caller's to close); the queued checkpoint deletions finish first."""
+        self._retention.close()
+        if self._owned is not None:
+            self._owned.close()
 
     def __enter__(self) -> FlowRuntime:
         return self
@@ -258,11 +228,11 @@ class FlowRuntime:
             NotFoundError: no such registered flow.
         """
         if config is not None:
-            token = _CALLER_CONFIG.set(config)
+            token = CALLER_CONFIG.set(config)
             try:
                 return self.run(flow, inputs, run_id=run_id, on_started=on_started)
             finally:
-                _CALLER_CONFIG.reset(token)
+                CALLER_CONFIG.reset(token)
         given = dict(inputs or {})
         if isinstance(flow, str):
             return self._run_by_name(flow, given, run_id=run_id, on_started=on_started)
@@ -301,13 +271,12 @@ class FlowRuntime:
         run's next journal write (see ``Store.step_journal``)."""
         return self._need_store().step_journal(run_id, defer_completions=True)
 
+    @property
+    def _ns(self) -> dict[str, str]:
+        return {"user_id": self.user_id, "agent_id": self.agent_id}
+
     def _start_kw(self, run_id: str | None) -> dict[str, Any]:
-        return {
-            "user_id": self.user_id,
-            "agent_id": self.agent_id,
-            "run_id": run_id,
-            "owner": self.owner,
-        }
+        return {**self._ns, "run_id": run_id, "owner": self.owner}
 
     def _run_by_name(
         self,
@@ -354,7 +323,8 @@ class FlowRuntime:
         return self.run(self.flow(name), given, run_id=run_id, on_started=on_started)
 
     def resume(self, run_id: str, *, force: bool = False) -> FlowRunResult:
-        """Carry on a run whose process ended (a crash, a kill, a restart).
+        """Carry on a run that was interrupted (``interrupted``) or whose process ended (a
+        crash, a kill, a restart: ``running`` with its owner gone).
 
         Raises:
             NotFoundError: no such run in this namespace.
@@ -372,7 +342,7 @@ class FlowRuntime:
                 f"`soloflow flows runs reject {run_id}`",
                 run_id=run_id,
             )
-        alive = owner_alive(rec.owner)
+        alive = rec.state == RunState.RUNNING and owner_alive(rec.owner)
         if alive and rec.owner != self.owner and not force:
             raise InvalidTransitionError(
                 f"flow run {run_id!r} is being run by process {rec.owner}; stop it first, or pass "
@@ -402,14 +372,12 @@ class FlowRuntime:
         """End a waiting run as rejected without running its graph (no executor needed)."""
         store = self._need_store()
         reason = "rejected" + (f": {comment}" if comment else "")
-        store.claim_flow_run(
-            rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner, seen=rec
-        )
+        store.claim_flow_run(rec.id, **self._ns, owner=self.owner, seen=rec)
         journal = store.step_journal(rec.id)
         journal.failed(APPROVAL_STEP, reason, retry=False)
         skip_rest(rec, journal, "the run's approval was rejected", exclude=APPROVAL_STEP)
         store.finish_flow_run(rec.id, status=RunState.CANCELLED, outcome="rejected", error=reason)
-        self._cleanup(rec.id)
+        self._retention.cleanup(rec.id)
         results = {s.step_id: s.output for s in rec.steps if s.state == "completed"}
         return FlowRunResult(
             run_id=rec.id,
@@ -436,15 +404,17 @@ class FlowRuntime:
             raise InvalidTransitionError(
                 f"flow run {run_id!r} has ended ({rec.state})", run_id=run_id
             )
-        idle = rec.waiting_for_approval or owner_alive(rec.owner) is False
+        idle = (
+            rec.waiting_for_approval
+            or rec.state == RunState.INTERRUPTED
+            or owner_alive(rec.owner) is False
+        )
         if idle:
             try:  # no process drives it: end it here, unless one claimed it since (an approval)
-                store.claim_flow_run(
-                    run_id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner, seen=rec
-                )
+                store.claim_flow_run(run_id, **self._ns, owner=self.owner, seen=rec)
             except InvalidTransitionError:  # that process stops before its next step
                 idle = False
-        store.request_cancel(run_id, user_id=self.user_id, agent_id=self.agent_id)
+        store.request_cancel(run_id, **self._ns)
         if idle:
             skip_rest(rec, store.step_journal(run_id), "the run was cancelled")
             store.finish_flow_run(
@@ -453,7 +423,7 @@ class FlowRuntime:
                 outcome="cancelled",
                 detail="cancelled while no process ran it",
             )
-            self._cleanup(run_id)
+            self._retention.cleanup(run_id)
         return self._record(run_id)
 
     def status(self, run_id: str) -> FlowRunRecord:
@@ -479,11 +449,11 @@ class FlowRuntime:
         return self.store
 
     def _record(self, run_id: str) -> FlowRunRecord:
-        return self._need_store().get_flow_run(run_id, user_id=self.user_id, agent_id=self.agent_id)
+        return self._need_store().get_flow_run(run_id, **self._ns)
 
     def _continue(self, rec: FlowRunRecord, command: Command | None) -> FlowRunResult:
         store = self._need_store()
-        self._await_stopped(rec.id)
+        self._invoker.await_stopped(rec.id)
         flow = (
             FlowDefinition.model_validate(rec.definition)
             if rec.definition
@@ -492,9 +462,7 @@ class FlowRuntime:
         graph = self.graph(flow)
         # Only if nobody else claimed it since it was read: of two approvals (or resumes) at
         # once, one runs it; the other raises before touching the graph.
-        store.claim_flow_run(
-            rec.id, user_id=self.user_id, agent_id=self.agent_id, owner=self.owner, seen=rec
-        )
+        store.claim_flow_run(rec.id, **self._ns, owner=self.owner, seen=rec)
         cfg = {"configurable": {"thread_id": rec.id}}
         payload: Any = command
         journal = self._journal(rec.id)
@@ -505,32 +473,6 @@ class FlowRuntime:
             payload = None if snapshot.next or snapshot.values else {"inputs": rec.inputs or {}}
             recover_completions(rec, snapshot, journal)
         return self._drive(flow, graph, run_id=rec.id, journal=journal, payload=payload)
-
-    def _on_step(self, steps: list[ToolCall], run_id: str):  # type: ignore[no-untyped-def]
-        pm = self.pm
-
-        def on_step(step: FlowStep, call: ToolCall, index: int) -> None:
-            steps.append(call)
-            if pm is not None and pm.hook.soloflow_step_finished.get_hookimpls():
-                try:
-                    call_hook(
-                        pm,
-                        "soloflow_step_finished",
-                        step=StepRecord(
-                            run_id=run_id,
-                            user_id=self.user_id,
-                            agent_id=self.agent_id,
-                            index=index,
-                            call=call,
-                            source="flow",
-                        ),
-                    )
-                except PluginError:  # strict mode: a plugin's failure is fatal
-                    raise
-                except Exception:
-                    log.exception("a soloflow_step_finished plugin failed")
-
-        return on_step
 
     def _drive(
         self,
@@ -556,39 +498,20 @@ class FlowRuntime:
             with trace.current():
                 result = self._invoke(flow, graph, run_id=run_id, journal=journal, payload=payload)
         except BaseException as exc:
+            if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM: the caller is stopping
+                self.record_interrupted(run_id)
             trace.finish(None, error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
             self._traces.pop(run_id, None)
         trace.finish(result)
-        self._record_outcome(flow, result)
+        record_outcome(self.store, result, ns=self._ns, config=self.learning_config)
         if self.on_finished is not None and result.status != "waiting":
             try:
                 self.on_finished(result)
             except Exception:
                 log.exception("on_finished failed for flow run %r", run_id)
         return result
-
-    def _record_outcome(self, flow: FlowDefinition, result: FlowRunResult) -> None:
-        """Count an ended run of a registered flow in its record: ``completed`` succeeded,
-        ``failed`` and ``fallback`` failed; a cancelled run (a person's act) and one that
-        waits are not outcomes."""
-        success = {"completed": True, "failed": False, "fallback": False}.get(result.status)
-        if self.store is None or success is None:
-            return
-        try:
-            record_flow_outcome(
-                self.store,
-                flow.name,
-                success=success,
-                user_id=self.user_id,
-                agent_id=self.agent_id,
-                config=self.learning_config,
-            )
-        except NotFoundError:
-            return  # a flow run by its definition, never registered: no record to keep
-        except SoloFlowError:
-            log.exception("recording the outcome of flow run %r failed", result.run_id)
 
     def _invoke(
         self,
@@ -602,193 +525,59 @@ class FlowRuntime:
         steps: list[ToolCall] = []
         ctx = FlowContext(
             journal=journal,
-            on_step=self._on_step(steps, run_id),
+            on_step=step_listener(self.pm, steps, run_id=run_id, ns=self._ns),
             run_id=run_id,
             tracer=self._traces.get(run_id),
         )
-        cfg: Any = _graph_config(run_id)
+        cfg: Any = graph_config(run_id)
         invoke: Any = graph.invoke  # LangGraph's overloads type context as None
         start = time.perf_counter()
+
+        def finish(state: RunState, **kw: Any) -> None:
+            self._finish(run_id, state, journal, **kw)
+
+        def common() -> dict[str, Any]:
+            ms = (time.perf_counter() - start) * 1000
+            return {"run_id": run_id, "flow": flow.name, "steps": steps, "duration_ms": ms}
+
         try:
-            state = self._invoke_once(flow, invoke, payload=payload, cfg=cfg, ctx=ctx)
+            state = self._invoker.invoke(flow, invoke, payload=payload, cfg=cfg, ctx=ctx)
             if "__interrupt__" in state and state.get("halt"):
                 # A step halted the run in the superstep in which the approval gate asked:
                 # nothing is left to approve. No person is asked; the gate records itself
                 # skipped and the run ends by the halt (fallback, compensation, cancel).
-                state = self._invoke_once(
-                    flow, invoke, payload=Command(resume={HALTED: True}), cfg=cfg, ctx=ctx
-                )
+                halted: Any = Command(resume={HALTED: True})
+                state = self._invoker.invoke(flow, invoke, payload=halted, cfg=cfg, ctx=ctx)
         except Exception as exc:
-            step_id = getattr(exc, "step", None)
-            err = f"{type(exc).__name__}: {exc}" if step_id is None else str(exc)
-            self._finish(run_id, RunState.FAILED, journal, error=err, outcome="failed")
-            # The graph's state went with the exception: the steps that completed, from the journal.
-            done = {sid: out for key, sid, out in journal.completed_order() if key == sid}
-            return FlowRunResult(
-                run_id=run_id,
-                flow=flow.name,
-                status="failed",
-                outcome="failed",
-                results=done,
-                errors={str(step_id): str(exc)},
-                steps=steps,
-                duration_ms=(time.perf_counter() - start) * 1000,
-                failed_step=step_id,
-                error=err,
-            )
-        ms = (time.perf_counter() - start) * 1000
-        results = dict(state.get("results") or {})
-        errors = dict(state.get("errors") or {})
-        skipped = dict(state.get("skipped") or {})
-        common: dict[str, Any] = {
-            "run_id": run_id,
-            "flow": flow.name,
-            "results": results,
-            "errors": errors,
-            "steps": steps,
-            "duration_ms": ms,
-            "skipped": skipped,
-        }
-        if "__interrupt__" in state:
-            journal.flush()  # the deferred completions: the run waits, maybe for days
-            payloads = [getattr(i, "value", i) for i in state["__interrupt__"]]
-            return FlowRunResult(
-                status="waiting",
-                outcome=None,
-                interrupt=payloads[0] if payloads else None,
-                **common,
-            )
-        halt = state.get("halt") or {}
-        kind = halt.get("kind")
-        output = results.get(flow.result_step)
-        if kind in ("cancelled", "rejected"):
-            self._finish(
-                run_id,
-                RunState.CANCELLED,
-                journal,
-                outcome=kind,
-                error=halt.get("error"),
-                outputs={"results": results},
-            )
-            return FlowRunResult(status="cancelled", outcome=kind, **common)
-        if kind == "fallback":
-            handoff = handoff_text(flow, halt, results=results, errors=errors)
-            self._finish(
-                run_id,
-                RunState.FAILED,
-                journal,
-                outcome="fallback",
-                error=halt.get("error"),
-                outputs={"results": results, "handoff": handoff},
-            )
-            return FlowRunResult(
-                status="fallback",
-                outcome="fallback",
-                handoff=handoff,
-                failed_step=halt.get("step"),
-                error=halt.get("error"),
-                **common,
-            )
-        if kind == "compensate":
-            comp_errors = dict(state.get("compensation_errors") or {})
-            outcome: RunOutcome = "compensated" if not comp_errors else "compensation_failed"
-            err = str(halt.get("error")) + (
-                "" if not comp_errors else "; " + "; ".join(comp_errors.values())
-            )
-            self._finish(
-                run_id,
-                RunState.FAILED,
-                journal,
-                outcome=outcome,
-                error=err,
-                outputs={"results": results, "compensation_errors": comp_errors},
-            )
-            return FlowRunResult(
-                status="failed", outcome=outcome, failed_step=halt.get("step"), error=err, **common
-            )
-        self._finish(
-            run_id,
-            RunState.COMPLETED,
-            journal,
-            outcome="completed",
-            outputs={"output": output, "errors": errors},
-        )
-        return FlowRunResult(status="completed", outcome="completed", output=output, **common)
-
-    def _invoke_once(
-        self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any, ctx: FlowContext
-    ) -> Any:
-        if self.checkpointer and self.durability == "sync":
-            return self._invoke_watched(flow, invoke, payload=payload, cfg=cfg, ctx=ctx)
-        if self.checkpointer:
-            return invoke(payload, cfg, context=ctx, durability=self.durability)
-        return invoke(
-            payload, cfg, context=ctx
-        )  # LangGraph warns about durability without a checkpointer
-
-    def _invoke_watched(
-        self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any, ctx: FlowContext
-    ) -> Any:
-        """``invoke`` on a watched thread, sync steps in line (``run_watch``); after a call
-        that ran past its limit, the run goes on from its last checkpoint in a new
-        invocation, whose node of that step takes the attempt as timed out."""
-        poll = poll_for([s.timeout_seconds for s in flow.steps])
-        while True:
-            watch = ctx.watch = RunWatch(poll)
-            try:
-                return run_watched(
-                    functools.partial(invoke, payload, cfg, context=ctx, durability="sync"), watch
-                )
-            except CallTimedOut as over:
-                log.info("flow run %r: %s; the run goes on without it", ctx.run_id, over)
-                ctx = FlowContext(
-                    journal=ctx.journal,
-                    on_step=ctx.on_step,
-                    run_id=ctx.run_id,
-                    timed_out={over.call.step_key: over.call},
-                    tracer=ctx.tracer,
-                )
-                payload = None
-            except BaseException as exc:
-                if not isinstance(exc, Exception):  # the caller was interrupted: it is stopping
-                    with self._lock:
-                        self._stopping[str(ctx.run_id)] = watch
-                raise  # else the invocation's own failure: its thread has ended
+            return failed_result(flow, exc, common=common(), journal=journal, finish=finish)
+        return state_result(flow, state, common=common(), journal=journal, finish=finish)
 
     def interrupted_call(self, run_id: str) -> str | None:
         """The call that was in progress when an invocation of ``run_id`` in this process was
         interrupted (``KeyboardInterrupt``), e.g. ``step 'fetch' (attempt 1) calling
         pkg.tools:slow``; None when none was (or the run was not interrupted here). The call
         is abandoned: its result is never used, and the run resumes from its last checkpoint."""
-        with self._lock:
-            watch = self._stopping.get(run_id)
-        if watch is None:
-            return None
-        with watch.lock:
-            call = watch.current
-        if call is None:
-            return None
-        return f"step {call.step_key!r} (attempt {call.attempt}) calling {call.where}"
+        return self._invoker.interrupted_call(run_id)
 
-    def _await_stopped(self, run_id: str, wait: float = STOPPING_WAIT) -> None:
-        """Before a run goes on in this process: wait until an invocation of it that was
-        interrupted here can write nothing more (``RunWatch.quiet``).
-
-        Raises:
-            InvalidTransitionError: it has not stopped within ``wait`` seconds.
-        """
-        with self._lock:
-            watch = self._stopping.get(run_id)
-        if watch is None:
-            return
-        if not watch.quiet.wait(wait):
-            raise InvalidTransitionError(
-                f"flow run {run_id!r}: its interrupted invocation in this process has not stopped after "
-                f"{wait:g} s (a step between calls, or a compensation, is still running); try again",
-                run_id=run_id,
+    def record_interrupted(self, run_id: str) -> bool:
+        """Record ``run_id``, which this process drives, as ``interrupted`` (its invocation
+        was stopped by ``KeyboardInterrupt``, e.g. Ctrl-C or SIGTERM), naming the call left
+        running; ``soloflow flows resume`` carries it on. Called by the runtime itself when
+        an invocation is interrupted; again does nothing. False when nothing was recorded
+        (no store, the run is not running here, or the store could not be written)."""
+        if self.store is None:
+            return False
+        left = self.interrupted_call(run_id)
+        detail = "stopped by its caller (Ctrl-C, SIGTERM)" + (
+            f"; {left} was abandoned" if left else ""
+        )
+        try:
+            return self.store.interrupt_flow_run(
+                run_id, owner=self.owner, detail=detail, **self._ns
             )
-        with self._lock:
-            self._stopping.pop(run_id, None)
+        except Exception:  # the run stays `running` with its owner gone: still resumable
+            log.exception("could not record flow run %r as interrupted", run_id)
+            return False
 
     def _finish(self, run_id: str, state: RunState, journal: StepJournal, **kw: Any) -> None:
         """Record the run's end (with the completions its journal deferred) and let its
@@ -805,68 +594,7 @@ class FlowRuntime:
             except InvalidTransitionError:
                 log.warning("flow run %r had already ended", run_id)
                 journal.flush()
-        self._cleanup(run_id)
-
-    def _cleanup(self, run_id: str) -> None:
-        """Delete the run's checkpoints (retention): in batches on a background thread when
-        the runtime owns its checkpointer, so a run's result does not wait for it (``close()``
-        waits for what is queued); at once with a checkpointer the caller passed in."""
-        if self.retention != "delete_on_finish":
-            return
-        if getattr(self.checkpointer, "delete_thread", None) is None:
-            return
-        if self._owned is None:
-            # A checkpointer the caller passed in may be closed by them at any time.
-            self._delete([run_id])
-            return
-        with self._lock:
-            if self._janitor is None:
-                self._janitor = queue.Queue()
-                threading.Thread(
-                    target=self._janitor_loop,
-                    args=(self._janitor,),
-                    name="soloflow-retention",
-                    daemon=True,
-                ).start()
-        self._janitor.put(run_id)
-
-    def _janitor_loop(self, jobs: queue.Queue[str]) -> None:
-        """Deletes ended runs' checkpoints in batches: after the first of a batch arrives it
-        waits up to ``RETENTION_LINGER`` seconds (less once ``close()`` asks) for more, then
-        deletes them all in one transaction — one commit (and on SQLite one fsync) per batch
-        instead of per run, which runs still writing checkpoints would otherwise queue behind."""
-        while True:
-            batch = [jobs.get()]
-            deadline = time.monotonic() + RETENTION_LINGER
-            while len(batch) < RETENTION_BATCH and not self._flush.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                try:
-                    batch.append(jobs.get(timeout=min(left, 0.05)))
-                except queue.Empty:
-                    continue
-            try:
-                self._delete(batch, background=True)
-            finally:
-                for _ in batch:
-                    jobs.task_done()
-
-    def _delete(self, run_ids: list[str], *, background: bool = False) -> None:
-        try:
-            delete_checkpoints(self._deleter() if background else self.checkpointer, run_ids)
-        except Exception:  # retention must never fail a run
-            log.exception("could not delete the checkpoints of flow runs %s", ", ".join(run_ids))
-
-    def _deleter(self) -> Any:
-        """The checkpointer the retention thread deletes through: a second one on the same
-        database with its own connection, so running flows never wait for a deletion behind
-        their checkpointer's connection lock."""
-        if self._owned is None or not self._owned.connected:
-            return self.checkpointer
-        if self._retention is None:
-            self._retention = open_checkpointer(self.store)
-        return self._retention.saver
+        self._retention.cleanup(run_id)
 
 
-__all__ = ["FlowRuntime", "Retention"]
+__all__ = ["FlowRuntime"]

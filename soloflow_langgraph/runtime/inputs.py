@@ -71,5 +71,10 @@ def check_inputs(flow: FlowDefinition, inputs: dict[str, Any]) -> None:
 
 
 def inputs_from_task(flow: FlowDefinition, task: str) -> dict[str, Any]:
-    """The flow's inputs recovered from a task text by its learned extraction rules."""
-    return extract_inputs(flow.extraction, task)
+    """The flow's inputs recovered from a task text by its extraction rules.
+
+    Raises:
+        PatternTimeoutError: a rule's pattern ran past its time limit (names the flow, the
+            field path and the pattern).
+    """
+    return extract_inputs(flow.extraction, task, flow=flow.name)

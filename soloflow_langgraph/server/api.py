@@ -37,7 +37,8 @@ from soloflow_core.errors import (
     SoloFlowError,
 )
 from soloflow_langgraph.server.auth import principal_for_token
-from soloflow_langgraph.server.service import Principal, SoloFlowService
+from soloflow_langgraph.server.principal import Principal
+from soloflow_langgraph.server.service import SoloFlowService
 from soloflow_langgraph.server.views import ErrorBody
 
 if TYPE_CHECKING:

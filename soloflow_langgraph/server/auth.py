@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from soloflow_langgraph.server.service import Principal
+from soloflow_langgraph.server.principal import Principal
 
 if TYPE_CHECKING:
     from mcp.server.auth.provider import AccessToken

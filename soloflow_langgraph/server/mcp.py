@@ -50,7 +50,9 @@ from soloflow_core.flow.validate import validate_flow
 from soloflow_core.store.tokens import scope_allows
 from soloflow_langgraph.routing.tools import flow_args_schema, flow_tool_name
 from soloflow_langgraph.server.auth import principal_of_access_token
-from soloflow_langgraph.server.service import DEFAULT_WAIT, MAX_WAIT, Principal, SoloFlowService
+from soloflow_langgraph.server.driver import DEFAULT_WAIT, MAX_WAIT
+from soloflow_langgraph.server.principal import Principal
+from soloflow_langgraph.server.service import SoloFlowService
 from soloflow_langgraph.server.views import FindMatchView, FlowRunView, RunOutcomeView, WorkflowPage
 
 if TYPE_CHECKING:

@@ -15,13 +15,9 @@ from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
 from soloflow_core.models import FlowDefinition
 from soloflow_core.store.tokens import TokenScope
 from soloflow_langgraph.server.api import ERRORS, check_named
-from soloflow_langgraph.server.service import (
-    DEFAULT_WAIT,
-    MAX_LIMIT,
-    MAX_WAIT,
-    Principal,
-    SoloFlowService,
-)
+from soloflow_langgraph.server.driver import DEFAULT_WAIT, MAX_WAIT
+from soloflow_langgraph.server.principal import Principal
+from soloflow_langgraph.server.service import MAX_LIMIT, SoloFlowService
 from soloflow_langgraph.server.views import (
     CandidateView,
     FindMatchView,
@@ -274,7 +270,9 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
         limit: Limit = 50,
         offset: Offset = 0,
         flow: Annotated[str | None, Query(max_length=512)] = None,
-        state: Literal["draft", "active", "running", "completed", "failed", "cancelled"]
+        state: Literal[
+            "draft", "active", "running", "interrupted", "completed", "failed", "cancelled"
+        ]
         | None = None,
     ) -> Page[FlowRunView]:
         """The namespace's flow runs, newest first."""

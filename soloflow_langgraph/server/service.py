@@ -1,16 +1,17 @@
-"""What the REST API and the MCP server do, once: every act for a :class:`Principal`, inside
-its (user, agent) namespace.
+"""What the REST API and the MCP server do, once: every act for a principal, inside its
+(user, agent) namespace.
 
-A principal is who asks: the namespace of an API token (with its scope) or of the
-``--user``/``--agent`` of ``soloflow mcp`` over stdio. Every method reads and writes only that
-namespace — an id of another namespace is a ``NotFoundError``, exactly like a missing one —
-and every method that changes something first checks the principal's scope
-(``AccessDeniedError`` for a read-only token).
+A :class:`~soloflow_langgraph.server.principal.Principal` is who asks: the namespace of an API
+token (with its scope) or of the ``--user``/``--agent`` of ``soloflow mcp`` over stdio. Every
+method reads and writes only that namespace — an id of another namespace is a
+``NotFoundError``, exactly like a missing one — and every method that changes something first
+checks the principal's scope (``AccessDeniedError`` for a read-only token).
 
 Flow runs go through :class:`~soloflow_langgraph.runtime.FlowRuntime` (one per namespace,
 sharing this service's executors), whose outcomes the learning service records. A run is
-driven on a thread of its own; the caller waits for it at most ``wait`` seconds, then gets
-its id and status ``running`` while it goes on here (follow it with its status).
+driven on a thread of its own (:mod:`soloflow_langgraph.server.driver`); the caller waits for
+it at most ``wait`` seconds, then gets its id and status ``running`` while it goes on here
+(follow it with its status).
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
-from soloflow_core.errors import AccessDeniedError, NotFoundError
+from soloflow_core.errors import NotFoundError
 from soloflow_core.flow.executors import build_executor_registry
 from soloflow_core.flow.templates import iter_references
 from soloflow_core.learning.promotion import (
@@ -35,19 +35,17 @@ from soloflow_core.learning.savings import measure_flow_savings
 from soloflow_core.learning.service import LearningService
 from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE, ProceduralMemory
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_core.store.tokens import scope_allows
+from soloflow_langgraph.server.driver import DEFAULT_WAIT, RunDriver
 from soloflow_langgraph.server.views import (
     CandidateView,
     FindMatchView,
     FlowRunView,
     FlowView,
     Page,
-    RunOutcomeView,
     RunSummaryView,
     SavingsView,
     TaskRunView,
     TokenView,
-    TraceSpan,
     TraceView,
     TransitionView,
     VerifyView,
@@ -59,58 +57,22 @@ if TYPE_CHECKING:
     import pluggy
 
     from soloflow_core.learning.quality import AgentSide, QualityScore
-    from soloflow_core.models import FlowCandidate, FlowDefinition, TaskRun
+    from soloflow_core.models import FlowCandidate, FlowDefinition
     from soloflow_core.store import Store
     from soloflow_core.store.procedural import FlowMeta
     from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
-    from soloflow_langgraph.runtime.results import FlowRunResult
+    from soloflow_langgraph.server.principal import Principal
+    from soloflow_langgraph.server.views import RunOutcomeView
 
-__all__ = ["DEFAULT_WAIT", "MAX_LIMIT", "MAX_WAIT", "Principal", "SoloFlowService"]
+__all__ = ["MAX_LIMIT", "SoloFlowService"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WAIT = 30.0
-"""Seconds a caller waits for a run by default before it gets the run id instead."""
-MAX_WAIT = 300.0
 MAX_LIMIT = 500
 """The largest page."""
 QUALITY_TTL = 30.0
 """Seconds a flow's quality score is reused while its record (executions, confidence,
 status) stays the same; the savings it reads change only with new runs."""
-STOP_GRACE = 10.0
-"""Seconds :meth:`SoloFlowService.close` waits for runs still going on its threads (they are
-durable: one that did not finish is resumed with ``soloflow flows resume``)."""
-
-
-class Namespace(TypedDict):
-    user_id: str
-    agent_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who asks: a namespace and what it may do (``read`` < ``write`` < ``admin``)."""
-
-    user_id: str
-    agent_id: str
-    scope: str = "admin"
-    token_id: str | None = None
-    """The API token it came from; None for a local principal (stdio, the CLI)."""
-
-    def require(self, needed: str, act: str) -> None:
-        """Raises ``AccessDeniedError`` unless the scope allows ``act`` (which needs ``needed``)."""
-        if not scope_allows(self.scope, needed):
-            raise AccessDeniedError(
-                f"this token's scope is {self.scope!r}: it cannot {act} (needs {needed!r}); create "
-                f"one with `soloflow tokens create --user {self.user_id} --agent {self.agent_id} "
-                f"--scope {needed}`",
-                scope=self.scope,
-                needed=needed,
-            )
-
-    @property
-    def ns(self) -> Namespace:
-        return {"user_id": self.user_id, "agent_id": self.agent_id}
 
 
 def _stamp(meta: FlowMeta) -> tuple[Any, ...]:
@@ -134,60 +96,6 @@ def _inputs(flow: FlowDefinition) -> list[str]:
             if not isinstance(ref, Exception) and ref.is_trigger and ref.path:
                 names.setdefault(str(ref.path[0]))
     return list(names)
-
-
-def trace_of(run: TaskRun) -> TraceView:
-    """A captured run's calls in the order the agent made them (see :class:`TraceView`)."""
-    spans: list[TraceSpan] = []
-    tools = list(run.tool_calls)
-    t = 0
-    for i, m in enumerate(run.model_calls):
-        spans.append(
-            TraceSpan(
-                kind="model",
-                index=i,
-                turn=i,
-                name=m.model,
-                duration_ms=m.duration_ms,
-                tokens=m.total_tokens,
-            )
-        )
-        for _ in range(m.tool_calls_requested):
-            if t < len(tools):
-                c = tools[t]
-                spans.append(
-                    TraceSpan(
-                        kind="tool",
-                        index=t,
-                        turn=i,
-                        name=c.name,
-                        duration_ms=c.duration_ms,
-                        args=c.args,
-                        error=c.error,
-                    )
-                )
-                t += 1
-    for k in range(t, len(tools)):
-        c = tools[k]
-        spans.append(
-            TraceSpan(
-                kind="tool",
-                index=k,
-                turn=len(run.model_calls),
-                name=c.name,
-                duration_ms=c.duration_ms,
-                args=c.args,
-                error=c.error,
-            )
-        )
-    return TraceView(
-        run_id=run.run_id,
-        task=run.task,
-        spans=spans,
-        total_tokens=sum(m.total_tokens for m in run.model_calls),
-        model_ms=round(sum(m.duration_ms or 0.0 for m in run.model_calls), 3),
-        tool_ms=round(sum(c.duration_ms or 0.0 for c in run.tool_calls), 3),
-    )
 
 
 class SoloFlowService:
@@ -219,15 +127,13 @@ class SoloFlowService:
             tuple[str, str, str, int], tuple[tuple[Any, ...], float, QualityScore]
         ] = {}
         self._agent_sides: dict[tuple[str, int], AgentSide] = {}
-        self._threads: set[threading.Thread] = set()
+        self._driver = RunDriver()
         self._lock = threading.Lock()
         self._listeners: list[Callable[[str, str], None]] = []
 
     def close(self) -> None:
         """Wait (a while) for runs still going on this service's threads, then close the runtimes."""
-        deadline = time.monotonic() + STOP_GRACE
-        for thread in list(self._threads):
-            thread.join(max(0.0, deadline - time.monotonic()))
+        self._driver.join()
         with self._lock:
             runtimes, self._runtimes = list(self._runtimes.values()), {}
         for runtime in runtimes:
@@ -498,58 +404,6 @@ class SoloFlowService:
                 self._runtimes[key] = runtime
         return runtime
 
-    def _drive(
-        self,
-        flow: str,
-        run: Callable[[Callable[[str], None]], FlowRunResult],
-        wait: float,
-        known_id: str | None = None,
-    ) -> RunOutcomeView:
-        """Run ``run`` on a thread of its own; its result if it ends (or waits for approval)
-        within ``wait`` seconds, else its id and status ``running``."""
-        started, done = threading.Event(), threading.Event()
-        box: dict[str, Any] = {"id": known_id}
-        if known_id is not None:
-            started.set()
-
-        def on_started(run_id: str) -> None:
-            box["id"] = run_id
-            started.set()
-
-        def work() -> None:
-            try:
-                box["result"] = run(on_started)
-            except BaseException as exc:  # handed to the caller, or logged once it stopped waiting
-                box["error"] = exc
-                if started.is_set() and not waiting.is_set():
-                    log.error(
-                        "flow run %s of %r failed after its caller stopped waiting: %s",
-                        box["id"],
-                        flow,
-                        exc,
-                    )
-            finally:
-                done.set()
-                with self._lock:
-                    self._threads.discard(thread)
-
-        waiting = threading.Event()
-        waiting.set()
-        thread = threading.Thread(target=work, name=f"soloflow-run-{flow}"[:60], daemon=True)
-        with self._lock:
-            self._threads.add(thread)
-        thread.start()
-        if not done.wait(max(0.0, min(wait, MAX_WAIT))):
-            # Still going: its id once it is recorded (before its first step), unless it ends first.
-            while not started.wait(0.05) and not done.is_set():
-                pass
-            if not done.is_set():
-                waiting.clear()
-                return RunOutcomeView(run_id=box["id"], flow=flow, status="running")
-        if "error" in box:
-            raise box["error"]
-        return RunOutcomeView.of(box["result"])
-
     def start_run(
         self,
         p: Principal,
@@ -569,7 +423,7 @@ class SoloFlowService:
         given = dict(inputs or {})
         if task:
             given = {**inputs_from_task(flow, task), **given}
-        return self._drive(
+        return self._driver.drive(
             flow.name, lambda on_started: runtime.run(name, given, on_started=on_started), wait
         )
 
@@ -618,7 +472,7 @@ class SoloFlowService:
         p.require("write", "approve or reject a flow run")
         rec = self.store.get_flow_run(run_id, **p.ns)
         runtime = self.runtime(p)
-        return self._drive(
+        return self._driver.drive(
             rec.flow_name,
             lambda _: runtime.approve(run_id, approved=approved, comment=comment),
             wait,
@@ -635,7 +489,7 @@ class SoloFlowService:
         p.require("write", "resume a flow run")
         rec = self.store.get_flow_run(run_id, **p.ns)
         runtime = self.runtime(p)
-        return self._drive(
+        return self._driver.drive(
             rec.flow_name, lambda _: runtime.resume(run_id, force=force), wait, known_id=run_id
         )
 
@@ -655,7 +509,7 @@ class SoloFlowService:
         return TaskRunView.of(self.store.get_run(run_id, **p.ns))
 
     def trace(self, p: Principal, run_id: str) -> TraceView:
-        return trace_of(self.store.get_run(run_id, **p.ns))
+        return TraceView.of(self.store.get_run(run_id, **p.ns))
 
     # ------------------------------------------------------------------ tokens
 

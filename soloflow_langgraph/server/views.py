@@ -460,6 +460,60 @@ class TraceView(_View):
     model_ms: float
     tool_ms: float
 
+    @classmethod
+    def of(cls, run: TaskRun) -> TraceView:
+        """A captured run's calls in the order the agent made them."""
+        spans: list[TraceSpan] = []
+        tools = list(run.tool_calls)
+        t = 0
+        for i, m in enumerate(run.model_calls):
+            spans.append(
+                TraceSpan(
+                    kind="model",
+                    index=i,
+                    turn=i,
+                    name=m.model,
+                    duration_ms=m.duration_ms,
+                    tokens=m.total_tokens,
+                )
+            )
+            for _ in range(m.tool_calls_requested):
+                if t < len(tools):
+                    c = tools[t]
+                    spans.append(
+                        TraceSpan(
+                            kind="tool",
+                            index=t,
+                            turn=i,
+                            name=c.name,
+                            duration_ms=c.duration_ms,
+                            args=c.args,
+                            error=c.error,
+                        )
+                    )
+                    t += 1
+        for k in range(t, len(tools)):
+            c = tools[k]
+            spans.append(
+                TraceSpan(
+                    kind="tool",
+                    index=k,
+                    turn=len(run.model_calls),
+                    name=c.name,
+                    duration_ms=c.duration_ms,
+                    args=c.args,
+                    error=c.error,
+                )
+            )
+        return cls(
+            run_id=run.run_id,
+            task=run.task,
+            spans=spans,
+            total_tokens=sum(m.total_tokens for m in run.model_calls),
+            model_ms=round(sum(m.duration_ms or 0.0 for m in run.model_calls), 3),
+            tool_ms=round(sum(c.duration_ms or 0.0 for c in run.tool_calls), 3),
+        )
+
 
 class TokenView(_View):
     """An API token (never its secret; ``token`` only in the answer that created it)."""

@@ -1,0 +1,104 @@
+"""Where capture's CPU goes in a real ``create_agent`` loop: the CPU time spent inside each
+callback of ``SoloFlowCallbackHandler`` (``time.thread_time`` of the thread that runs it) and
+inside the end-of-run write (on the writer thread), per tool call, in the real loop and in a
+replay of one invocation's events; with ``trace=False`` and with the trace stored.
+
+A replay calls the handler in a tight loop; in the real loop LangGraph's own work runs between
+two callbacks, so the same code finds cold caches. The figures are the handler's own CPU, not a
+difference of two large loop timings, so they hold up on a busy machine.
+
+Run: ``python benchmarks/bench_capture_inside.py [--invokes 40]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from langchain.agents import create_agent  # noqa: E402
+
+from benchmarks.bench_capture import Recorder, _fresh_ids  # noqa: E402
+from benchmarks.bench_traces import TURNS, add, script  # noqa: E402
+from soloflow_core.plugins import get_plugin_manager  # noqa: E402
+from soloflow_core.store import Store  # noqa: E402
+from soloflow_langgraph.callbacks import SoloFlowCallbackHandler  # noqa: E402
+from soloflow_langgraph.testing import ScriptedChatModel  # noqa: E402
+
+WRITE = "the write (writer thread)"
+
+
+def timed(handler: SoloFlowCallbackHandler, spent: collections.Counter[str]) -> Any:
+    """``handler`` with each ``on_*`` callback and its store write timed into ``spent``."""
+
+    def wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.thread_time() - started
+
+        return run
+
+    for name in dir(type(handler)):
+        if name.startswith("on_"):
+            setattr(handler, name, wrap(name, getattr(handler, name)))
+    link = handler._ledger  # the benchmark's own instrument: a private object, left as it was
+    link.store_run = wrap(WRITE, link.store_run)  # type: ignore[method-assign]
+    return handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--invokes", type=int, default=40)
+    opts = parser.parse_args(argv)
+    store = Store.open(f"sqlite:///{Path(tempfile.mkdtemp()) / 'bench.db'}")
+    agent: Any = create_agent(ScriptedChatModel(script=script), tools=[add], name="bench_agent")
+    recorder = Recorder()
+    agent.invoke({"messages": [("user", "record me")]}, config={"callbacks": [recorder]})
+    n = opts.invokes
+    for trace in (False, True):
+        spent: collections.Counter[str] = collections.Counter()
+        handler = timed(
+            SoloFlowCallbackHandler(
+                store=store,
+                user_id="b",
+                agent_id="b",
+                plugin_manager=get_plugin_manager(),
+                trace=trace,
+            ),
+            spent,
+        )
+        for i in range(5):  # warm-up
+            agent.invoke({"messages": [("user", f"warm {i}")]}, config={"callbacks": [handler]})
+        spent.clear()
+        for i in range(n):
+            agent.invoke(
+                {"messages": [("user", f"add things {i}")]}, config={"callbacks": [handler]}
+            )
+        loop = {k: v / (n * TURNS) * 1e6 for k, v in spent.items()}
+        spent.clear()
+        for events in [_fresh_ids(recorder) for _ in range(n)]:
+            for name, args, kw in events:
+                getattr(handler, name)(*args, **kw)
+        replay = {k: v / (n * TURNS) * 1e6 for k, v in spent.items()}
+        handler.close()
+        print(f"\ntrace={trace}: CPU µs per tool call inside the handler ({n} invocations)")
+        print(f"  {'part':<28} {'real loop':>10} {'replay':>8}")
+        for k in sorted(loop, key=lambda k: -loop[k]):
+            print(f"  {k:<28} {loop[k]:>10.1f} {replay.get(k, 0.0):>8.1f}")
+        print(f"  {'total':<28} {sum(loop.values()):>10.1f} {sum(replay.values()):>8.1f}")
+    store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

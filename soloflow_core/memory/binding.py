@@ -1,0 +1,173 @@
+"""Binding a flow's required inputs from the request's own text (:func:`bind_inputs`).
+
+Every required input must be bound from the request itself: one distinct value per input, of
+the input's shape and type, plain ASCII, not inside a URL, not negated or set aside (``not``,
+``used to be``, ``cc``), and no value of the request left unused. See ``docs/agents.md``
+("Routing").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from soloflow_core.errors import PatternTimeoutError
+from soloflow_core.flow import patterns
+from soloflow_core.memory.reading import NEGATION, RequestText, words_of
+
+__all__ = ["Binding", "bind_inputs"]
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """The flow's inputs bound from a request, and what stops a run without the model."""
+
+    inputs: dict[str, Any] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    """One sentence per input that is missing, ambiguous or of the wrong shape, and per
+    value of the request no input takes."""
+
+    @property
+    def complete(self) -> bool:
+        return not self.problems
+
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+}
+_SET_ASIDE = frozenset(
+    "not no never isn't wasn't aren't cc bcc old former formerly previous previously used "
+    "instead except wrong typo than".split()
+)
+"""Words that, just before a value in its clause, say the value is not the one to use."""
+_BEFORE = 4
+_URL = re.compile(r"(?:https?://|www\.|mailto:)\S+", re.IGNORECASE)
+
+
+def _matches(rule: Mapping[str, Any], text: str, field: str) -> list[tuple[str, int, int]]:
+    """Every value the extraction ``rule`` finds in ``text``: (value, start, end).
+
+    Raises:
+        PatternTimeoutError: its pattern ran past its time limit.
+    """
+    if not rule.get("pattern"):
+        return []
+    found = patterns.find_all(dict(rule), text, field=field)
+    return [(m.group("v"), m.start("v"), m.end("v")) for m in found]
+
+
+def _set_aside(text: str, start: int, end: int, *, urls: list[tuple[int, int]]) -> str | None:
+    """Why a value found at ``text[start:end]`` may not be bound, or None."""
+    value = text[start:end]
+    if not value.isascii():
+        return f"{value!r} holds characters outside ASCII"
+    if any(a <= start and end <= b for a, b in urls):
+        return f"{value!r} stands inside a link"
+    if (start > 0 and text[start - 1].isalnum()) or (end < len(text) and text[end].isalnum()):
+        return f"{value!r} runs into the text around it"
+    before = text[:start]
+    clause = re.split(r"[.;!?()\n\u2014]|\s-\s", before)[-1]
+    near = words_of(clause)[-_BEFORE:]
+    if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):
+        return f"{value!r} is set aside by the words before it ({' '.join(near)})"
+    return None
+
+
+def _typed(value: str, jtype: str | None) -> Any:
+    if jtype == "integer":
+        return int(value)
+    if jtype == "number":
+        return float(value)
+    if jtype == "boolean":
+        if value.lower() not in ("true", "false"):
+            raise ValueError(value)
+        return value.lower() == "true"
+    return value
+
+
+def bind_inputs(
+    input_schema: Mapping[str, Any] | None,
+    extraction: Mapping[str, Mapping[str, Any]],
+    request: RequestText,
+) -> Binding:
+    """Bind every required input of a flow from the request's own text.
+
+    An input is bound when its extraction rule finds exactly one usable distinct value in
+    the request (plain ASCII, not inside a link, not set aside by a ``not``, ``used to be``
+    or ``cc`` just before it), of the rule's shape and the input's JSON type. A required
+    input with no rule (the caller must give it) cannot be bound. A value the request names
+    that no input takes (another id, a second address, a link) is a problem too: the flow
+    could not honour it.
+
+    Example:
+        >>> from soloflow_core.memory.reading import read_request
+        >>> schema = {"properties": {"email": {"type": "string"}}, "required": ["email"]}
+        >>> rule = {"email": {"pattern": r"[\\w.+-]+@[\\w-]+(?:\\.[\\w-]+)+", "anchor": ""}}
+        >>> bind_inputs(schema, rule, read_request("status of a@x.io")).inputs
+        {'email': 'a@x.io'}
+        >>> bind_inputs(schema, rule, read_request("a@x.io or b@x.io?")).problems[0]
+        "input 'email': the request holds 2 values of its shape (a@x.io, b@x.io)"
+    """
+    schema = dict(input_schema or {})
+    props: Mapping[str, Any] = schema.get("properties") or {}
+    required = [r for r in schema.get("required") or [] if isinstance(r, str)]
+    text = request.normalized or request.text
+    urls = [(m.start(), m.end()) for m in _URL.finditer(text)]
+    inputs: dict[str, Any] = {}
+    problems: list[str] = []
+    used: set[str] = set()
+    for name in required:
+        rule = extraction.get(name)
+        if rule is None:
+            problems.append(f"input {name!r} is not in the task text: the caller must give it")
+            continue
+        found: list[str] = []
+        try:
+            matches = _matches(rule, text, f"extraction.{name}.pattern")
+        except PatternTimeoutError as exc:
+            problems.append(f"input {name!r}: {exc}")
+            continue
+        for value, start, end in matches:
+            why = _set_aside(text, start, end, urls=urls)
+            if why is not None:
+                problems.append(f"input {name!r}: {why}")
+            elif value not in found:
+                found.append(value)
+        if problems:
+            continue
+        if not found:
+            problems.append(f"input {name!r}: no value of its shape in the request")
+            continue
+        if len(found) > 1:
+            problems.append(
+                f"input {name!r}: the request holds {len(found)} values of its shape "
+                f"({', '.join(found[:4])})"
+            )
+            continue
+        spec = props.get(name) if isinstance(props.get(name), Mapping) else {}
+        jtype = spec.get("type") if isinstance(spec, Mapping) else None
+        try:
+            value = _typed(found[0], jtype if isinstance(jtype, str) else None)
+        except ValueError:
+            problems.append(f"input {name!r}: {found[0]!r} is not of type {jtype}")
+            continue
+        ok = _JSON_TYPES.get(jtype) if isinstance(jtype, str) else None
+        if ok is not None and not isinstance(value, ok):
+            problems.append(f"input {name!r}: {found[0]!r} is not of type {jtype}")
+            continue
+        inputs[name] = value
+        used.add(found[0])
+    if not problems:
+        spare = [v for v in request.values if v not in used]
+        if spare:
+            problems.append(
+                "the request names "
+                + ", ".join(repr(v) for v in spare[:4])
+                + ", which no input of the flow takes"
+            )
+    return Binding(inputs=inputs, problems=tuple(problems))

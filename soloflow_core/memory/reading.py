@@ -1,0 +1,448 @@
+"""How a request is read for its job (:func:`read_request`): its words, values, negations,
+how its sentences open, whom it names — the reading both a request and a job's evidence get.
+
+- the text is NFKC-normalised; values — e-mail addresses, URLs, words holding a digit,
+  snake_case ids — are taken out first: they are the job's inputs, never its intent;
+- courtesy is read plainly: ``would you mind``, ``could I have`` ask (as ``please``);
+  greetings, thanks, a closing and the writer's name, and the words that introduce the
+  address (``you can reach me at``, ``account holder:``) say nothing;
+- the rest is split into words, lowercased, accents dropped, irregular past forms read as
+  their verb (``sent`` → ``send``), stemmed (Snowball, ``orders`` → ``order``); filler words
+  (articles, pronouns of the speaker, "please", "could you") are left out. Question words,
+  auxiliaries that open a question (``has my order been…``), verbs of action and other
+  people's words are kept: they are what tells one job from another.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from soloflow_core.store.fulltext import VALUE_PATTERN, stem
+
+__all__ = [
+    "ACTION_STEMS",
+    "ACTION_WORDS",
+    "IRREGULAR",
+    "NEGATION",
+    "NEGATION_SCOPE",
+    "PARTY_WORDS",
+    "REQUEST_STEMS",
+    "REQUEST_VERBS",
+    "SENDING",
+    "RequestText",
+    "read_request",
+    "words_of",
+]
+
+_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]*)?")
+NEGATION = re.compile(
+    r"\b(?:not|no|never|none|nothing|nobody|neither|nor|without|cannot|unless|instead|"
+    r"stop|avoid|refrain|dont|doesnt|didnt|wont|cant|shouldnt|isnt|arent|wasnt|"
+    r"no\s+longer)\b|\b\w+n['’]t\b",
+    re.IGNORECASE,
+)
+_RETRACTION = re.compile(
+    r"\b(?:never\s*mind|nvm|just\s+kidding|kidding|jk|scratch\s+that|forget\s+(?:it|that|about\s+it)"
+    r"|nah|nope|no,?\s+wait|wait,?\s+no|actually,?\s+no|not\s+really|cancel\s+that"
+    r"|ignore\s+(?:that|this|the\s+above|previous|all)|disregard|hold\s+(?:on|off|it|that)"
+    r"|don'?t\s+bother|on\s+second\s+thought)\b",
+    re.IGNORECASE,
+)
+_ASKING = re.compile(
+    r"\b(?:please|pls|plz|kindly)\b|\b(?:can|could|would|will)\s+(?:you|u|ya|someone|somebody)\b"
+    r"|\b(?:i|we)\s*(?:'d|would)?\s*(?:want|need|like|wish)\b|\bi'?d\s+like\b"
+    r"|\b(?:i|we)\s+(?:am|are)\s+(?:requesting|asking)\b|\bcan\s+(?:i|we)\s+(?:get|have)\b",
+    re.IGNORECASE,
+)
+"""Ways of asking for something (``please``, ``can you``, ``I'd like``)."""
+_COURTESY_ASK = re.compile(
+    r"\bwould\s+you\s+(?:kindly\s+)?mind\b|\bwould\s+it\s+be\s+possible\s+(?:for\s+you\s+)?to\b"
+    r"|\b(?:i\s+am|i'?m)\s+writing\s+to\s+(?:request|ask)(?:\s+(?:that|for|you\s+to))?\b"
+    r"|\b(?:could|may|can)\s+(?:i|we)\s+(?:please\s+)?(?:get|have)\b",
+    re.IGNORECASE,
+)
+"""Courtesy forms of asking (``would you mind``, ``would it be possible to``, ``could I
+have``): read as ``please``. ``is it possible to…`` is not here: it may ask about a rule."""
+_COURTESY = re.compile(
+    r"\bgood\s+(?:morning|afternoon|evening|day)\b|\bhi\s+there\b"
+    r"|\bthank(?:s|\s+you)(?:\s+(?:very|so)\s+much)?(?:\s+in\s+advance)?\b"
+    r"|\b(?:much|greatly)\s+appreciated\b|\b(?:(?:kind|best|warm)\s+)?regards\b|"
+    r"\b(?:the\s+)?(?:(?:e-?mail|address)\s+)?on\s+file\b",
+    re.IGNORECASE,
+)
+"""Greetings, thanks and ``on file``: no intent in any request."""
+_SIGN_OFF = re.compile(
+    r"\b(?:(?:kind|best|warm)\s+regards|regards|sincerely|cheers|best\s+wishes|thanks|thank\s+you)"
+    r"\s*[,.!-]?\s+(?P<name>[A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+)?)\s*[.!]?\s*$"
+)
+"""A closing and the writer's name (one or two capitalised words) ending the request."""
+_VALUE_WORDING = re.compile(
+    r"\b(?:(?:you\s+can\s+)?reach\s+me\s+at|account\s+holder|registered\s+(?:(?:e-?mail|address)(?:\s+is)?|to)"
+    r"|(?:my\s+)?login(?:\s+e-?mail)?(?:\s+is)?)\s*[:=-]?\s*(?=[\w.+-]+@[\w-]+\.)",
+    re.IGNORECASE,
+)
+"""Words that introduce the request's address (``you can reach me at``, ``account holder:``,
+``my login is``): the value's wording, like ``my e-mail is``."""
+SENDING = re.compile(r"\be-?mail(?:ed|ing)?\s+(?:it|me|us|them|my|the|this|that)\b", re.IGNORECASE)
+"""``email me…``, ``e-mail it``: a way of saying *send*."""
+_MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
+_SENTENCE = re.compile(r"[.?!;\n]+")
+_CLAUSE_END = re.compile(
+    r"[,.;:!?()\u2014\u2013]|\s-\s|\b(?:but|and|so|because|since|although|though)\b", re.IGNORECASE
+)
+
+FILLER = frozenset(
+    """a an the this that it its it's i i'm im me my mine myself we us our ours you
+    your yours there here to for of on in at by with from into onto as and or but so also just
+    please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam get
+    got give gimme want wanted need needed like would'd let know tell quick quickly asap again
+    now right away really very much can could would will u ya be am been being via request
+    requesting""".split()
+)
+"""Words that say nothing of the job. Question words, auxiliaries, conditionals, verbs of
+action, other people's words and quantifiers (``all``, ``any``, ``some``, ``these``: *which*
+of the things the job acts on) are not here: they are what tells one job from another —
+``refund all my orders`` is not ``refund my last order``."""
+_FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll", "re", "ve", "m"})
+"""Parts of a value's wording (``e-mail``, ``my address is``) and of contractions."""
+_GREETING = frozenset(
+    {
+        "hi",
+        "hello",
+        "hey",
+        "dear",
+        "ok",
+        "okay",
+        "so",
+        "well",
+        "please",
+        "pls",
+        "plz",
+        "thanks",
+        "yes",
+        "good",
+        "morning",
+        "afternoon",
+        "evening",
+    }
+)
+_WH = frozenset(
+    {
+        "how",
+        "why",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "what's",
+        "where's",
+        "how's",
+        "who's",
+        "when's",
+    }
+)
+_AUX = frozenset(
+    {
+        "is",
+        "are",
+        "was",
+        "were",
+        "am",
+        "has",
+        "have",
+        "had",
+        "did",
+        "does",
+        "do",
+        "should",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "will",
+        "would",
+        "can",
+        "could",
+        "isn't",
+        "aren't",
+        "wasn't",
+        "hasn't",
+        "haven't",
+        "didn't",
+        "doesn't",
+    }
+)
+_POLITE = frozenset({"can", "could", "would", "will"})
+"""Auxiliaries that open a request, not a question, when ``you``/``I``/``someone`` follows."""
+_ASKER = frozenset({"you", "u", "ya", "i", "we", "someone", "somebody", "anyone"})
+_S_CONTRACTIONS = frozenset(
+    {
+        "it's",
+        "that's",
+        "what's",
+        "where's",
+        "here's",
+        "there's",
+        "who's",
+        "how's",
+        "let's",
+        "he's",
+        "she's",
+        "when's",
+        "why's",
+    }
+)
+
+ACTION_WORDS = (
+    "add activate apply approve archive block book buy cancel change close confirm create "
+    "deactivate decline delete deliver deny disable dispute downgrade drop edit enable erase "
+    "escalate export forward freeze grant hold import install invite issue merge modify move "
+    "notify open pause pay process publish reactivate reject remove rename renew reopen replace "
+    "reschedule reserve reset restart restore resume return revoke schedule sell send share "
+    "ship submit subscribe suspend switch terminate transfer unblock unfreeze uninstall "
+    "unsubscribe update upgrade upload void withdraw wipe"
+).split()
+"""Verbs that change the world. Words that are mostly nouns in requests (``order``,
+``purchase``, ``charge``) are not here."""
+PARTY_WORDS = frozenset(
+    """accountant assistant attorney aunt baby boss boyfriend brother child children client
+    clients colleague colleagues cousin coworker coworkers customer customers dad daughter
+    employee employees employer everybody everyone family father fiance fiancee friend friends
+    girlfriend grandma grandmother grandpa grandfather grandson granddaughter guest guests he
+    her hers him his husband kid kids landlord lawyer manager member mom mother mum neighbour
+    neighbor nephew niece parent parents partner patient roommate flatmate she someone
+    somebody son sister spouse stepson stepdaughter student team teammate tenant their theirs
+    them they uncle user users wife""".split()
+)
+"""Words naming another person: a request for someone else is not the job learned from
+requests for oneself, unless the job's evidence says so."""
+
+REQUEST_VERBS = frozenset(ACTION_WORDS) | frozenset(
+    "check track find look show tell give get email mail refund help resend fix reimburse "
+    "lookup verify retrieve fetch provide need want request".split()
+)
+"""Verbs a request opens with (the imperative): ``Refund my…``, ``Track…``, ``Send me…``."""
+REQUEST_STEMS = frozenset(stem(w) for w in REQUEST_VERBS)
+ACTION_STEMS = frozenset(stem(w) for w in ACTION_WORDS)
+"""Stems of verbs that change the world: one the job's evidence is not familiar with vetoes
+a run."""
+_FILLER_STEMS = frozenset(stem(w) for w in FILLER | _FILLER_EXTRA) | FILLER | _FILLER_EXTRA
+
+
+IRREGULAR: Mapping[str, str] = {
+    past: base
+    for base, forms in {
+        "send": "sent",
+        "pay": "paid",
+        "buy": "bought",
+        "lose": "lost",
+        "make": "made",
+        "take": "took taken",
+        "tell": "told",
+        "find": "found",
+        "leave": "left",
+        "break": "broke broken",
+        "come": "came",
+        "go": "went gone",
+        "sell": "sold",
+        "spend": "spent",
+        "keep": "kept",
+        "bring": "brought",
+        "write": "wrote written",
+        "choose": "chose chosen",
+        "forget": "forgot forgotten",
+        "give": "gave given",
+        "see": "saw seen",
+        "do": "did done",
+        "put": "put",
+        "begin": "began begun",
+        "hold": "held",
+        "freeze": "froze frozen",
+        "steal": "stole stolen",
+        "get": "gotten",
+    }.items()
+    for past in forms.split()
+}
+"""Past forms of irregular verbs → the verb (``sent`` → ``send``): the stemmer leaves them."""
+
+
+def _normalized(text: str) -> str:
+    """NFKC (fullwidth and compatibility forms to their plain letters)."""
+    return text if text.isascii() else unicodedata.normalize("NFKC", text)
+
+
+def _fold(text: str) -> str:
+    if text.isascii():
+        return text.lower()
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def _invisible(text: str) -> bool:
+    """Whether ``text`` holds invisible or control characters (zero-width spaces, marks that
+    change the reading order), other than line breaks and tabs."""
+    return any(unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\n\r\t" for ch in text)
+
+
+def words_of(text: str) -> list[str]:
+    return [w.replace("’", "'") for w in _WORD.findall(_fold(text))]
+
+
+def _content(word: str) -> str | None:
+    """The stem a word contributes to the request's terms, or None (filler, a contraction)."""
+    if word in FILLER or word in _FILLER_EXTRA or NEGATION.fullmatch(word):
+        return None
+    base = word.split("'", 1)[0] if "'" in word else word
+    s = stem(IRREGULAR.get(base, base))
+    return s if s and s not in _FILLER_STEMS and (len(s) > 1 or not s.isascii()) else None
+
+
+def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the stem each sentence opens with, the word each sentence opens with when it opens as
+    a question: a question word, or an auxiliary that is not a polite ``can you``)."""
+    openers: list[str] = []
+    leads: list[str] = []
+    for sentence in _SENTENCE.split(text):
+        words = words_of(sentence)
+        while words and words[0] in _GREETING:
+            words.pop(0)
+        if not words:
+            continue
+        first = words[0]
+        openers.append(stem(first.split("'", 1)[0]))
+        if first in _WH or (
+            first in _AUX and not (first in _POLITE and len(words) > 1 and words[1] in _ASKER)
+        ):
+            leads.append(first.split("'", 1)[0])  # where's → where
+    return tuple(dict.fromkeys(openers)), tuple(dict.fromkeys(leads))
+
+
+def _parties(words: list[str]) -> tuple[str, ...]:
+    """Other people a text names: :data:`PARTY_WORDS`, possessives (``wife's``, ``bob's``)."""
+    found: list[str] = []
+    for w in words:
+        if w in PARTY_WORDS:
+            found.append(w)
+        elif w.endswith(("'s", "s'")) and w not in _S_CONTRACTIONS and len(w) > 3:
+            found.append(w)
+    return tuple(dict.fromkeys(found))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestText:
+    """A text read for its job: its words (stems, values taken out) and its values."""
+
+    text: str
+    terms: tuple[str, ...]
+    """Distinct stems of its words, in order, filler left out."""
+    values: tuple[str, ...]
+    """E-mail addresses, URLs and words holding a digit, as written, in order."""
+    negated: tuple[str, ...]
+    """Stems of the words a negation governs: those after a negation cue up to the end of
+    its clause, at most :data:`NEGATION_SCOPE` words."""
+    foreign: bool
+    """Whether most of its letters are outside the Latin script."""
+    parties: tuple[str, ...] = ()
+    """Other people it names (:data:`PARTY_WORDS`, possessives)."""
+    leads: tuple[str, ...] = ()
+    """How its sentences open when they open as a question (``has``, ``how``, ``would``…)."""
+    openers: tuple[str, ...] = ()
+    """The stem each of its sentences opens with, greetings skipped."""
+    asking: bool = False
+    """Whether it asks for something in so many words (``please``, ``can you``, ``I'd like``)."""
+    flags: tuple[str, ...] = ()
+    """What makes it no plain request: a retraction, a negation governing nothing, invisible
+    characters, markup."""
+    normalized: str = ""
+    """The NFKC form of the text (what inputs are bound from)."""
+
+
+NEGATION_SCOPE = 6
+
+
+def _negation(text: str) -> tuple[tuple[str, ...], bool]:
+    """(stems governed by a negation, whether some negation governs nothing) in ``text``
+    (values already taken out)."""
+    folded = _fold(text).replace("’", "'")
+    out: dict[str, None] = {}
+    bare = False
+    for cue in NEGATION.finditer(folded):
+        clause = folded[cue.end() :]
+        end = _CLAUSE_END.search(clause)
+        scope = clause[: end.start()] if end else clause
+        governed = [s for s in (_content(w) for w in words_of(scope)[:NEGATION_SCOPE]) if s]
+        if not governed:
+            bare = True
+        out.update(dict.fromkeys(governed))
+    return tuple(out), bare
+
+
+def _courteous(text: str) -> str:
+    """``text`` with its courtesy said plainly: asking forms as ``please``; greetings, thanks,
+    a closing name and the wording of its address left out. A closing "name" that is a verb
+    of request or action, a negation or another person is kept (it may be an instruction)."""
+    text = _VALUE_WORDING.sub(" ", text)
+    sign = _SIGN_OFF.search(text)
+    if sign is not None:
+        name = words_of(sign.group("name"))
+        if not any(
+            stem(w) in REQUEST_STEMS
+            or stem(w) in ACTION_STEMS
+            or w in PARTY_WORDS
+            or NEGATION.fullmatch(w)
+            or w in _AUX
+            or w in _WH
+            for w in name
+        ):
+            text = text[: sign.start()]
+    text = _COURTESY_ASK.sub(" please ", text)
+    return _COURTESY.sub(" ", text)
+
+
+def read_request(text: str) -> RequestText:
+    """Read ``text`` as the module docstring says.
+
+    Example:
+        >>> r = read_request("Where are my orders? I'm dave@example.com")
+        >>> r.terms, r.values, r.leads
+        (('where', 'are', 'order'), ('dave@example.com',), ('where',))
+    """
+    text = text if isinstance(text, str) else ""
+    normalized = _normalized(text)
+    values = tuple(m.group(0).rstrip(".,;:!?)") for m in VALUE_PATTERN.finditer(normalized))
+    rest = VALUE_PATTERN.sub(" ", _courteous(normalized))
+    rest = re.sub(r"\be-mail", "email", rest, flags=re.IGNORECASE)
+    letters = [ch for ch in rest if ch.isalpha()]
+    foreign = bool(letters) and sum(not ch.isascii() for ch in letters) * 2 > len(letters)
+    words = words_of(rest)
+    terms = tuple(dict.fromkeys(s for s in (_content(w) for w in words) if s))
+    negated, bare = _negation(rest)
+    flags: list[str] = []
+    if _RETRACTION.search(_fold(rest)):
+        flags.append("it takes itself back")
+    if bare:
+        flags.append("a negation governs the request itself")
+    if _invisible(text):
+        flags.append("it holds invisible characters")
+    if _MARKUP.search(rest):
+        flags.append("it is formatted text, not a plain request")
+    openers, leads = _openings(rest)
+    return RequestText(
+        text=text,
+        terms=terms,
+        values=values,
+        negated=negated,
+        foreign=foreign,
+        parties=_parties(words),
+        leads=leads,
+        openers=openers,
+        asking=_ASKING.search(rest) is not None,
+        flags=tuple(flags),
+        normalized=normalized,
+    )
