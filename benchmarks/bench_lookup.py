@@ -173,7 +173,7 @@ def make_queries(
 
 
 def fill(store: Store, flows: list[tuple[FlowDefinition, dict]], ns: dict) -> None:
-    with store._writer.begin() as conn:
+    with store.db.write() as conn:
         for flow, m in flows:
             insert_flow_version(conn, flow, **ns, source=m["source"], confidence=m["confidence"])
 

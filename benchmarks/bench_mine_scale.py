@@ -40,7 +40,7 @@ def _measure(
     import numpy as np
 
     from soloflow_core.mining.pipeline import DEFAULT_SAMPLE_UNITS, mine_ranked
-    from soloflow_core.store.repository import ToolNameColumns
+    from soloflow_core.store import ToolNameColumns
     from soloflow_core.testing.synthetic_ledger import generate_ledger, score_top_k
 
     led = generate_ledger(runs=runs, workflows=workflows, seed=seed, noise=noise, names_only=True)

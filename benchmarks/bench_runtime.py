@@ -403,7 +403,7 @@ def pg_cleanup(store: Store, user_id: str) -> int:
 
     from soloflow_core.store import schema as t
 
-    with store._writer.begin() as conn:  # noqa: SLF001 - maintenance of our own rows
+    with store.db.write() as conn:  # maintenance of our own rows
         ids = sa.select(t.flow_runs.c.id).where(t.flow_runs.c.user_id == user_id)
         conn.execute(sa.delete(t.flow_transitions).where(t.flow_transitions.c.run_id.in_(ids)))
         conn.execute(sa.delete(t.flow_step_runs).where(t.flow_step_runs.c.run_id.in_(ids)))

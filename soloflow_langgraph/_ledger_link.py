@@ -22,7 +22,8 @@ import sqlalchemy as sa
 
 from soloflow_core.ledger.spill import append_spill, spill_path_for, write_back_spill
 from soloflow_core.store import Store, default_database_path, resolve_database_url
-from soloflow_core.store.engine import migrate, safe_url
+from soloflow_core.store.database import migrate
+from soloflow_core.store.engine import safe_url
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -219,7 +220,7 @@ class LedgerLink:
 
     def _schema_missing(self, store: Store) -> bool:
         try:
-            with store.engine.connect() as conn:
+            with store.db.read() as conn:
                 return not sa.inspect(conn).has_table("sf_alembic_version")
         except sa.exc.SQLAlchemyError:
             return False

@@ -260,7 +260,7 @@ def test_downgrading_the_schema_writes_the_kept_moves_out_in_history_order(db_ur
     from alembic import command
     from alembic.config import Config
 
-    from soloflow_core.store.engine import _MIGRATIONS
+    from soloflow_core.store.database import _MIGRATIONS
 
     store = Store.open(db_url)
     try:

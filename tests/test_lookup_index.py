@@ -15,7 +15,8 @@ import sqlalchemy as sa
 from soloflow_core.memory import ProceduralMemory
 from soloflow_core.models import SOURCE_LEARNED, SOURCE_USER, FlowDefinition, FlowStep
 from soloflow_core.store import Store
-from soloflow_core.store.fulltext import IndexCache, InvertedIndex, namespace_token, search_terms
+from soloflow_core.store.fulltext import namespace_token, search_terms
+from soloflow_core.store.inverted_index import IndexCache, InvertedIndex
 
 NS = {"user_id": "alice", "agent_id": "bot"}
 BOB = {"user_id": "bob", "agent_id": "bot"}

@@ -19,7 +19,7 @@ from soloflow_core.mining.pipeline import (
     prepare_units,
 )
 from soloflow_core.mining.positions import CodePositions, PairPositions, positions, scan_starts_many
-from soloflow_core.store.repository import RunSequence, ToolNameColumns
+from soloflow_core.store import RunSequence, ToolNameColumns
 from soloflow_core.testing.synthetic_ledger import generate_ledger
 
 

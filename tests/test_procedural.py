@@ -29,7 +29,8 @@ from soloflow_core.models import (
     dedupe_key_for,
 )
 from soloflow_core.store import Store
-from soloflow_core.store.engine import _MIGRATIONS, create_store_engine, resolve_database_url
+from soloflow_core.store.database import _MIGRATIONS
+from soloflow_core.store.engine import create_store_engine, resolve_database_url
 from soloflow_core.store.fulltext import fts5_query, search_terms, tokenize, tsquery
 from soloflow_core.store.procedural import derive_trigger_keywords
 from soloflow_core.store.schema import SCHEMA_REVISION

@@ -27,7 +27,7 @@ from soloflow_core.mining.positions import (
     scan_starts_many,
 )
 from soloflow_core.mining.units import UnitLedger, prepare_ledger
-from soloflow_core.store.repository import RunSequence, ToolNameColumns
+from soloflow_core.store import RunSequence, ToolNameColumns
 from soloflow_core.testing.synthetic_ledger import generate_ledger, score_top_k
 
 

@@ -819,11 +819,11 @@ def test_every_step_journal_records_the_same_states_and_transitions(rt_store, ki
 
     flow = FlowDefinition(name="j", steps=[_step("a")])
     run_id = rt_store.start_flow_run(flow, {}, **NS)
-    engine = rt_store.engine
+    db = rt_store.db
     journal = {
         "memory": lambda: InMemoryStepJournal(run_id),
-        "sqlalchemy": lambda: StoreStepJournal(engine, engine, run_id),
-        "driver": lambda: DriverStepJournal(engine, run_id),
+        "sqlalchemy": lambda: StoreStepJournal(db, run_id),
+        "driver": lambda: DriverStepJournal(db, run_id),
     }[kind]()
     first = journal.begin("a", "a")
     assert (first.done, first.attempt, first.idempotency_key) == (False, 1, f"{run_id}:a")

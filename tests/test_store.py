@@ -22,7 +22,8 @@ from soloflow_core.models import (
     dedupe_key_for,
 )
 from soloflow_core.store import Store, default_database_path, resolve_database_url, writer
-from soloflow_core.store.engine import _MIGRATIONS, create_store_engine, migrate
+from soloflow_core.store.database import _MIGRATIONS, migrate
+from soloflow_core.store.engine import create_store_engine
 from soloflow_core.store.schema import SCHEMA_REVISION
 from soloflow_core.store.writer import ModelCallRow, RunRow, ToolCallRow
 
@@ -379,7 +380,7 @@ def test_the_sqlite_fast_writers_store_the_rows_of_the_generic_writer(sqlite_sto
     def moved(agent: str) -> list[TaskRun]:
         return [r.model_copy(update={"agent_id": agent}) for r in runs]
 
-    with sqlite_store._writer.begin() as conn:
+    with sqlite_store.db.write() as conn:
         writer.insert_returning(conn, moved("generic"), created)
     sqlite_store.add_runs(moved("batch"))
     for run in moved("one"):

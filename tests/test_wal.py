@@ -44,7 +44,7 @@ def _write(writer: sqlite3.Connection, rows: int) -> None:
 
 def test_wait_returns_when_what_was_committed_is_in_the_database(store_file):
     store, writer, db = store_file
-    checkpoints = WalCheckpointer(store.engine)
+    checkpoints = WalCheckpointer(store.db)
     try:
         _write(writer, 500)  # ~1 MB, in the WAL only: the writer does not checkpoint
         assert db.stat().st_size < 100_000
@@ -62,7 +62,7 @@ def test_wait_returns_when_what_was_committed_is_in_the_database(store_file):
 def test_the_tail_runs_under_the_writers_lock(store_file):
     store, writer, _db = store_file
     lock = threading.Lock()
-    checkpoints = WalCheckpointer(store.engine, tail_lock=lock)
+    checkpoints = WalCheckpointer(store.db, tail_lock=lock)
     try:
         _write(writer, 50)
         with lock:
@@ -79,7 +79,7 @@ def test_the_tail_runs_under_the_writers_lock(store_file):
 
 def test_requests_while_one_runs_are_all_served_and_close_stops_the_thread(store_file):
     store, writer, db = store_file
-    checkpoints = WalCheckpointer(store.engine, name="wal-test")
+    checkpoints = WalCheckpointer(store.db, name="wal-test")
     try:
         for _ in range(5):
             _write(writer, 100)

@@ -14,7 +14,7 @@
   exactly the flow's sequence, or one successful call of the flow's own tool.
 
 Each record is changed in one transaction with its row locked
-(:meth:`~soloflow_core.store.procedural.ProceduralStore.change_flow_record`): outcomes from
+(:meth:`~soloflow_core.store.flows.FlowRepository.change_flow_record`): outcomes from
 several processes are never lost.
 """
 

@@ -68,7 +68,7 @@ def ingest_sqlite(
     errors: list[tuple[int, LedgerError]] = []
     stamp = sqlite_stamp(store.engine.dialect)
     batch, file_index = _Batch(), 0
-    raw = store.engine.raw_connection()
+    raw = store.db.driver_connection()
     driver: Any = raw.driver_connection
     checkpoints: WalCheckpoints | None = None
     try:
@@ -244,7 +244,7 @@ class WalCheckpoints:
             return
         self._autocheckpoint = int(driver.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
         driver.execute("PRAGMA wal_autocheckpoint = 0")
-        self._checkpoints = WalCheckpointer(store.engine, name="soloflow-ingest-checkpoint")
+        self._checkpoints = WalCheckpointer(store.db, name="soloflow-ingest-checkpoint")
 
     def around(self, write: Callable[..., Any]) -> Callable[..., Any]:
         """``write``, waiting for the checkpoint of the batch before it and asking for its own."""

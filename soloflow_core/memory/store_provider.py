@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from soloflow_core.errors import ConfigError
 from soloflow_core.memory.decay import DEFAULT_THRESHOLD
 from soloflow_core.memory.providers import MemoryProvider, MemoryRecord
-from soloflow_core.store.memory_items import TIERS, MemoryItem, MemoryItemStore
+from soloflow_core.store.memory_index import TIERS
+from soloflow_core.store.memory_items import MemoryItem
 
 if TYPE_CHECKING:
     from soloflow_core.store import Store
@@ -68,7 +69,7 @@ class StoreMemoryProvider(MemoryProvider):
             store = Store.open(store)  # type: ignore[arg-type]
         self.store: Store = store  # type: ignore[assignment]
         self.tier = tier
-        self.items = MemoryItemStore(self.store)
+        self.items = self.store.memory
 
     def close(self) -> None:
         """Close the store if this provider opened it."""

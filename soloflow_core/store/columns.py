@@ -1,5 +1,5 @@
 """Reading a namespace's tool-name sequences as integer-coded numpy columns, for mining at
-scale (:meth:`~soloflow_core.store.repository.Store.read_tool_names`)."""
+scale (:meth:`~soloflow_core.store.runs.RunRepository.read_tool_names`)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from soloflow_core.store import schema as t
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
+
+    from soloflow_core.store.database import Database
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +69,23 @@ class _Vocabulary(dict[str, int]):
 
 
 def read_tool_names(
-    conn: Connection, user: str, agent: str, *, lookback: int | None, include_failed: bool
+    db: Database, user: str, agent: str, *, lookback: int | None, include_failed: bool
+) -> ToolNameColumns:
+    """See :meth:`~soloflow_core.store.runs.RunRepository.read_tool_names`."""
+    with db.read() as conn:
+        return _read_tool_names(
+            conn, user, agent, db=db, lookback=lookback, include_failed=include_failed
+        )
+
+
+def _read_tool_names(
+    conn: Connection,
+    user: str,
+    agent: str,
+    *,
+    db: Database,
+    lookback: int | None,
+    include_failed: bool,
 ) -> ToolNameColumns:
     c = t.task_runs.c
     min_pk = 0
@@ -109,7 +127,7 @@ def read_tool_names(
             text = _sqlite_chunk(conn, user, agent, pks=pks, offsets=offsets, lo=lo, hi=hi)
             place(lo, hi, None if text is None else _decode_chunk(text, offsets, lo, hi=hi))
     else:
-        _read_in_parallel(conn, user, agent, pks=pks, offsets=offsets, place=place)
+        _read_in_parallel(db, user, agent, pks=pks, offsets=offsets, place=place)
     cols = ToolNameColumns(
         run_pks=pks,
         run_ids=run_ids,
@@ -134,7 +152,7 @@ def _file_backed(conn: Connection) -> bool:
 
 
 def _read_in_parallel(
-    conn: Connection,
+    db: Database,
     user: str,
     agent: str,
     *,
@@ -145,16 +163,16 @@ def _read_in_parallel(
     """Each chunk read (and decoded) by one of :data:`_READERS` workers on a connection of
     its own, placed here in chunk order; at most ``2 × _READERS`` chunks are in hand.
 
-    A worker's connection may see a later state of the database than ``conn``, whose
+    A worker's connection may see a later state of the database than the caller's, whose
     read fixed ``pks`` and ``offsets``: runs written since have larger keys, outside every
     chunk (the store never deletes or rewrites a run's calls), and a chunk whose calls do
-    not add up to what ``offsets`` says is read again on ``conn``, row by row.
+    not add up to what ``offsets`` says is read again on the caller's, row by row.
     """
     from collections import deque
     from concurrent.futures import Future, ThreadPoolExecutor
 
     def quick(lo: int, hi: int) -> _Chunk | None:
-        with conn.engine.connect() as own:
+        with db.read() as own:
             text = _sqlite_chunk(own, user, agent, pks=pks, offsets=offsets, lo=lo, hi=hi)
         return None if text is None else _decode_chunk(text, offsets, lo, hi=hi)
 

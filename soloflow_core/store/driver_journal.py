@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from soloflow_core.errors import NotFoundError
 from soloflow_core.flow.fsm import StepState
-from soloflow_core.flow.journal import RERUN, StepBegin, idempotency_key
+from soloflow_core.flow.journal import StepBegin, idempotency_key
 from soloflow_core.store.journal_io import (
     JournalSql,
     driver_statement,
@@ -26,13 +26,13 @@ from soloflow_core.store.journal_io import (
 from soloflow_core.store.step_journal import (
     FinishingJournal,
     StoreStepJournal,
-    begin_moves,
+    begin_decision,
     finish_moves,
 )
 from soloflow_core.store.writer import json_text, now, storable_text
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    from soloflow_core.store.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -161,26 +161,26 @@ class DriverStepJournal(FinishingJournal):
     output (:meth:`recovered`), and otherwise called again with the same idempotency key,
     as after a crash during the call."""
 
-    def __init__(self, engine: Engine, run_id: str, *, defer_completions: bool = False) -> None:
-        self._engine, self.run_id = engine, run_id
-        self._sql = JournalSql.build(engine.dialect.name)
-        self._sqlite = engine.dialect.name == "sqlite"
-        self._stamp = stamper(engine)
-        self._reader = StoreStepJournal(engine, engine, run_id)
+    def __init__(self, db: Database, run_id: str, *, defer_completions: bool = False) -> None:
+        self._db, self.run_id = db, run_id
+        self._sql = JournalSql.build(db.dialect)
+        self._sqlite = db.dialect == "sqlite"
+        self._stamp = stamper(db.engine)
+        self._reader = StoreStepJournal(db, run_id)
         self._defer = defer_completions
         self._deferred: list[tuple[str, Any, datetime]] = []
         self._deferred_lock = threading.Lock()
 
     def _write(self, work: Any) -> Any:
-        return self.transact(self._engine, work)
+        return self.transact(self._db, work)
 
-    def transact(self, engine: Engine, work: Callable[[Any], Any]) -> Any:
-        """``work`` in one write transaction on ``engine``; when it is a :meth:`_flushing`
+    def transact(self, db: Database, work: Callable[[Any], Any]) -> Any:
+        """``work`` in one write transaction on ``db``; when it is a :meth:`_flushing`
         wrapper and the transaction fails — in ``work`` or at its commit — the completions it
         took are given back, to be written by a later write. (Written again after a commit
         whose outcome is unknown, a completion finds its step completed and changes nothing.)"""
         try:
-            return driver_transaction(engine, self._sql, work)
+            return driver_transaction(db, self._sql, work)
         except BaseException:
             if isinstance(work, _Flush):
                 work.restore()
@@ -263,7 +263,7 @@ class DriverStepJournal(FinishingJournal):
             step_key, output, when = held[0]
             try:
                 if driver_statement(
-                    self._engine,
+                    self._db,
                     _PG_COMPLETE,
                     pg_complete_params(self.run_id, step_key, text=json_text(output), when=when),
                 ):
@@ -297,21 +297,24 @@ class DriverStepJournal(FinishingJournal):
             if row is None:
                 raise NotFoundError(f"no flow run {self.run_id!r}")
             cancel, state, attempts, output = row
-            if state == StepState.COMPLETED:
-                # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
-                # string output is a str that is not JSON text).
-                return StepBegin.completed_before(
-                    key, output=_json_load(output) if self._sqlite else output, attempt=attempts
-                )
-            if cancel:
-                return StepBegin.run_cancelled(key)
-            moves = begin_moves(self.run_id, step_key, state)
-            attempt = (attempts or 0) + 1
+            # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
+            # string output is a str that is not JSON text).
+            done = self._sqlite and state == StepState.COMPLETED
+            start = begin_decision(
+                self.run_id,
+                step_key,
+                recorded=(cancel, state, attempts),
+                output=_json_load(output) if done else output,
+            )
+            if isinstance(start, StepBegin):
+                return start
             at = self._stamp(now())
-            cur.execute(sql.upsert_running, (self.run_id, step_key, step_id, attempt, key, at))
-            detail = RERUN if state == StepState.RUNNING else None
-            insert_transitions(cur, sql, self._rows(step_key, moves=moves, detail=detail, at=at))
-            return StepBegin.start(key, attempt=attempt)
+            cur.execute(
+                sql.upsert_running, (self.run_id, step_key, step_id, start.attempt, key, at)
+            )
+            rows = self._rows(step_key, moves=start.moves, detail=start.detail, at=at)
+            insert_transitions(cur, sql, rows)
+            return StepBegin.start(key, attempt=start.attempt)
 
         return cast("StepBegin", self._write(self._flushing(work)))
 
@@ -338,7 +341,7 @@ class DriverStepJournal(FinishingJournal):
             held = []
         statement, params = self._pg_begin(step_key, step_id, held)
         try:
-            rows = driver_statement(self._engine, statement, params)
+            rows = driver_statement(self._db, statement, params)
         except BaseException:
             self._give_back(held)
             raise
@@ -460,7 +463,7 @@ class DriverStepJournal(FinishingJournal):
         if not self._sqlite:
             at = now()
             if not driver_statement(
-                self._engine,
+                self._db,
                 _PG_COMPLETE,
                 pg_complete_params(self.run_id, step_key, text=json_text(output), when=at),
             ):

@@ -1,24 +1,21 @@
-"""Opening a database: URL resolution, engine settings per dialect, schema migration."""
+"""Where the database is and how its engine is set up: URL resolution, settings per dialect.
+
+:class:`~soloflow_core.store.database.Database` opens it (and migrates the schema).
+"""
 
 from __future__ import annotations
 
 import os
-import random
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from soloflow_core.errors import SchemaVersionError, StoreError
-from soloflow_core.store.schema import SCHEMA_REVISION
+from soloflow_core.errors import StoreError
 
 ENV_DATABASE_URL = "SOLOFLOW_DATABASE_URL"
 ENV_HOME = "SOLOFLOW_HOME"
-VERSION_TABLE = "sf_alembic_version"
 WRITE_OPTION = "soloflow_write"
-_MIGRATIONS = Path(__file__).with_name("migrations")
 
 
 def default_database_path() -> Path:
@@ -122,89 +119,3 @@ def safe_url(url: str) -> str:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
     except Exception:
         return url
-
-
-def _current_revision(engine: Engine) -> str | None:
-    with engine.connect() as conn:
-        return _revision_on(conn)
-
-
-def _revision_on(conn: sa.Connection) -> str | None:
-    if not sa.inspect(conn).has_table(VERSION_TABLE):
-        return None
-    return conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalar()
-
-
-MIGRATION_LOCK_KEY = 0x50F1_0F10_0025
-"""The PostgreSQL advisory lock (``pg_advisory_xact_lock``) that serialises SoloFlow's schema
-migrations in a database: one process creates or upgrades the schema, the others wait and
-then find it done."""
-MIGRATION_WAIT_S = 120.0
-"""How long opening a SQLite store waits for another process's migration (a retried
-``BEGIN IMMEDIATE``, on top of the 30 s busy timeout of each attempt) before giving up."""
-
-
-def _known_revisions() -> list[str]:
-    return sorted(p.stem.split("_", 1)[0] for p in (_MIGRATIONS / "versions").glob("[0-9]*_*.py"))
-
-
-def migrate(engine: Engine) -> None:
-    """Bring the schema to ``SCHEMA_REVISION`` with Alembic; refuse a newer database.
-
-    Raises:
-        SchemaVersionError: the database was written by a SoloFlow with a schema this
-            version does not know.
-    """
-    if engine.dialect.name == "sqlite":
-        _retry_while_locked(lambda: _migrate(engine))
-    else:
-        _migrate(engine)
-
-
-def _migrate(engine: Engine) -> None:
-    current = _current_revision(engine)
-    if current == SCHEMA_REVISION:
-        return
-    if current is not None and current not in _known_revisions():
-        raise SchemaVersionError(
-            f"database {safe_url(str(engine.url))!r} has schema revision {current!r}, which this "
-            f"SoloFlow (schema {SCHEMA_REVISION!r}) does not know: it was written by a newer "
-            "version. Upgrade soloflow-engine, or point --db at another database."
-        )
-    _upgrade(engine.execution_options(**{WRITE_OPTION: True}))
-
-
-def _upgrade(engine: Engine) -> None:
-    """Upgrade to head in one transaction that first takes the migration lock: on
-    PostgreSQL :data:`MIGRATION_LOCK_KEY`, on SQLite the write lock (``BEGIN IMMEDIATE``,
-    the engine's write option). The revision is read again under the lock: a process that
-    waited finds the schema another one just created, and does nothing."""
-    from alembic import command
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(_MIGRATIONS))
-    with engine.begin() as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
-        if _revision_on(conn) == SCHEMA_REVISION:
-            return
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
-
-
-def _retry_while_locked(attempt: Callable[[], None]) -> None:
-    """Run ``attempt``, again while SQLite answers "database is locked" (another process
-    creating the file's schema), for up to :data:`MIGRATION_WAIT_S` seconds."""
-    deadline = time.monotonic() + MIGRATION_WAIT_S
-    pause = 0.01
-    while True:
-        try:
-            attempt()
-            return
-        except sa.exc.OperationalError as exc:
-            text = str(exc.orig).lower()
-            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
-                raise
-        time.sleep(pause + random.random() * pause)
-        pause = min(pause * 2, 0.5)

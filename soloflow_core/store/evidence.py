@@ -25,12 +25,11 @@ from soloflow_core.store import schema as t
 from soloflow_core.store.writer import now, storable_text
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.engine import Connection
 
 __all__ = [
     "MAX_EVIDENCE",
     "EvidenceSource",
-    "FlowEvidenceStore",
     "insert_evidence",
     "read_evidence",
 ]
@@ -105,57 +104,3 @@ def read_evidence(
     for name, task, source in conn.execute(q):
         out[name].append((task, source))
     return out
-
-
-class FlowEvidenceStore:
-    """The evidence methods of :class:`~soloflow_core.store.Store` (a mixin)."""
-
-    engine: Engine
-    _writer: Engine
-
-    def add_flow_evidence(
-        self,
-        name: str,
-        texts: Iterable[tuple[str, str]],
-        *,
-        source: EvidenceSource,
-        user_id: str,
-        agent_id: str,
-    ) -> int:
-        """Add ``(run_id, task)`` pairs to the evidence of flow ``name`` (see the module
-        docstring); returns how many were new."""
-        with self._writer.begin() as conn:
-            return insert_evidence(
-                conn, name, texts, source=source, user_id=user_id, agent_id=agent_id
-            )
-
-    def task_texts(self, run_ids: Sequence[str], *, user_id: str, agent_id: str) -> dict[str, str]:
-        """Run id → its task text, for the runs of ``run_ids`` that have one."""
-        r = t.task_runs.c
-        out: dict[str, str] = {}
-        with self.engine.connect() as conn:
-            for start in range(0, len(run_ids), 500):
-                chunk = list(run_ids[start : start + 500])
-                q = sa.select(r.run_id, r.task).where(
-                    r.user_id == user_id,
-                    r.agent_id == agent_id,
-                    r.run_id.in_(chunk),
-                    r.task.is_not(None),
-                )
-                out.update({rid: task for rid, task in conn.execute(q) if task})
-        return out
-
-    def flow_evidence(
-        self, names: Sequence[str], *, user_id: str, agent_id: str
-    ) -> dict[str, list[str]]:
-        """Flow name → its evidence's task texts, newest first."""
-        found = self.flow_evidence_sources(names, user_id=user_id, agent_id=agent_id)
-        return {name: [task for task, _ in pairs] for name, pairs in found.items()}
-
-    def flow_evidence_sources(
-        self, names: Sequence[str], *, user_id: str, agent_id: str
-    ) -> dict[str, list[tuple[str, str]]]:
-        """Flow name → its evidence's ``(task text, source)`` pairs, newest first (sources:
-        :data:`EvidenceSource`)."""
-        with self.engine.connect() as conn:
-            return read_evidence(conn, names, user_id=user_id, agent_id=agent_id)

@@ -1,10 +1,10 @@
 """Procedural-memory lookup: a namespace's latest flow versions ranked in process.
 
 :func:`find_candidates` answers
-:meth:`~soloflow_core.store.procedural.ProceduralStore.find_flow_candidates`. Each store keeps,
-per namespace, an :class:`~soloflow_core.store.fulltext.InvertedIndex` of the latest flow
+:meth:`~soloflow_core.store.flows.FlowRepository.find_flow_candidates`. Each store keeps,
+per namespace, an :class:`~soloflow_core.store.inverted_index.InvertedIndex` of the latest flow
 versions' indexed text (:func:`load_flow_index`) in an
-:class:`~soloflow_core.store.fulltext.IndexCache`, ranks every flow there (BM25 inverse
+:class:`~soloflow_core.store.inverted_index.IndexCache`, ranks every flow there (BM25 inverse
 document frequencies of the query's terms), and reads only the best ones' changing fields —
 confidence, status, latest flag — by id, with the namespace's change counter, in one
 statement. A counter that moved since the index was read (any writer, any process) makes the
@@ -21,16 +21,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from soloflow_core.store.fulltext import (
-    CHANGES,
-    FullTextIndex,
-    IndexCache,
-    InvertedIndex,
-    namespace_token,
-)
+from soloflow_core.store.fulltext import CHANGES, FullTextIndex, namespace_token
+from soloflow_core.store.inverted_index import IndexCache, InvertedIndex
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    from soloflow_core.store.database import Database
 
 FLOW_SEARCH = FullTextIndex("sf_flows", "search_text")
 """The full-text index of the latest flow versions."""
@@ -134,13 +129,13 @@ def _json_lists(values: list[Any]) -> list[Any]:
 
 
 @contextmanager
-def _read_cursor(engine: Engine) -> Iterator[Any]:
+def _read_cursor(db: Database) -> Iterator[Any]:
     """A driver cursor for reads, each statement its own snapshot: SQLite's connections run
     without an open transaction; PostgreSQL's in autocommit (no BEGIN or ROLLBACK round
     trips)."""
-    raw = engine.raw_connection()
+    raw = db.driver_connection()
     driver: Any = raw.driver_connection
-    sqlite = engine.dialect.name == "sqlite"
+    sqlite = db.dialect == "sqlite"
     try:
         if not sqlite:
             driver.autocommit = True
@@ -297,7 +292,7 @@ def _pick_candidates(
 
 
 def find_candidates(
-    engine: Engine,
+    db: Database,
     cache: IndexCache,
     terms: Sequence[str],
     *,
@@ -308,14 +303,14 @@ def find_candidates(
 ) -> list[LookupCandidate]:
     """The ``limit`` best latest, non-retired flow versions of the namespace holding any of
     ``terms`` with confidence ≥ ``min_confidence``, best first (see
-    :meth:`~soloflow_core.store.procedural.ProceduralStore.find_flow_candidates`), through
-    ``engine`` (reads only) and the namespace's index in ``cache``."""
+    :meth:`~soloflow_core.store.flows.FlowRepository.find_flow_candidates`), through
+    ``db`` (reads only) and the namespace's index in ``cache``."""
     if not terms or limit <= 0:
         return []
-    dialect = engine.dialect.name
+    dialect = db.dialect
     ns = namespace_token(user_id, agent_id)
     found: list[LookupCandidate] = []
-    with _read_cursor(engine) as cur:
+    with _read_cursor(db) as cur:
         index = cache.get(ns)
         for _ in range(_LOOKUP_ATTEMPTS):
             if index is None:

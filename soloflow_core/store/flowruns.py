@@ -9,7 +9,6 @@ before the call is made.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -30,11 +29,19 @@ from soloflow_core.store.driver_journal import (
     DriverStepJournal,
     pg_complete_then_finish_params,
 )
+from soloflow_core.store.flowrun_statements import (
+    FROM_RUNNING,
+    PG_FINISH,
+    STARTED,
+    NewRun,
+    history_query,
+    pg_start,
+    sqlite_start,
+)
 from soloflow_core.store.journal_io import (
     JournalSql,
     driver_statement,
     driver_transaction,
-    insert_transitions,
     release_sqlite_writer,
     stamper,
 )
@@ -42,166 +49,8 @@ from soloflow_core.store.step_journal import StoreStepJournal
 from soloflow_core.store.writer import json_text, now, storable_text
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
-
     from soloflow_core.models import FlowDefinition
-
-
-_RUN_COLUMNS = (
-    "INSERT INTO sf_flow_runs (id, user_id, agent_id, flow_name, flow_version, status, inputs, "
-    "started_at, updated_at, owner, definition, cancel_requested) "
-)
-_NEWEST = (
-    "WHERE NOT EXISTS (SELECT 1 FROM sf_flows WHERE user_id = {0} AND agent_id = {0} AND name = {0} "
-    "AND version > {0})"
-)
-_PG_RUN_TRANSITIONS = (
-    "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
-    "SELECT run.id, NULL, NULL, 'running', %s, CAST(%s AS text) FROM run RETURNING 1"
-)
-"""A run's start — none → draft → active (inputs checked) → running (by its owner) — as one
-row; :meth:`FlowRunStore.flow_run_history` lists it as the three (no other move goes from
-nothing to ``running``)."""
-_STARTED = "inputs checked"
-_PG_RUN_VALUES = (
-    "%s, %s, %s, %s, %s, 'running', CAST(%s AS jsonb), %s, %s, %s, CAST(%s AS jsonb), FALSE"
-)
-_PG_START = (
-    f"WITH run AS ({_RUN_COLUMNS}VALUES ({_PG_RUN_VALUES}) RETURNING id) {_PG_RUN_TRANSITIONS}"
-)
-"""A new run and its first three transitions in one statement (PostgreSQL)."""
-_PG_START_LATEST = (
-    f"WITH run AS ({_RUN_COLUMNS}SELECT {_PG_RUN_VALUES} {_NEWEST.format('%s')} RETURNING id) "
-    f"{_PG_RUN_TRANSITIONS}"
-)
-"""The same, only while no newer version of the flow is registered."""
-_SQLITE_START_LATEST = (
-    f"{_RUN_COLUMNS}SELECT ?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?, FALSE {_NEWEST.format('?')}"
-)
-
-_FROM_RUNNING = frozenset(str(s) for s in RUN_TERMINAL)
-
-_PG_FINISH = (
-    "WITH up AS (UPDATE sf_flow_runs SET status = %s, outputs = CAST(%s AS jsonb), error = %s, outcome = %s, "
-    "ended_at = %s, updated_at = %s WHERE id = %s AND status = 'running' RETURNING id) "
-    "INSERT INTO sf_flow_transitions (run_id, step_key, from_state, to_state, at, detail) "
-    "SELECT id, NULL, 'running', %s, %s, %s FROM up RETURNING 1"
-)
-"""running → a terminal state in one statement (PostgreSQL); no rows when the run was not
-running, and the checked path runs."""
-
-
-@dataclass(frozen=True, slots=True)
-class _NewRun:
-    """What the statement that records a new run writes."""
-
-    flow: FlowDefinition
-    inputs: dict[str, Any]
-    user_id: str
-    agent_id: str
-    run_id: str
-    owner: str | None
-    definition: str
-    if_latest: bool
-    """Only while no newer version of the flow is registered."""
-
-    def newest(self) -> tuple[Any, ...]:
-        return (
-            (self.user_id, self.agent_id, self.flow.name, self.flow.version)
-            if self.if_latest
-            else ()
-        )
-
-    def columns(self, at: Any) -> tuple[Any, ...]:
-        return (
-            self.run_id,
-            self.user_id,
-            self.agent_id,
-            self.flow.name,
-            self.flow.version,
-            json_text(self.inputs),
-            at,
-            at,
-            self.owner,
-            self.definition,
-        )
-
-
-def _pg_start(run: _NewRun) -> tuple[str, tuple[Any, ...]]:
-    """The statement (PostgreSQL) that records a new run, with its parameters; it returns a
-    row when it did."""
-    at = now()
-    return (_PG_START_LATEST if run.if_latest else _PG_START), (
-        *run.columns(at),
-        *run.newest(),
-        at,
-        run.owner,
-    )
-
-
-def _sqlite_start(run: _NewRun, stamp: Callable[[datetime], Any]) -> Callable[[Any], bool]:
-    """What records a new run on SQLite, in the open transaction: its row and its start's
-    transition; whether it did (not when ``if_latest`` and a newer version is registered)."""
-    sql = JournalSql.build("sqlite")
-
-    def work(cur: Any) -> bool:
-        at = stamp(now())
-        cur.execute(
-            _SQLITE_START_LATEST if run.if_latest else sql.insert_run,
-            (*run.columns(at), *run.newest()),
-        )
-        if cur.rowcount != 1:
-            return False
-        insert_transitions(
-            cur, sql, [(run.run_id, None, None, RunState.RUNNING.value, at, run.owner)]
-        )
-        return True
-
-    return work
-
-
-def _history_query(run_id: str) -> sa.Select[Any]:
-    """A run's transitions, oldest first: the stored rows and the moves its steps' rows stand
-    for (a step's usual begin and completion, see migration 0005), in order of their place
-    ``(pos, ord)`` — a stored row's is ``(id, 0)`` — which is given when the move is written,
-    so the order never depends on a clock and a history only grows at its end."""
-    c, s = t.flow_transitions.c, t.flow_step_runs.c
-    null, zero = sa.null(), sa.literal(0)
-    stored = sa.select(
-        c.at.label("at"),
-        c.step_key,
-        c.from_state,
-        c.to_state,
-        c.detail,
-        c.id.label("pos"),
-        zero.label("ord"),
-        c.id.label("n"),
-    ).where(c.run_id == run_id)
-    begins = sa.select(
-        s.begun_at,
-        s.step_key,
-        sa.cast(null, sa.String),
-        sa.literal(StepState.RUNNING.value),
-        sa.cast(null, sa.Text),
-        s.begun_pos,
-        sa.func.coalesce(s.begun_ord, 0),
-        zero,
-    ).where(s.run_id == run_id, s.begun_at.is_not(None))
-    completions = sa.select(
-        s.done_at,
-        s.step_key,
-        sa.literal(StepState.RUNNING.value),
-        sa.literal(StepState.COMPLETED.value),
-        sa.cast(null, sa.Text),
-        sa.func.coalesce(s.done_pos, s.completed_seq),
-        sa.func.coalesce(s.done_ord, 0),
-        zero,
-    ).where(s.run_id == run_id, s.done_at.is_not(None))
-    both = sa.union_all(stored, begins, completions).subquery()
-    b = both.c
-    return sa.select(b.at, b.step_key, b.from_state, b.to_state, b.detail).order_by(
-        b.pos, b.ord, b.n
-    )
+    from soloflow_core.store.database import Database
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +100,7 @@ class FlowRunRecord:
     """The flow definition the run started with (resumed runs use it, registered or not)."""
     updated_at: datetime | None = None
     """When the run's row last changed (a claim, a cancel request, its end): what
-    :meth:`FlowRunStore.claim_flow_run` compares to tell whether another process got there first."""
+    :meth:`FlowRunRepository.claim_flow_run` compares to tell whether another process got there first."""
 
     @property
     def terminal(self) -> bool:
@@ -268,37 +117,15 @@ APPROVAL_STEP = "__approval__"
 """The step key of a run's approval gate (see ``FlowDefinition.requires_approval``)."""
 
 
-class FlowRunStore:
-    """The flow-run part of :class:`~soloflow_core.store.Store` (a mixin)."""
+class FlowRunRepository:
+    """Flow runs, their steps and transitions (``store.flow_runs``)."""
 
-    engine: Engine
-    _writer: Engine
-    _journal: Engine | None = None
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
-    def _journal_engine(self) -> Engine:
-        """The engine of the store's hot paths: flow-run records, flow lookups, latest
-        versions. On PostgreSQL its own pool, whose sessions commit with
-        ``synchronous_commit=off`` (see :meth:`JournalSql.build` for why that is safe) and skip
-        the pre-ping: a round trip fewer per use. Reads on it run in autocommit."""
-        if self.engine.dialect.name != "postgresql":
-            return self.engine
-        if self._journal is None:
-            engine = sa.create_engine(self.engine.url, pool_pre_ping=False, pool_size=4)
-
-            @sa.event.listens_for(engine, "connect")
-            def _async_commit(dbapi_conn, _record):  # type: ignore[no-untyped-def]
-                with dbapi_conn.cursor() as cur:
-                    cur.execute("SET synchronous_commit TO OFF")
-                dbapi_conn.commit()
-
-            self._journal = engine
-        return self._journal
-
-    def _close_flow_runs(self) -> None:
-        release_sqlite_writer(self.engine)
-        if self._journal is not None:
-            self._journal.dispose()
-            self._journal = None
+    def close(self) -> None:
+        """Give the journal's SQLite write connection back to the pool."""
+        release_sqlite_writer(self.db.engine)
 
     # ------------------------------------------------------------------ runs
 
@@ -365,7 +192,7 @@ class FlowRunStore:
         definition_json: str | None,
         if_latest: bool,
     ) -> str | None:
-        run = _NewRun(
+        run = NewRun(
             flow=flow,
             inputs=inputs,
             user_id=user_id,
@@ -375,15 +202,15 @@ class FlowRunStore:
             definition=definition_json or json_text(flow.model_dump(mode="json")),
             if_latest=if_latest,
         )
-        dialect = self.engine.dialect.name
+        dialect = self.db.dialect
         if dialect == "postgresql":
-            statement, params = _pg_start(run)
-            rows = driver_statement(self._journal_engine(), statement, params)
+            statement, params = pg_start(run)
+            rows = driver_statement(self.db.journal(), statement, params)
             return run.run_id if rows else None
-        work = _sqlite_start(run, stamper(self.engine))
+        work = sqlite_start(run, stamper(self.db.engine))
         return (
             run.run_id
-            if driver_transaction(self._journal_engine(), JournalSql.build(dialect), work)
+            if driver_transaction(self.db.journal(), JournalSql.build(dialect), work)
             else None
         )
 
@@ -413,16 +240,16 @@ class FlowRunStore:
             NotFoundError: no such run.
             InvalidTransitionError: the run cannot move to ``status``.
         """
-        sql = JournalSql.build(self.engine.dialect.name)
-        stamp = stamper(self.engine)
+        sql = JournalSql.build(self.db.dialect)
+        stamp = stamper(self.db.engine)
         err = None if error is None else storable_text(error)
         note = detail or outcome or error
         note_text = None if note is None else storable_text(note)
         deferring = journal if isinstance(journal, DriverStepJournal) else None
         if journal is not None and deferring is None:
             journal.flush()
-        engine = self.engine if synchronous else self._journal_engine()
-        if self.engine.dialect.name == "postgresql" and str(status) in _FROM_RUNNING:
+        db = self.db if synchronous else self.db.journal()
+        if self.db.dialect == "postgresql" and str(status) in FROM_RUNNING:
             # The usual end (running → terminal) in one statement; anything else is checked below.
             at = now()
             one = deferring.take_one_deferred() if deferring is not None else None
@@ -430,7 +257,7 @@ class FlowRunStore:
                 step_key, text, when = one
                 try:
                     completed, ended = driver_statement(
-                        engine,
+                        db,
                         PG_COMPLETE_THEN_FINISH,
                         pg_complete_then_finish_params(
                             run_id,
@@ -452,8 +279,8 @@ class FlowRunStore:
                 elif ended:
                     return
             elif (deferring is None or not deferring.has_deferred()) and driver_statement(
-                engine,
-                _PG_FINISH,
+                db,
+                PG_FINISH,
                 (
                     str(status),
                     json_text(outputs),
@@ -486,9 +313,9 @@ class FlowRunStore:
         # flushed in order); a server crash before either loses both, and the run, whose
         # last checkpoint is kept, is resumed to the same end.
         if deferring is None:
-            driver_transaction(engine, sql, work)
+            driver_transaction(db, sql, work)
         else:  # its deferred completions are given back if this fails
-            deferring.transact(engine, deferring.with_deferred(work))
+            deferring.transact(db, deferring.with_deferred(work))
 
     def claim_flow_run(
         self,
@@ -522,7 +349,7 @@ class FlowRunStore:
         values: dict[str, Any] = {"owner": owner, "updated_at": at}
         if taken_up:  # interrupted → running, recorded with the claim
             values["status"] = RunState.RUNNING.value
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             done = conn.execute(sa.update(t.flow_runs).where(*where).values(**values))
             if taken_up and done.rowcount:
                 conn.execute(
@@ -550,7 +377,7 @@ class FlowRunStore:
         claimed by another process)."""
         c = t.flow_runs.c
         at = now()
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             done = conn.execute(
                 sa.update(t.flow_runs)
                 .where(
@@ -575,7 +402,7 @@ class FlowRunStore:
 
     def request_cancel(self, run_id: str, *, user_id: str, agent_id: str) -> FlowRunRecord:
         """Ask the process running ``run_id`` to stop before its next step."""
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             done = conn.execute(
                 sa.update(t.flow_runs)
                 .where(*self._run_where(run_id, user_id, agent_id))
@@ -589,7 +416,7 @@ class FlowRunStore:
         return self.get_flow_run(run_id, user_id=user_id, agent_id=agent_id)
 
     def cancel_requested(self, run_id: str) -> bool:
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             return bool(
                 conn.execute(
                     sa.select(t.flow_runs.c.cancel_requested).where(t.flow_runs.c.id == run_id)
@@ -607,7 +434,7 @@ class FlowRunStore:
         Raises:
             NotFoundError: no such run in this namespace.
         """
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             row = (
                 conn.execute(
                     sa.select(t.flow_runs).where(*self._run_where(run_id, user_id, agent_id))
@@ -665,8 +492,8 @@ class FlowRunStore:
             NotFoundError: no such run in this namespace.
         """
         self.get_flow_run(run_id, user_id=user_id, agent_id=agent_id)
-        with self.engine.connect() as conn:
-            rows = conn.execute(_history_query(run_id)).all()
+        with self.db.read() as conn:
+            rows = conn.execute(history_query(run_id)).all()
         out: list[Transition] = []
         for at, step_key, old, new, detail in rows:
             if old is None and new == RunState.RUNNING:  # a start or a begin, stored as one row
@@ -675,7 +502,7 @@ class FlowRunStore:
                     if step_key is None
                     else [None, StepState.PENDING.value, StepState.READY.value, new]
                 )
-                notes = [None, _STARTED if step_key is None else None, detail]
+                notes = [None, STARTED if step_key is None else None, detail]
                 out += [
                     Transition(at=at, step_key=step_key, from_state=a, to_state=b, detail=note)
                     for a, b, note in zip(chain, chain[1:], notes, strict=False)
@@ -704,7 +531,7 @@ class FlowRunStore:
         if state is not None:
             q = q.where(c.status == state)
         q = q.order_by(c.started_at.desc(), c.id).limit(limit).offset(offset or None)
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             return [dict(r) for r in conn.execute(q).mappings()]
 
     def waiting_flow_runs(self, *, user_id: str, agent_id: str) -> list[tuple[str, str]]:
@@ -723,7 +550,7 @@ class FlowRunStore:
             )
             .order_by(r.started_at)
         )
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             return [(str(rid), str(name)) for rid, name in conn.execute(q)]
 
     def stale_flow_runs(self, *, older_than: datetime, terminal: bool) -> list[str]:
@@ -731,7 +558,7 @@ class FlowRunStore:
         c = t.flow_runs.c
         states = [s.value for s in RUN_TERMINAL]
         cond = c.status.in_(states) if terminal else c.status.not_in(states)
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             return list(
                 conn.execute(
                     sa.select(c.id).where(
@@ -750,8 +577,6 @@ class FlowRunStore:
         and ``recovered()`` on resume for steps whose output the checkpoint holds; the
         :class:`~soloflow_langgraph.runtime.flow_runtime.FlowRuntime` does both. Ignored on other
         databases."""
-        if self.engine.dialect.name in ("sqlite", "postgresql"):
-            return DriverStepJournal(
-                self._journal_engine(), run_id, defer_completions=defer_completions
-            )
-        return StoreStepJournal(self._writer, self.engine, run_id)
+        if self.db.dialect in ("sqlite", "postgresql"):
+            return DriverStepJournal(self.db.journal(), run_id, defer_completions=defer_completions)
+        return StoreStepJournal(self.db, run_id)

@@ -26,6 +26,8 @@ from soloflow_core.store.wal import WalCheckpointer
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from soloflow_core.store.database import Database
+
 
 @dataclass(frozen=True, slots=True)
 class JournalSql:
@@ -163,13 +165,15 @@ class _SqliteWriter:
     lock briefly so the checkpoint completes and the WAL restarts. Other connections, in this
     process or others, keep SQLite's automatic checkpoints."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.raw: Any = engine.raw_connection()
+    def __init__(self, db: Database) -> None:
+        self.engine = engine = db.engine
+        self.raw: Any = db.driver_connection()
         conn: Any = self.raw.driver_connection
         self.conn = conn
-        db = engine.url.database
-        self.background = bool(db) and db != ":memory:" and not str(db).startswith("file::memory:")
+        path = engine.url.database
+        self.background = (
+            bool(path) and path != ":memory:" and not str(path).startswith("file::memory:")
+        )
         if self.background:
             try:
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
@@ -179,7 +183,7 @@ class _SqliteWriter:
                     f"flow-run store: cannot set up the journal's connection: {exc}"
                 ) from exc
         self.commits = 0
-        self.checkpoints = WalCheckpointer(engine, tail_lock=_sqlite_lock(engine))
+        self.checkpoints = WalCheckpointer(db, tail_lock=_sqlite_lock(engine))
 
     def committed(self) -> None:
         self.commits += 1
@@ -226,12 +230,12 @@ def release_sqlite_writer(engine: Engine) -> None:
         writer.close()
 
 
-def driver_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], Any]) -> Any:
+def driver_transaction(db: Database, sql: JournalSql, work: Callable[[Any], Any]) -> Any:
     """``work(cursor)`` in one write transaction on the driver's connection (``BEGIN
     IMMEDIATE`` on SQLite)."""
-    if engine.dialect.name == "sqlite":
-        return _sqlite_transaction(engine, sql, work)
-    raw = engine.raw_connection()
+    if db.dialect == "sqlite":
+        return _sqlite_transaction(db, sql, work)
+    raw = db.driver_connection()
     try:
         conn: Any = raw.driver_connection
         cur = conn.cursor()
@@ -244,20 +248,21 @@ def driver_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], An
         finally:
             cur.close()
         return out
-    except engine.dialect.dbapi.Error as exc:  # type: ignore[union-attr]
+    except db.engine.dialect.dbapi.Error as exc:  # type: ignore[union-attr]
         raise StoreError(f"flow-run store write failed: {exc}") from exc
     finally:
         raw.close()
 
 
-def _sqlite_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], Any]) -> Any:
+def _sqlite_transaction(db: Database, sql: JournalSql, work: Callable[[Any], Any]) -> Any:
     # Parallel steps of this process queue on a Python lock: SQLite's own busy handler would
     # make them sleep 1, 2, 5, 10 ... ms. Writes are serialised anyway, so they share one
     # connection, kept out of the pool until the store closes (no checkout per write).
+    engine = db.engine
     with _sqlite_lock(engine):
         writer = _SQLITE_WRITERS.get(engine)
         if writer is None:
-            writer = _SQLITE_WRITERS[engine] = _SqliteWriter(engine)
+            writer = _SQLITE_WRITERS[engine] = _SqliteWriter(db)
         conn: Any = writer.conn
         cur = conn.cursor()
         try:
@@ -277,16 +282,14 @@ def _sqlite_transaction(engine: Engine, sql: JournalSql, work: Callable[[Any], A
             cur.close()
 
 
-def driver_statement(
-    engine: Engine, statement: str, params: Sequence[Any]
-) -> list[tuple[Any, ...]]:
+def driver_statement(db: Database, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     """One statement through the driver; its rows. PostgreSQL: in autocommit — its own
     transaction, one round trip instead of ``BEGIN``, the statement and ``COMMIT`` each
     waiting for the server. SQLite: a read (``?`` placeholders) on the driver connection."""
-    raw = engine.raw_connection()
+    raw = db.driver_connection()
     try:
         conn: Any = raw.driver_connection
-        if engine.dialect.name == "sqlite":  # reads only: sqlite3 opens no transaction for them
+        if db.dialect == "sqlite":  # reads only: sqlite3 opens no transaction for them
             cur = conn.cursor()
             try:
                 cur.execute(statement, params)
@@ -300,7 +303,7 @@ def driver_statement(
                 return cur.fetchall() if cur.description is not None else []
         finally:
             conn.autocommit = False
-    except engine.dialect.dbapi.Error as exc:  # type: ignore[union-attr]
+    except db.engine.dialect.dbapi.Error as exc:  # type: ignore[union-attr]
         raise StoreError(f"flow-run store write failed: {exc}") from exc
     finally:
         raw.close()

@@ -1,7 +1,7 @@
 """Who holds data, and ids by prefix: what a person at a shell needs to find their things.
 
-:meth:`NamespaceStore.namespaces` lists the (user, agent) pairs that hold anything, with
-counts; :meth:`NamespaceStore.ids_with_prefix` finds the ids of one kind that start with
+:meth:`NamespaceRepository.namespaces` lists the (user, agent) pairs that hold anything, with
+counts; :meth:`NamespaceRepository.ids_with_prefix` finds the ids of one kind that start with
 what was typed, inside one namespace.
 """
 
@@ -15,9 +15,9 @@ import sqlalchemy as sa
 from soloflow_core.store import schema as t
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    from soloflow_core.store.database import Database
 
-__all__ = ["IdKind", "NamespaceCounts", "NamespaceStore"]
+__all__ = ["IdKind", "NamespaceCounts", "NamespaceRepository"]
 
 IdKind = Literal["run", "candidate", "flow_run", "flow"]
 """A task run id, a candidate id, a flow run id, or a flow name."""
@@ -50,10 +50,11 @@ def _like_prefix(prefix: str) -> str:
     return escaped + "%"
 
 
-class NamespaceStore:
-    """Mixin of :class:`~soloflow_core.store.Store`: namespaces and ids by prefix."""
+class NamespaceRepository:
+    """The namespaces holding rows, and ids by prefix (``store.namespaces``)."""
 
-    engine: Engine
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def namespaces(self) -> list[NamespaceCounts]:
         """Every (user, agent) pair holding runs, candidates, flows or flow runs, sorted."""
@@ -64,7 +65,7 @@ class NamespaceStore:
             ("flows", t.flows, t.flows.c.is_latest.is_(True)),
             ("flow_runs", t.flow_runs, None),
         ]
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             for field, table, where in sources:
                 q = sa.select(table.c.user_id, table.c.agent_id, sa.func.count()).group_by(
                     table.c.user_id, table.c.agent_id
@@ -85,7 +86,7 @@ class NamespaceStore:
         ``limit``, sorted); an id equal to ``prefix`` comes first."""
         table, column = _id_column(kind)
         ns = (table.c.user_id == user_id) & (table.c.agent_id == agent_id)
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             exact = conn.execute(sa.select(column).where(ns & (column == prefix)).limit(1)).first()
             q = (
                 sa.select(column)

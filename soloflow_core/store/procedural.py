@@ -16,10 +16,10 @@ the caller's namespace and never reads another's rows (on SQLite the FTS5 query 
 restricted to the namespace's token; the lookup's in-process indexes are kept per namespace
 and its statements filter on the caller's user and agent).
 
-A lookup (:meth:`ProceduralStore.find_flow_candidates`, in
+A lookup (:meth:`~soloflow_core.store.flows.FlowRepository.find_flow_candidates`, in
 :mod:`~soloflow_core.store.flow_lookup`) ranks the namespace's latest versions in process
 (:func:`~soloflow_core.store.flow_lookup.load_flow_index` reads them into an
-:class:`~soloflow_core.store.fulltext.InvertedIndex`) and reads only the best ones' changing
+:class:`~soloflow_core.store.inverted_index.InvertedIndex`) and reads only the best ones' changing
 fields, with the namespace's change counter, in one statement. Every write that changes what
 the index holds — a new version (``is_latest`` moves), new trigger keywords, a reindex —
 goes through :data:`FLOW_SEARCH`, which raises the counter.
@@ -29,20 +29,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import sqlalchemy as sa
 
-from soloflow_core.errors import FlowValidationError, NotFoundError
+from soloflow_core.errors import FlowValidationError
 from soloflow_core.models.flows import SOURCE_USER
 from soloflow_core.store import schema as t
 from soloflow_core.store.evidence import MAX_EVIDENCE, insert_evidence
-from soloflow_core.store.flow_lookup import FLOW_SEARCH, LookupCandidate, find_candidates
+from soloflow_core.store.flow_lookup import FLOW_SEARCH
 from soloflow_core.store.fulltext import (
-    IndexCache,
     index_text,
     namespace_token,
     phrase_terms,
@@ -54,7 +53,7 @@ from soloflow_core.store.fulltext import (
 from soloflow_core.store.writer import now, storable_text
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.engine import Connection
 
     from soloflow_core.models import FlowDefinition
 
@@ -103,7 +102,7 @@ class FlowMeta:
 
 @dataclass(frozen=True, slots=True)
 class FlowHit:
-    """A flow version found by :meth:`ProceduralStore.search_flows`."""
+    """A flow version found by :meth:`~soloflow_core.store.flows.FlowRepository.search_flows`."""
 
     meta: FlowMeta
     rank: float
@@ -296,7 +295,7 @@ def insert_flow_version(
             if source == SOURCE_USER
             else (DEFAULT_CONFIDENCE if fidelity is None else float(fidelity))
         )
-    _check_confidence(confidence)
+    check_confidence(confidence)
     keywords = (
         check_trigger_keywords(list(trigger_keywords))
         if trigger_keywords is not None
@@ -341,21 +340,21 @@ def insert_flow_version(
     return versioned
 
 
-def _check_confidence(confidence: float) -> None:
+def check_confidence(confidence: float) -> None:
     if not (isinstance(confidence, int | float) and 0.0 <= confidence <= 1.0):
         raise FlowValidationError(
             f"confidence must be a number within [0, 1], got {confidence!r}", field="confidence"
         )
 
 
-def _check_status(status: str) -> None:
+def check_status(status: str) -> None:
     if status not in FLOW_STATUSES:
         raise FlowValidationError(
             f"status {status!r} is not one of {', '.join(FLOW_STATUSES)}", field="status"
         )
 
 
-_META_COLUMNS = (
+META_COLUMNS = (
     t.flows.c.name,
     t.flows.c.version,
     t.flows.c.source,
@@ -372,7 +371,7 @@ _META_COLUMNS = (
 )
 
 
-def _meta(row: Sequence[Any]) -> FlowMeta:
+def flow_meta(row: Sequence[Any]) -> FlowMeta:
     (
         name,
         version,
@@ -405,393 +404,8 @@ def _meta(row: Sequence[Any]) -> FlowMeta:
     )
 
 
-class ProceduralStore:
-    """Procedural-memory methods of :class:`~soloflow_core.store.Store` (a mixin)."""
-
-    engine: Engine
-    _writer: Engine
-
-    if TYPE_CHECKING:  # FlowRunStore's, on Store
-
-        def _journal_engine(self) -> Engine: ...
-
-    def add_flow_version(
-        self,
-        flow: FlowDefinition,
-        *,
-        user_id: str,
-        agent_id: str,
-        source: str,
-        candidate_id: str | None = None,
-        confidence: float | None = None,
-        trigger_keywords: Sequence[str] | None = None,
-    ) -> FlowDefinition:
-        """``register_flow`` with the procedural-memory fields given (see
-        :func:`insert_flow_version`). No validation of the flow itself: callers validate."""
-        with self._writer.begin() as conn:
-            return insert_flow_version(
-                conn,
-                flow,
-                user_id=user_id,
-                agent_id=agent_id,
-                source=source,
-                candidate_id=candidate_id,
-                confidence=confidence,
-                trigger_keywords=trigger_keywords,
-            )
-
-    def get_flow_meta(
-        self, name: str, *, user_id: str, agent_id: str, version: int | None = None
-    ) -> FlowMeta:
-        """The record of the flow's ``version`` (default: the latest).
-
-        Raises:
-            NotFoundError: no such flow (version) in the namespace.
-        """
-        c = t.flows.c
-        q = sa.select(*_META_COLUMNS).where(
-            c.user_id == user_id, c.agent_id == agent_id, c.name == name
-        )
-        q = q.where(c.version == version) if version is not None else q.where(c.is_latest)
-        with self.engine.connect() as conn:
-            row = conn.execute(q.limit(1)).first()
-        if row is None:
-            raise NotFoundError(
-                f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
-                f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`"
-            )
-        return _meta(row)
-
-    def get_flow_learning(
-        self, name: str, *, user_id: str, agent_id: str, version: int | None = None
-    ) -> dict[str, Any] | None:
-        """The ``learning`` JSON of the flow's ``version`` (default: the latest): the outcome
-        rules' state (prior, streaks) written by :meth:`update_flow_meta`; None when unset.
-
-        Raises:
-            NotFoundError: no such flow (version) in the namespace.
-        """
-        c = t.flows.c
-        q = sa.select(c.learning).where(
-            c.user_id == user_id, c.agent_id == agent_id, c.name == name
-        )
-        q = q.where(c.version == version) if version is not None else q.where(c.is_latest)
-        with self.engine.connect() as conn:
-            row = conn.execute(q.limit(1)).first()
-        if row is None:
-            raise NotFoundError(
-                f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
-                f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`"
-            )
-        return row[0] if isinstance(row[0], dict) else None
-
-    def list_flow_meta(
-        self,
-        *,
-        user_id: str,
-        agent_id: str,
-        include_retired: bool = True,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[FlowMeta]:
-        """The latest version of each flow in the namespace, by name (``limit`` of them from
-        ``offset`` when given)."""
-        c = t.flows.c
-        q = sa.select(*_META_COLUMNS).where(
-            c.user_id == user_id, c.agent_id == agent_id, c.is_latest
-        )
-        if not include_retired:
-            q = q.where(c.status != "retired")
-        q = q.order_by(c.name, c.version).limit(limit).offset(offset or None)
-        with self.engine.connect() as conn:
-            return [_meta(r) for r in conn.execute(q)]
-
-    def list_flow_versions(self, name: str, *, user_id: str, agent_id: str) -> list[FlowMeta]:
-        """Every stored version of the flow, newest first.
-
-        Raises:
-            NotFoundError: no flow of that name in the namespace.
-        """
-        c = t.flows.c
-        q = (
-            sa.select(*_META_COLUMNS)
-            .where(c.user_id == user_id, c.agent_id == agent_id, c.name == name)
-            .order_by(c.version.desc())
-        )
-        with self.engine.connect() as conn:
-            rows = [_meta(r) for r in conn.execute(q)]
-        if not rows:
-            raise NotFoundError(
-                f"no flow {name!r} for user {user_id!r}, agent {agent_id!r}; list flows with "
-                "`soloflow flows list`"
-            )
-        return rows
-
-    def search_flows(
-        self,
-        terms: Sequence[str],
-        *,
-        user_id: str,
-        agent_id: str,
-        min_confidence: float = 0.0,
-        limit: int = 50,
-    ) -> list[FlowHit]:
-        """The namespace's latest, non-retired flow versions whose index holds any of ``terms``
-        (from :func:`~soloflow_core.store.fulltext.search_terms`; the ones most of the
-        namespace's flows hold are left out, see :meth:`FullTextIndex.prune`) and whose
-        confidence is at least ``min_confidence``; best text rank first, at most ``limit``."""
-        if not terms or limit <= 0:
-            return []
-        c = t.flows.c
-        ns = namespace_token(user_id, agent_id)
-        with self.engine.connect() as conn:
-            terms = FLOW_SEARCH.prune(conn, terms, namespace=ns)
-            if not terms:
-                return []
-            m = FLOW_SEARCH.match(conn.dialect.name, t.flows, terms, namespace=ns, top=4 * limit)
-            source = t.flows if m.target is None else t.flows.join(m.target, m.onclause)
-            q = (
-                sa.select(*_META_COLUMNS, c.search_text, m.rank.label("rank"))
-                .select_from(source)
-                .where(
-                    m.where,
-                    c.user_id == user_id,
-                    c.agent_id == agent_id,
-                    c.is_latest,
-                    c.status != "retired",
-                    c.confidence >= min_confidence,
-                )
-                .order_by(sa.desc("rank"), c.name)
-                .limit(limit)
-            )
-            return [
-                FlowHit(
-                    meta=_meta(row),
-                    rank=float(row[-1] or 0.0),
-                    terms=frozenset((row[-2] or "").split()),
-                )
-                for row in conn.execute(q)
-            ]
-
-    def find_flow_candidates(
-        self,
-        terms: Sequence[str],
-        *,
-        user_id: str,
-        agent_id: str,
-        min_confidence: float = 0.0,
-        limit: int = 50,
-    ) -> list[LookupCandidate]:
-        """The namespace's latest, non-retired flow versions whose index holds any of ``terms``
-        (from :func:`~soloflow_core.store.fulltext.search_terms`; every term counts) and whose
-        confidence is at least ``min_confidence``: the ``limit`` best by text rank (see
-        :attr:`~soloflow_core.store.flow_lookup.LookupCandidate.rank`; ties by name), best first.
-        One statement per lookup.
-
-        The namespace's index is kept in process (an :class:`InvertedIndex` in an
-        :class:`IndexCache`) and ranked there; the statement reads the best flows' confidence,
-        status and latest flag by id, and the namespace's change counter. When another writer
-        (this process or another) changed the namespace's index since it was read, the index
-        is read again and the lookup runs again. Confidence and status changes need no
-        invalidation: they are read each time.
-        """
-        engine = self.engine if self.engine.dialect.name == "sqlite" else self._journal_engine()
-        return find_candidates(
-            engine,
-            self.flow_index_cache(),
-            terms,
-            user_id=user_id,
-            agent_id=agent_id,
-            min_confidence=min_confidence,
-            limit=limit,
-        )
-
-    def flow_index_cache(self) -> IndexCache:
-        """This store's lookup indexes (see :meth:`find_flow_candidates`)."""
-        cache: IndexCache | None = getattr(self, "_flow_indexes", None)
-        if cache is None:
-            cache = self._flow_indexes = IndexCache()
-        return cache
-
-    def record_flow_execution(
-        self,
-        name: str,
-        *,
-        user_id: str,
-        agent_id: str,
-        success: bool,
-        version: int | None = None,
-        at: datetime | None = None,
-    ) -> FlowMeta:
-        """Count one execution of the flow's ``version`` (default: the latest): ``total_executions``
-        + 1, ``success_count`` + 1 when ``success``, ``last_used`` = ``at`` (default: now).
-        Confidence and status are the outcome rules' to change (:meth:`update_flow_meta`)."""
-        c = t.flows.c
-        where = [c.user_id == user_id, c.agent_id == agent_id, c.name == name]
-        where.append(c.version == version if version is not None else c.is_latest)
-        with self._writer.begin() as conn:
-            done = conn.execute(
-                sa.update(t.flows)
-                .where(*where)
-                .values(
-                    total_executions=c.total_executions + 1,
-                    success_count=c.success_count + (1 if success else 0),
-                    last_used=at or now(),
-                )
-            ).rowcount
-        if not done:
-            raise NotFoundError(
-                f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
-                f"{user_id!r}, agent {agent_id!r}"
-            )
-        return self.get_flow_meta(name, user_id=user_id, agent_id=agent_id, version=version)
-
-    def update_flow_meta(
-        self,
-        name: str,
-        *,
-        user_id: str,
-        agent_id: str,
-        version: int | None = None,
-        confidence: float | None = None,
-        status: str | None = None,
-        trigger_keywords: Sequence[str] | None = None,
-        learning: dict[str, Any] | None = None,
-    ) -> FlowMeta:
-        """Set the given fields of the flow's ``version`` (default: the latest); new trigger
-        keywords are re-indexed at once.
-
-        Raises:
-            FlowValidationError: confidence outside [0, 1], an unknown status, bad keywords.
-            NotFoundError: no such flow (version) in the namespace.
-        """
-        values: dict[str, Any] = {}
-        if confidence is not None:
-            _check_confidence(confidence)
-            values["confidence"] = float(confidence)
-        if status is not None:
-            _check_status(status)
-            values["status"] = status
-        if learning is not None:
-            values["learning"] = learning
-        keywords = (
-            None if trigger_keywords is None else check_trigger_keywords(list(trigger_keywords))
-        )
-        c = t.flows.c
-        where = [c.user_id == user_id, c.agent_id == agent_id, c.name == name]
-        where.append(c.version == version if version is not None else c.is_latest)
-        with self._writer.begin() as conn:
-            row = conn.execute(
-                sa.select(c.id, c.definition, c.is_latest, c.search_text).where(*where)
-            ).first()
-            if row is None:
-                raise NotFoundError(
-                    f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
-                    f"{user_id!r}, agent {agent_id!r}"
-                )
-            if keywords is not None:
-                from soloflow_core.models import FlowDefinition
-
-                flow = FlowDefinition.model_validate(row.definition)
-                values["trigger_keywords"] = keywords
-                values["search_text"] = flow_search_text(flow, keywords)
-            if values:
-                conn.execute(sa.update(t.flows).where(c.id == row.id).values(**values))
-            if keywords is not None and row.is_latest:
-                ns = namespace_token(user_id, agent_id)
-                FLOW_SEARCH.remove(conn, [(row.id, ns, row.search_text or "")])
-                FLOW_SEARCH.put(conn, row.id, values["search_text"], namespace=ns)
-        return self.get_flow_meta(name, user_id=user_id, agent_id=agent_id, version=version)
-
-    def change_flow_record(
-        self,
-        name: str,
-        *,
-        user_id: str,
-        agent_id: str,
-        change: Callable[[FlowMeta, dict[str, Any] | None], dict[str, Any]],
-    ) -> FlowMeta:
-        """Read the latest version's record and ``learning`` state, and write the columns
-        ``change(meta, learning)`` returns (``success_count``, ``total_executions``,
-        ``confidence``, ``status``, ``learning``, ``last_used``), in one transaction with the
-        row locked (``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE`` on PostgreSQL): concurrent
-        outcomes of one flow, from any process, are never lost. Returns the record written.
-
-        Raises:
-            NotFoundError: no such flow in the namespace.
-            FlowValidationError: ``change`` gave a confidence or status out of range.
-        """
-        c = t.flows.c
-        allowed = {
-            "success_count",
-            "total_executions",
-            "confidence",
-            "status",
-            "learning",
-            "last_used",
-        }
-        with self._writer.begin() as conn:
-            q = sa.select(*_META_COLUMNS, c.learning, c.id).where(
-                c.user_id == user_id, c.agent_id == agent_id, c.name == name, c.is_latest
-            )
-            if conn.dialect.name == "postgresql":
-                q = q.with_for_update()
-            row = conn.execute(q).first()
-            if row is None:
-                raise NotFoundError(
-                    f"no flow {name!r} for user {user_id!r}, agent {agent_id!r}; "
-                    "list flows with `soloflow flows list`"
-                )
-            meta = _meta(row)
-            learning = row[13] if isinstance(row[13], dict) else None
-            values = change(meta, learning)
-            unknown = set(values) - allowed
-            if unknown:
-                raise ValueError(f"change_flow_record cannot set {', '.join(sorted(unknown))}")
-            if "confidence" in values:
-                _check_confidence(values["confidence"])
-            if "status" in values:
-                _check_status(values["status"])
-            conn.execute(sa.update(t.flows).where(c.id == row[14]).values(**values))
-        return self.get_flow_meta(name, user_id=user_id, agent_id=agent_id)
-
-    def reindex_flows(self) -> int:
-        """Recompute every flow version's ``search_text`` from its definition and keywords,
-        and rebuild the full-text index (every namespace: an operator's repair). Returns
-        how many latest versions are indexed."""
-        with self._writer.begin() as conn:
-            return reindex_flow_rows(conn)
-
-    def delete_flow(self, name: str, *, user_id: str, agent_id: str) -> int:
-        """Delete every version of the flow ``name`` and its evidence (the flow runs stay, as
-        history). Returns how many versions were deleted; 0 when there is none."""
-        c, e = t.flows.c, t.flow_evidence.c
-        with self._writer.begin() as conn:
-            rows = [
-                (pk, namespace_token(user_id, agent_id), text or "")
-                for pk, text, latest in conn.execute(
-                    sa.select(c.id, c.search_text, c.is_latest).where(
-                        c.user_id == user_id, c.agent_id == agent_id, c.name == name
-                    )
-                )
-                if latest
-            ]
-            FLOW_SEARCH.remove(conn, rows)
-            deleted = conn.execute(
-                sa.delete(t.flows).where(
-                    c.user_id == user_id, c.agent_id == agent_id, c.name == name
-                )
-            ).rowcount
-            conn.execute(
-                sa.delete(t.flow_evidence).where(
-                    e.user_id == user_id, e.agent_id == agent_id, e.flow_name == name
-                )
-            )
-        return int(deleted or 0)
-
-
 def reindex_flow_rows(conn: Connection) -> int:
-    """:meth:`ProceduralStore.reindex_flows` in ``conn``'s transaction (the migrations use it
+    """:meth:`~soloflow_core.store.flows.FlowRepository.reindex_flows` in ``conn``'s transaction (the migrations use it
     when the tokenizer changes)."""
     from soloflow_core.models import FlowDefinition
 

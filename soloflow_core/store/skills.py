@@ -19,9 +19,9 @@ from soloflow_core.store import schema as t
 from soloflow_core.store.writer import now
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    from soloflow_core.store.database import Database
 
-__all__ = ["SkillImport", "SkillImportStore"]
+__all__ = ["SkillImport", "SkillImportRepository"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,11 +41,11 @@ class SkillImport:
     imported_at: datetime
 
 
-class SkillImportStore:
-    """Skill-import methods of :class:`~soloflow_core.store.Store` (a mixin)."""
+class SkillImportRepository:
+    """Which flow versions were imported as skills, and where (``store.skill_imports``)."""
 
-    engine: Engine
-    _writer: Engine
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def record_skill_import(
         self,
@@ -61,7 +61,7 @@ class SkillImportStore:
     ) -> SkillImport:
         """Keep what the package of flow version ``flow_version`` brought."""
         at = now()
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             conn.execute(
                 sa.insert(t.skill_imports).values(
                     user_id=user_id,
@@ -101,7 +101,7 @@ class SkillImportStore:
         c = t.skill_imports.c
         names = list(dict.fromkeys(flow_names))
         out: dict[tuple[str, int], SkillImport] = {}
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             for start in range(0, len(names), 500):
                 q = sa.select(
                     c.flow_name,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -22,7 +22,9 @@ from soloflow_core.store import schema as t
 from soloflow_core.store.writer import jsonable, now, storable_text
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.engine import Connection
+
+    from soloflow_core.store.database import Database
 
 
 def _transition_row(
@@ -82,8 +84,8 @@ RECOVERED = "the process ended after the call returned; output recovered from th
 class StoreStepJournal(FinishingJournal):
     """A :class:`StepJournal` in the store: each call is one short transaction."""
 
-    def __init__(self, writer: Engine, reader: Engine, run_id: str) -> None:
-        self._writer, self._reader, self.run_id = writer, reader, run_id
+    def __init__(self, db: Database, run_id: str) -> None:
+        self._db, self.run_id = db, run_id
 
     def _step(self, conn: Connection, step_key: str) -> Any:
         s = t.flow_step_runs.c
@@ -114,19 +116,19 @@ class StoreStepJournal(FinishingJournal):
         key = idempotency_key(self.run_id, step_key)
         at = now()
         s = t.flow_step_runs.c
-        with self._writer.begin() as conn:
+        with self._db.write() as conn:
             cancel = bool(
                 conn.execute(
                     sa.select(t.flow_runs.c.cancel_requested).where(t.flow_runs.c.id == self.run_id)
                 ).scalar()
             )
             row = self._step(conn, step_key)
-            if row is not None and row.state == StepState.COMPLETED:
-                return StepBegin.completed_before(key, output=row.output, attempt=row.attempts)
-            if cancel:
-                return StepBegin.run_cancelled(key)
-            moves = begin_moves(self.run_id, step_key, None if row is None else row.state)
-            attempt = (0 if row is None else row.attempts) + 1
+            recorded = (cancel, None, None) if row is None else (cancel, row.state, row.attempts)
+            start = begin_decision(
+                self.run_id, step_key, recorded=recorded, output=None if row is None else row.output
+            )
+            if isinstance(start, StepBegin):
+                return start
             if row is None:
                 conn.execute(
                     sa.insert(t.flow_step_runs).values(
@@ -143,14 +145,13 @@ class StoreStepJournal(FinishingJournal):
                 conn.execute(
                     sa.update(t.flow_step_runs)
                     .where(s.run_id == self.run_id, s.step_key == step_key)
-                    .values(state=StepState.RUNNING.value, attempts=attempt, started_at=at)
+                    .values(state=StepState.RUNNING.value, attempts=start.attempt, started_at=at)
                 )
-            detail = RERUN if (row is not None and row.state == StepState.RUNNING) else None
-            self._moves(conn, step_key, moves=moves, detail=detail, at=at)
+            self._moves(conn, step_key, moves=start.moves, detail=start.detail, at=at)
             conn.execute(
                 sa.update(t.flow_runs).where(t.flow_runs.c.id == self.run_id).values(updated_at=at)
             )
-        return StepBegin.start(key, attempt=attempt)
+        return StepBegin.start(key, attempt=start.attempt)
 
     def _finish(
         self,
@@ -165,7 +166,7 @@ class StoreStepJournal(FinishingJournal):
     ) -> None:
         at = now()
         s = t.flow_step_runs.c
-        with self._writer.begin() as conn:
+        with self._db.write() as conn:
             row = self._step(conn, step_key)
             current = None if row is None else row.state
             if current == state:
@@ -202,13 +203,13 @@ class StoreStepJournal(FinishingJournal):
         self._finish(step_key, StepState.COMPLETED, output=output)
 
     def state_of(self, step_key: str) -> str | None:
-        with self._reader.connect() as conn:
+        with self._db.read() as conn:
             row = self._step(conn, step_key)
         return None if row is None else row.state
 
     def completed_order(self) -> list[tuple[str, str, Any]]:
         s = t.flow_step_runs.c
-        with self._reader.connect() as conn:
+        with self._db.read() as conn:
             rows = conn.execute(
                 sa.select(s.step_key, s.step_id, s.output)
                 .where(s.run_id == self.run_id, s.completed_seq.is_not(None))
@@ -241,6 +242,35 @@ def finish_moves(
     return moves, then
 
 
+class StepStart(NamedTuple):
+    """What a step's begin records when the step is to run."""
+
+    moves: list[tuple[str | None, str]]
+    attempt: int
+    detail: str | None
+    """:data:`~soloflow_core.flow.journal.RERUN` when the step was left running."""
+
+
+def begin_decision(
+    run_id: str, step_key: str, *, recorded: tuple[bool, str | None, int | None], output: Any
+) -> StepBegin | StepStart:
+    """What a step's begin does, given the run's cancel flag and the step's recorded state
+    and attempts (``recorded``; state None: not recorded yet): a completed step is not run
+    again (its ``output`` is reused), a step of a cancelled run does not start, any other
+    starts its next attempt."""
+    cancel, state, attempts = recorded
+    key = idempotency_key(run_id, step_key)
+    if state == StepState.COMPLETED:
+        return StepBegin.completed_before(key, output=output, attempt=attempts or 0)
+    if cancel:
+        return StepBegin.run_cancelled(key)
+    return StepStart(
+        moves=begin_moves(run_id, step_key, state),
+        attempt=(attempts or 0) + 1,
+        detail=RERUN if state == StepState.RUNNING else None,
+    )
+
+
 def begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[str | None, str]]:
     """The transitions that take a step from ``current`` to ``running``."""
     if current is None:
@@ -265,4 +295,4 @@ def begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[s
 
 _NEW_STEP_MOVES: list[tuple[str | None, str]] = [(None, StepState.RUNNING.value)]
 """A new step's begin — none → pending → ready → running — as one row: no other move goes
-from nothing to ``running``, so ``FlowRunStore.flow_run_history`` lists it as the three."""
+from nothing to ``running``, so ``FlowRunRepository.flow_run_history`` lists it as the three."""

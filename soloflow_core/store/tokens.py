@@ -4,7 +4,7 @@ A token reads ``sft_<id>_<secret>``: ``id`` (16 hex digits) is its public part, 
 its row; ``secret`` holds 256 random bits (:func:`secrets.token_urlsafe`). The store keeps
 the SHA-256 of the secret, never the token: with that much entropy a fast hash is as safe
 as a slow one, and checking a token costs one primary-key read and one hash. The token
-itself is returned once, by :meth:`TokenStore.create_api_token`.
+itself is returned once, by :meth:`TokenRepository.create_api_token`.
 
 A token carries a scope: ``read`` (list, show, find, status, history), ``write`` (also
 submit, run, approve, reject, cancel, resume, verify, import) or ``admin`` (also manage the
@@ -28,7 +28,7 @@ from soloflow_core.store import schema as t
 from soloflow_core.store.writer import now
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    from soloflow_core.store.database import Database
 
 __all__ = [
     "SCOPES",
@@ -36,7 +36,7 @@ __all__ = [
     "ApiToken",
     "IssuedToken",
     "TokenScope",
-    "TokenStore",
+    "TokenRepository",
     "hash_token_secret",
     "parse_token",
     "scope_allows",
@@ -127,11 +127,11 @@ _COLUMNS = (
 )
 
 
-class TokenStore:
-    """API-token methods of :class:`~soloflow_core.store.Store` (a mixin)."""
+class TokenRepository:
+    """API tokens by namespace (``store.tokens``); only a secret's hash is kept."""
 
-    engine: Engine
-    _writer: Engine
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def create_api_token(
         self, *, user_id: str, agent_id: str, scope: str = "read", label: str | None = None
@@ -149,7 +149,7 @@ class TokenStore:
             raise ConfigError(f"token label: {len(label)} characters, at most {MAX_LABEL}")
         token_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
         created = now()
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             conn.execute(
                 sa.insert(t.api_tokens).values(
                     id=token_id,
@@ -181,7 +181,7 @@ class TokenStore:
             return None
         token_id, secret = parsed
         c = t.api_tokens.c
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             row = conn.execute(sa.select(*_COLUMNS, c.secret_hash).where(c.id == token_id)).first()
         if row is None or row.revoked_at is not None:
             return None
@@ -197,7 +197,7 @@ class TokenStore:
         q = sa.select(*_COLUMNS).where(c.user_id == user_id, c.agent_id == agent_id)
         if not include_revoked:
             q = q.where(c.revoked_at.is_(None))
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             return [_record(r) for r in conn.execute(q.order_by(c.created_at, c.id))]
 
     def revoke_api_token(self, token_id: str, *, user_id: str, agent_id: str) -> ApiToken:
@@ -209,7 +209,7 @@ class TokenStore:
         """
         c = t.api_tokens.c
         where = (c.id == token_id, c.user_id == user_id, c.agent_id == agent_id)
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             conn.execute(
                 sa.update(t.api_tokens)
                 .where(*where, c.revoked_at.is_(None))

@@ -13,11 +13,10 @@ import sqlalchemy as sa
 from soloflow_core.store import schema as t
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
-
     from soloflow_core.models import FlowDefinition
+    from soloflow_core.store.database import Database
 
-__all__ = ["MAX_READ_RUNS", "FlowRunSample", "UsageStore"]
+__all__ = ["MAX_READ_RUNS", "FlowRunSample", "UsageRepository"]
 
 _IN_CHUNK = 500
 MAX_READ_RUNS = 500
@@ -35,10 +34,11 @@ class FlowRunSample:
     inputs: Any
 
 
-class UsageStore:
-    """Usage reads of :class:`~soloflow_core.store.Store` (a mixin)."""
+class UsageRepository:
+    """What flows' runs used, for the savings reports (``store.usage``)."""
 
-    engine: Engine
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def flow_run_samples(
         self, names: Sequence[str], *, user_id: str, agent_id: str, per_flow: int = MAX_READ_RUNS
@@ -48,7 +48,7 @@ class UsageStore:
         c = t.flow_runs.c
         out: dict[str, list[FlowRunSample]] = {}
         ids = list(dict.fromkeys(names))
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             for start in range(0, len(ids), _IN_CHUNK):
                 nth = (
                     sa.func.row_number()
@@ -100,7 +100,7 @@ class UsageStore:
         wanted = set(keys)
         names = list(dict.fromkeys(name for name, _ in keys))
         out: dict[tuple[str, int], FlowDefinition] = {}
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             for start in range(0, len(names), _IN_CHUNK):
                 q = sa.select(c.name, c.version, c.definition).where(
                     c.user_id == user_id,

@@ -17,12 +17,12 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Engine
+    from soloflow_core.store.database import Database
 
 
 class WalCheckpointer:
-    """Checkpoints ``engine``'s WAL (``PRAGMA wal_checkpoint(PASSIVE)``) when asked, on a
-    daemon thread started on the first :meth:`request`, with a connection of the engine's pool.
+    """Checkpoints ``db``'s WAL (``PRAGMA wal_checkpoint(PASSIVE)``) when asked, on a
+    daemon thread started on the first :meth:`request`, with a connection of its pool.
 
     With ``tail_lock``, each checkpoint runs a second time holding that lock: the frames the
     writer committed during the first are copied too, so the checkpoint completes and the
@@ -31,12 +31,12 @@ class WalCheckpointer:
 
     def __init__(
         self,
-        engine: Engine,
+        db: Database,
         *,
         tail_lock: threading.Lock | None = None,
         name: str = "soloflow-wal-checkpoint",
     ) -> None:
-        self.engine = engine
+        self.db = db
         self._tail_lock = tail_lock
         self._name = name
         self._cv = threading.Condition()
@@ -73,7 +73,7 @@ class WalCheckpointer:
 
     def _run(self) -> None:
         try:
-            raw = self.engine.raw_connection()
+            raw = self.db.driver_connection()
         except Exception:  # no connection now: the next request starts a new thread
             with self._cv:
                 self._cv.notify_all()

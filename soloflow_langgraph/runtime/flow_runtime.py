@@ -587,7 +587,7 @@ class FlowRuntime:
         else:
             try:
                 # With a checkpointer of the caller's (maybe another database) the end commits
-                # synchronously: see FlowRunStore.finish_flow_run.
+                # synchronously: see FlowRunRepository.finish_flow_run.
                 self.store.finish_flow_run(
                     run_id, status=state, synchronous=self._owned is None, journal=journal, **kw
                 )

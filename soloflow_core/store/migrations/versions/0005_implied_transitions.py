@@ -5,7 +5,7 @@ its completion (running → completed) — are no longer written to ``sf_flow_tr
 step's row holds each one's time and place in the run's history, in columns nothing else
 writes (``begun_at``/``begun_pos``/``begun_ord``, ``done_at``/``done_pos``/``done_ord``). The
 history lists them with the stored rows in order of ``(pos, ord)`` — a stored row's ``pos``
-is its id and its ``ord`` 0 (see ``FlowRunStore.flow_run_history``). On PostgreSQL ``pos`` is
+is its id and its ``ord`` 0 (see ``FlowRunRepository.flow_run_history``). On PostgreSQL ``pos`` is
 a number drawn from the transitions' id sequence, ``ord`` is NULL; on SQLite ``pos`` is the
 id of the run's last stored transition at the time, and ``ord`` counts the run's implied
 moves. Existing rows have none: their transitions are all stored.

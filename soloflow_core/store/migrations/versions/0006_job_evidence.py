@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from alembic import op
 
 from soloflow_core.store.fulltext import namespace_token, stem
-from soloflow_core.store.memory_items import ITEM_SEARCH
+from soloflow_core.store.memory_index import ITEM_SEARCH
 from soloflow_core.store.procedural import reindex_flow_rows
 from soloflow_core.store.schema import UTCDateTime
 

@@ -1,4 +1,5 @@
-"""The store: the only code that opens database sessions.
+"""Task runs in the store: writing them (each with all its calls or not at all) and reading
+them back whole, as listings, or as the detector's tool-name sequences and evidence.
 
 Every method takes the caller's namespace (``user_id``, ``agent_id``) and never returns
 another namespace's rows.
@@ -11,13 +12,12 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Engine
 
-from soloflow_core.errors import NotFoundError, StoreError
-from soloflow_core.models import FlowCandidate, FlowDefinition, TaskRun
+from soloflow_core.errors import NotFoundError
+from soloflow_core.models import TaskRun
 from soloflow_core.store import schema as t
 from soloflow_core.store.columns import (
     EvidenceRun,
@@ -25,29 +25,18 @@ from soloflow_core.store.columns import (
     read_evidence,
     read_tool_names,
 )
-from soloflow_core.store.engine import (
-    WRITE_OPTION,
-    create_store_engine,
-    migrate,
-    resolve_database_url,
-    safe_url,
-)
-from soloflow_core.store.evidence import FlowEvidenceStore
-from soloflow_core.store.flowruns import FlowRunStore
-from soloflow_core.store.namespaces import NamespaceStore
-from soloflow_core.store.procedural import ProceduralStore, insert_flow_version
-from soloflow_core.store.skills import SkillImportStore
-from soloflow_core.store.tokens import TokenStore
-from soloflow_core.store.traces import TraceStore
-from soloflow_core.store.usage import UsageStore
 from soloflow_core.store.writer import (
     AnyRun,
     insert_returning,
     insert_sqlite,
     now,
-    sqlite_stamp,
     write_one_sqlite,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
+
+    from soloflow_core.store.database import Database
 
 _BATCH = 5000
 """Runs per write transaction: large batches amortise the per-statement cost."""
@@ -132,13 +121,6 @@ def _same(value: Any) -> Any:
     return value
 
 
-_LATEST_VERSION = {
-    d: f"SELECT MAX(version) FROM sf_flows WHERE user_id = {ph} AND agent_id = {ph} AND name = {ph}"
-    for d, ph in (("sqlite", "?"), ("postgresql", "%s"))
-}
-"""``Store.latest_flow_version`` through the driver: one round trip on PostgreSQL."""
-
-
 @dataclass(frozen=True, slots=True)
 class RunSummary:
     """A task run without its calls, for listings."""
@@ -166,71 +148,16 @@ class RunSequence:
     tokens: int | None
 
 
-@dataclass(frozen=True, slots=True)
-class FlowRecord:
-    """A registered flow version."""
-
-    flow: FlowDefinition
-    source: str
-    candidate_id: str | None
-    created_at: datetime
-
-
-class Store(
-    FlowRunStore,
-    ProceduralStore,
-    FlowEvidenceStore,
-    TokenStore,
-    SkillImportStore,
-    UsageStore,
-    NamespaceStore,
-    TraceStore,
-):
-    """Runs, candidates, flows and their evidence, flow runs, API tokens and skill imports in
-    one database (SQLite or PostgreSQL).
+class RunRepository:
+    """Task runs and their calls (``store.runs``).
 
     Example:
-        >>> store = Store.open("sqlite:///:memory:")
-        >>> store.add_runs([TaskRun(run_id="r1")])
+        >>> store.runs.add_runs([TaskRun(run_id="r1")])
         1
     """
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self._writer = engine.execution_options(**{WRITE_OPTION: True})
-        dialect = engine.dialect
-        self._stamp = sqlite_stamp(dialect) if dialect.name == "sqlite" else None
-
-    @classmethod
-    def open(cls, url: str | None = None) -> Store:
-        """Open (and create or migrate) the database at ``url``; see ``resolve_database_url``."""
-        resolved = resolve_database_url(url)
-        engine = create_store_engine(resolved)
-        try:
-            migrate(engine)
-        except StoreError:
-            engine.dispose()
-            raise
-        except sa.exc.SQLAlchemyError as exc:
-            engine.dispose()
-            raise StoreError(f"cannot open database {safe_url(resolved)!r}: {exc}") from exc
-        return cls(engine)
-
-    @property
-    def url(self) -> str:
-        return safe_url(str(self.engine.url))
-
-    def close(self) -> None:
-        self._close_flow_runs()
-        self.engine.dispose()
-
-    def __enter__(self) -> Store:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # ------------------------------------------------------------------ task runs
+    def __init__(self, db: Database) -> None:
+        self.db = db
 
     def add_runs(self, runs: Iterable[AnyRun]) -> int:
         """Store runs, each with all its calls or not at all; skip run ids already stored.
@@ -262,12 +189,12 @@ class Store(
         durable against a crash of the process (the WAL is written before ``COMMIT``
         returns); see :func:`~soloflow_core.store.engine.create_store_engine` for power loss.
         """
-        if self._stamp is None:
+        if self.db.stamp is None:
             return self._write_batch([run]) == 1
-        raw = self.engine.raw_connection()  # pooled: one per thread
+        raw = self.db.driver_connection()  # pooled: one per thread
         try:
             driver: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
-            return write_one_sqlite(driver, run, now(), stamp=self._stamp)
+            return write_one_sqlite(driver, run, now(), stamp=self.db.stamp)
         finally:
             raw.close()
 
@@ -290,7 +217,7 @@ class Store(
 
     def _write_batch(self, runs: Sequence[AnyRun]) -> int:
         created = now()
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             existing = self._existing_run_ids(conn, runs)
             fresh: list[AnyRun] = []
             seen: set[tuple[str, str, str]] = set()
@@ -315,7 +242,7 @@ class Store(
         )
         if success is not None:
             q = q.where(t.task_runs.c.success.is_(success))
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             return int(conn.execute(q).scalar() or 0)
 
     def list_runs(
@@ -340,7 +267,7 @@ class Store(
             .limit(limit)
             .offset(offset)
         )
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             return [RunSummary(*row) for row in conn.execute(q)]
 
     def get_run(self, run_id: str, *, user_id: str, agent_id: str) -> TaskRun:
@@ -356,7 +283,7 @@ class Store(
         """Full runs (calls included), in the order of ``run_ids``; unknown ids are left out."""
         c = t.task_runs.c
         out: dict[str, TaskRun] = {}
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             for start in range(0, len(run_ids), _BATCH):
                 chunk = list(run_ids[start : start + _BATCH])
                 rows = (
@@ -391,6 +318,22 @@ class Store(
                     )
         return [out[rid] for rid in run_ids if rid in out]
 
+    def task_texts(self, run_ids: Sequence[str], *, user_id: str, agent_id: str) -> dict[str, str]:
+        """Run id → its task text, for the runs of ``run_ids`` that have one."""
+        r = t.task_runs.c
+        out: dict[str, str] = {}
+        with self.db.read() as conn:
+            for start in range(0, len(run_ids), 500):
+                chunk = list(run_ids[start : start + 500])
+                q = sa.select(r.run_id, r.task).where(
+                    r.user_id == user_id,
+                    r.agent_id == agent_id,
+                    r.run_id.in_(chunk),
+                    r.task.is_not(None),
+                )
+                out.update({rid: task for rid, task in conn.execute(q) if task})
+        return out
+
     def iter_sequences(
         self, *, user_id: str, agent_id: str, lookback: int | None = None
     ) -> Iterator[RunSequence]:
@@ -402,7 +345,7 @@ class Store(
         )
         if lookback is not None:
             runs_q = runs_q.order_by(c.id.desc()).limit(lookback)
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             run_rows = sorted(conn.execute(runs_q).all(), key=lambda r: r[0])
             if not run_rows:
                 return
@@ -454,10 +397,9 @@ class Store(
             >>> [cols.names[c] for c in cols.codes[cols.offsets[0] : cols.offsets[1]]]
             ['search', 'book']
         """
-        with self.engine.connect() as conn:
-            return read_tool_names(
-                conn, user_id, agent_id, lookback=lookback, include_failed=include_failed
-            )
+        return read_tool_names(
+            self.db, user_id, agent_id, lookback=lookback, include_failed=include_failed
+        )
 
     def read_evidence(
         self, run_pks: Sequence[int], *, user_id: str, agent_id: str
@@ -467,194 +409,5 @@ class Store(
         calls (name, arguments, output, error, meta) and model calls' usage. Keys of
         another namespace are left out. For full :class:`TaskRun` models use
         :meth:`load_runs`."""
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             return read_evidence(conn, user_id, agent_id, pks=[int(pk) for pk in run_pks])
-
-    # ------------------------------------------------------------------ candidates
-
-    def save_candidates(self, candidates: Iterable[FlowCandidate]) -> None:
-        """Insert new candidates; refresh pending ones; never reopen a decided one."""
-        stamp = now()
-        with self._writer.begin() as conn:
-            for cand in candidates:
-                body = cand.model_dump(mode="json")
-                existing = conn.execute(
-                    sa.select(t.candidates.c.status).where(t.candidates.c.id == cand.id)
-                ).scalar()
-                if existing is None:
-                    conn.execute(
-                        sa.insert(t.candidates).values(
-                            id=cand.id,
-                            user_id=cand.user_id,
-                            agent_id=cand.agent_id,
-                            dedupe_key=cand.dedupe_key,
-                            status=cand.status,
-                            occurrence_count=cand.occurrence_count,
-                            estimated_token_savings=cand.estimated_token_savings,
-                            body=body,
-                            created_at=stamp,
-                            updated_at=stamp,
-                        )
-                    )
-                elif existing == "pending":
-                    conn.execute(
-                        sa.update(t.candidates)
-                        .where(t.candidates.c.id == cand.id)
-                        .values(
-                            occurrence_count=cand.occurrence_count,
-                            estimated_token_savings=cand.estimated_token_savings,
-                            body=body,
-                            updated_at=stamp,
-                        )
-                    )
-
-    def _candidate_from_row(self, row: Any) -> FlowCandidate:
-        body = dict(row["body"])
-        body["status"] = row["status"]
-        body["created_at"] = row["created_at"]
-        return FlowCandidate.model_validate(body)
-
-    def get_candidate(self, candidate_id: str, *, user_id: str, agent_id: str) -> FlowCandidate:
-        c = t.candidates.c
-        with self.engine.connect() as conn:
-            row = (
-                conn.execute(
-                    sa.select(t.candidates).where(
-                        c.id == candidate_id, c.user_id == user_id, c.agent_id == agent_id
-                    )
-                )
-                .mappings()
-                .first()
-            )
-        if row is None:
-            raise NotFoundError(
-                f"no candidate {candidate_id!r} for user {user_id!r}, agent {agent_id!r}; "
-                "run `soloflow detect` to list candidates"
-            )
-        return self._candidate_from_row(row)
-
-    def list_candidates(
-        self,
-        *,
-        user_id: str,
-        agent_id: str,
-        status: str | None = None,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> list[FlowCandidate]:
-        """The namespace's candidates, largest estimated savings first (``limit`` of them
-        from ``offset`` when given)."""
-        c = t.candidates.c
-        q = sa.select(t.candidates).where(c.user_id == user_id, c.agent_id == agent_id)
-        if status is not None:
-            q = q.where(c.status == status)
-        q = q.order_by(c.estimated_token_savings.desc(), c.id).limit(limit).offset(offset or None)
-        with self.engine.connect() as conn:
-            return [self._candidate_from_row(r) for r in conn.execute(q).mappings()]
-
-    def decided_dedupe_keys(self, *, user_id: str, agent_id: str) -> dict[str, str]:
-        """dedupe key → status, for every candidate already stored in the namespace."""
-        c = t.candidates.c
-        q = sa.select(c.dedupe_key, c.status).where(c.user_id == user_id, c.agent_id == agent_id)
-        with self.engine.connect() as conn:
-            return {k: s for k, s in conn.execute(q)}
-
-    def set_candidate_status(
-        self, candidate_id: str, status: str, *, user_id: str, agent_id: str
-    ) -> FlowCandidate:
-        cand = self.get_candidate(candidate_id, user_id=user_id, agent_id=agent_id)
-        with self._writer.begin() as conn:
-            conn.execute(
-                sa.update(t.candidates)
-                .where(t.candidates.c.id == candidate_id)
-                .values(status=status, updated_at=now())
-            )
-        return cand.model_copy(update={"status": status})
-
-    # ------------------------------------------------------------------ flows
-
-    def register_flow(
-        self,
-        flow: FlowDefinition,
-        *,
-        user_id: str,
-        agent_id: str,
-        source: str,
-        candidate_id: str | None = None,
-    ) -> FlowDefinition:
-        """Store ``flow`` as the next version of its name; returns it with that version.
-
-        It becomes the latest version, indexed for search (see
-        :func:`~soloflow_core.store.procedural.insert_flow_version`)."""
-        with self._writer.begin() as conn:
-            return insert_flow_version(
-                conn,
-                flow,
-                user_id=user_id,
-                agent_id=agent_id,
-                source=source,
-                candidate_id=candidate_id,
-            )
-
-    def latest_flow_version(self, name: str, *, user_id: str, agent_id: str) -> int | None:
-        """The newest version number of flow ``name`` in the namespace (None: no such flow);
-        one indexed read, for callers that cache definitions."""
-        from soloflow_core.store.journal_io import driver_statement
-
-        sql = _LATEST_VERSION.get(self.engine.dialect.name)
-        if sql is None:
-            c = t.flows.c
-            q = sa.select(sa.func.max(c.version)).where(
-                c.user_id == user_id, c.agent_id == agent_id, c.name == name
-            )
-            with self.engine.connect() as conn:
-                return conn.execute(q).scalar()
-        engine = self.engine if self.engine.dialect.name == "sqlite" else self._journal_engine()
-        rows = driver_statement(engine, sql, (user_id, agent_id, name))
-        return rows[0][0] if rows else None
-
-    def get_flow(
-        self, name: str, *, user_id: str, agent_id: str, version: int | None = None
-    ) -> FlowRecord:
-        c = t.flows.c
-        q = sa.select(t.flows).where(c.user_id == user_id, c.agent_id == agent_id, c.name == name)
-        q = q.where(c.version == version) if version is not None else q.order_by(c.version.desc())
-        with self.engine.connect() as conn:
-            row = conn.execute(q.limit(1)).mappings().first()
-        if row is None:
-            raise NotFoundError(
-                f"no flow {name!r}{'' if version is None else f' version {version}'} for user "
-                f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`"
-            )
-        return FlowRecord(
-            flow=FlowDefinition.model_validate(row["definition"]),
-            source=row["source"],
-            candidate_id=row["candidate_id"],
-            created_at=row["created_at"],
-        )
-
-    def list_flows(self, *, user_id: str, agent_id: str) -> list[FlowRecord]:
-        """The latest version of each flow in the namespace, by name."""
-        c = t.flows.c
-        latest = (
-            sa.select(c.name, sa.func.max(c.version).label("v"))
-            .where(c.user_id == user_id, c.agent_id == agent_id)
-            .group_by(c.name)
-            .subquery()
-        )
-        q = (
-            sa.select(t.flows)
-            .join(latest, sa.and_(c.name == latest.c.name, c.version == latest.c.v))
-            .where(c.user_id == user_id, c.agent_id == agent_id)
-            .order_by(c.name)
-        )
-        with self.engine.connect() as conn:
-            return [
-                FlowRecord(
-                    flow=FlowDefinition.model_validate(r["definition"]),
-                    source=r["source"],
-                    candidate_id=r["candidate_id"],
-                    created_at=r["created_at"],
-                )
-                for r in conn.execute(q).mappings()
-            ]
