@@ -12,9 +12,8 @@ from soloflow_core.store import Store
 STORE = Path(__file__).resolve().parent.parent / "soloflow_core" / "store"
 SESSIONS = "database.py"
 """The module of :class:`~soloflow_core.store.database.Database`."""
-OWN_SESSIONS = {"traces.py", "migrations/env.py"}
-"""``traces.py`` opens its own connections still (its write path is being reworked on its
-own branch); Alembic's environment connects only when the ``alembic`` command runs it."""
+OWN_SESSIONS = {"migrations/env.py"}
+"""Alembic's environment connects only when the ``alembic`` command runs it."""
 OPENERS = {"begin", "connect", "raw_connection"}
 ENGINES = "engine.py"
 """Builds the engine :class:`~soloflow_core.store.database.Database` opens (no session)."""

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from soloflow_core.store.candidates import CandidateRepository
 from soloflow_core.store.database import Database
-from soloflow_core.store.engine import WRITE_OPTION
 from soloflow_core.store.flowruns import FlowRunRepository
 from soloflow_core.store.flows import FlowRepository
 from soloflow_core.store.memory_items import MemoryRepository
@@ -24,7 +23,7 @@ from soloflow_core.store.namespaces import NamespaceRepository
 from soloflow_core.store.runs import RunRepository
 from soloflow_core.store.skills import SkillImportRepository
 from soloflow_core.store.tokens import TokenRepository
-from soloflow_core.store.traces import TraceStore
+from soloflow_core.store.traces import TraceRepository
 from soloflow_core.store.usage import MAX_READ_RUNS, UsageRepository
 
 if TYPE_CHECKING:
@@ -47,18 +46,6 @@ if TYPE_CHECKING:
     from soloflow_core.store.traces import NamespaceCost
     from soloflow_core.store.usage import FlowRunSample
     from soloflow_core.store.writer import AnyRun
-
-
-class TraceRepository(TraceStore):
-    """Run traces (``store.traces``): :class:`~soloflow_core.store.traces.TraceStore` on
-    the database's engine."""
-
-    # TraceStore still opens its connections from the engine it is given; it takes the
-    # Database like the other repositories once its write path settles.
-    def __init__(self, db: Database) -> None:
-        self.engine = db.engine
-        self._writer = db.engine.execution_options(**{WRITE_OPTION: True})
-        self._stamp = db.stamp
 
 
 class Store:

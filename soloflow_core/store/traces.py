@@ -19,11 +19,13 @@ from soloflow_core.store.writer import AnyRun, insert_returning, now, write_one_
 from soloflow_core.tracing.spans import Span
 
 if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.engine import Connection
+
+    from soloflow_core.store.database import Database
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NamespaceCost", "TraceStore"]
+__all__ = ["NamespaceCost", "TraceRepository"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +39,12 @@ class NamespaceCost:
     """Runs with model calls and no cost: a model no price table knows (not counted as 0)."""
 
 
-class TraceStore:
-    """Trace methods of :class:`~soloflow_core.store.Store` (a mixin)."""
+class TraceRepository:
+    """Run traces (``store.traces``): the spans of captured runs and their cost."""
 
-    engine: Engine
-    _writer: Engine
-    _stamp: Callable[[datetime], str] | None
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._stamp: Callable[[datetime], str] | None = db.stamp
 
     def add_spans(self, run_id: str, spans: Sequence[Span], *, user_id: str, agent_id: str) -> int:
         """Keep ``spans`` as (more of) run ``run_id``'s trace, after those already kept; a span
@@ -52,7 +54,7 @@ class TraceStore:
         ns = {"user_id": user_id, "agent_id": agent_id}
         if self._stamp is not None:
             stamp = self._stamp
-            with _driver_cursor(self.engine) as (db, cur):
+            with _driver_cursor(self.db) as (db, cur):
                 cur.execute("BEGIN IMMEDIATE")
                 try:
                     added = _insert_spans_sqlite(cur, run_id, spans, **ns, stamp=stamp)
@@ -62,7 +64,7 @@ class TraceStore:
                         db.rollback()
                     raise
             return added
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             return _insert_spans(conn, run_id, spans, **ns)
 
     def add_traced_run(self, run: AnyRun, spans: Sequence[Span] = ()) -> bool:
@@ -83,7 +85,7 @@ class TraceStore:
                     log.exception("storing the trace of run %s failed", run.run_id)
                 cur.execute("RELEASE sf_trace")
 
-            raw = self.engine.raw_connection()
+            raw = self.db.driver_connection()
             try:
                 db: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
                 fresh = write_one_sqlite(
@@ -99,7 +101,7 @@ class TraceStore:
 
     def _add_traced_run_returning(self, run: AnyRun, spans: Sequence[Span]) -> bool:
         c = t.task_runs.c
-        with self._writer.begin() as conn:
+        with self.db.write() as conn:
             q = sa.select(c.id).where(
                 c.user_id == run.user_id, c.agent_id == run.agent_id, c.run_id == run.run_id
             )
@@ -135,7 +137,7 @@ class TraceStore:
             .where(c.user_id == user_id, c.agent_id == agent_id, c.run_id == run_id)
             .order_by(c.pos)
         )
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             return [
                 Span(
                     trace_id=r.trace_id,
@@ -161,7 +163,7 @@ class TraceStore:
             sa.func.count(c.cost),
             sa.func.count(sa.case((unpriced, 1))),
         ).where(c.user_id == user_id, c.agent_id == agent_id)
-        with self.engine.connect() as conn:
+        with self.db.read() as conn:
             total, priced, missing = conn.execute(q).one()
         return NamespaceCost(
             total_usd=float(total), priced_runs=int(priced), unpriced_runs=int(missing)
@@ -248,8 +250,8 @@ def _insert_spans_sqlite(
 
 
 @contextmanager
-def _driver_cursor(engine: Engine) -> Iterator[tuple[sqlite3.Connection, sqlite3.Cursor]]:
-    raw = engine.raw_connection()
+def _driver_cursor(database: Database) -> Iterator[tuple[sqlite3.Connection, sqlite3.Cursor]]:
+    raw = database.driver_connection()
     try:
         db: sqlite3.Connection = raw.driver_connection  # type: ignore[assignment]
         cur = db.cursor()

@@ -1,6 +1,6 @@
 """Writing task runs: the rows of the run tables, each database's fastest way.
 
-Private to :mod:`soloflow_core.store`: :class:`~soloflow_core.store.repository.Store` calls
+Private to :mod:`soloflow_core.store`: :class:`~soloflow_core.store.Store` calls
 :func:`insert_sqlite` / :func:`insert_returning` inside its batch transactions, and
 :func:`write_one_sqlite` for one run (its own transaction, on the driver's connection). A run
 arrives as a :class:`TaskRun` (an agent's capture, an API caller) or as a :class:`RunRow`, the
