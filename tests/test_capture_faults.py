@@ -22,7 +22,7 @@ from langchain_core.tools import tool
 from soloflow_core.ledger.spill import append_spill, write_back_spill
 from soloflow_core.models import TaskRun
 from soloflow_core.store import Store
-from soloflow_core.store.writer import CUT_MARKER, MAX_JSON_DEPTH
+from soloflow_core.store.json_values import CUT_MARKER, MAX_JSON_DEPTH
 from soloflow_langgraph.callbacks import CaptureHealth, SoloFlowCallbackHandler
 from soloflow_langgraph.testing import ScriptedChatModel
 

@@ -13,7 +13,7 @@ from soloflow_core.ledger import _rows, ingest, parse_record
 from soloflow_core.ledger.reader import parse_line
 from soloflow_core.models import TaskRun, ToolCall
 from soloflow_core.store import Store
-from soloflow_core.store.writer import CUT_MARKER, MAX_JSON_DEPTH, jsonable, too_deep
+from soloflow_core.store.json_values import CUT_MARKER, MAX_JSON_DEPTH, jsonable, too_deep
 
 NS = {"default_user": "me", "default_agent": "bot"}
 BIG = "9" * 5000

@@ -50,7 +50,7 @@ MAX_INT = 2**31 - 1
 MAX_DEPTH = 64
 """How deep arrays and objects may nest in a free-form value (``args``, ``output``, ``meta``, an
 unknown field): ``{"a": [1]}`` is 2 deep. The store writes deeper values of a capture cut at this
-depth (``soloflow_core.store.writer.MAX_JSON_DEPTH``, a test pins the two equal)."""
+depth (``soloflow_core.store.json_values.MAX_JSON_DEPTH``, a test pins the two equal)."""
 MAX_LINE_BYTES = 16 << 20
 """The longest ledger line (one record) read: 16 MiB."""
 MAX_DIGITS = 4300

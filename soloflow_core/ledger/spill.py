@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING
 from soloflow_core.ledger.ingester import ingest
 from soloflow_core.ledger.reader import StrPath, dump_run
 from soloflow_core.ledger.report import IngestReport
-from soloflow_core.store.writer import jsonable
+from soloflow_core.store.json_values import jsonable
 
 if TYPE_CHECKING:
     from soloflow_core.models import TaskRun

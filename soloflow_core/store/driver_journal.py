@@ -23,13 +23,14 @@ from soloflow_core.store.journal_io import (
     insert_transitions,
     stamper,
 )
+from soloflow_core.store.json_values import json_text, storable_text
 from soloflow_core.store.step_journal import (
     FinishingJournal,
     StoreStepJournal,
     begin_decision,
     finish_moves,
 )
-from soloflow_core.store.writer import json_text, now, storable_text
+from soloflow_core.store.writer import now
 
 if TYPE_CHECKING:
     from soloflow_core.store.database import Database

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Literal
 import sqlalchemy as sa
 
 from soloflow_core.store import schema as t
-from soloflow_core.store.writer import now, storable_text
+from soloflow_core.store.json_values import storable_text
+from soloflow_core.store.writer import now
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from soloflow_core.flow.fsm import RUN_TERMINAL, RunState, StepState
 from soloflow_core.store import schema as t
 from soloflow_core.store.journal_io import JournalSql, insert_transitions
-from soloflow_core.store.writer import json_text, now
+from soloflow_core.store.json_values import json_text
+from soloflow_core.store.writer import now
 
 if TYPE_CHECKING:
     from soloflow_core.models import FlowDefinition

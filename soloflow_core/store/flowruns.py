@@ -45,8 +45,9 @@ from soloflow_core.store.journal_io import (
     release_sqlite_writer,
     stamper,
 )
+from soloflow_core.store.json_values import json_text, storable_text
 from soloflow_core.store.step_journal import StoreStepJournal
-from soloflow_core.store.writer import json_text, now, storable_text
+from soloflow_core.store.writer import now
 
 if TYPE_CHECKING:
     from soloflow_core.models import FlowDefinition

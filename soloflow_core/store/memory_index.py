@@ -22,7 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from soloflow_core.store import schema as t
 from soloflow_core.store.fulltext import FullTextIndex, index_text, namespace_token, scan_window
-from soloflow_core.store.writer import storable_text
+from soloflow_core.store.json_values import storable_text
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection

@@ -44,6 +44,7 @@ from soloflow_core.store.fulltext import (
     scan_window,
     search_terms,
 )
+from soloflow_core.store.json_values import storable_text
 from soloflow_core.store.memory_index import (
     ITEM_SEARCH,
     SEMANTIC,
@@ -53,7 +54,6 @@ from soloflow_core.store.memory_index import (
     upsert,
 )
 from soloflow_core.store.writer import now as utc_now
-from soloflow_core.store.writer import storable_text
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection

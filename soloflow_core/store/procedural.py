@@ -50,7 +50,8 @@ from soloflow_core.store.fulltext import (
     stem,
     words,
 )
-from soloflow_core.store.writer import now, storable_text
+from soloflow_core.store.json_values import storable_text
+from soloflow_core.store.writer import now
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 from soloflow_core.flow.fsm import StepState, check_step_transition
 from soloflow_core.flow.journal import RERUN, StepBegin, StepJournal, idempotency_key
 from soloflow_core.store import schema as t
-from soloflow_core.store.writer import jsonable, now, storable_text
+from soloflow_core.store.json_values import jsonable, storable_text
+from soloflow_core.store.writer import now
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection

@@ -11,8 +11,7 @@ On SQLite every table's rows go through the sqlite3 driver's ``executemany`` as 
 tuples; :func:`insert_returning` (any database) is the reference, and a test compares the
 rows the two store. Ingest into SQLite writes rows that :mod:`soloflow_core.ledger._rows`
 built straight from the ledger's lines with :func:`insert_sqlite_bulk` (no run objects at all).
-How values become storable text and JSON is :mod:`soloflow_core.store.json_values`' (its names
-are importable from here too).
+How values become storable text and JSON is :mod:`soloflow_core.store.json_values`'.
 """
 
 from __future__ import annotations
@@ -28,15 +27,7 @@ from sqlalchemy.engine import Connection
 
 from soloflow_core.models import ModelCall, TaskRun, ToolCall
 from soloflow_core.store import schema as t
-from soloflow_core.store.json_values import CUT_MARKER as CUT_MARKER
-from soloflow_core.store.json_values import CUT_TEXT as CUT_TEXT
-from soloflow_core.store.json_values import MAX_JSON_DEPTH as MAX_JSON_DEPTH
-from soloflow_core.store.json_values import cut_value as cut_value
-from soloflow_core.store.json_values import json_text as json_text
-from soloflow_core.store.json_values import jsonable as jsonable
-from soloflow_core.store.json_values import parsed_json_text as parsed_json_text
-from soloflow_core.store.json_values import storable_text as storable_text
-from soloflow_core.store.json_values import too_deep as too_deep
+from soloflow_core.store.json_values import json_text, jsonable, parsed_json_text, storable_text
 
 
 @dataclass(slots=True)

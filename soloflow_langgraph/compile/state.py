@@ -8,7 +8,7 @@ import dataclasses
 import threading
 from typing import TYPE_CHECKING, Annotated, Any, TypedDict, get_type_hints
 
-from soloflow_core.store.writer import jsonable
+from soloflow_core.store.json_values import jsonable
 
 if TYPE_CHECKING:
     from soloflow_core.models import FlowDefinition

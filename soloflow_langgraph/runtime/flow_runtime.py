@@ -47,7 +47,7 @@ from soloflow_core.learning.config import LearningConfig
 from soloflow_core.models import FlowDefinition, ToolCall
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store.flowruns import APPROVAL_STEP
-from soloflow_core.store.writer import json_text
+from soloflow_core.store.json_values import json_text
 from soloflow_langgraph.compile.graph import compile_flow
 from soloflow_langgraph.compile.nodes import HALTED, FlowContext
 from soloflow_langgraph.runtime.ending import failed_result, record_outcome, state_result
