@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     import pluggy
     from langchain_core.outputs import LLMResult
 
+    from soloflow_core.mining.watch import DetectionWatcher
+    from soloflow_core.models import TaskRun
     from soloflow_langgraph._capture_state import ToolCallCapture
 
 logger = logging.getLogger("soloflow_langgraph.callbacks")
@@ -221,3 +223,18 @@ def classify(pm: pluggy.PluginManager, task: str) -> str | None:
         logger.exception("SoloFlow capture: a soloflow_classify_task plugin failed")
         return None
     return label if isinstance(label, str) else None
+
+
+def after_written(pm: pluggy.PluginManager, watcher: DetectionWatcher | None, run: TaskRun) -> None:
+    """What follows a run's write: incremental detection, then ``soloflow_run_finished``
+    (a failure of either is logged, never raised)."""
+    if watcher is not None:
+        try:
+            watcher.observe(run)
+        except Exception:
+            logger.exception("SoloFlow capture: incremental detection failed")
+    if pm.hook.soloflow_run_finished.get_hookimpls():
+        try:
+            call_hook(pm, "soloflow_run_finished", run=run)
+        except Exception:
+            logger.exception("SoloFlow capture: a soloflow_run_finished plugin failed")

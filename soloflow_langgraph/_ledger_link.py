@@ -82,7 +82,7 @@ class LedgerLink:
             home = default_database_path().parent
         except Exception:  # no home directory: no default spill file for a server database
             return None
-        if "memory" in self.url and self.url.startswith("sqlite"):
+        if _in_memory_sqlite(self.url):
             return None
         return spill_path_for(self.url, home)
 
@@ -276,3 +276,63 @@ def spill_one(where: Path, run: TaskRun, limit_bytes: int) -> str | None:
     except OSError as exc:
         return f"the spill file {where} cannot be written ({exc.strerror})"
     return None if kept else f"the spill file {where} is full ({limit_bytes:,} bytes)"
+
+
+def _in_memory_sqlite(url: str) -> bool:
+    """Whether ``url`` is an in-memory SQLite database (``sqlite://``, ``sqlite:///:memory:``,
+    a ``mode=memory`` URI); a file whose path holds the word "memory" is not."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except Exception:
+        return False
+    if parsed.get_backend_name() != "sqlite":
+        return False
+    database = parsed.database or ""
+    return (
+        database in ("", ":memory:")
+        or parsed.query.get("mode") == "memory"
+        or "mode=memory" in database
+    )
+
+
+def report_spilled(
+    run: TaskRun,
+    *,
+    why: str,
+    refused: str | None,
+    where: Path | None,
+    report: Callable[[str, str], None],
+) -> None:
+    """Say where run ``run``, which could not be stored (``why``), is kept: the spill file
+    ``where`` (``report``ed once per episode), or only memory (``refused``: reported per run)."""
+    if refused is None:
+        report(
+            "spill",
+            f"storing run {run.run_id} failed: {why}; kept in the spill file {where} and "
+            f"handler.unsaved (handler.flush(), or `soloflow ingest --spill {where}`, writes it back)",
+        )
+    else:  # a problem of its own, so that the next write that goes through stores it
+        report(
+            f"memory {run.run_id}",
+            f"run {run.run_id} is only in memory (handler.unsaved), LOST if the process ends "
+            f"before the store answers: {why}; {refused}",
+        )
+
+
+def report_let_go(let_go: Sequence[TaskRun], *, lost: Sequence[TaskRun], limit: int) -> None:
+    """Log the runs ``handler.unsaved`` let go past its ``limit``: ``lost`` ones (only in
+    memory) as errors, the others (in the spill file, written back from there) as warnings."""
+    for run in let_go:
+        if any(r is run for r in lost):
+            logger.error(
+                "SoloFlow capture: run %s is LOST: more than %d runs wait to be stored and the "
+                "spill file could not take it",
+                run.run_id,
+                limit,
+            )
+        else:
+            logger.warning(
+                "SoloFlow capture: run %s left to the spill file (more than %d runs wait to be stored)",
+                run.run_id,
+                limit,
+            )

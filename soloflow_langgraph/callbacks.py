@@ -44,6 +44,7 @@ from soloflow_core.plugins import call_hook, get_plugin_manager
 from soloflow_core.store import Store
 from soloflow_core.tracing import PriceTable, Span
 from soloflow_langgraph._callback_events import (
+    after_written,
     answer_from_outputs,
     args_from,
     classify,
@@ -64,7 +65,13 @@ from soloflow_langgraph._capture_state import (
     ToolCallCapture,
     build_task_run,
 )
-from soloflow_langgraph._ledger_link import LedgerLink, has_content, spill_one
+from soloflow_langgraph._ledger_link import (
+    LedgerLink,
+    has_content,
+    report_let_go,
+    report_spilled,
+    spill_one,
+)
 from soloflow_langgraph.agent_trace import AgentTrace
 
 if TYPE_CHECKING:
@@ -81,7 +88,7 @@ logger = logging.getLogger(__name__)
 WRITE_TIMEOUT_S = 2.0
 """How long the agent waits, at most, for its run to be stored before it is spilled."""
 MAX_UNSAVED = 1000
-"""How many unstored runs ``handler.unsaved`` keeps in memory (all are in the spill file)."""
+"""Unstored runs ``handler.unsaved`` keeps; an older one is let go, logged (an error if lost)."""
 
 
 # --------------------------------------------------------------------------- the handler
@@ -91,10 +98,9 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
     """Record each top-level invocation as one ``TaskRun`` in the SoloFlow store.
 
     A root chain (an agent's ``invoke``/``ainvoke``/``stream``) or a tool called directly is
-    a run; a chat model called on its own is not. Tool calls are stored in call order, except
-    that parallel calls of one model turn keep the order the model asked for them in. Under
-    ``ainvoke`` the callbacks run inline on the event loop (``run_inline``), so the run's
-    write at the end (one transaction, about a millisecond or two on SQLite) does too.
+    a run; a chat model called on its own is not. Tool calls are stored in call order (a model
+    turn's parallel calls in the order it asked for them). Under ``ainvoke`` the callbacks run
+    inline on the event loop (``run_inline``), and so does the run's write at the end.
 
     Args:
         database_url: where to store runs (see ``resolve_database_url``); ignored when
@@ -157,6 +163,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         self.last_run: TaskRun | None = None
         self.runs_written = 0
         self.unsaved: list[TaskRun] = []
+        self._memory_only: set[int] = set()  # id() of the runs of unsaved not in the spill file
         self.write_timeout = write_timeout
         self.spill_limit_bytes = spill_limit_bytes
         self._lock = threading.Lock()
@@ -177,11 +184,12 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
 
     def health(self) -> CaptureHealth:
         """How the capture is doing; cheap, no database round trip."""
-        problem = self._ledger.problem
+        problem, waiting = self._ledger.problem, len(self.unsaved)
+        if problem is None and waiting:
+            problem = f"{waiting} runs wait to be stored ({len(self._memory_only)} only in memory)"
         return CaptureHealth(
-            ok=problem is None and not self.unsaved,
-            problem=problem
-            or (f"{len(self.unsaved)} runs wait in the spill file" if self.unsaved else None),
+            ok=problem is None,
+            problem=problem,
             runs_written=self.runs_written,
             runs_spilled=self._runs_spilled,
             runs_dropped=self._runs_dropped,
@@ -192,9 +200,10 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         """Store the runs in ``unsaved`` now, then write back the whole spill file (runs of
         earlier processes too); return how many of ``unsaved`` are now stored."""
         timeout = self.write_timeout
-        stored = self._store_unsaved(
+        stored, mine = self._store_unsaved(
             lambda run: self._ledger.call(functools.partial(self._ledger.store_run, run), timeout)
         )
+        self._written_all(mine)
         if not self.unsaved and self.spill_path is not None:
             try:
                 self._ledger.call(self._write_back, self.write_timeout)
@@ -202,24 +211,25 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
                 self._ledger.report("write-back", f"writing back the spill file failed: {exc}")
         return stored
 
-    def _store_unsaved(self, store_run: Callable[[TaskRun], bool]) -> int:
-        """Store the runs of ``unsaved`` with ``store_run``; return how many now are."""
+    def _store_unsaved(self, store_run: Callable[[TaskRun], bool]) -> tuple[int, list[TaskRun]]:
+        """Store ``unsaved`` with ``store_run``: how many now are, and those this call took out
+        of ``unsaved`` (a run a flush and a write-back both stored is counted once)."""
         with self._lock:
             pending = list(self.unsaved)
-        stored = 0
+        stored, mine = 0, []
         for run in pending:
             try:
                 store_run(run)  # False: a write that timed out went through after all
             except Exception as exc:
                 self._ledger.report("flush", f"storing run {run.run_id} failed: {error_text(exc)}")
                 continue
-            with self._lock:  # flush and a write-back may both have stored it: count it once
-                mine = any(r is run for r in self.unsaved)
+            with self._lock:
+                if any(r is run for r in self.unsaved):
+                    mine.append(run)
                 self.unsaved = [r for r in self.unsaved if r is not run]
-            if mine:
-                self._written(run, True)
+                self._memory_only.discard(id(run))
             stored += 1
-        return stored
+        return stored, mine
 
     def close(self) -> None:
         """Stop the writer thread; close the store if this handler opened it."""
@@ -232,14 +242,16 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         if self._detect and (self.watcher is None or self.watcher.store is not store):
             config = self._detect if isinstance(self._detect, DetectorConfig) else None
             self.watcher = DetectionWatcher(store, config)
-        if self.spill_path is not None and (self.unsaved or has_content(self.spill_path)):
+        if self.unsaved or (self.spill_path is not None and has_content(self.spill_path)):
             self._ledger.submit(self._write_back)
 
     def _write_back(self) -> int:
-        """On the writer thread: store ``unsaved``, then write back the spill file."""
-        assert self.spill_path is not None
-        self._store_unsaved(self._ledger.store_run)
-        if self.unsaved:
+        """On the writer thread: store ``unsaved`` (their hooks run on a thread of their own,
+        so the agent's writes never wait behind them), then write back the spill file."""
+        _, mine = self._store_unsaved(self._ledger.store_run)
+        if mine:
+            threading.Thread(target=self._written_all, args=(mine,), daemon=True).start()
+        if self.unsaved or self.spill_path is None:
             return 0
         return self._ledger.write_back(self.spill_path)
 
@@ -558,23 +570,20 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             "no spill file" if where is None else spill_one(where, run, self.spill_limit_bytes)
         )
         with self._lock:  # in memory either way: stored as soon as the store answers again
-            self.unsaved = [*self.unsaved[-(MAX_UNSAVED - 1) :], run]
+            let_go = self.unsaved[: max(0, len(self.unsaved) - (MAX_UNSAVED - 1))]
+            self.unsaved = [*self.unsaved[len(let_go) :], run]
+            lost = [r for r in let_go if id(r) in self._memory_only]
+            self._memory_only -= {id(r) for r in let_go}
+            if refused is not None:
+                self._memory_only.add(id(run))
             self._runs_spilled += refused is None
             self._runs_dropped += refused is not None
-        if refused is None:
-            self._ledger.report(
-                "spill",
-                f"storing run {run.run_id} failed: {why}; kept in the spill file {where} and "
-                f"handler.unsaved (handler.flush(), or `soloflow ingest --spill {where}`, writes it back)",
-            )
-        else:
-            logger.error(
-                "SoloFlow capture: run %s is only in memory (handler.unsaved), LOST if the "
-                "process ends before the store answers: %s; %s",
-                run.run_id,
-                why,
-                refused,
-            )
+        report_spilled(run, why=why, refused=refused, where=where, report=self._ledger.report)
+        report_let_go(let_go, lost=lost, limit=MAX_UNSAVED)
+
+    def _written_all(self, runs: list[TaskRun]) -> None:
+        for run in runs:
+            self._written(run, True)
 
     def _written(self, run: TaskRun, fresh: bool) -> None:
         if not fresh:
@@ -582,14 +591,4 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         with self._lock:
             self.last_run = run
             self.runs_written += int(fresh)
-        if self.watcher is not None:
-            try:
-                self.watcher.observe(run)
-            except Exception:
-                logger.exception("SoloFlow capture: incremental detection failed")
-        hook = self.pm.hook.soloflow_run_finished
-        if hook.get_hookimpls():
-            try:
-                call_hook(self.pm, "soloflow_run_finished", run=run)
-            except Exception:
-                logger.exception("SoloFlow capture: a soloflow_run_finished plugin failed")
+        after_written(self.pm, self.watcher, run)

@@ -19,8 +19,10 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
 
+from soloflow_core import hookimpl
 from soloflow_core.ledger.spill import append_spill, write_back_spill
 from soloflow_core.models import TaskRun
+from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
 from soloflow_core.store.json_values import CUT_MARKER, MAX_JSON_DEPTH
 from soloflow_langgraph.callbacks import CaptureHealth, SoloFlowCallbackHandler
@@ -314,3 +316,109 @@ def test_runs_spilled_while_locked_out_are_written_back_once_the_store_answers(
     assert Path(f"{db}.spill.jsonl").stat().st_size == 0
     with Store.open(str(db)) as store:
         assert _tasks(store) == {"locked out", "after"}
+
+
+def test_a_sqlite_file_whose_path_says_memory_gets_its_spill_file(tmp_path: Path) -> None:
+    db = tmp_path / "agent-memory" / "runs.db"
+    db.parent.mkdir()
+    handler = SoloFlowCallbackHandler(database_url=f"sqlite:///{db}", **NS)
+    try:
+        assert handler.health().spill_path == f"{db}.spill.jsonl"
+    finally:
+        handler.close()
+    memory = SoloFlowCallbackHandler(database_url="sqlite:///:memory:", **NS)
+    try:
+        assert memory.health().spill_path is None
+    finally:
+        memory.close()
+
+
+def _locked_out(db: Path, handler: SoloFlowCallbackHandler, tasks: list[str]) -> None:
+    """Run ``tasks`` while another process holds the SQLite write lock (each is spilled)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(db), "3"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        for task in tasks:
+            _invoke(handler, task)
+    finally:
+        holder.wait(timeout=30)
+        holder.stdout.close()  # type: ignore[union-attr]
+
+
+def test_runs_kept_only_in_memory_are_stored_once_the_store_answers(tmp_path: Path) -> None:
+    """No spill file (an in-memory default, no home directory): the runs wait in memory, the
+    health says so, and they are stored when a write goes through again, with no flush()."""
+    db = tmp_path / "runs.db"
+    handler = SoloFlowCallbackHandler(database_url=str(db), write_timeout=0.3, **NS)
+    handler.spill_path = None
+    _locked_out(db, handler, ["locked out"])
+    health = handler.health()
+    assert health.runs_dropped == 1 and not health.ok
+    assert "is only in memory" in (health.problem or "")
+    handler.write_timeout = 30.0
+    _invoke(handler, "after")
+    handler.close()  # waits for the write-back queued behind the write
+    assert handler.unsaved == [] and handler.health().ok and handler.runs_written == 2
+    with Store.open(str(db)) as store:
+        assert _tasks(store) == {"locked out", "after"}
+
+
+class _SlowListener:
+    """A ``soloflow_run_finished`` plugin that takes its time."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+
+    @hookimpl
+    def soloflow_run_finished(self, run: TaskRun) -> None:
+        time.sleep(0.4)
+        self.runs.append(run.task or "")
+
+
+def test_writing_back_never_makes_the_agents_own_writes_wait(tmp_path: Path) -> None:
+    """The hooks of runs written back after a fault run off the writer thread: a slow plugin
+    never pushes a healthy write past ``write_timeout`` into the spill file."""
+    db = tmp_path / "runs.db"
+    slow = _SlowListener()
+    pm = get_plugin_manager(load_entrypoints=False, plugins=[slow])
+    handler = SoloFlowCallbackHandler(
+        database_url=str(db), write_timeout=0.3, plugin_manager=pm, **NS
+    )
+    _locked_out(db, handler, [f"locked out {i}" for i in range(4)])
+    assert len(handler.unsaved) == 4
+    handler.write_timeout = 1.0
+    _invoke(handler, "first after")  # its hook: 0.4 s on the caller's thread, as always
+    _invoke(handler, "second after")  # queued behind the write-back of the four
+    handler.close()
+    assert handler.health().runs_spilled == 4  # the four; neither write after the fault
+    deadline = time.monotonic() + 10
+    while len(slow.runs) < 6 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sorted(slow.runs) == sorted(
+        ["first after", "second after", *(f"locked out {i}" for i in range(4))]
+    )
+    with Store.open(str(db)) as store:
+        assert len(_tasks(store)) == 6
+
+
+def test_a_run_let_go_past_the_bound_of_unsaved_is_named(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``handler.unsaved`` is bounded; a run it lets go that the spill file could not take is
+    logged as LOST (never silently), one the spill file holds as left to it."""
+    import soloflow_langgraph.callbacks as callbacks
+
+    monkeypatch.setattr(callbacks, "MAX_UNSAVED", 2)
+    db = tmp_path / "runs.db"
+    handler = SoloFlowCallbackHandler(database_url=str(db), write_timeout=0.3, **NS)
+    spill_ok = handler.spill_path
+    with caplog.at_level(logging.WARNING, logger="soloflow_langgraph.callbacks"):
+        handler.spill_path = None
+        _locked_out(db, handler, ["only in memory", "second", "third"])
+        handler.spill_path = spill_ok
+    lost = [r for r in caplog.records if "is LOST" in r.getMessage()]
+    assert len(lost) == 1 and lost[0].levelno == logging.ERROR
+    assert handler.health().runs_dropped == 3
+    handler.close()

@@ -22,8 +22,10 @@ from soloflow_core.store import Store
 from soloflow_langgraph.cli import app
 from soloflow_langgraph.runtime.inputs import inputs_from_task
 
-SLOW_AT_RUN_TIME = "(x|xx)+y"
-"""Backtracks catastrophically on a run of ``x`` (not on the texts validation tries)."""
+SLOW_AT_RUN_TIME = "INV-(7|77)+y"
+"""Backtracks catastrophically on ``INV-`` and a run of ``7`` (validation tries runs of each
+character a pattern names, not that prefix before them)."""
+SLOW_TEXT = "INV-" + "7" * 40
 STOP_WITHIN = max(2.0, 8 * MATCH_TIMEOUT)
 """What "stops within its limit" allows on this shared 2-core machine (the ``regex``
 package checks its timeout as it backtracks, so a match overshoots it a little)."""
@@ -51,6 +53,7 @@ def _flow(pattern: str, name: str = "lookup") -> FlowDefinition:
     [
         ("(a|aa)+$", "backtracks catastrophically"),
         ("(a|a)+$", "backtracks catastrophically"),
+        ("(b|bb)+$", "backtracks catastrophically"),  # only on a run of its own letter
         ("(?:a{1000}){1000}", "repeats too much"),
         ("a{1000000000}", "repeats too much"),
         ("((a{100}){100}){100}", "repeats too much"),
@@ -83,7 +86,7 @@ def test_a_pattern_that_backtracks_at_run_time_stops_within_its_limit() -> None:
     validate_flow(flow)  # the texts validation tries do not trigger it
     start = time.monotonic()
     with pytest.raises(PatternTimeoutError) as info:
-        inputs_from_task(flow, "x" * 40)
+        inputs_from_task(flow, SLOW_TEXT)
     assert time.monotonic() - start < STOP_WITHIN
     err = info.value
     assert (err.flow, err.field, err.pattern) == (
@@ -96,13 +99,13 @@ def test_a_pattern_that_backtracks_at_run_time_stops_within_its_limit() -> None:
     assert repr(SLOW_AT_RUN_TIME) in text and "nested or overlapping quantifiers" in text
     assert isinstance(err, FlowValidationError)  # callers that catch bad flows catch it too
     # The same pattern on an ordinary task text is fine.
-    assert inputs_from_task(flow, "find xxy") == {"q": "xxy"}
+    assert inputs_from_task(flow, "find INV-77y") == {"q": "INV-77y"}
 
 
 def test_routing_takes_a_timed_out_pattern_as_a_problem_not_a_hang() -> None:
     flow = _flow(SLOW_AT_RUN_TIME)
     start = time.monotonic()
-    binding = bind_inputs(flow.input_schema, flow.extraction, read_request("x" * 40))
+    binding = bind_inputs(flow.input_schema, flow.extraction, read_request(SLOW_TEXT))
     assert time.monotonic() - start < STOP_WITHIN
     assert not binding.complete
     assert "extraction.q.pattern" in binding.problems[0]
@@ -116,7 +119,7 @@ def test_flows_run_with_such_a_task_is_one_clear_error(tmp_path: Path) -> None:
     start = time.monotonic()
     res = CliRunner().invoke(
         app,
-        ["--db", url, "--user", "u", "--agent", "a", "flows", "run", "lookup", "--task", "x" * 40],
+        ["--db", url, "--user", "u", "--agent", "a", "flows", "run", "lookup", "--task", SLOW_TEXT],
         terminal_width=300,
     )
     assert time.monotonic() - start < 5 * STOP_WITHIN

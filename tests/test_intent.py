@@ -278,3 +278,17 @@ def test_a_reply_that_cannot_be_written_states_what_was_done():
     assert text == describe_run("F", ["t"], {"email": "a@x.io"}, output={"id": 1})
     ok = flow.model_copy(update={"reply_template": "Order {{s.id}} for {{_trigger.email}}."})
     assert render_reply(ok, {"email": "a@x.io"}, {"s": {"id": 1}}, None) == "Order 1 for a@x.io."
+
+
+def test_a_persons_phrasings_teach_words_not_that_the_job_repeats():
+    """A person's confirmed phrasing adds the job's words at once, but counts toward no
+    minimum of runs; one with no word of a job (a bare address, a letter) adds nothing."""
+    two = EXEMPLARS[:2]
+    request = "Please send me my latest invoice, zed@example.com"
+    assert verdict(request, JobEvidence.of(two)) == "hint"
+    for texts in (["zed@example.com"], ["a"], ["send me my latest invoice"]):
+        evidence = JobEvidence.of(two, confirmed=texts)
+        assert evidence.shown == 2 and verdict(request, evidence) == "hint", texts
+    assert JobEvidence.of(two, confirmed=["zed@example.com", "a"]).texts == 2
+    three = JobEvidence.of(EXEMPLARS[:3], confirmed=["send me my latest bill"])
+    assert verdict("Please send me my latest bill, zed@example.com", three) == "run"

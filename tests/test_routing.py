@@ -284,6 +284,24 @@ def test_a_person_confirms_a_phrasing_with_flows_evidence(sqlite_store: Store, s
             + ["--add", "  "],
         )
         assert res.exit_code == 1 and "--add needs a phrasing" in res.output
+        # a phrasing with no word of a job (a bare address, a letter, courtesy) is refused by
+        # name, and one too long is refused rather than cut
+        for text in ("zed@example.com", "a", "thanks!", "x " * 3000):
+            res = CliRunner().invoke(
+                app,
+                ["--db", sqlite_url, "--user", USER, "--agent", AGENT, "flows", "evidence", name]
+                + ["--add", text],
+            )
+            assert res.exit_code == 1, text
+            assert "no word of a job" in res.output or "is over 4,000" in res.output, res.output
+        # stored text never drives the terminal: control characters are shown escaped
+        assert evidence("--add", "send my bill \x1b[31mnow\x07")["added"] == 1
+        res = CliRunner().invoke(
+            app,
+            ["--db", sqlite_url, "--user", USER, "--agent", AGENT, "flows", "evidence", name],
+        )
+        assert res.exit_code == 0 and "\x1b" not in res.output and "\x07" not in res.output
+        assert "\\x1b[31mnow\\x07" in res.output
     finally:
         mw.close()
 

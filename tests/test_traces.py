@@ -334,3 +334,14 @@ def test_a_trace_with_text_no_database_stores_is_stored_made_storable(store: Sto
     assert store.add_traced_run(run, _two_spans(error="bad\x00 \udcff")) is True
     (root, _tool) = store.get_spans("r-nul", user_id="u", agent_id="a")
     assert root.error == "bad \\udcff"
+
+
+def test_a_trace_the_database_cannot_take_never_costs_the_run(store: Store) -> None:
+    """A span value no database column takes (an integer past 64 bits) is refused with the
+    trace, on both stores alike; the run is stored all the same."""
+    run = TaskRun(run_id="r-huge", user_id="u", agent_id="a", task="t")
+    spans = _two_spans()
+    spans[1].duration_ms = 10**20  # type: ignore[assignment]
+    assert store.add_traced_run(run, spans) is True
+    assert store.get_run("r-huge", user_id="u", agent_id="a").task == "t"
+    assert store.count_runs(user_id="u", agent_id="a") == 1

@@ -131,7 +131,7 @@ def pattern_problem(pattern: str) -> str | None:
         rx = extraction_regex(pattern, "")
     except (regex.error, RecursionError, OverflowError, MemoryError) as exc:
         return f"not a valid regular expression: {exc}; fix it (e.g. escape a literal '(' as '\\(')"
-    for text in _PROBES:
+    for text in _probes(pattern):
         try:
             rx.search(text, timeout=_PROBE_TIMEOUT)
             continue
@@ -145,6 +145,18 @@ def pattern_problem(pattern: str) -> str | None:
                 f"({len(text)} characters) ran past {_PROBE_CONFIRM:g} s; {_FIX}"
             )
     return None
+
+
+def _probes(pattern: str) -> list[str]:
+    """:data:`_PROBES`, and a run of each other character the pattern names (``(b|bb)+$``
+    backtracks only on a run of ``b``)."""
+    taken = {text[0] for text in _PROBES}
+    own = dict.fromkeys(c for c in pattern if c.isprintable() and c not in _META and c not in taken)
+    return [*_PROBES, *(c * 64 + "!" for c in list(own)[:_MAX_OWN_PROBES])]
+
+
+_META = frozenset("\\()[]{}|*+?^$!")
+_MAX_OWN_PROBES = 24
 
 
 @functools.lru_cache(maxsize=512)

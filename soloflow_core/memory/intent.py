@@ -105,6 +105,9 @@ class JobEvidence:
     """Question opening → how many of the texts open a sentence with it."""
     unconfirmed: frozenset[str] = frozenset()
     """Words only *hinted* texts hold, fewer than :data:`CONFIRMATIONS` of them: not known."""
+    seen: int | None = None
+    """How many of the texts show the job done (runs, hinted requests); a person's confirmed
+    phrasings teach words, not that the job repeats. None: all of them."""
 
     @classmethod
     def of(
@@ -114,25 +117,31 @@ class JobEvidence:
         *,
         user_submitted: bool = False,
         hinted: Iterable[str] = (),
+        confirmed: Iterable[str] = (),
     ) -> JobEvidence:
-        """The evidence of ``texts`` (runs that were the job), a person's ``declared`` words
-        and ``hinted`` texts: requests the model sent to the flow's tool after the gate
-        declined them and offered it. A word only hinted texts hold is known once
-        :data:`CONFIRMATIONS` of them hold it."""
+        """The evidence of ``texts`` (runs that were the job), a person's ``declared`` words,
+        ``hinted`` texts (requests the model sent to the flow's tool after the gate declined
+        them and offered it; a word only they hold is known once :data:`CONFIRMATIONS` of
+        them hold it) and ``confirmed`` phrasings a person added (their words are known; they
+        do not count toward :data:`MIN_EXEMPLARS`, and one with no word is ignored)."""
         df: Counter[str] = Counter()
         parties: Counter[str] = Counter()
         leads: Counter[str] = Counter()
         first_hand: set[str] = set()
-        n = 0
-        for kind, text in [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]:
+        n = seen = 0
+        every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
+        for kind, text in [*every, *(("person", x) for x in confirmed)]:
             if not isinstance(text, str) or not text.strip():
                 continue
-            n += 1
             read = read_request(text)
+            if kind == "person" and not read.terms:
+                continue
+            n += 1
+            seen += kind != "person"
             df.update(read.terms)
             parties.update(read.parties)
             leads.update(read.leads)
-            if kind == "run":
+            if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
         for phrase in declared:
@@ -147,6 +156,7 @@ class JobEvidence:
             unconfirmed=frozenset(
                 w for w, k in df.items() if w not in first_hand and k < CONFIRMATIONS
             ),
+            seen=seen,
         )
 
     @property
@@ -189,7 +199,12 @@ class JobEvidence:
     @property
     def enough(self) -> bool:
         """Whether there is enough evidence to run without the model at all."""
-        return self.texts >= MIN_EXEMPLARS or (self.user_submitted and bool(self.declared))
+        return self.shown >= MIN_EXEMPLARS or (self.user_submitted and bool(self.declared))
+
+    @property
+    def shown(self) -> int:
+        """How many texts show the job done (see ``seen``)."""
+        return self.texts if self.seen is None else self.seen
 
 
 Verdict = Literal["run", "hint", "none"]
@@ -239,7 +254,7 @@ def judge_intent(
     reasons: list[str] = []
     if not evidence.enough:
         reasons.append(
-            f"the job is known by {evidence.texts} task text(s), fewer than {MIN_EXEMPLARS}"
+            f"the job is known by {evidence.shown} task text(s), fewer than {MIN_EXEMPLARS}"
         )
     if not terms:
         reasons.append("the request says nothing but values")

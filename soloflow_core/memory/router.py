@@ -106,10 +106,11 @@ def decide_route(
             declared = _declared(definition(m.name), keywords)
         pairs = texts.get(m.name, [])
         evidence[m.name] = JobEvidence.of(
-            [x for x, source in pairs if source != "flow_tool"],
+            [x for x, source in pairs if source not in ("flow_tool", "person")],
             declared,
             user_submitted=user,
             hinted=[x for x, source in pairs if source == "flow_tool"],
+            confirmed=[x for x, source in pairs if source == "person"],
         )
     jobs = {m.name: job_tools(definition(m.name)) for m in matches}
     checks: list[FlowCheck] = []

@@ -80,7 +80,7 @@ class TraceRepository:
                 cur.execute("SAVEPOINT sf_trace")
                 try:
                     _insert_spans_sqlite(cur, run.run_id, spans, **ns, stamp=stamp)
-                except sqlite3.Error:
+                except Exception:  # the driver's refusal, or a value it cannot bind
                     cur.execute("ROLLBACK TO sf_trace")
                     log.exception("storing the trace of run %s failed", run.run_id)
                 cur.execute("RELEASE sf_trace")
@@ -114,7 +114,7 @@ class TraceRepository:
                         _insert_spans(
                             conn, run.run_id, spans, user_id=run.user_id, agent_id=run.agent_id
                         )
-                except sa.exc.DBAPIError:
+                except Exception:  # the database's refusal, or a value it cannot bind
                     log.exception("storing the trace of run %s failed", run.run_id)
         return True
 

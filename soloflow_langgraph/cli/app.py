@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -26,12 +27,18 @@ MAX_COUNT = 2**31 - 1
 """Largest count, version or id-like number option (what the databases store)."""
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Characters that drive a terminal (ESC, BEL, ...): shown as ``\\xNN``, never sent."""
+
+
 class _LiteralSafeConsole(Console):
-    """A console on which stored text can never crash a command: a string whose markup rich
-    cannot parse (a task text holding ``[/x]``) is printed as it is. Stored text is escaped
-    where it is printed; this is the net under the places that forget."""
+    """A console on which stored text can never crash a command or drive the terminal: a
+    string whose markup rich cannot parse (a task text holding ``[/x]``) is printed as it is,
+    and control characters (an ESC sequence in a stored text) are shown escaped. Stored text
+    is escaped where it is printed; this is the net under the places that forget."""
 
     def render_str(self, text: str, **kwargs: Any) -> Any:  # type: ignore[override]
+        text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
         try:
             return super().render_str(text, **kwargs)
         except MarkupError:

@@ -391,6 +391,24 @@ def submit(
     _print_layers(layers)
 
 
+def _check_phrasing(text: str) -> None:
+    """Refuse a phrasing ``--add`` cannot use: empty, too long, or with no word of a job."""
+    from soloflow_core.memory.reading import read_request
+    from soloflow_core.store.evidence import MAX_EVIDENCE_CHARS
+
+    if not text:
+        fail("--add needs a phrasing: an empty text says nothing of the job")
+    if len(text) > MAX_EVIDENCE_CHARS:
+        fail(
+            f"--add: a phrasing of {len(text):,} characters is over {MAX_EVIDENCE_CHARS:,}; give the request itself"
+        )
+    if not read_request(text).terms:
+        fail(
+            f"--add {text[:80]!r}: it holds no word of a job (only values, courtesy or filler); "
+            "write the request as a user would, e.g. --add 'send me my bill'"
+        )
+
+
 @flows_app.command("evidence")
 def evidence(
     ctx: typer.Context,
@@ -412,8 +430,8 @@ def evidence(
     store = c.store()
     store.get_flow(name, **c.ns)  # a clear error when there is no such flow
     texts = [t.strip() for t in add]
-    if any(not t for t in texts):
-        fail("--add needs a phrasing: an empty text says nothing of the job")
+    for t in texts:
+        _check_phrasing(t)
     added = store.add_flow_evidence(
         name,
         [("person:" + hashlib.sha256(t.encode()).hexdigest()[:24], t) for t in texts],
