@@ -233,6 +233,34 @@ def test_tables_never_cut_ids_at_80_columns(sqlite_url: str):
             assert i in proc.stdout, (i, proc.stdout)
 
 
+def test_candidate_lists_show_every_tool_name_whole_at_80_columns(sqlite_url: str):
+    """A narrow terminal gets one block per candidate: the sequence's tool names are never cut
+    to "get_user_det…", and a score that rounds to zero is "0", not "-0"."""
+    assert sf(sqlite_url, "ingest", str(TAU_BENCH)).exit_code == 0
+    env = {**os.environ, "COLUMNS": "80"}
+    for args in (
+        ["detect", "--include-failed", "--max-candidates", "10"],
+        ["flows", "candidates"],
+    ):
+        proc = subprocess.run(
+            [EXE, "--db", sqlite_url, "--user", "u1", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert max(map(len, proc.stdout.splitlines())) <= 80
+        assert "…" not in proc.stdout and " -0 " not in proc.stdout, proc.stdout
+        cands = json.loads(sf(sqlite_url, "flows", "candidates", "--json").stdout)
+        assert cands
+        words = set(proc.stdout.split())
+        for cand in cands:
+            assert cand["id"] in words
+            for name in cand["tool_sequence"]:
+                assert name in words or f"{name}×n" in words, (name, proc.stdout)
+
+
 def test_flows_run_json_prints_only_json(sqlite_url: str):
     from soloflow_core.learning.promotion import submit_flow
     from soloflow_core.models import FlowDefinition, FlowStep

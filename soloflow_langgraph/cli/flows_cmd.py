@@ -21,9 +21,10 @@ from soloflow_core.learning.promotion import (
 from soloflow_core.models import SOURCE_USER
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.cli._flow_runs import load_tools
+from soloflow_langgraph.cli._listing import print_sequences
 from soloflow_langgraph.cli._resolve import resolve_flow, resolve_id
 from soloflow_langgraph.cli.app import MAX_COUNT, Context, app, fail, out, print_json
-from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces, id_column
+from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces
 
 if TYPE_CHECKING:
     from soloflow_core.learning.quality import QualityScore
@@ -82,20 +83,23 @@ def candidates(
     if as_json:
         print_json([x.model_dump(mode="json") for x in cands])
         return
-    table = Table()
-    id_column(table, "candidate", [x.id for x in cands])
-    for header in ("status", "runs", "fidelity", "confidence", "sequence"):
-        table.add_column(header)
-    for x in cands:
-        table.add_row(
-            x.id,
-            x.status,
-            str(x.occurrence_count),
-            "-" if x.fidelity is None else f"{x.fidelity:.2f}",
-            "-" if x.confidence is None else f"{x.confidence:.2f}",
-            escape(" → ".join(x.tool_sequence)),
-        )
-    out.print(table)
+    print_sequences(
+        title=None,
+        headers=("candidate", "status", "runs", "fidelity", "confidence"),
+        rows=[
+            (
+                x.id,
+                (
+                    x.status,
+                    str(x.occurrence_count),
+                    "-" if x.fidelity is None else f"{x.fidelity:.2f}",
+                    "-" if x.confidence is None else f"{x.confidence:.2f}",
+                ),
+                " → ".join(x.tool_sequence),
+            )
+            for x in cands
+        ],
+    )
     if not cands:
         hint_other_namespaces(c, "candidates")
     for x in cands:

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, 
 from rich.table import Table
 
 from soloflow_core.models import DetectorConfig
+from soloflow_langgraph.cli._listing import print_sequences
 from soloflow_langgraph.cli._resolve import resolve_id
 from soloflow_langgraph.cli.app import MAX_COUNT, MAX_LIMIT, Context, app, err, out, print_json
 from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces, id_column
@@ -315,22 +316,24 @@ def detect(
                     f"{failed} failed run(s) were left out; [bold]--include-failed[/] counts them"
                 )
         return
-    table = Table(title="flow candidates")
-    id_column(table, "candidate", [cand.id for cand in cands])
-    for header in ("runs", "match", "tokens saved", "bits", "sequence"):
-        table.add_column(header)
-    for cand in cands:
-        seq = " → ".join(
-            f"{name}×n" if i in cand.repeated_steps else name
-            for i, name in enumerate(cand.tool_sequence)
-        )
-        table.add_row(
-            cand.id,
-            str(cand.occurrence_count),
-            cand.match_type,
-            f"{cand.estimated_token_savings:,.0f}",
-            f"{cand.score_bits or 0:,.0f}",
-            escape(seq),
-        )
-    out.print(table)
+    print_sequences(
+        title="flow candidates",
+        headers=("candidate", "runs", "match", "tokens saved", "bits"),
+        rows=[
+            (
+                cand.id,
+                (
+                    str(cand.occurrence_count),
+                    cand.match_type,
+                    f"{cand.estimated_token_savings:,.0f}",
+                    f"{round(cand.score_bits or 0):,}",  # round() first: never "-0"
+                ),
+                " → ".join(
+                    f"{name}×n" if i in cand.repeated_steps else name
+                    for i, name in enumerate(cand.tool_sequence)
+                ),
+            )
+            for cand in cands
+        ],
+    )
     out.print("approve one with [bold]soloflow flows approve CANDIDATE_ID[/]")
