@@ -273,3 +273,56 @@ def test_an_interrupted_invocation_in_process_is_recorded_then_resumed_or_cancel
             rt.run(_chain("chain"), {}, on_started=seen.append)
         assert rt.status(seen[1]).state == "interrupted"
         assert rt.cancel(seen[1]).state == "cancelled"
+
+
+def test_a_run_interrupted_after_its_approval_resumes_without_asking_again(db_url: str) -> None:
+    """Approved, then interrupted in a step after the first side effect: ``resume`` neither
+    asks for the approval again nor repeats the side effect that was done (issue 20, point 2:
+    no side effect twice)."""
+    from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
+
+    calls: list[str] = []
+    interrupt = {"on": True}
+
+    def look() -> str:
+        calls.append("look")
+        return "found"
+
+    def charge() -> str:
+        calls.append("charge")
+        return "charged"
+
+    def notify() -> str:
+        calls.append("notify")
+        if interrupt["on"]:
+            raise KeyboardInterrupt
+        return "notified"
+
+    flow = FlowDefinition.model_validate(
+        {
+            "name": "approve-then-interrupt",
+            "requires_approval": True,
+            "steps": [
+                {"id": "a", "skill_key": "look", "side_effects": False},
+                {"id": "b", "skill_key": "charge", "depends_on": ["a"]},
+                {"id": "c", "skill_key": "notify", "depends_on": ["b"]},
+            ],
+        }
+    )
+    with Store.open(db_url) as store, FlowRuntime(store, tools=[look, charge, notify], **NS) as rt:
+        first = rt.run(flow, {})
+        assert first.status == "waiting", first
+        assert calls == ["look"]
+        assert rt.status(first.run_id).waiting_for_approval
+        with pytest.raises(KeyboardInterrupt):
+            rt.approve(first.run_id)
+        assert calls == ["look", "charge", "notify"]
+        rec = rt.status(first.run_id)
+        assert rec.state == "interrupted" and not rec.waiting_for_approval
+
+        interrupt["on"] = False
+        result = rt.resume(first.run_id)
+        assert (result.status, result.output) == ("completed", "notified"), result
+        assert calls == ["look", "charge", "notify", "notify"]  # charged once, asked once
+        gates = [t for t in rt.history(first.run_id) if t.step_key == "__approval__"]
+        assert [t.to_state for t in gates].count("running") == 1, gates
