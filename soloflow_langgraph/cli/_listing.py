@@ -1,5 +1,5 @@
-"""Lists of candidates (an id, a few short fields, a tool sequence) that stay readable on a
-narrow terminal."""
+"""Lists of rows (an id, a few short fields, one long text: a tool sequence, a task) that stay
+readable on a narrow terminal."""
 
 from __future__ import annotations
 
@@ -11,33 +11,46 @@ from rich.table import Table
 from soloflow_langgraph.cli.app import out
 from soloflow_langgraph.cli.namespaces_cmd import id_column
 
-__all__ = ["NARROW", "print_sequences"]
+__all__ = ["NARROW", "print_listing"]
 
 NARROW = 110
 """Below this many columns a list is printed as one block per row, not as a table: a table
-would leave the sequence (long tool names) a sliver."""
+would leave the long text (a sequence of long tool names, a task) a sliver."""
 
 Row = tuple[str, Sequence[str], str]
-"""An id, its short fields (in ``headers`` order) and its tool sequence."""
+"""An id, its short fields (in ``headers`` order) and its long text."""
 
 
-def print_sequences(*, title: str | None, headers: Sequence[str], rows: Sequence[Row]) -> None:
-    """Print ``rows`` as a table (the id never cut, short fields never wrapped, the sequence
-    folded), or as blocks on a terminal narrower than :data:`NARROW`."""
+def print_listing(
+    *, title: str | None, headers: Sequence[str], rows: Sequence[Row], long: str = "sequence"
+) -> None:
+    """Print ``rows`` as a table (the id never cut, short fields never wrapped, the long text
+    in the last column, ``long``, folded), or as blocks on a terminal narrower than
+    :data:`NARROW`: the id and the fields on one line, the long text under them."""
     if out.width < NARROW:
         if title:
             out.print(f"[bold]{escape(title)}[/]")
-        for row_id, fields, seq in rows:
-            facts = " · ".join(f"{h} {v}" for h, v in zip(headers[1:], fields, strict=True))
-            out.print(
-                f"[bold]{escape(row_id)}[/]  {escape(facts)}\n  {escape(seq)}", overflow="fold"
+        for row_id, fields, text in rows:
+            facts = " · ".join(
+                _fact(h, v) for h, v in zip(headers[1:], fields, strict=True) if v not in ("", "-")
             )
+            if len(row_id) + 2 + len(facts) <= out.width:
+                out.print(f"[bold]{escape(row_id)}[/]  {escape(facts)}", overflow="fold")
+            else:  # a long id (a UUID): the figures on a line of their own
+                out.print(f"[bold]{escape(row_id)}[/]\n  {escape(facts)}", overflow="fold")
+            if text:
+                out.print(f"  {escape(text)}", overflow="fold")
         return
     table = Table(title=title)
     id_column(table, headers[0], [row[0] for row in rows])
     for header in headers[1:]:
         table.add_column(header, no_wrap=True)
-    table.add_column("sequence", overflow="fold", ratio=1)
-    for row_id, fields, seq in rows:
-        table.add_row(escape(row_id), *map(escape, fields), escape(seq))
+    table.add_column(long, overflow="fold", ratio=1)
+    for row_id, fields, text in rows:
+        table.add_row(escape(row_id), *map(escape, fields), escape(text))
     out.print(table)
+
+
+def _fact(header: str, value: str) -> str:
+    """``4 tools``, ``54,000 tokens saved``; a word (``pending``, ``✓``, ``unpriced``) alone."""
+    return f"{value} {header}" if value[:1].isdigit() or value[:1] in "-$" else value

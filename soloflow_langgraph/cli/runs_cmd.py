@@ -11,10 +11,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, 
 from rich.table import Table
 
 from soloflow_core.models import DetectorConfig
-from soloflow_langgraph.cli._listing import print_sequences
+from soloflow_langgraph.cli._listing import print_listing
 from soloflow_langgraph.cli._resolve import resolve_id
 from soloflow_langgraph.cli.app import MAX_COUNT, MAX_LIMIT, Context, app, err, out, print_json
-from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces, id_column
+from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces
+
+TASK_SHOWN = 80
+"""How much of a task `runs list` shows (`runs show` and `--json` give it whole)."""
 
 runs_app = typer.Typer(help="The captured task runs (the ledger).", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
@@ -150,25 +153,32 @@ def runs_list(
     caption = f"namespace cost: ${cost.total_usd:.4f} over {cost.priced_runs} priced run(s)" + (
         f", {cost.unpriced_runs} unpriced" if cost.unpriced_runs else ""
     )
-    table = Table(title=f"task runs ({c.user}/{c.agent})", caption=caption)
-    id_column(table, "run id", [r.run_id for r in rows])
-    for header in ("task", "ok", "tools", "model calls", "tokens", "cost"):
-        table.add_column(header)
+    listed = []
     for r in rows:
-        task = (r.task or "").replace("\n", " ")
+        task = " ".join((r.task or "").split())
         priced = (
             f"${r.cost:.4f}" if r.cost is not None else ("unpriced" if r.model_call_count else "")
         )
-        table.add_row(
-            escape(r.run_id),
-            escape(task[:60]) + ("…" if len(task) > 60 else ""),
-            {True: "✓", False: "✗", None: "?"}[r.success],
-            str(r.tool_count),
-            str(r.model_call_count),
-            "" if r.tokens is None else str(r.tokens),
-            priced,
+        listed.append(
+            (
+                r.run_id,
+                (
+                    {True: "✓", False: "✗", None: "?"}[r.success],
+                    str(r.tool_count),
+                    str(r.model_call_count),
+                    "" if r.tokens is None else str(r.tokens),
+                    priced,
+                ),
+                task[:TASK_SHOWN] + ("…" if len(task) > TASK_SHOWN else ""),
+            )
         )
-    out.print(table)
+    print_listing(
+        title=f"task runs ({c.user}/{c.agent})",
+        headers=("run id", "ok", "tools", "model calls", "tokens", "cost"),
+        rows=listed,
+        long="task",
+    )
+    out.print(caption, highlight=False)
     if not rows:
         hint_other_namespaces(c, "task runs")
 
@@ -316,7 +326,7 @@ def detect(
                     f"{failed} failed run(s) were left out; [bold]--include-failed[/] counts them"
                 )
         return
-    print_sequences(
+    print_listing(
         title="flow candidates",
         headers=("candidate", "runs", "match", "tokens saved", "bits"),
         rows=[
