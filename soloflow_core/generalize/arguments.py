@@ -86,7 +86,7 @@ class Generalization:
 
 
 _SCALARS: dict[type, Callable[[Any], str]] = {
-    str: json.encoder.encode_basestring_ascii,  # what json.dumps writes for a str
+    str: json.JSONEncoder().encode,  # what json.dumps writes for a str, without its option checks
     int: int.__repr__,
     bool: lambda v: "true" if v else "false",
     type(None): lambda _v: "null",

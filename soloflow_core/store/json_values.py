@@ -10,11 +10,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
-from json.encoder import (  # type: ignore[attr-defined]
-    c_make_encoder,
-    encode_basestring_ascii,
-)
 from typing import Any
 
 from pydantic_core import to_json
@@ -87,19 +82,10 @@ def _refuse(_value: Any) -> Any:
     raise TypeError
 
 
-# The C encoder json.dumps uses, built once (json.dumps builds one per call): same output
-# as ``json.dumps`` (SQLAlchemy's serializer) but refusing NaN/inf and non-JSON objects,
-# which then take the ``jsonable`` path.
-_encode: Callable[[Any], str]
-if c_make_encoder is not None:
-    _c_encoder = c_make_encoder(
-        None, _refuse, encode_basestring_ascii, None, ": ", ", ", False, False, False
-    )
-
-    def _encode(value: Any) -> str:
-        return "".join(_c_encoder(value, 0))
-else:  # pragma: no cover - CPython always has the C accelerator
-    _encode = json.JSONEncoder(allow_nan=False, default=_refuse).encode
+# One encoder, built once (json.dumps with options builds one per call): the same text as
+# ``json.dumps`` (SQLAlchemy's serializer), but refusing NaN/inf and non-JSON objects, which
+# then take the ``jsonable`` path. No cycle check: a cycle ends in RecursionError, also caught.
+_encode = json.JSONEncoder(allow_nan=False, default=_refuse, check_circular=False).encode
 
 # In ``json.dumps`` text: a NUL or a UTF-16 surrogate (``storable_text`` rewrites both), or a key
 # that was a bool or None (``jsonable`` writes ``str(key)``, json writes ``true``/``null``).
@@ -112,7 +98,7 @@ def json_text(value: Any) -> str:
     if value is None:
         return "null"
     if type(value) is str:
-        text = encode_basestring_ascii(value)
+        text = _encode(value)
         if "\\u0000" in text or "\\ud" in text:
             return json.dumps(jsonable(value))
         return text

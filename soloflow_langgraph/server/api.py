@@ -144,11 +144,10 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
-        kind = (
-            HTTPStatus(exc.status_code).phrase
-            if exc.status_code in HTTPStatus._value2member_map_
-            else "Error"
-        )
+        try:
+            kind = HTTPStatus(exc.status_code).phrase
+        except ValueError:  # not a status the standard library names
+            kind = "Error"
         detail = exc.detail if isinstance(exc.detail, str) else kind
         if exc.status_code == 404:
             detail = "no such route: see /openapi.json (flow names in paths are URL-encoded)"
