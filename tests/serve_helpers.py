@@ -7,11 +7,13 @@ Subprocesses import this module by name (``--tools serve_helpers:TOOLS``) with
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from langchain_core.tools import tool
@@ -45,6 +47,44 @@ def slow_echo(text: str, seconds: float = 0.0) -> str:
 
 TOOLS = [*DEMO_TOOLS, slow_echo]
 """The executors of the serving tests: the demo's support tools and ``slow_echo``."""
+
+GATE_ENV = "SOLOFLOW_TEST_GATE"
+"""A directory: ``wait_for_gate`` writes ``started`` in it, then waits for ``open`` there."""
+
+
+@tool
+def wait_for_gate(text: str) -> str:
+    """Hold a run until the test opens the gate (at most two minutes); return ``text``."""
+    gate = Path(os.environ[GATE_ENV])
+    (gate / "started").write_text(text)
+    deadline = time.monotonic() + 120
+    while not (gate / "open").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the test never opened the gate")
+        time.sleep(0.02)
+    return text
+
+
+GATE_TOOLS = [*TOOLS, wait_for_gate]
+""":data:`TOOLS` and ``wait_for_gate``."""
+GATED_FLOW: dict[str, Any] = {
+    "name": "gated echo",
+    "description": "Echo a text once the gate opens.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    },
+    "steps": [
+        {"id": "wait", "skill_key": "wait_for_gate", "input_map": {"text": "{{_trigger.text}}"}},
+        {
+            "id": "again",
+            "skill_key": "slow_echo",
+            "depends_on": ["wait"],
+            "input_map": {"text": "{{wait}}"},
+        },
+    ],
+}
 
 APPROVAL_FLOW: dict[str, Any] = {
     "name": "notify after approval",

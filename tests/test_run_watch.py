@@ -15,7 +15,13 @@ import pytest
 
 from soloflow_core.models import Compensation, FlowDefinition, FlowStep
 from soloflow_core.store import Store
-from soloflow_langgraph.compile.run_watch import RunAbandoned, RunWatch, poll_for, run_watched
+from soloflow_langgraph.compile.run_watch import (
+    RunAbandoned,
+    RunStopped,
+    RunWatch,
+    poll_for,
+    run_watched,
+)
 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
 NS = {"user_id": "watch-user", "agent_id": "watch-agent"}
@@ -243,6 +249,52 @@ def test_an_interrupted_caller_abandons_the_call_and_resume_runs_it_again(store,
     steps = {s.step_key: (s.state, s.attempts) for s in rt.status(started[0]).steps}
     assert steps == {"a": ("completed", 1), "b": ("completed", 2), "c": ("completed", 1)}
     assert [m.to_state for m in rt.history(started[0]) if m.step_key is None][-1] == "completed"
+
+
+def test_interrupt_running_stops_a_run_driven_on_another_thread(store, runtimes):
+    """A server shutting down (``FlowRuntime.interrupt_running`` from another thread): the run
+    is recorded interrupted at once, naming the call left running; its thread unwinds with
+    ``RunStopped`` and writes nothing more when the abandoned call returns; the runtime starts
+    no run afterwards; another runtime resumes the run, the step runs again."""
+    calls = Calls()
+    in_b, release = threading.Event(), threading.Event()
+    flow = FlowDefinition(
+        name="stopped", steps=[_step("a"), _step("b", "a", timeout_seconds=2), _step("c", "b")]
+    )
+    tools = [
+        calls.make("a"),
+        calls.make("b", then=lambda: (in_b.set(), release.wait(10))),
+        calls.make("c"),
+    ]
+    rt = _rt(runtimes, store, tools)
+    started: list[str] = []
+    ended: list[BaseException] = []
+
+    def drive() -> None:
+        try:
+            rt.run(flow, {}, on_started=started.append)
+        except BaseException as exc:
+            ended.append(exc)
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    assert in_b.wait(10)
+    assert rt.interrupt_running() == started
+    rec = rt.status(started[0])
+    assert rec.state == "interrupted"
+    detail = [m.detail for m in rt.history(started[0]) if m.step_key is None][-1] or ""
+    assert "step 'b' (attempt 1)" in detail
+    thread.join(10)
+    assert not thread.is_alive() and [type(e) for e in ended] == [RunStopped]
+    assert rt.interrupt_running() == []  # again: nothing more to stop
+    with pytest.raises(RunStopped):  # the stopped runtime starts no run
+        rt.run(flow, {})
+    release.set()
+    time.sleep(0.3)  # the abandoned b returns: nothing of it is written
+    assert {s.step_key: s.state for s in rt.status(started[0]).steps}["b"] == "running"
+    result = _rt(runtimes, store, tools).resume(started[0])
+    assert result.status == "completed"
+    assert calls.names() == ["a", "b", "b", "c"]
 
 
 def test_a_first_step_that_overruns_goes_on_from_the_first_checkpoint(store, runtimes):

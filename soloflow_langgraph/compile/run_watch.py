@@ -74,6 +74,12 @@ class WatchedCall:
     abandoned: bool = False
 
 
+class RunStopped(BaseException):  # noqa: N818 - a control-flow signal, like KeyboardInterrupt
+    """Raised in the caller of a watched invocation that another thread of the process stopped
+    (:meth:`RunWatch.interrupt`, e.g. a server shutting down): the same as the caller's own
+    ``KeyboardInterrupt``."""
+
+
 class CallTimedOut(Exception):  # noqa: N818 - it reports the call, not an error of the caller
     """The watched invocation's call ran past its limit (raised in the caller)."""
 
@@ -86,12 +92,13 @@ class RunWatch:
     """What the caller of one watched invocation sees of it: the call in progress and its
     deadline (see the module docstring)."""
 
-    __slots__ = ("current", "fenced", "lock", "poll", "quiet", "thread_id")
+    __slots__ = ("current", "fenced", "interrupted", "lock", "poll", "quiet", "thread_id")
 
     def __init__(self, poll: float) -> None:
         self.lock = threading.Lock()
         self.current: WatchedCall | None = None
         self.fenced = False
+        self.interrupted = False
         self.thread_id: int | None = None
         self.poll = min(MAX_POLL, max(MIN_POLL, poll))
         self.quiet = threading.Event()
@@ -107,6 +114,14 @@ class RunWatch:
             if self.current is not None:
                 self.current.abandoned = True
                 self.quiet.set()
+
+    def interrupt(self) -> None:
+        """From another thread: stop the invocation as an interrupt of its caller would
+        (:meth:`stop`), and make the caller raise :class:`RunStopped` when it next wakes (at
+        most ``poll`` seconds later)."""
+        with self.lock:
+            self.interrupted = True
+        self.stop()
 
     def owns_thread(self) -> bool:
         """Whether the current thread is the invocation's own (calls may go in line)."""
@@ -179,6 +194,7 @@ def run_watched(target: Callable[[], T], watch: RunWatch) -> T:
     Raises:
         CallTimedOut: a call ran past its limit; the invocation is fenced and the call
             abandoned (see the module docstring).
+        RunStopped: another thread stopped the invocation (:meth:`RunWatch.interrupt`).
         BaseException: whatever ``target`` raised; an interrupt of the caller (its
             ``KeyboardInterrupt``) abandons the call in progress and fences the invocation
             (:meth:`RunWatch.stop`), and is raised again.
@@ -203,6 +219,8 @@ def run_watched(target: Callable[[], T], watch: RunWatch) -> T:
         CALL_POOL.submit(main)  # inside the try: an interrupt from here on fences the invocation
         while not done.acquire(True, wait):
             with watch.lock:
+                if watch.interrupted:
+                    raise RunStopped("stopped by its process (a server shutting down)")
                 call, now = watch.current, time.monotonic()
                 if call is not None and now >= call.deadline:
                     call.abandoned = True
@@ -222,4 +240,12 @@ def run_watched(target: Callable[[], T], watch: RunWatch) -> T:
     return box["out"]  # type: ignore[no-any-return]
 
 
-__all__ = ["CallTimedOut", "RunAbandoned", "RunWatch", "WatchedCall", "poll_for", "run_watched"]
+__all__ = [
+    "CallTimedOut",
+    "RunAbandoned",
+    "RunStopped",
+    "RunWatch",
+    "WatchedCall",
+    "poll_for",
+    "run_watched",
+]

@@ -142,12 +142,10 @@ class FlowRuntime:
         self._def_json: dict[tuple[str, int], tuple[FlowDefinition, str]] = {}
         self._latest: dict[str, FlowDefinition] = {}
         self._lock = threading.Lock()
-        self._traces: dict[str, FlowTrace] = {}
-        """The trace of each invocation going on, by run id."""
+        self._traces: dict[str, FlowTrace] = {}  # each invocation's going on, by run id
 
     def close(self) -> None:
-        """Close the checkpointer's connection if this runtime opened it (the store is the
-        caller's to close); the queued checkpoint deletions finish first."""
+        """Close the checkpointer this runtime opened, queued deletions first (not the store)."""
         self._retention.close()
         if self._owned is not None:
             self._owned.close()
@@ -161,11 +159,9 @@ class FlowRuntime:
     # ------------------------------------------------------------------ lookup
 
     def flow(self, name: str, version: int | None = None) -> FlowDefinition:
-        """The registered flow ``name`` (latest version unless given; one indexed read).
-        Definitions are cached by version. :meth:`run` by name reads no version at all: it
-        starts the newest version it knows of only if that is still the newest (checked in
-        the statement that records the run), so a newly registered version is picked up at
-        once."""
+        """The registered flow ``name`` (latest version unless given; one indexed read),
+        cached by version. :meth:`run` by name reads no version: it starts the newest version
+        it knows of only if the statement that records the run finds it still the newest."""
         if self.store is None:
             raise NotFoundError(
                 f"no flow {name!r}: this runtime has no store; pass the FlowDefinition"
@@ -553,18 +549,22 @@ class FlowRuntime:
         return state_result(flow, state, common=common(), journal=journal, finish=finish)
 
     def interrupted_call(self, run_id: str) -> str | None:
-        """The call that was in progress when an invocation of ``run_id`` in this process was
-        interrupted (``KeyboardInterrupt``), e.g. ``step 'fetch' (attempt 1) calling
-        pkg.tools:slow``; None when none was (or the run was not interrupted here). The call
-        is abandoned: its result is never used, and the run resumes from its last checkpoint."""
+        """The call in progress when an invocation of ``run_id`` here was interrupted, e.g.
+        ``step 'fetch' (attempt 1) calling pkg.tools:slow``, which is abandoned (the run
+        resumes from its last checkpoint); None when none was (or none was interrupted)."""
         return self._invoker.interrupted_call(run_id)
 
+    def interrupt_running(self) -> list[str]:
+        """For a process shutting down: stop the runs this runtime drives on other threads as
+        Ctrl-C would, record each ``interrupted``; start none from now on. The ids recorded."""
+        self._invoker.stop_all()
+        return [run_id for run_id in list(self._traces) if self.record_interrupted(run_id)]
+
     def record_interrupted(self, run_id: str) -> bool:
-        """Record ``run_id``, which this process drives, as ``interrupted`` (its invocation
-        was stopped by ``KeyboardInterrupt``, e.g. Ctrl-C or SIGTERM), naming the call left
-        running; ``soloflow flows resume`` carries it on. Called by the runtime itself when
-        an invocation is interrupted; again does nothing. False when nothing was recorded
-        (no store, the run is not running here, or the store could not be written)."""
+        """Record ``run_id``, driven here, as ``interrupted`` (Ctrl-C, SIGTERM,
+        :meth:`interrupt_running`), naming the call left running; ``soloflow flows resume``
+        carries it on. Again does nothing. False when nothing was recorded (no store, the
+        run is not running here, or the store could not be written)."""
         if self.store is None:
             return False
         left = self.interrupted_call(run_id)

@@ -18,7 +18,13 @@ from soloflow_core.errors import InvalidTransitionError, PluginError
 from soloflow_core.models import FlowDefinition, FlowStep, StepRecord, ToolCall
 from soloflow_core.plugins import call_hook
 from soloflow_langgraph.compile.nodes import FlowContext
-from soloflow_langgraph.compile.run_watch import CallTimedOut, RunWatch, poll_for, run_watched
+from soloflow_langgraph.compile.run_watch import (
+    CallTimedOut,
+    RunStopped,
+    RunWatch,
+    poll_for,
+    run_watched,
+)
 
 if TYPE_CHECKING:
     import pluggy
@@ -74,12 +80,16 @@ def step_listener(
 
 class Invoker:
     """Invokes run graphs for one runtime, and remembers the invocations whose caller was
-    interrupted (``KeyboardInterrupt``) until their runs go on in this process."""
+    interrupted (``KeyboardInterrupt``, or :meth:`stop_all`) until their runs go on in this
+    process."""
 
     def __init__(self, checkpointer: Any, durability: str) -> None:
         self.checkpointer, self.durability = checkpointer, durability
         self._lock = threading.Lock()
         self._stopping: dict[str, RunWatch] = {}
+        self._watching: dict[str, RunWatch] = {}
+        """The watched invocation going on, by run id."""
+        self._stopped = False
 
     def invoke(
         self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any, ctx: FlowContext
@@ -99,8 +109,13 @@ class Invoker:
         that ran past its limit, the run goes on from its last checkpoint in a new
         invocation, whose node of that step takes the attempt as timed out."""
         poll = poll_for([s.timeout_seconds for s in flow.steps])
+        run_id = str(ctx.run_id)
         while True:
             watch = ctx.watch = RunWatch(poll)
+            with self._lock:
+                if self._stopped:
+                    raise RunStopped("stopped by its process (a server shutting down)")
+                self._watching[run_id] = watch
             try:
                 return run_watched(
                     functools.partial(invoke, payload, cfg, context=ctx, durability="sync"), watch
@@ -118,8 +133,24 @@ class Invoker:
             except BaseException as exc:
                 if not isinstance(exc, Exception):  # the caller was interrupted: it is stopping
                     with self._lock:
-                        self._stopping[str(ctx.run_id)] = watch
+                        self._stopping[run_id] = watch
                 raise  # else the invocation's own failure: its thread has ended
+            finally:
+                with self._lock:
+                    if self._watching.get(run_id) is watch:
+                        del self._watching[run_id]
+
+    def stop_all(self) -> None:
+        """From another thread, for a process that is shutting down: stop every watched
+        invocation going on as an interrupt of its caller would (the call in progress is
+        abandoned, nothing more is written; the caller raises ``RunStopped``), and refuse
+        any invocation from now on."""
+        with self._lock:
+            self._stopped = True
+            watches = dict(self._watching)
+            self._stopping.update(watches)
+        for watch in watches.values():
+            watch.interrupt()
 
     def interrupted_call(self, run_id: str) -> str | None:
         """The call in progress when an invocation of ``run_id`` was interrupted, e.g.

@@ -12,15 +12,21 @@ create``) and answers inside the token's (user, agent) namespace:
 
 Errors are ``{"error", "detail", "problems"}`` (:class:`~.views.ErrorBody`); invalid input
 lists each problem with its field path. The OpenAPI document is at ``/openapi.json``.
+
+When the app shuts down (its lifespan ends: SIGTERM or Ctrl-C to ``soloflow serve``), the flow
+runs it started that are still going are recorded ``interrupted``
+(:meth:`~soloflow_langgraph.server.service.SoloFlowService.stop_runs`), to be resumed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -171,7 +177,13 @@ def create_app(service: SoloFlowService, *, title: str = "SoloFlow") -> FastAPI:
     """The REST API over ``service`` (the caller opens and closes its store)."""
     from soloflow_langgraph.server.routes import build_router
 
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await anyio.to_thread.run_sync(service.stop_runs)
+
     app = FastAPI(
+        lifespan=lifespan,
         title=title,
         version=__version__,
         description="Flows SoloFlow learned from agents' tool calls: submit, find, run, approve. "

@@ -67,7 +67,8 @@ class RunDriver:
                 box["result"] = run(on_started)
             except BaseException as exc:  # handed to the caller, or logged once it stopped waiting
                 box["error"] = exc
-                if started.is_set() and not waiting.is_set():
+                stopped = not isinstance(exc, Exception)  # with the server: stop_runs logs it
+                if started.is_set() and not waiting.is_set() and not stopped:
                     log.error(
                         "flow run %s of %r failed after its caller stopped waiting: %s",
                         box["id"],

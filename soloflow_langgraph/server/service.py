@@ -11,7 +11,8 @@ Flow runs go through :class:`~soloflow_langgraph.runtime.FlowRuntime` (one per n
 sharing this service's executors), whose outcomes the learning service records. A run is
 driven on a thread of its own (:mod:`soloflow_langgraph.server.driver`); the caller waits for
 it at most ``wait`` seconds, then gets its id and status ``running`` while it goes on here
-(follow it with its status).
+(follow it with its status). When the server stops, :meth:`SoloFlowService.stop_runs` records
+the runs still going here ``interrupted``, to be resumed.
 """
 
 from __future__ import annotations
@@ -132,12 +133,35 @@ class SoloFlowService:
         self._listeners: list[Callable[[str, str], None]] = []
 
     def close(self) -> None:
-        """Wait (a while) for runs still going on this service's threads, then close the runtimes."""
+        """Wait (a while) for runs still going on this service's threads, stop those still
+        going then (:meth:`stop_runs`), and close the runtimes."""
         self._driver.join()
+        self.stop_runs()
         with self._lock:
             runtimes, self._runtimes = list(self._runtimes.values()), {}
         for runtime in runtimes:
             runtime.close()
+
+    def stop_runs(self) -> list[str]:
+        """For a server that stops: stop the flow runs this service drives that are still going,
+        as Ctrl-C stops ``soloflow flows run`` (the call in progress is abandoned), and record
+        each ``interrupted``, which ``soloflow flows resume`` (or the resume route) carries on.
+        Each is logged; the ids recorded."""
+        with self._lock:
+            runtimes = list(self._runtimes.items())
+        stopped = []
+        for (user, agent), runtime in runtimes:
+            for run_id in runtime.interrupt_running():
+                log.warning(
+                    "flow run %s (user %r, agent %r) stopped with the server and recorded "
+                    "interrupted; resume it with: soloflow flows resume %s",
+                    run_id,
+                    user,
+                    agent,
+                    run_id,
+                )
+                stopped.append(run_id)
+        return stopped
 
     # ------------------------------------------------------------------ changes
 
