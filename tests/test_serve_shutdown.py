@@ -100,7 +100,7 @@ def test_a_run_in_progress_when_the_server_stops_is_interrupted_then_resumes(
         assert "step 'wait'" in (last.detail or "")  # the call left running is named
         (gate / "open").touch()
         monkeypatch.setenv(GATE_ENV, str(gate))
-        with FlowRuntime(store, tools=GATE_TOOLS, **NS) as runtime:
+        with FlowRuntime(store, tools=GATE_TOOLS, user_id="ann", agent_id="bot") as runtime:
             result = runtime.resume(run_id)
         assert (result.status, result.output) == ("completed", "hey"), result.error
         assert store.get_flow_run(run_id, **NS).state == "completed"
