@@ -1,18 +1,24 @@
-"""``soloflow serve`` stopped while a flow run it started is in progress: the run is recorded
-``interrupted`` (not left ``running`` with its process gone), the server says so in its log,
-and the run resumes to completion — a real server subprocess on 127.0.0.1 driven by httpx,
-on SQLite and PostgreSQL, stopped by SIGTERM and by Ctrl-C (SIGINT)."""
+"""``soloflow serve`` (and ``soloflow mcp --http``) stopped while a flow run it started is in
+progress: the run is recorded ``interrupted`` (not left ``running`` with its process gone),
+the server says so in its log, and the run resumes to completion — a real server subprocess
+on 127.0.0.1 driven by httpx (by the MCP SDK's client), on SQLite and PostgreSQL, stopped by
+SIGTERM and by Ctrl-C (SIGINT)."""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
 from flowrun_fixtures import soloflow_argv, subprocess_env
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from serve_helpers import GATE_ENV, GATE_TOOLS, GATED_FLOW, free_port, submit
 
 from soloflow_core.store import Store
@@ -21,18 +27,11 @@ from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 NS = {"user_id": "ann", "agent_id": "bot"}
 
 
-def _serve(url: str, port: int, gate: Path) -> subprocess.Popen[str]:
+def _serve(command: str, url: str, port: int, gate: Path) -> subprocess.Popen[str]:
+    how = ["serve", "--log-level", "warning"] if command == "serve" else ["mcp", "--http"]
     return subprocess.Popen(
         soloflow_argv(
-            "--db",
-            url,
-            "serve",
-            "--port",
-            str(port),
-            "--tools",
-            "serve_helpers:GATE_TOOLS",
-            "--log-level",
-            "warning",
+            "--db", url, *how, "--port", str(port), "--tools", "serve_helpers:GATE_TOOLS"
         ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -51,15 +50,50 @@ def _wait_until(ready: object, proc: subprocess.Popen[str], what: str) -> None:
 
 
 def _healthy(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/healthz").status_code == 200
+    try:  # the REST API's health check; the MCP endpoint answers 401 without a token
+        return httpx.get(f"{base}/healthz").status_code == 200 or (
+            httpx.post(f"{base}/mcp", json={}).status_code == 401
+        )
     except httpx.TransportError:
         return False
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def _start_over_rest(base: str, token: str) -> str:
+    started = httpx.post(
+        f"{base}/api/flows/gated echo/runs",
+        json={"inputs": {"text": "hey"}, "wait_seconds": 0},
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+    assert started.status_code == 202, started.text  # accepted: still running
+    assert started.json()["status"] == "running"
+    return str(started.json()["run_id"])
+
+
+async def _start_over_mcp(base: str, token: str) -> str:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    async with http, Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client:
+        result = await client.call_tool(
+            "soloflow_run", {"flow": "gated echo", "inputs": {"text": "hey"}, "wait_seconds": 0}
+        )
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "is still running" in text, text
+    found = re.search(r"frun_[0-9a-f]+", text)
+    assert found is not None, text
+    return found.group()
+
+
+@pytest.mark.parametrize(
+    ("command", "sig"),
+    [("serve", signal.SIGTERM), ("serve", signal.SIGINT), ("mcp", signal.SIGTERM)],
+    ids=["serve-sigterm", "serve-sigint", "mcp-http-sigterm"],
+)
 def test_a_run_in_progress_when_the_server_stops_is_interrupted_then_resumes(
-    db_url: str, tmp_path: Path, sig: signal.Signals, monkeypatch: pytest.MonkeyPatch
+    db_url: str,
+    tmp_path: Path,
+    command: str,
+    sig: signal.Signals,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     gate = tmp_path / "gate"
     gate.mkdir()
@@ -68,18 +102,13 @@ def test_a_run_in_progress_when_the_server_stops_is_interrupted_then_resumes(
         token = store.create_api_token(scope="write", **NS).token
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = _serve(db_url, port, gate)
+    proc = _serve(command, db_url, port, gate)
     try:
         _wait_until(lambda: _healthy(base), proc, "the server did not start")
-        started = httpx.post(
-            f"{base}/api/flows/gated echo/runs",
-            json={"inputs": {"text": "hey"}, "wait_seconds": 0},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=60,
-        )
-        assert started.status_code == 202, started.text  # accepted: still running
-        assert started.json()["status"] == "running"
-        run_id = started.json()["run_id"]
+        if command == "serve":
+            run_id = _start_over_rest(base, token)
+        else:
+            run_id = asyncio.run(_start_over_mcp(base, token))
         _wait_until((gate / "started").exists, proc, "the gated step did not start")
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)

@@ -47,8 +47,10 @@ def mcp(
         return
     import uvicorn
 
+    from soloflow_langgraph.server.driver import StopRunsAtShutdown
+
     server = SoloFlowMCP(service, watch_interval=watch_interval)
-    app_ = server.http_app(host=host, port=port, path=path)
+    app_ = StopRunsAtShutdown(server.http_app(host=host, port=port, path=path), service.stop_runs)
     err.print(
         f"SoloFlow MCP on http://{host}:{port}{path} (streamable HTTP; bearer tokens; store "
         f"{service.store.url})",

@@ -3,6 +3,8 @@
 :class:`RunDriver` runs each flow run on a thread; the caller gets its result if it ends (or
 waits for approval) within ``wait`` seconds, else its id and status ``running`` while it goes
 on (follow it with its status). :meth:`RunDriver.join` waits a while for the runs still going.
+:class:`StopRunsAtShutdown` stops the runs still going when an ASGI server stops
+(``SoloFlowService.stop_runs``), for an app whose lifespan is another library's (MCP's).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from soloflow_langgraph.server.views import RunOutcomeView
 if TYPE_CHECKING:
     from soloflow_langgraph.runtime.results import FlowRunResult
 
-__all__ = ["DEFAULT_WAIT", "MAX_WAIT", "STOP_GRACE", "RunDriver"]
+__all__ = ["DEFAULT_WAIT", "MAX_WAIT", "STOP_GRACE", "RunDriver", "StopRunsAtShutdown"]
 
 log = logging.getLogger(__name__)
 
@@ -96,3 +98,26 @@ class RunDriver:
         if "error" in box:
             raise box["error"]
         return RunOutcomeView.of(box["result"])
+
+
+class StopRunsAtShutdown:
+    """The ASGI app ``app``, which calls ``stop`` (on a worker thread) once its lifespan has
+    shut down: ``soloflow mcp --http`` wraps the MCP SDK's app so, with
+    ``SoloFlowService.stop_runs``."""
+
+    def __init__(self, app: Any, stop: Callable[[], object]) -> None:
+        self.app, self.stop = app, stop
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        import anyio  # the api extra's, as is every ASGI server
+
+        async def on_send(message: Any) -> None:
+            if message["type"] in ("lifespan.shutdown.complete", "lifespan.shutdown.failed"):
+                await anyio.to_thread.run_sync(self.stop)
+            await send(message)
+
+        await self.app(scope, receive, on_send)
