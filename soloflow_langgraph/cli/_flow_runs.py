@@ -66,6 +66,17 @@ def interruptible(runtime: FlowRuntime, run_id: Callable[[], str | None]) -> Ite
             # The runtime recorded it when its invocation was interrupted; this covers an
             # interrupt that came just before or after the invocation (it writes nothing then).
             runtime.record_interrupted(rid)
+            ended = _ended_state(runtime, rid)
+            if ended is not None:  # the signal came as the run ended: say what it is
+                err.print(
+                    f"interrupted: flow run {rid} had already ended ({ended}); nothing to resume."
+                    f"\n  see it with: soloflow flows status {rid}",
+                    highlight=False,
+                    markup=False,
+                )
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(INTERRUPTED_EXIT)
             err.print(
                 f"interrupted: flow run {rid} stopped and recorded as interrupted"
                 + (
@@ -88,6 +99,16 @@ def interruptible(runtime: FlowRuntime, run_id: Callable[[], str | None]) -> Ite
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _ended_state(runtime: FlowRuntime, run_id: str) -> str | None:
+    """The state of ``run_id`` when it has ended (``completed``, ``failed``…), else None
+    (also when the store cannot say)."""
+    try:
+        rec = runtime.status(run_id)
+    except Exception:  # the store is gone: the message says what was meant to happen
+        return None
+    return str(rec.state) if rec.terminal else None
 
 
 def load_tools(spec: str) -> list[Any]:
