@@ -1,7 +1,8 @@
 """Routing on requests nobody scripted: no flow runs for a near miss; how many new phrasings
 of learned jobs are served with no model call, and rightly.
 
-The world is the support shop of ``routing_world.py`` and its blind corpus: a real
+The world is the support shop of ``routing_world.py`` and its blind corpus (or, with
+``--world airline``, the airline desk of ``routing_world_airline.py``): a real
 ``create_agent`` agent with ``SoloFlowMiddleware(auto_execute=True)`` does the 32 training
 requests (8 per job) while SoloFlow watches; a person approves every flow it proposes. Then:
 
@@ -25,6 +26,7 @@ flow tool, and of a routed run. Run: ``python benchmarks/bench_routing.py [--db 
 from __future__ import annotations
 
 import argparse
+import importlib
 import random
 import statistics
 import sys
@@ -38,13 +40,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langchain.agents import create_agent  # noqa: E402
 
-from benchmarks import routing_world as W  # noqa: E402
 from soloflow_core.learning import LearningConfig  # noqa: E402
 from soloflow_core.learning.promotion import approve_candidate  # noqa: E402
 from soloflow_core.store import Store  # noqa: E402
 from soloflow_langgraph.routing.middleware import SoloFlowMiddleware  # noqa: E402
 
 USER, AGENT = "shop-user", "shop"
+WORLDS = {"shop": "benchmarks.routing_world", "airline": "benchmarks.routing_world_airline"}
+W: Any = None
+"""The world module (``--world``): its tools, corpus, scripted model and effect log."""
 
 
 def _config(learn: bool) -> LearningConfig:
@@ -55,11 +59,11 @@ def _config(learn: bool) -> LearningConfig:
 
 def _agent(
     store: Store, *, learn: bool, use_flow_tools: bool
-) -> tuple[Any, SoloFlowMiddleware, W.ShopModel]:
+) -> tuple[Any, SoloFlowMiddleware, Any]:
     mw = SoloFlowMiddleware(
         store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=_config(learn)
     )
-    model = W.shop_model()
+    model = W.agent_model()
     if use_flow_tools:  # the typed flow tool of each job, by the job's last (effect) tool
         for flow_name, tool_name in mw._typed.items():
             meta = store.get_flow_meta(flow_name, user_id=USER, agent_id=AGENT)
@@ -70,7 +74,7 @@ def _agent(
     return agent, mw, model
 
 
-def _ask(agent: Any, mw: SoloFlowMiddleware, model: W.ShopModel, text: str) -> dict[str, Any]:
+def _ask(agent: Any, mw: SoloFlowMiddleware, model: Any, text: str) -> dict[str, Any]:
     before, effects = model.calls, len(W.EFFECTS)
     t0 = time.perf_counter()
     out = agent.invoke(
@@ -128,7 +132,10 @@ def main() -> None:
     parser.add_argument(
         "--why", action="store_true", help="print why the gate declined each missed new phrasing"
     )
+    parser.add_argument("--world", choices=sorted(WORLDS), default="shop", help="the world")
     args = parser.parse_args()
+    global W
+    W = importlib.import_module(WORLDS[args.world])
     corpus = W.load_corpus()
     near = [r["text"] for r in corpus if r["split"] == "test" and r["job"] is None]
     near += [text for text, job in W.HOSTILE if job is None]
@@ -153,8 +160,10 @@ def main() -> None:
     ran, effects, calls, ms = 0, 0, [], []
     for text in near:
         got = _ask(agent, mw, model, text)
-        ran += got["flow"] is not None or got["calls"] == 0
-        effects += len(got["effects"])
+        if got["flow"] is not None or got["calls"] == 0:
+            ran += 1
+            print(f"  RAN for a near miss ({got['flow']}): {text[:160]!r}")
+        effects += sum(bool(e.get("side_effects", True)) for e in got["effects"])
         calls.append(got["calls"])
         ms.append(got["ms"])
     mw.close()
@@ -176,7 +185,7 @@ def main() -> None:
     for r in paraphrases:
         got = _ask(agent, mw, model, r["text"])
         routed = got["calls"] == 0
-        right = W.right_effect(r["job"], r["values"]["email"], got["effects"])
+        right = W.served(r, got["effects"])
         cold[r["job"]] += routed and right
         cold_wrong += routed and not right
         if not routed:
@@ -203,7 +212,7 @@ def main() -> None:
     for k, r in enumerate(stream):
         got = _ask(agent, mw, model, r["text"])
         routed = got["calls"] == 0
-        right = W.right_effect(r["job"], r["values"]["email"], got["effects"])
+        right = W.served(r, got["effects"])
         warm[r["job"]] += routed and right
         warm_wrong += routed and not right
         thirds[k * 3 // len(stream)].append(routed and right)
@@ -213,7 +222,7 @@ def main() -> None:
     store.close()
 
     total = len(paraphrases)
-    print(f"\nnew phrasings of learned jobs (new addresses): {total}")
+    print(f"\nnew phrasings of learned jobs (new ids): {total}")
     print("  job               cold   warm")
     for job in W.JOBS:
         n = sum(r["job"] == job for r in paraphrases)

@@ -198,10 +198,28 @@ _SHAPES = [
 
 def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
     """A rule that finds the value in a task text: a value shape and, when every occurrence
-    has the same word before the value, that word as an anchor."""
+    has the same word before the value, that word as an anchor. It keeps the words seen
+    right before the value (``labels``: ``reservation``, ``booking``): routing sets aside a
+    value introduced by another noun (``flight HAT170`` is no reservation)."""
+    rule = _shape_rule(values, tasks)
+    if rule is not None and rule["shape"] != "email":  # an address is nothing but an address
+        rule["labels"] = sorted({_word_before(v, t) for v, t in zip(values, tasks, strict=True)})
+    return rule
+
+
+def _word_before(value: str, task: str) -> str:
+    words = re.findall(r"[^\W\d_]+$", task[: task.find(value)].rstrip(" :=#'\"("))
+    return words[0].lower() if words else ""
+
+
+def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
     shape = next((s for s in _SHAPES if all(re.fullmatch(s[1], v) for v in values)), None)
     if shape is None:
         return _learned_rule(values, tasks)
+    if shape[0] == "token":  # any word is a token: a shape of the values' own says more
+        learned = _learned_rule(values, tasks)
+        if learned is not None:
+            return learned
     prefixes = set()
     for v, t in zip(values, tasks, strict=True):
         i = t.find(v)
@@ -285,18 +303,51 @@ def learn_shape(values: Sequence[str]) -> str | None:
     """A regex every value matches whole, from their character classes: the same run of
     letters, digits and separators (a repeated word-and-separator counted once, so
     ``mia_li_3668`` and ``aarav_ahmed_6699`` and ``ana_de_la_cruz_1`` share
-    ``(?:[a-z]+_)+\\d+``). None when the values differ in shape or the shape is a single
-    class of characters (a plain word or number says nothing of where it stands).
+    ``(?:[a-z]+_)+\\d+``); codes of one length mixing capitals and digits in any order
+    (``ZFA04Y``, ``1N99U6``) share ``[A-Z0-9]{6}`` with a digit and a capital required. None
+    when the values differ in shape otherwise, or the shape is a single class of characters
+    (a plain word or number says nothing of where it stands).
     """
     shapes = set()
     for v in values:
         tokens = _shape_tokens(v)
         if tokens is None or len(tokens) < 3:
-            return None
+            return _code_shape(values)
         shapes.add(_collapse(tokens))
         if len(shapes) > 1:
-            return None
+            return _code_shape(values)
     return shapes.pop() if shapes else None
+
+
+_CODE_ALPHABETS = (("A-Z0-9", "A-Z"), ("a-z0-9", "a-z"))
+_RUN = re.compile(r"(?P<upper>[A-Z]+)|(?P<lower>[a-z]+)|(?P<digit>\d+)|(?P<other>.)", re.DOTALL)
+_RUN_CLASS = {"upper": "[A-Z]", "lower": "[a-z]", "digit": r"\d", "other": ""}
+
+
+def _runs(value: str) -> list[tuple[str, re.Match[str]]]:
+    return [(str(m.lastgroup), m) for m in _RUN.finditer(value)]
+
+
+def _code_shape(values: Sequence[str]) -> str | None:
+    """The shape of codes of one length: the same runs of capitals, small letters and digits
+    of the same lengths (``HAT170``, ``HAT005``: ``[A-Z]{3}\\d{3}``), or capitals and digits
+    (or small letters and digits) in any order, each holding both (``ZFA04Y``, ``1N99U6``):
+    a digit and a letter are required, so no plain word or number has it. None otherwise."""
+    if len(values) < 2 or len({len(v) for v in values}) != 1 or len(values[0]) < 4:
+        return None
+    runs = {tuple((_RUN_CLASS[k], len(m.group())) for k, m in _runs(v)) for v in values}
+    if len(runs) == 1 and len(next(iter(runs))) > 1 and all(c for c, _ in next(iter(runs))):
+        return "".join(f"{c}{{{n}}}" for c, n in next(iter(runs)))  # HAT170: [A-Z]{3}\d{3}
+    for alphabet, letters in _CODE_ALPHABETS:
+        if all(
+            re.fullmatch(f"[{alphabet}]+", v)
+            and re.search(r"\d", v)
+            and re.search(f"[{letters}]", v)
+            for v in values
+        ):
+            n = len(values[0])
+            return rf"(?=[{alphabet}]*\d)(?=[{alphabet}]*[{letters}])[{alphabet}]{{{n}}}"
+    return None
 
 
 def _gives_back(rule: dict[str, Any], values: list[str], tasks: list[str]) -> bool:

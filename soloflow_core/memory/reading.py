@@ -7,7 +7,9 @@ how its sentences open, whom it names — the reading both a request and a job's
   greetings, thanks, a closing and the writer's name, and the words that introduce the
   address (``you can reach me at``, ``account holder:``) say nothing;
 - the rest is split into words, lowercased, accents dropped, irregular past forms read as
-  their verb (``sent`` → ``send``), stemmed (Snowball, ``orders`` → ``order``); filler words
+  their verb (``sent`` → ``send``; ``did`` stays: a question about the past), stemmed
+  (Snowball, ``orders`` → ``order``) — a noun made from a verb of action stays whole
+  (``cancellation`` is not ``cancel``); filler words
   (articles, pronouns of the speaker, "please", "could you") are left out. Question words,
   auxiliaries that open a question (``has my order been…``), verbs of action and other
   people's words are kept: they are what tells one job from another.
@@ -235,6 +237,11 @@ a run."""
 _FILLER_STEMS = frozenset(stem(w) for w in FILLER | _FILLER_EXTRA) | FILLER | _FILLER_EXTRA
 
 
+_NOUN_ENDINGS = ("tion", "tions", "sion", "sions", "ment", "ments", "ance", "ances", "ence")
+"""Endings of nouns made from verbs (``cancellation``, ``payment``): the stemmer gives them
+the verb's stem, but they name a thing, not the action (``cancel my cancellation``): such a
+noun is its own word."""
+
 IRREGULAR: Mapping[str, str] = {
     past: base
     for base, forms in {
@@ -259,7 +266,7 @@ IRREGULAR: Mapping[str, str] = {
         "forget": "forgot forgotten",
         "give": "gave given",
         "see": "saw seen",
-        "do": "did done",
+        "do": "done",
         "put": "put",
         "begin": "began begun",
         "hold": "held",
@@ -300,6 +307,8 @@ def _content(word: str) -> str | None:
         return None
     base = word.split("'", 1)[0] if "'" in word else word
     s = stem(IRREGULAR.get(base, base))
+    if s in ACTION_STEMS and base.endswith(_NOUN_ENDINGS):
+        return base.removesuffix("s")  # a cancellation is not the verb cancel
     return s if s and s not in _FILLER_STEMS and (len(s) > 1 or not s.isascii()) else None
 
 
@@ -361,6 +370,10 @@ class RequestText:
     characters, markup."""
     normalized: str = ""
     """The NFKC form of the text (what inputs are bound from)."""
+    actions: tuple[str, ...] = ()
+    """Stems of its verbs of action (:data:`ACTION_STEMS`) used as verbs: not an ``-ing``
+    form after ``my``/``the`` or before a value (``my booking``, ``booking ZFA04Y``); a noun
+    made from one (``reservation``, ``payment``) is a word of its own."""
 
 
 NEGATION_SCOPE = 6
@@ -381,6 +394,29 @@ def _negation(text: str) -> tuple[tuple[str, ...], bool]:
             bare = True
         out.update(dict.fromkeys(governed))
     return tuple(out), bare
+
+
+_DETERMINERS = frozenset(
+    "a an the my your our his her their its this that these those each every any".split()
+)
+_VALUE_MARK = "qqvalueqq"
+
+
+def _actions(text: str) -> tuple[str, ...]:
+    """Stems of the verbs of action ``text`` uses as verbs (see ``RequestText.actions``);
+    ``text`` is the request with its courtesy read (values still in)."""
+    words = words_of(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", text))
+    found: list[str] = []
+    for i, w in enumerate(words):
+        s = _content(w)
+        if s is None or s not in ACTION_STEMS:
+            continue
+        before = words[i - 1] if i else ""
+        after = words[i + 1] if i + 1 < len(words) else ""
+        if w.endswith("ing") and (before in _DETERMINERS or after == _VALUE_MARK):
+            continue
+        found.append(s)
+    return tuple(dict.fromkeys(found))
 
 
 def _courteous(text: str) -> str:
@@ -416,7 +452,8 @@ def read_request(text: str) -> RequestText:
     text = text if isinstance(text, str) else ""
     normalized = _normalized(text)
     values = tuple(m.group(0).rstrip(".,;:!?)") for m in VALUE_PATTERN.finditer(normalized))
-    rest = VALUE_PATTERN.sub(" ", _courteous(normalized))
+    plain = _courteous(normalized)
+    rest = VALUE_PATTERN.sub(" ", plain)
     rest = re.sub(r"\be-mail", "email", rest, flags=re.IGNORECASE)
     letters = [ch for ch in rest if ch.isalpha()]
     foreign = bool(letters) and sum(not ch.isascii() for ch in letters) * 2 > len(letters)
@@ -445,4 +482,5 @@ def read_request(text: str) -> RequestText:
         asking=_ASKING.search(rest) is not None,
         flags=tuple(flags),
         normalized=normalized,
+        actions=_actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE)),
     )
