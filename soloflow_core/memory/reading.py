@@ -180,6 +180,8 @@ _AUX = frozenset(
         "doesn't",
     }
 )
+_CONJUNCTIONS = frozenset({"or", "and", "but", "so", "then"})
+"""Words a sentence may open with before its question (``Or can I?``)."""
 _POLITE = frozenset({"can", "could", "would", "will"})
 """Auxiliaries that open a request, not a question, when ``you``/``I``/``someone`` follows."""
 _ASKER = frozenset({"you", "u", "ya", "i", "we", "someone", "somebody", "anyone"})
@@ -319,14 +321,15 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     leads: list[str] = []
     for sentence in _SENTENCE.split(text):
         words = words_of(sentence)
-        while words and words[0] in _GREETING:
+        while words and (words[0] in _GREETING or words[0] in _CONJUNCTIONS):
             words.pop(0)
         if not words:
             continue
         first = words[0]
         openers.append(stem(first.split("'", 1)[0]))
+        # "can you …" asks; "can I?" or "or can I?" with nothing after it is a question
         if first in _WH or (
-            first in _AUX and not (first in _POLITE and len(words) > 1 and words[1] in _ASKER)
+            first in _AUX and not (first in _POLITE and len(words) > 2 and words[1] in _ASKER)
         ):
             leads.append(first.split("'", 1)[0])  # where's → where
     return tuple(dict.fromkeys(openers)), tuple(dict.fromkeys(leads))
@@ -441,6 +444,13 @@ def _courteous(text: str) -> str:
     return _COURTESY.sub(" ", text)
 
 
+def _blank(value: re.Match[str]) -> str:
+    """A value taken out of the text, the punctuation ending it kept (``… ZFA04Y. Or am I?``
+    is two sentences)."""
+    text = value.group(0)
+    return " " + text[len(text.rstrip(".,;:!?)")) :]
+
+
 def read_request(text: str) -> RequestText:
     """Read ``text`` as the module docstring says.
 
@@ -453,7 +463,7 @@ def read_request(text: str) -> RequestText:
     normalized = _normalized(text)
     values = tuple(m.group(0).rstrip(".,;:!?)") for m in VALUE_PATTERN.finditer(normalized))
     plain = _courteous(normalized)
-    rest = VALUE_PATTERN.sub(" ", plain)
+    rest = VALUE_PATTERN.sub(_blank, plain)
     rest = re.sub(r"\be-mail", "email", rest, flags=re.IGNORECASE)
     letters = [ch for ch in rest if ch.isalpha()]
     foreign = bool(letters) and sum(not ch.isascii() for ch in letters) * 2 > len(letters)
