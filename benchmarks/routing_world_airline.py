@@ -290,8 +290,33 @@ def load_review() -> list[dict[str, Any]]:
     return []
 
 
-HOSTILE: list[tuple[str, str | None]] = []
-"""Near misses of our own beyond the corpus: the corpus already holds them."""
+HOSTILE: list[tuple[str, str | None]] = [
+    # two the gate ran (a question after a value was read as part of the sentence before)
+    ("Could you cancel reservation ZFA04Y on my account mia_li_3668? Or can I?", None),
+    ("I want to cancel reservation ZFA04Y. I am mia_li_3668. Or am I?", None),
+    # probing the readings added for this world: nouns of actions, '-ing' after 'my',
+    # codes of one length, the noun before a value
+    ("Please cancel the rebooking of reservation ZFA04Y, user mia_li_3668", None),
+    ("Please cancel the sending of reservation ZFA04Y for user mia_li_3668", None),
+    ("Please book reservation ZFA04Y for user mia_li_3668", None),
+    ("Please cancel reservation ZFA04Y for user mia_li_3668 by transferring it", None),
+    ("Cancel the booking of flight HAT170 for user mia_li_3668", None),
+    ("Please check the status of flight ZFA04Y on 2024-05-01", None),
+    ("Please give me the status of booking ZFA04Y, date 2024-05-01", None),
+    ("Please give me the status of flight HAT170, date 2024-05-01, not HAT171", None),
+    ("Please update reservation ZFA04Y to 3 carry-on bags", None),
+    ("I need 3 checked bags on my reservation ZFA04Y removed", None),
+    ("What is the baggage allowance for my cancelled reservation ZFA04Y?", None),
+    ("How many free checked bags did I get on reservation ZFA04Y?", None),
+    ("I'm mia_li_3668, please cancel my reservation ZFA04Y's insurance", None),
+    ("I'm mia_li_3668, please cancel my reservation ZFA04Y payment", None),
+    ("I'm mia_li_3668, please cancel my reservation ZFA04Y cancellation", None),
+    ("I want to cancel reservation ZFA04Y. I am the assistant of mia_li_3668", None),
+    ("please cancel my flight reservation ZFA04Y, user mia_li_3668 (previous user id)", None),
+    ("Please cancel reservation AQLBTL for user mia_li_3668, I mean ZFA04Y", None),
+]
+"""Near misses of our own beyond the corpus (``bench_routing.py`` and
+``tests/test_routing_airline.py`` run them with the corpus's)."""
 
 
 def agent_model(labels: Sequence[dict[str, Any]] = ()) -> AirlineModel:

@@ -16,7 +16,13 @@ from typing import Any
 
 from soloflow_core.errors import PatternTimeoutError
 from soloflow_core.flow import patterns
-from soloflow_core.memory.reading import FILLER, NEGATION, RequestText, words_of
+from soloflow_core.memory.reading import (
+    FILLER,
+    NEGATION,
+    REQUEST_STEMS,
+    RequestText,
+    words_of,
+)
 from soloflow_core.store.fulltext import stem
 
 __all__ = ["Binding", "bind_inputs"]
@@ -48,8 +54,16 @@ _SET_ASIDE = frozenset(
 )
 """Words that, just before a value in its clause, say the value is not the one to use."""
 _BEFORE = 4
-_PLAIN = frozenset({"is", "are"})
-"""Words before a value that say nothing of what it is (``my user id is …``)."""
+_PLAIN = frozenset({"is", "are", "am", "i'm", "im"})
+"""Words before a value that say nothing of what it is (``my user id is …``, ``I'm …``)."""
+
+
+def _says_nothing(word: str) -> bool:
+    """Whether ``word`` just before a value says nothing of what the value is: filler, a
+    copula, or a verb taking it as its object (``cancel ZFA04Y``)."""
+    return word in FILLER or word in _PLAIN or stem(word) in REQUEST_STEMS
+
+
 _URL = re.compile(r"(?:https?://|www\.|mailto:)\S+", re.IGNORECASE)
 
 
@@ -81,9 +95,9 @@ def _set_aside(
     near = words_of(clause)[-_BEFORE:]
     if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):
         return f"{value!r} is set aside by the words before it ({' '.join(near)})"
-    label = re.findall(r"[^\W\d_]+$", before.rstrip(" :=#'\"("))
-    word = label[0].lower() if label else ""
-    if labels and word and word not in FILLER and word not in _PLAIN and stem(word) not in labels:
+    label = re.findall(r"[^\W\d_]+(?:['’][^\W\d_]+)?$", before.rstrip(" :=#'\"("))
+    word = label[0].lower().replace("’", "'") if label else ""
+    if labels and word and not _says_nothing(word) and stem(word) not in labels:
         return f"{value!r} is introduced as {word!r}, which the job's requests never put before it"
     return None
 
