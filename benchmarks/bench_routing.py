@@ -178,7 +178,7 @@ def main() -> None:
     W.EFFECTS.clear()
     store = Store.open(_copy_sqlite(trained_db, tmp / "cold.db"))
     agent, mw, model = _agent(store, learn=False, use_flow_tools=False)
-    cold = Counter()
+    cold: Counter[str] = Counter()
     cold_wrong = 0
     alone_calls: list[int] = []
     reasons: Counter[str] = Counter()
@@ -205,9 +205,9 @@ def main() -> None:
     agent, mw, model = _agent(store, learn=True, use_flow_tools=True)
     stream = list(paraphrases)
     random.Random(args.seed).shuffle(stream)
-    warm = Counter()
+    warm: Counter[str] = Counter()
     warm_wrong = 0
-    thirds = [[], [], []]
+    thirds: list[list[bool]] = [[], [], []]
     hinted_calls: list[int] = []
     for k, r in enumerate(stream):
         got = _ask(agent, mw, model, r["text"])
