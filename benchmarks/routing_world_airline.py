@@ -314,6 +314,16 @@ HOSTILE: list[tuple[str, str | None]] = [
     ("I want to cancel reservation ZFA04Y. I am the assistant of mia_li_3668", None),
     ("please cancel my flight reservation ZFA04Y, user mia_li_3668 (previous user id)", None),
     ("Please cancel reservation AQLBTL for user mia_li_3668, I mean ZFA04Y", None),
+    # a question in the last clause, or a question of doubt (ran before they were read)
+    ("Please cancel reservation ZFA04Y for user mia_li_3668, is that ok?", None),
+    ("Please cancel reservation ZFA04Y for user mia_li_3668? Really?", None),
+    ("What is the status of flight HAT170 on 2024-05-01 or 2024-05-02?", None),
+    ("Please update reservation ZFA04Y to 3 checked bags, no wait, 4", None),
+    ("Please update reservation ZFA04Y to 3 checked bags or cancel it", None),
+    ("I want to cancel reservation ZFA04Y. I am mia_li_3668. Can I?", None),
+    ("Hi, I'd like to cancel my booking ZFA04Y. My user id: mia_li_3668. lol", None),
+    ("Baggage allowance for reservation ZFA04Y please (this is for my client)", None),
+    ("Please check the status of flight HAT170 on 2024-05-01, then cancel it", None),
 ]
 """Near misses of our own beyond the corpus (``bench_routing.py`` and
 ``tests/test_routing_airline.py`` run them with the corpus's)."""

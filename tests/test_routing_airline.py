@@ -36,10 +36,13 @@ FOUND = [
     "Cancel flight HAT131 for user raj_nguyen_9079",
     "Could you cancel reservation ZFA04Y on my account mia_li_3668? Or can I?",
     "I want to cancel reservation ZFA04Y. I am mia_li_3668. Or am I?",
+    "Please cancel reservation ZFA04Y for user mia_li_3668, is that ok?",
+    "Please cancel reservation ZFA04Y for user mia_li_3668? Really?",
 ]
 """Near misses the gate ran while this world was built (a noun of the job's action read as
 the action, ``did`` read as ``do``, a flight number taken for a reservation code, a question
-after a value read as part of the sentence before it)."""
+after a value read as part of the sentence before it, a question in a last clause or of
+nothing but filler)."""
 
 
 @pytest.fixture(autouse=True)
@@ -153,6 +156,8 @@ def test_a_noun_of_an_action_is_no_action_and_no_verb():
     read = read_request("Please cancel my cancellation of reservation ZFA04Y")
     assert read.terms == ("cancel", "cancellation", "reservation")
     assert "did" in read_request("How many bags did I check on ZFA04Y?").terms
-    assert read_request("Cancel ZFA04Y. I am mia_li_3668. Or am I?").leads == ("am",)
+    assert "am" in read_request("Cancel ZFA04Y. I am mia_li_3668. Or am I?").leads
     assert read_request("Refund my order. Or can I?").leads == ("can",)
     assert read_request("Or can I get a refund?").leads == ()
+    assert read_request("Refund my order, is that ok?").leads == ("is",)
+    assert read_request("Refund my order? Really?").leads == ("?",)

@@ -91,7 +91,8 @@ _VALUE_WORDING = re.compile(
 SENDING = re.compile(r"\be-?mail(?:ed|ing)?\s+(?:it|me|us|them|my|the|this|that)\b", re.IGNORECASE)
 """``email me…``, ``e-mail it``: a way of saying *send*."""
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
-_SENTENCE = re.compile(r"[.?!;\n]+")
+_SENTENCE_END = re.compile(r"[^.?!;\n]+[.?!;\n]*")
+"""A sentence and the marks ending it."""
 _CLAUSE_END = re.compile(
     r"[,.;:!?()\u2014\u2013]|\s-\s|\b(?:but|and|so|because|since|although|though)\b", re.IGNORECASE
 )
@@ -314,24 +315,45 @@ def _content(word: str) -> str | None:
     return s if s and s not in _FILLER_STEMS and (len(s) > 1 or not s.isascii()) else None
 
 
+def _opened(words: list[str]) -> list[str]:
+    """``words`` without the greetings and conjunctions a sentence may open with."""
+    while words and (words[0] in _GREETING or words[0] in _CONJUNCTIONS):
+        words = words[1:]
+    return words
+
+
+def _lead(words: list[str]) -> str | None:
+    """The question word or auxiliary ``words`` open with as a question, or None ("can you
+    …" asks; "can I?" or "or can I?" with nothing after it is a question)."""
+    first = words[0] if words else ""
+    if first in _WH or (
+        first in _AUX and not (first in _POLITE and len(words) > 2 and words[1] in _ASKER)
+    ):
+        return first.split("'", 1)[0]  # where's → where
+    return None
+
+
 def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the stem each sentence opens with, the word each sentence opens with when it opens as
-    a question: a question word, or an auxiliary that is not a polite ``can you``)."""
+    a question: a question word, or an auxiliary that is not a polite ``can you``).
+
+    A question's last clause counts too (``…, is that ok?``), and a question of nothing but
+    filler (``Really?``, ``Ok?``) is read as the question ``?``."""
     openers: list[str] = []
     leads: list[str] = []
-    for sentence in _SENTENCE.split(text):
-        words = words_of(sentence)
-        while words and (words[0] in _GREETING or words[0] in _CONJUNCTIONS):
-            words.pop(0)
+    for m in _SENTENCE_END.finditer(text):
+        sentence = m.group(0)
+        asked = sentence.rstrip().endswith("?")
+        words = _opened(words_of(sentence))
+        if asked and not any(_content(w) for w in words):
+            leads.append("?")
         if not words:
             continue
-        first = words[0]
-        openers.append(stem(first.split("'", 1)[0]))
-        # "can you …" asks; "can I?" or "or can I?" with nothing after it is a question
-        if first in _WH or (
-            first in _AUX and not (first in _POLITE and len(words) > 2 and words[1] in _ASKER)
-        ):
-            leads.append(first.split("'", 1)[0])  # where's → where
+        openers.append(stem(words[0].split("'", 1)[0]))
+        found = [_lead(words)]
+        if asked and "," in sentence:
+            found.append(_lead(_opened(words_of(sentence.rsplit(",", 1)[1]))))
+        leads += [lead for lead in found if lead]
     return tuple(dict.fromkeys(openers)), tuple(dict.fromkeys(leads))
 
 
