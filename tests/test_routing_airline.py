@@ -141,6 +141,11 @@ def test_codes_of_one_length_are_a_shape_no_word_or_number_has():
     assert learn_shape(["HAT170", "HAT005"]) == r"[A-Z]{3}\d{3}"
     assert learn_shape(["CANCEL", "PLEASE"]) is None
     assert learn_shape(["ZFA04Y", "1N99U"]) is None  # not one length
+    uuids = ["3f2b8c1e-9d4a-4c7e-b5a1-0e6f2d9c8b7a", "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"]
+    hex_ = "[0-9a-f]"
+    assert (
+        learn_shape(uuids) == rf"{hex_}{{8}}\-{hex_}{{4}}\-{hex_}{{4}}\-{hex_}{{4}}\-{hex_}{{12}}"
+    )
     # The values' own shape beats "any word after 'flight'"; the nouns before it are kept.
     rule = learn_extraction(
         ["HAT170", "HAT005"], ["status of flight HAT170 today", "flight status for HAT005"]

@@ -63,7 +63,8 @@ def learn_shape(values: Sequence[str]) -> str | None:
     letters, digits and separators (a repeated word-and-separator counted once, so
     ``mia_li_3668`` and ``aarav_ahmed_6699`` and ``ana_de_la_cruz_1`` share
     ``(?:[a-z]+_)+\\d+``); codes of one length mixing capitals and digits in any order
-    (``ZFA04Y``, ``1N99U6``) share ``[A-Z0-9]{6}`` with a digit and a capital required. None
+    (``ZFA04Y``, ``1N99U6``) share ``[A-Z0-9]{6}`` with a digit and a capital required; ids
+    of fixed-length groups between the same separators (UUIDs) share their groups. None
     when the values differ in shape otherwise, or the shape is a single class of characters
     (a plain word or number says nothing of where it stands).
     """
@@ -106,4 +107,31 @@ def _code_shape(values: Sequence[str]) -> str | None:
         ):
             n = len(values[0])
             return rf"(?=[{alphabet}]*\d)(?=[{alphabet}]*[{letters}])[{alphabet}]{{{n}}}"
-    return None
+    return _grouped_shape(values)
+
+
+_SEPARATOR = re.compile(r"([-_./:#])")
+_GROUP_ALPHABETS = (r"\d", "[0-9a-f]", "[0-9A-F]", "[A-Z0-9]", "[a-z0-9]")
+
+
+def _grouped_shape(values: Sequence[str]) -> str | None:
+    """The shape of ids made of groups of one length each between the same separators, every
+    group over one alphabet (``3f2b8c1e-9d4a-4c7e-b5a1-0e6f2d9c8b7a``: ``[0-9a-f]{8}-…``), the
+    values holding a digit and a letter. None otherwise."""
+    parts = [_SEPARATOR.split(v) for v in values]
+    skeleton = {tuple(p if i % 2 else len(p) for i, p in enumerate(ps)) for ps in parts}
+    if len(skeleton) != 1 or len(parts[0]) < 3:
+        return None
+    if not all(re.search(r"\d", v) and re.search(r"[^\W\d_]", v) for v in values):
+        return None
+    out: list[str] = []
+    for i, group in enumerate(parts[0]):
+        if i % 2:
+            out.append(re.escape(group))
+            continue
+        column = "".join(ps[i] for ps in parts)
+        alphabet = next((a for a in _GROUP_ALPHABETS if re.fullmatch(f"{a}+", column)), None)
+        if alphabet is None or not group:
+            return None
+        out.append(f"{alphabet}{{{len(group)}}}")
+    return "".join(out)
