@@ -10,7 +10,8 @@ requests (8 per job) while SoloFlow watches; a person approves every flow it pro
    the same address with another intent, the jobs' words with another intent, bare
    addresses, empty and non-English text, two requests in one, two addresses), hostile ones
    of our own (``routing_world.HOSTILE``) and the 99 near misses a hostile review found the
-   first gate running (``routing_world.REVIEW``): how many ran a flow, how many side effects;
+   first gate running (``routing_world.REVIEW``): how many ran a flow (each is printed), how
+   many side effects;
 2. **new phrasings, cold** — the 120 new phrasings of the four jobs with new addresses,
    each in a store whose evidence is the training requests only: the share served with
    zero model calls *and* the right side effect for the right person; wrong effects;
