@@ -1,7 +1,8 @@
 """Routing on requests nobody scripted: no flow runs for a near miss; how many new phrasings
 of learned jobs are served with no model call, and rightly.
 
-The world is the support shop of ``routing_world.py`` and its blind corpus: a real
+The world is the support shop of ``routing_world.py`` and its blind corpus (or, with
+``--world airline``, the airline desk of ``routing_world_airline.py``): a real
 ``create_agent`` agent with ``SoloFlowMiddleware(auto_execute=True)`` does the 32 training
 requests (8 per job) while SoloFlow watches; a person approves every flow it proposes. Then:
 
@@ -9,7 +10,8 @@ requests (8 per job) while SoloFlow watches; a person approves every flow it pro
    the same address with another intent, the jobs' words with another intent, bare
    addresses, empty and non-English text, two requests in one, two addresses), hostile ones
    of our own (``routing_world.HOSTILE``) and the 99 near misses a hostile review found the
-   first gate running (``routing_world.REVIEW``): how many ran a flow, how many side effects;
+   first gate running (``routing_world.REVIEW``): how many ran a flow (each is printed), how
+   many side effects;
 2. **new phrasings, cold** — the 120 new phrasings of the four jobs with new addresses,
    each in a store whose evidence is the training requests only: the share served with
    zero model calls *and* the right side effect for the right person; wrong effects;
@@ -25,6 +27,7 @@ flow tool, and of a routed run. Run: ``python benchmarks/bench_routing.py [--db 
 from __future__ import annotations
 
 import argparse
+import importlib
 import random
 import statistics
 import sys
@@ -38,13 +41,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langchain.agents import create_agent  # noqa: E402
 
-from benchmarks import routing_world as W  # noqa: E402
 from soloflow_core.learning import LearningConfig  # noqa: E402
 from soloflow_core.learning.promotion import approve_candidate  # noqa: E402
 from soloflow_core.store import Store  # noqa: E402
 from soloflow_langgraph.routing.middleware import SoloFlowMiddleware  # noqa: E402
 
 USER, AGENT = "shop-user", "shop"
+WORLDS = {"shop": "benchmarks.routing_world", "airline": "benchmarks.routing_world_airline"}
+W: Any = None
+"""The world module (``--world``): its tools, corpus, scripted model and effect log."""
 
 
 def _config(learn: bool) -> LearningConfig:
@@ -55,11 +60,11 @@ def _config(learn: bool) -> LearningConfig:
 
 def _agent(
     store: Store, *, learn: bool, use_flow_tools: bool
-) -> tuple[Any, SoloFlowMiddleware, W.ShopModel]:
+) -> tuple[Any, SoloFlowMiddleware, Any]:
     mw = SoloFlowMiddleware(
         store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=_config(learn)
     )
-    model = W.shop_model()
+    model = W.agent_model()
     if use_flow_tools:  # the typed flow tool of each job, by the job's last (effect) tool
         for flow_name, tool_name in mw._typed.items():
             meta = store.get_flow_meta(flow_name, user_id=USER, agent_id=AGENT)
@@ -70,7 +75,7 @@ def _agent(
     return agent, mw, model
 
 
-def _ask(agent: Any, mw: SoloFlowMiddleware, model: W.ShopModel, text: str) -> dict[str, Any]:
+def _ask(agent: Any, mw: SoloFlowMiddleware, model: Any, text: str) -> dict[str, Any]:
     before, effects = model.calls, len(W.EFFECTS)
     t0 = time.perf_counter()
     out = agent.invoke(
@@ -128,7 +133,10 @@ def main() -> None:
     parser.add_argument(
         "--why", action="store_true", help="print why the gate declined each missed new phrasing"
     )
+    parser.add_argument("--world", choices=sorted(WORLDS), default="shop", help="the world")
     args = parser.parse_args()
+    global W
+    W = importlib.import_module(WORLDS[args.world])
     corpus = W.load_corpus()
     near = [r["text"] for r in corpus if r["split"] == "test" and r["job"] is None]
     near += [text for text, job in W.HOSTILE if job is None]
@@ -153,8 +161,10 @@ def main() -> None:
     ran, effects, calls, ms = 0, 0, [], []
     for text in near:
         got = _ask(agent, mw, model, text)
-        ran += got["flow"] is not None or got["calls"] == 0
-        effects += len(got["effects"])
+        if got["flow"] is not None or got["calls"] == 0:
+            ran += 1
+            print(f"  RAN for a near miss ({got['flow']}): {text[:160]!r}")
+        effects += sum(bool(e.get("side_effects", True)) for e in got["effects"])
         calls.append(got["calls"])
         ms.append(got["ms"])
     mw.close()
@@ -169,14 +179,14 @@ def main() -> None:
     W.EFFECTS.clear()
     store = Store.open(_copy_sqlite(trained_db, tmp / "cold.db"))
     agent, mw, model = _agent(store, learn=False, use_flow_tools=False)
-    cold = Counter()
+    cold: Counter[str] = Counter()
     cold_wrong = 0
     alone_calls: list[int] = []
     reasons: Counter[str] = Counter()
     for r in paraphrases:
         got = _ask(agent, mw, model, r["text"])
         routed = got["calls"] == 0
-        right = W.right_effect(r["job"], r["values"]["email"], got["effects"])
+        right = W.served(r, got["effects"])
         cold[r["job"]] += routed and right
         cold_wrong += routed and not right
         if not routed:
@@ -196,14 +206,14 @@ def main() -> None:
     agent, mw, model = _agent(store, learn=True, use_flow_tools=True)
     stream = list(paraphrases)
     random.Random(args.seed).shuffle(stream)
-    warm = Counter()
+    warm: Counter[str] = Counter()
     warm_wrong = 0
-    thirds = [[], [], []]
+    thirds: list[list[bool]] = [[], [], []]
     hinted_calls: list[int] = []
     for k, r in enumerate(stream):
         got = _ask(agent, mw, model, r["text"])
         routed = got["calls"] == 0
-        right = W.right_effect(r["job"], r["values"]["email"], got["effects"])
+        right = W.served(r, got["effects"])
         warm[r["job"]] += routed and right
         warm_wrong += routed and not right
         thirds[k * 3 // len(stream)].append(routed and right)
@@ -213,7 +223,7 @@ def main() -> None:
     store.close()
 
     total = len(paraphrases)
-    print(f"\nnew phrasings of learned jobs (new addresses): {total}")
+    print(f"\nnew phrasings of learned jobs (new ids): {total}")
     print("  job               cold   warm")
     for job in W.JOBS:
         n = sum(r["job"] == job for r in paraphrases)

@@ -401,3 +401,12 @@ def right_effect(job: str, email: str, effects: Sequence[dict[str, Any]]) -> boo
     if job == "refund":
         return bool(args.get("order_id") == "O-" + _digits(customer, 4))
     return bool(args.get("account_id") == _lookup(email)["account_id"])
+
+
+def served(request: dict[str, Any], effects: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``effects`` are the right ones for a corpus ``request`` (its job and values)."""
+    return right_effect(request["job"], request["values"]["email"], effects)
+
+
+agent_model = shop_model
+"""The world's scripted model (the name ``bench_routing.py`` uses for every world)."""

@@ -19,9 +19,9 @@ from soloflow_core.generalize.arguments import (
     extract_inputs,
     generalize,
     learn_extraction,
-    learn_shape,
 )
 from soloflow_core.generalize.propose import propose
+from soloflow_core.generalize.shapes import learn_shape
 from soloflow_core.memory.binding import bind_inputs
 from soloflow_core.memory.reading import read_request
 from soloflow_core.testing.synthetic_ledger import generate_ledger

@@ -39,6 +39,7 @@ from soloflow_core.errors import SoloFlowError
 from soloflow_core.flow import patterns
 from soloflow_core.flow.templates import TRIGGER, escape_literal, maybe_json
 from soloflow_core.generalize.composed import compose_template, leaf_texts
+from soloflow_core.generalize.shapes import learn_shape
 
 _MAX_LEAVES = 2000
 _MAX_DEPTH = 6
@@ -198,10 +199,28 @@ _SHAPES = [
 
 def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
     """A rule that finds the value in a task text: a value shape and, when every occurrence
-    has the same word before the value, that word as an anchor."""
+    has the same word before the value, that word as an anchor. It keeps the words seen
+    right before the value (``labels``: ``reservation``, ``booking``): routing sets aside a
+    value introduced by another noun (``flight HAT170`` is no reservation)."""
+    rule = _shape_rule(values, tasks)
+    if rule is not None and rule["shape"] != "email":  # an address is nothing but an address
+        rule["labels"] = sorted({_word_before(v, t) for v, t in zip(values, tasks, strict=True)})
+    return rule
+
+
+def _word_before(value: str, task: str) -> str:
+    words = re.findall(r"[^\W\d_]+$", task[: task.find(value)].rstrip(" :=#'\"("))
+    return words[0].lower() if words else ""
+
+
+def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
     shape = next((s for s in _SHAPES if all(re.fullmatch(s[1], v) for v in values)), None)
     if shape is None:
         return _learned_rule(values, tasks)
+    if shape[0] == "token":  # any word is a token: a shape of the values' own says more
+        learned = _learned_rule(values, tasks)
+        if learned is not None:
+            return learned
     prefixes = set()
     for v, t in zip(values, tasks, strict=True):
         i = t.find(v)
@@ -230,73 +249,6 @@ def _learned_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
         return None
     rule = {"shape": "learned", "pattern": pattern, "anchor": ""}
     return rule if _gives_back(rule, values, tasks) else None
-
-
-_CLASSES = (
-    ("[a-z]+", re.compile(r"[a-z]+")),
-    ("[A-Z][a-z]+", re.compile(r"[A-Z][a-z]+")),
-    ("[A-Z]+", re.compile(r"[A-Z]+")),
-    (r"\d+", re.compile(r"\d+")),
-)
-_CLASS_NAMES = frozenset(name for name, _ in _CLASSES)
-
-
-def _shape_tokens(value: str) -> list[str] | None:
-    """``value`` as a list of character-class runs and literal separators, e.g.
-    ``mia_li_3668`` → ``["[a-z]+", "_", "[a-z]+", "_", "\\d+"]``; None for a value with
-    spaces or other characters than letters, digits and ``_-./:#@``."""
-    out: list[str] = []
-    pos = 0
-    while pos < len(value):
-        ch = value[pos]
-        if ch in "_-./:#@":
-            out.append(re.escape(ch))
-            pos += 1
-            continue
-        for token, rx in _CLASSES:
-            m = rx.match(value, pos)
-            if m:
-                out.append(token)
-                pos = m.end()
-                break
-        else:
-            return None
-    return out
-
-
-def _collapse(tokens: list[str]) -> str:
-    """The regex of ``tokens`` with each run of (class, separator) pairs written once, ``+``:
-    ``[a-z]+ _ [a-z]+ _ \\d+`` → ``(?:[a-z]+_)+\\d+``."""
-    out: list[str] = []
-    i = 0
-    while i < len(tokens):
-        unit = tokens[i : i + 2]
-        if len(unit) == 2 and unit[0] in _CLASS_NAMES and unit[1] not in _CLASS_NAMES:
-            while tokens[i : i + 2] == unit:
-                i += 2
-            out.append("(?:" + "".join(unit) + ")+")
-        else:
-            out.append(tokens[i])
-            i += 1
-    return "".join(out)
-
-
-def learn_shape(values: Sequence[str]) -> str | None:
-    """A regex every value matches whole, from their character classes: the same run of
-    letters, digits and separators (a repeated word-and-separator counted once, so
-    ``mia_li_3668`` and ``aarav_ahmed_6699`` and ``ana_de_la_cruz_1`` share
-    ``(?:[a-z]+_)+\\d+``). None when the values differ in shape or the shape is a single
-    class of characters (a plain word or number says nothing of where it stands).
-    """
-    shapes = set()
-    for v in values:
-        tokens = _shape_tokens(v)
-        if tokens is None or len(tokens) < 3:
-            return None
-        shapes.add(_collapse(tokens))
-        if len(shapes) > 1:
-            return None
-    return shapes.pop() if shapes else None
 
 
 def _gives_back(rule: dict[str, Any], values: list[str], tasks: list[str]) -> bool:

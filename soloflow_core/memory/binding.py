@@ -2,7 +2,8 @@
 
 Every required input must be bound from the request itself: one distinct value per input, of
 the input's shape and type, plain ASCII, not inside a URL, not negated or set aside (``not``,
-``used to be``, ``cc``), and no value of the request left unused. See ``docs/agents.md``
+``used to be``, ``cc``), not introduced by a noun the job's requests never put before it
+(``flight HAT170`` for a reservation code), and no value of the request left unused. See ``docs/agents.md``
 ("Routing").
 """
 
@@ -15,7 +16,14 @@ from typing import Any
 
 from soloflow_core.errors import PatternTimeoutError
 from soloflow_core.flow import patterns
-from soloflow_core.memory.reading import NEGATION, RequestText, words_of
+from soloflow_core.memory.reading import (
+    FILLER,
+    NEGATION,
+    REQUEST_STEMS,
+    RequestText,
+    words_of,
+)
+from soloflow_core.store.fulltext import stem
 
 __all__ = ["Binding", "bind_inputs"]
 
@@ -46,6 +54,16 @@ _SET_ASIDE = frozenset(
 )
 """Words that, just before a value in its clause, say the value is not the one to use."""
 _BEFORE = 4
+_PLAIN = frozenset({"is", "are", "am", "i'm", "im"})
+"""Words before a value that say nothing of what it is (``my user id is …``, ``I'm …``)."""
+
+
+def _says_nothing(word: str) -> bool:
+    """Whether ``word`` just before a value says nothing of what the value is: filler, a
+    copula, or a verb taking it as its object (``cancel ZFA04Y``)."""
+    return word in FILLER or word in _PLAIN or stem(word) in REQUEST_STEMS
+
+
 _URL = re.compile(r"(?:https?://|www\.|mailto:)\S+", re.IGNORECASE)
 
 
@@ -61,7 +79,9 @@ def _matches(rule: Mapping[str, Any], text: str, field: str) -> list[tuple[str, 
     return [(m.group("v"), m.start("v"), m.end("v")) for m in found]
 
 
-def _set_aside(text: str, start: int, end: int, *, urls: list[tuple[int, int]]) -> str | None:
+def _set_aside(
+    text: str, start: int, end: int, *, urls: list[tuple[int, int]], labels: frozenset[str]
+) -> str | None:
     """Why a value found at ``text[start:end]`` may not be bound, or None."""
     value = text[start:end]
     if not value.isascii():
@@ -75,6 +95,10 @@ def _set_aside(text: str, start: int, end: int, *, urls: list[tuple[int, int]]) 
     near = words_of(clause)[-_BEFORE:]
     if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):
         return f"{value!r} is set aside by the words before it ({' '.join(near)})"
+    label = re.findall(r"[^\W\d_]+(?:['’][^\W\d_]+)?$", before.rstrip(" :=#'\"("))
+    word = label[0].lower().replace("’", "'") if label else ""
+    if labels and word and not _says_nothing(word) and stem(word) not in labels:
+        return f"{value!r} is introduced as {word!r}, which the job's requests never put before it"
     return None
 
 
@@ -132,8 +156,9 @@ def bind_inputs(
         except PatternTimeoutError as exc:
             problems.append(f"input {name!r}: {exc}")
             continue
+        labels = frozenset(stem(w) for w in rule.get("labels") or () if w)
         for value, start, end in matches:
-            why = _set_aside(text, start, end, urls=urls)
+            why = _set_aside(text, start, end, urls=urls, labels=labels)
             if why is not None:
                 problems.append(f"input {name!r}: {why}")
             elif value not in found:

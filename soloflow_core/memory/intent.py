@@ -50,6 +50,7 @@ from typing import Literal
 
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
+    ACTION_WORDS,
     REQUEST_STEMS,
     SENDING,
     RequestText,
@@ -108,6 +109,8 @@ class JobEvidence:
     seen: int | None = None
     """How many of the texts show the job done (runs, hinted requests); a person's confirmed
     phrasings teach words, not that the job repeats. None: all of them."""
+    actions: Mapping[str, int] = field(default_factory=dict)
+    """Verb of action (used as a verb: ``RequestText.actions``) → how many texts use it."""
 
     @classmethod
     def of(
@@ -127,6 +130,7 @@ class JobEvidence:
         df: Counter[str] = Counter()
         parties: Counter[str] = Counter()
         leads: Counter[str] = Counter()
+        actions: Counter[str] = Counter()
         first_hand: set[str] = set()
         n = seen = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
@@ -141,6 +145,7 @@ class JobEvidence:
             df.update(read.terms)
             parties.update(read.parties)
             leads.update(read.leads)
+            actions.update(read.actions)
             if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
@@ -157,6 +162,7 @@ class JobEvidence:
                 w for w, k in df.items() if w not in first_hand and k < CONFIRMATIONS
             ),
             seen=seen,
+            actions=dict(actions),
         )
 
     @property
@@ -186,6 +192,12 @@ class JobEvidence:
         """Words three of the texts (and :data:`FAMILIAR_SHARE` of them) hold, or a person
         declared: an action word among them is part of the job."""
         return self._at_least(FAMILIAR_SHARE, FAMILIAR_MIN) | self.declared
+
+    def familiar_actions(self) -> frozenset[str]:
+        """Verbs of action three of the texts (and :data:`FAMILIAR_SHARE` of them) use as
+        verbs, or a person declared: the job is done with them."""
+        floor = max(FAMILIAR_MIN, FAMILIAR_SHARE * self.texts)
+        return frozenset(w for w, n in self.actions.items() if n >= floor) | self.declared
 
     def familiar_parties(self) -> frozenset[str]:
         floor = max(FAMILIAR_MIN, FAMILIAR_SHARE * self.texts)
@@ -263,7 +275,6 @@ def judge_intent(
     if request.foreign:
         reasons.append("the request is mostly in a script the job's evidence is not in")
     reasons += [f"the request is no plain request: {flag}" for flag in request.flags]
-    familiar = evidence.familiar()
     denied = [t for t in request.negated if t in vocab or t in ACTION_STEMS]
     if denied:
         reasons.append(f"the request negates {', '.join(denied)}")
@@ -300,7 +311,8 @@ def judge_intent(
             f"it does not name the job's action ({', '.join(sorted(named))}), "
             "which most of the job's requests name"
         )
-    actions = [t for t in terms if t in ACTION_STEMS and t not in familiar and t not in own_actions]
+    done_with = evidence.familiar_actions()
+    actions = [t for t in request.actions if t not in done_with and t not in own_actions]
     if actions:
         reasons.append(f"asks for another action: {', '.join(actions)}")
     strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
@@ -314,13 +326,18 @@ def judge_intent(
 
 def tool_actions(tool_names: Iterable[str]) -> frozenset[str]:
     """The action stems named by tool names: ``send_email`` → ``send``, ``resetPassword`` →
-    ``reset``. Only verbs of :data:`ACTION_WORDS` count."""
+    ``reset``. Only verbs of :data:`ACTION_WORDS` count, as written (``reservation`` in
+    ``update_reservation`` is no ``reserve``)."""
     out: set[str] = set()
     for name in tool_names:
         for part in _TOOL_NAME_PARTS.split(name):
-            if part and stem(part.lower()) in ACTION_STEMS:
-                out.add(stem(part.lower()))
+            word = part.lower()
+            if word in _ACTION_WORDS or (word.endswith("s") and word[:-1] in _ACTION_WORDS):
+                out.add(stem(word))
     return frozenset(out)
+
+
+_ACTION_WORDS = frozenset(ACTION_WORDS)
 
 
 _TOOL_NAME_PARTS = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")

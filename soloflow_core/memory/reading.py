@@ -7,7 +7,9 @@ how its sentences open, whom it names — the reading both a request and a job's
   greetings, thanks, a closing and the writer's name, and the words that introduce the
   address (``you can reach me at``, ``account holder:``) say nothing;
 - the rest is split into words, lowercased, accents dropped, irregular past forms read as
-  their verb (``sent`` → ``send``), stemmed (Snowball, ``orders`` → ``order``); filler words
+  their verb (``sent`` → ``send``; ``did`` stays: a question about the past), stemmed
+  (Snowball, ``orders`` → ``order``) — a noun made from a verb of action stays whole
+  (``cancellation`` is not ``cancel``); filler words
   (articles, pronouns of the speaker, "please", "could you") are left out. Question words,
   auxiliaries that open a question (``has my order been…``), verbs of action and other
   people's words are kept: they are what tells one job from another.
@@ -89,7 +91,8 @@ _VALUE_WORDING = re.compile(
 SENDING = re.compile(r"\be-?mail(?:ed|ing)?\s+(?:it|me|us|them|my|the|this|that)\b", re.IGNORECASE)
 """``email me…``, ``e-mail it``: a way of saying *send*."""
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
-_SENTENCE = re.compile(r"[.?!;\n]+")
+_SENTENCE_END = re.compile(r"[^.?!;\n]+[.?!;\n]*")
+"""A sentence and the marks ending it."""
 _CLAUSE_END = re.compile(
     r"[,.;:!?()\u2014\u2013]|\s-\s|\b(?:but|and|so|because|since|although|though)\b", re.IGNORECASE
 )
@@ -178,6 +181,8 @@ _AUX = frozenset(
         "doesn't",
     }
 )
+_CONJUNCTIONS = frozenset({"or", "and", "but", "so", "then"})
+"""Words a sentence may open with before its question (``Or can I?``)."""
 _POLITE = frozenset({"can", "could", "would", "will"})
 """Auxiliaries that open a request, not a question, when ``you``/``I``/``someone`` follows."""
 _ASKER = frozenset({"you", "u", "ya", "i", "we", "someone", "somebody", "anyone"})
@@ -235,6 +240,11 @@ a run."""
 _FILLER_STEMS = frozenset(stem(w) for w in FILLER | _FILLER_EXTRA) | FILLER | _FILLER_EXTRA
 
 
+_NOUN_ENDINGS = ("tion", "tions", "sion", "sions", "ment", "ments", "ance", "ances", "ence")
+"""Endings of nouns made from verbs (``cancellation``, ``payment``): the stemmer gives them
+the verb's stem, but they name a thing, not the action (``cancel my cancellation``): such a
+noun is its own word."""
+
 IRREGULAR: Mapping[str, str] = {
     past: base
     for base, forms in {
@@ -259,7 +269,7 @@ IRREGULAR: Mapping[str, str] = {
         "forget": "forgot forgotten",
         "give": "gave given",
         "see": "saw seen",
-        "do": "did done",
+        "do": "done",
         "put": "put",
         "begin": "began begun",
         "hold": "held",
@@ -300,26 +310,50 @@ def _content(word: str) -> str | None:
         return None
     base = word.split("'", 1)[0] if "'" in word else word
     s = stem(IRREGULAR.get(base, base))
+    if s in ACTION_STEMS and base.endswith(_NOUN_ENDINGS):
+        return base.removesuffix("s")  # a cancellation is not the verb cancel
     return s if s and s not in _FILLER_STEMS and (len(s) > 1 or not s.isascii()) else None
+
+
+def _opened(words: list[str]) -> list[str]:
+    """``words`` without the greetings and conjunctions a sentence may open with."""
+    while words and (words[0] in _GREETING or words[0] in _CONJUNCTIONS):
+        words = words[1:]
+    return words
+
+
+def _lead(words: list[str]) -> str | None:
+    """The question word or auxiliary ``words`` open with as a question, or None ("can you
+    …" asks; "can I?" or "or can I?" with nothing after it is a question)."""
+    first = words[0] if words else ""
+    if first in _WH or (
+        first in _AUX and not (first in _POLITE and len(words) > 2 and words[1] in _ASKER)
+    ):
+        return first.split("'", 1)[0]  # where's → where
+    return None
 
 
 def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(the stem each sentence opens with, the word each sentence opens with when it opens as
-    a question: a question word, or an auxiliary that is not a polite ``can you``)."""
+    a question: a question word, or an auxiliary that is not a polite ``can you``).
+
+    A question's last clause counts too (``…, is that ok?``), and a question of nothing but
+    filler (``Really?``, ``Ok?``) is read as the question ``?``."""
     openers: list[str] = []
     leads: list[str] = []
-    for sentence in _SENTENCE.split(text):
-        words = words_of(sentence)
-        while words and words[0] in _GREETING:
-            words.pop(0)
+    for m in _SENTENCE_END.finditer(text):
+        sentence = m.group(0)
+        asked = sentence.rstrip().endswith("?")
+        words = _opened(words_of(sentence))
+        if asked and not any(_content(w) for w in words):
+            leads.append("?")
         if not words:
             continue
-        first = words[0]
-        openers.append(stem(first.split("'", 1)[0]))
-        if first in _WH or (
-            first in _AUX and not (first in _POLITE and len(words) > 1 and words[1] in _ASKER)
-        ):
-            leads.append(first.split("'", 1)[0])  # where's → where
+        openers.append(stem(words[0].split("'", 1)[0]))
+        found = [_lead(words)]
+        if asked and "," in sentence:
+            found.append(_lead(_opened(words_of(sentence.rsplit(",", 1)[1]))))
+        leads += [lead for lead in found if lead]
     return tuple(dict.fromkeys(openers)), tuple(dict.fromkeys(leads))
 
 
@@ -361,6 +395,10 @@ class RequestText:
     characters, markup."""
     normalized: str = ""
     """The NFKC form of the text (what inputs are bound from)."""
+    actions: tuple[str, ...] = ()
+    """Stems of its verbs of action (:data:`ACTION_STEMS`) used as verbs: not an ``-ing``
+    form after ``my``/``the`` or before a value (``my booking``, ``booking ZFA04Y``); a noun
+    made from one (``reservation``, ``payment``) is a word of its own."""
 
 
 NEGATION_SCOPE = 6
@@ -381,6 +419,29 @@ def _negation(text: str) -> tuple[tuple[str, ...], bool]:
             bare = True
         out.update(dict.fromkeys(governed))
     return tuple(out), bare
+
+
+_DETERMINERS = frozenset(
+    "a an the my your our his her their its this that these those each every any".split()
+)
+_VALUE_MARK = "qqvalueqq"
+
+
+def _actions(text: str) -> tuple[str, ...]:
+    """Stems of the verbs of action ``text`` uses as verbs (see ``RequestText.actions``);
+    ``text`` is the request with its courtesy read (values still in)."""
+    words = words_of(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", text))
+    found: list[str] = []
+    for i, w in enumerate(words):
+        s = _content(w)
+        if s is None or s not in ACTION_STEMS:
+            continue
+        before = words[i - 1] if i else ""
+        after = words[i + 1] if i + 1 < len(words) else ""
+        if w.endswith("ing") and (before in _DETERMINERS or after == _VALUE_MARK):
+            continue
+        found.append(s)
+    return tuple(dict.fromkeys(found))
 
 
 def _courteous(text: str) -> str:
@@ -405,6 +466,13 @@ def _courteous(text: str) -> str:
     return _COURTESY.sub(" ", text)
 
 
+def _blank(value: re.Match[str]) -> str:
+    """A value taken out of the text, the punctuation ending it kept (``… ZFA04Y. Or am I?``
+    is two sentences)."""
+    text = value.group(0)
+    return " " + text[len(text.rstrip(".,;:!?)")) :]
+
+
 def read_request(text: str) -> RequestText:
     """Read ``text`` as the module docstring says.
 
@@ -416,7 +484,8 @@ def read_request(text: str) -> RequestText:
     text = text if isinstance(text, str) else ""
     normalized = _normalized(text)
     values = tuple(m.group(0).rstrip(".,;:!?)") for m in VALUE_PATTERN.finditer(normalized))
-    rest = VALUE_PATTERN.sub(" ", _courteous(normalized))
+    plain = _courteous(normalized)
+    rest = VALUE_PATTERN.sub(_blank, plain)
     rest = re.sub(r"\be-mail", "email", rest, flags=re.IGNORECASE)
     letters = [ch for ch in rest if ch.isalpha()]
     foreign = bool(letters) and sum(not ch.isascii() for ch in letters) * 2 > len(letters)
@@ -445,4 +514,5 @@ def read_request(text: str) -> RequestText:
         asking=_ASKING.search(rest) is not None,
         flags=tuple(flags),
         normalized=normalized,
+        actions=_actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE)),
     )
