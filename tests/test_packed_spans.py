@@ -21,12 +21,12 @@ import soloflow_core.store
 from soloflow_core import hookimpl
 from soloflow_core.models import TaskRun
 from soloflow_core.store import Store, schema
-from soloflow_core.store.database import create_store_engine
+from soloflow_core.store.engine import create_store_engine
 from soloflow_core.tracing import Span
 from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
 from soloflow_langgraph.testing import ScriptedChatModel
 
-NS = {"user_id": "u", "agent_id": "a"}
+NS: dict[str, Any] = {"user_id": "u", "agent_id": "a"}
 MIGRATIONS = Path(soloflow_core.store.__file__).with_name("migrations")
 
 
