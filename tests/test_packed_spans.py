@@ -136,16 +136,17 @@ def test_spans_made_at_the_end_equal_spans_made_live(recording: Any, pm: Any) ->
     pm.register(Watcher())
     _invoke(recording, plugin_manager=pm).close()
     (_, at_end), (_, live) = recording.handed
-    assert _shape(at_end) == _shape(live)
-    for spans in (at_end, live):
-        root = spans[0]
-        assert all(s.trace_id == root.trace_id for s in spans)
-        assert all(s.start >= root.start and s.duration_ms is not None for s in spans)
-        assert all(
-            s.end is not None and root.end is not None and s.end <= root.end for s in spans[1:]
-        )
-        starts = [s.start for s in spans]
-        assert starts == sorted(starts)
+    # (The model's two parallel tool calls may start in either order.)
+    assert sorted(map(repr, _shape(at_end))) == sorted(map(repr, _shape(live)))
+    assert [s.kind for s in at_end] == [s.kind for s in live]
+    assert all(s.trace_id == at_end[0].trace_id for s in at_end)
+    # Made at the end: starts are the run's start plus monotonic offsets, in the order the
+    # calls started; every call ends within the run (to the microsecond the clocks round to).
+    root, slack = at_end[0], timedelta(microseconds=1)
+    assert root.end is not None
+    starts = [s.start for s in at_end]
+    assert starts == sorted(starts)
+    assert all(s.end is not None and s.end <= root.end + slack for s in at_end[1:])
 
 
 def _packed_trace(*, error: str | None = None, name: str = "execute_tool t") -> list[Span]:
