@@ -10,7 +10,7 @@ from uuid import UUID
 
 from soloflow_core.models import ModelCall, TaskRun
 from soloflow_langgraph._callback_events import tool_call
-from soloflow_langgraph.agent_trace import AgentTrace
+from soloflow_langgraph.agent_trace import AgentTrace, DeferredAgentTrace
 
 NO_POSITION = 1 << 30
 """Sort position of a tool call no model asked for: after the calls a model asked for."""
@@ -82,7 +82,7 @@ class RunCapture:
     """turn_base[t]: how many tool calls had started when model turn t ended."""
     namespace: tuple[str | None, str | None] = (None, None)
     """(user, agent) named by the invocation's ``metadata``; None: the handler's own."""
-    trace: AgentTrace | None = None
+    trace: AgentTrace | DeferredAgentTrace | None = None
     """The run's spans (``soloflow runs trace``), stored with it."""
 
     def model_ended(

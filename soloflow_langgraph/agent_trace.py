@@ -4,17 +4,26 @@ events by :class:`~soloflow_langgraph.callbacks.SoloFlowCallbackHandler`."""
 
 from __future__ import annotations
 
+import time
 from contextvars import Token
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from soloflow_core.tracing import PriceTable, Span, SpanRecorder, active_listener, current_span
+from soloflow_core.tracing import (
+    PriceTable,
+    Span,
+    SpanListener,
+    SpanRecorder,
+    active_listener,
+    current_span,
+)
 from soloflow_core.tracing.tree import COST, INPUT_TOKENS, OUTPUT_TOKENS, UNPRICED
 
 if TYPE_CHECKING:
     import pluggy
 
-__all__ = ["AgentTrace", "chat_attributes"]
+__all__ = ["AgentTrace", "DeferredAgentTrace", "chat_attributes", "start_agent_trace"]
 
 _LOW64 = (1 << 64) - 1
 
@@ -45,9 +54,36 @@ def chat_attributes(
     return attrs
 
 
+def start_agent_trace(
+    root_id: UUID,
+    name: str | None,
+    *,
+    prices: PriceTable,
+    plugin_manager: pluggy.PluginManager | None,
+) -> AgentTrace | DeferredAgentTrace:
+    """The trace of a root run starting now: spans made as the run goes when a listener
+    (OpenTelemetry) or a ``soloflow_span_finished`` hook is told of them live, else made when
+    the run ends (the same spans, for less work on the agent's path)."""
+    listener = active_listener()
+    hook = plugin_manager.hook.soloflow_span_finished if plugin_manager is not None else None
+    if listener is None and (hook is None or not hook.get_hookimpls()):
+        return DeferredAgentTrace(root_id, name, prices=prices)
+    return AgentTrace(
+        root_id, name, prices=prices, plugin_manager=plugin_manager, listener=listener
+    )
+
+
+def _agent_attributes(name: str | None) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
+    if name:
+        attrs["gen_ai.agent.name"] = name
+    return attrs
+
+
 class AgentTrace:
-    """The spans of one root run, keyed by LangChain run id. Called under the handler's lock
-    or from the thread that owns the run being ended."""
+    """The spans of one root run, keyed by LangChain run id, made as the run goes (each told
+    to the listener and the hook as it starts and ends). Called under the handler's lock or
+    from the thread that owns the run being ended."""
 
     __slots__ = ("cost", "open", "prices", "recorder", "root", "tokens", "unpriced")
 
@@ -58,24 +94,20 @@ class AgentTrace:
         *,
         prices: PriceTable,
         plugin_manager: pluggy.PluginManager | None,
+        listener: SpanListener | None = None,
     ) -> None:
-        self.recorder = SpanRecorder(
-            root_id.hex, plugin_manager=plugin_manager, listener=active_listener()
-        )
+        self.recorder = SpanRecorder(root_id.hex, plugin_manager=plugin_manager, listener=listener)
         self.prices = prices
         self.open: dict[int, Span] = {}
         self.tokens: dict[int, Token[Span | None]] = {}
         """Tool calls that are ``current_span`` in the context they run in."""
         self.cost = 0.0
         self.unpriced = 0
-        attrs: dict[str, Any] = {"gen_ai.operation.name": "invoke_agent"}
-        if name:
-            attrs["gen_ai.agent.name"] = name
         self.root = self.recorder.start(
             f"invoke_agent {name}" if name else "invoke_agent",
             "invoke_agent",
             None,
-            attrs,
+            _agent_attributes(name),
             span_id=span_id_of(root_id),
         )
 
@@ -157,4 +189,162 @@ class AgentTrace:
     @property
     def run_cost(self) -> float | None:
         """The run's cost in USD; None when a model call is unpriced (unknown, not 0)."""
+        return None if self.unpriced else self.cost
+
+
+# The fields of a call noted by DeferredAgentTrace (a list: the cheapest record to make).
+_KEY, _PARENT, _NAME, _STARTED, _ENDED, _USAGE, _ANSWERED_BY, _ERROR, _SPAN = range(9)
+
+
+def _low_hex(key: int) -> str:
+    return f"{key & _LOW64 or 1:016x}"
+
+
+class DeferredAgentTrace:
+    """The same spans as :class:`AgentTrace`, made when the run ends: each callback notes a
+    clock reading and what it was told; :meth:`finish` makes the spans (their wall-clock
+    starts: the run's own plus the monotonic time since) and prices the model calls. For a
+    run no listener and no hook watch live. A tool call's span exists from its start (it is
+    ``current_span`` while the tool runs; its start and end are set by :meth:`finish`)."""
+
+    __slots__ = ("base_ns", "calls", "cost", "open", "prices", "root", "tokens", "unpriced")
+
+    def __init__(self, root_id: UUID, name: str | None, *, prices: PriceTable) -> None:
+        self.root = Span(
+            trace_id=root_id.hex,
+            id=span_id_of(root_id),
+            parent=None,
+            name=f"invoke_agent {name}" if name else "invoke_agent",
+            kind="invoke_agent",
+            start=datetime.now(UTC),
+            attributes=_agent_attributes(name),
+        )
+        self.base_ns = time.perf_counter_ns()
+        self.prices = prices
+        self.calls: list[list[Any]] = []
+        """Model calls (no ``_SPAN``) and tool calls, in the order they started."""
+        self.open: dict[int, list[Any]] = {}
+        self.tokens: dict[int, Token[Span | None]] = {}
+        self.cost = 0.0
+        self.unpriced = 0
+
+    def _parent(self, parent_run_id: UUID | None) -> int | None:
+        if parent_run_id is not None and parent_run_id.int in self.open:
+            return parent_run_id.int
+        return None  # a graph node chain, not a span: the agent's span
+
+    def model_started(self, run_id: UUID, parent_run_id: UUID | None, model: str | None) -> None:
+        key = run_id.int
+        call = [key, self._parent(parent_run_id), model, time.perf_counter_ns(), 0, None, None]
+        call += (None, None)
+        self.open[key] = call
+        self.calls.append(call)
+
+    def model_ended(
+        self,
+        run_id: UUID,
+        usage: dict[str, Any] | None,
+        response_model: str | None,
+        error: str | None = None,
+    ) -> None:
+        call = self.open.pop(run_id.int, None)
+        if call is not None:
+            call[_ENDED] = time.perf_counter_ns()
+            call[_USAGE], call[_ANSWERED_BY], call[_ERROR] = usage, response_model, error
+
+    def tool_started(
+        self, run_id: UUID, parent_run_id: UUID | None, name: str, call_id: str | None
+    ) -> None:
+        attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+        if call_id:
+            attrs["gen_ai.tool.call.id"] = call_id
+        key = run_id.int
+        span_id = _low_hex(key)
+        root = self.root
+        if span_id == root.id:  # a tool called on its own: it is the run
+            root.name, root.kind = f"execute_tool {name}", "execute_tool"
+            root.attributes.clear()
+            root.attributes.update(attrs)
+            return
+        parent = self._parent(parent_run_id)
+        span = Span(
+            trace_id=root.trace_id,
+            id=span_id,
+            parent=root.id if parent is None else _low_hex(parent),
+            name=f"execute_tool {name}",
+            kind="execute_tool",
+            start=root.start,
+            attributes=attrs,
+        )
+        call = [key, parent, name, time.perf_counter_ns(), 0, None, None, None, span]
+        self.open[key] = call
+        self.calls.append(call)
+        # The handler is called in the context the tool then runs in (a copy of it).
+        self.tokens[key] = current_span.set(span)
+
+    def tool_ended(self, run_id: UUID, error: str | None) -> None:
+        key = run_id.int
+        token = self.tokens.pop(key, None)
+        if token is not None:
+            try:
+                current_span.reset(token)
+            except ValueError:  # ended in another context than it started in: nothing to undo here
+                pass
+        call = self.open.pop(key, None)
+        if call is not None:
+            call[_ENDED], call[_ERROR] = time.perf_counter_ns(), error
+
+    def finish(self, error: str | None) -> list[Span]:
+        """End the run's span (and any call left open under it, with ``error``); its spans,
+        in start order."""
+        now = time.perf_counter_ns()
+        root, base_ns = self.root, self.base_ns
+        start = root.start
+        spans = [root]
+        for call in self.calls:
+            span: Span | None = call[_SPAN]
+            if span is None:
+                span = self._chat_span(call)
+            ended, failed = call[_ENDED], call[_ERROR]
+            if not ended:  # left open: it ends with the run
+                ended, failed = now, error
+            span.start = start + timedelta(microseconds=(call[_STARTED] - base_ns) / 1000)
+            span.duration_ms = (ended - call[_STARTED]) / 1_000_000
+            span.error = failed
+            span.status = "ok" if failed is None else "error"
+            spans.append(span)
+        root.duration_ms = (now - base_ns) / 1_000_000
+        root.error = error
+        root.status = "ok" if error is None else "error"
+        return spans
+
+    def _chat_span(self, call: list[Any]) -> Span:
+        model = call[_NAME]
+        attrs: dict[str, Any] = {"gen_ai.operation.name": "chat"}
+        if model:
+            attrs["gen_ai.request.model"] = model
+        span = Span(
+            trace_id=self.root.trace_id,
+            id=_low_hex(call[_KEY]),
+            parent=self.root.id if call[_PARENT] is None else _low_hex(call[_PARENT]),
+            name=f"chat {model}" if model else "chat",
+            kind="chat",
+            start=self.root.start,
+            attributes=attrs,
+        )
+        if call[_ENDED]:  # its answer came: the model that gave it, tokens, cost
+            more = chat_attributes(
+                self.prices, span, usage=call[_USAGE], response_model=call[_ANSWERED_BY]
+            )
+            if more.get(UNPRICED):
+                self.unpriced += 1
+            elif COST in more:
+                self.cost += more[COST]
+            attrs.update(more)
+        return span
+
+    @property
+    def run_cost(self) -> float | None:
+        """The run's cost in USD (known once :meth:`finish` ran); None when a model call is
+        unpriced (unknown, not 0)."""
         return None if self.unpriced else self.cost

@@ -72,7 +72,7 @@ from soloflow_langgraph._ledger_link import (
     report_spilled,
     spill_one,
 )
-from soloflow_langgraph.agent_trace import AgentTrace
+from soloflow_langgraph.agent_trace import start_agent_trace
 
 if TYPE_CHECKING:
     import pluggy
@@ -285,7 +285,9 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             namespace=namespace_of(metadata),
         )
         if self.trace:
-            state.trace = AgentTrace(run_id, name, prices=self.prices, plugin_manager=self.pm)
+            state.trace = start_agent_trace(
+                run_id, name, prices=self.prices, plugin_manager=self.pm
+            )
         self._root_of[key] = state
         self._runs[key] = state
         return state

@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
-SCHEMA_REVISION = "0008"
+SCHEMA_REVISION = "0009"
 
 
 class UTCDateTime(sa.TypeDecorator[datetime]):
@@ -329,7 +329,9 @@ skill_imports = sa.Table(
 )
 
 # 0008: traces (soloflow_core.store.traces): the spans of an agent run or a flow run, keyed by
-# the run's id; ``pos`` keeps the order they started in.
+# the run's id; ``pos`` keeps the order they started in. 0009: ``descendants``, the spans under
+# a row's span packed in one JSON text (``soloflow_core.store.packed_spans``): an agent run's
+# trace is one row.
 spans = sa.Table(
     "sf_spans",
     metadata,
@@ -347,5 +349,6 @@ spans = sa.Table(
     sa.Column("status", sa.String(8), nullable=False),
     sa.Column("error", sa.Text),
     sa.Column("attributes", JSONType, nullable=False),
+    sa.Column("descendants", sa.Text),
     sa.PrimaryKeyConstraint("user_id", "agent_id", "run_id", "span_id", name="pk_sf_spans"),
 )

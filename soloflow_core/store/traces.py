@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from soloflow_core.store import schema as t
 from soloflow_core.store.json_values import flat_json_text, jsonable, storable_text
+from soloflow_core.store.packed_spans import pack_descendants, packable, unpack_descendants
 from soloflow_core.store.writer import AnyRun, insert_returning, now, write_one_sqlite
 from soloflow_core.tracing.spans import Span
 
@@ -51,13 +52,14 @@ class TraceRepository:
         whose id is already kept for the run is left as it is. Returns how many were added."""
         if not spans:
             return 0
-        ns = {"user_id": user_id, "agent_id": agent_id}
         if self._stamp is not None:
             stamp = self._stamp
             with _driver_cursor(self.db) as (db, cur):
                 cur.execute("BEGIN IMMEDIATE")
                 try:
-                    added = _insert_spans_sqlite(cur, run_id, spans, **ns, stamp=stamp)
+                    added = _insert_spans_sqlite(
+                        cur, run_id, spans, user_id=user_id, agent_id=agent_id, stamp=stamp
+                    )
                     cur.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
@@ -65,21 +67,26 @@ class TraceRepository:
                     raise
             return added
         with self.db.write() as conn:
-            return _insert_spans(conn, run_id, spans, **ns)
+            return _insert_spans(conn, run_id, spans, user_id=user_id, agent_id=agent_id)
 
     def add_traced_run(self, run: AnyRun, spans: Sequence[Span] = ()) -> bool:
         """:meth:`~soloflow_core.store.Store.add_run` and :meth:`add_spans` in one transaction:
         the run with its trace. False if the run id was already stored in its namespace (its
-        spans are then added as :meth:`add_spans` does). A trace the database refuses is logged
-        and left out; the run is stored all the same."""
+        spans not kept yet are then added as :meth:`add_spans` does). A trace the database
+        refuses is logged and left out; the run is stored all the same.
+
+        A trace that is one root span and spans of its trace under it (a captured agent run's)
+        is kept as one row, the root's, its other spans packed in it (``packed_spans``);
+        :meth:`get_spans` reads them back the same."""
         ns = {"user_id": run.user_id, "agent_id": run.agent_id}
+        packed = (spans[0], pack_descendants(spans[0], spans[1:])) if packable(spans) else None
         if self._stamp is not None:
             stamp = self._stamp
 
             def trace_too(cur: Any) -> None:
                 cur.execute("SAVEPOINT sf_trace")
                 try:
-                    _insert_spans_sqlite(cur, run.run_id, spans, **ns, stamp=stamp)
+                    _insert_spans_sqlite(cur, run.run_id, spans, **ns, stamp=stamp, packed=packed)
                 except Exception:  # the driver's refusal, or a value it cannot bind
                     cur.execute("ROLLBACK TO sf_trace")
                     log.exception("storing the trace of run %s failed", run.run_id)
@@ -94,12 +101,15 @@ class TraceRepository:
             finally:
                 raw.close()
         else:
-            fresh = self._add_traced_run_returning(run, spans)
+            fresh = self._add_traced_run_returning(run, spans, packed=packed)
         if not fresh and spans:
-            self.add_spans(run.run_id, spans, **ns)
+            kept = {s.id for s in self.get_spans(run.run_id, **ns)}
+            self.add_spans(run.run_id, [s for s in spans if s.id not in kept], **ns)
         return fresh
 
-    def _add_traced_run_returning(self, run: AnyRun, spans: Sequence[Span]) -> bool:
+    def _add_traced_run_returning(
+        self, run: AnyRun, spans: Sequence[Span], *, packed: tuple[Span, str] | None
+    ) -> bool:
         c = t.task_runs.c
         with self.db.write() as conn:
             q = sa.select(c.id).where(
@@ -112,7 +122,12 @@ class TraceRepository:
                 try:
                     with conn.begin_nested():
                         _insert_spans(
-                            conn, run.run_id, spans, user_id=run.user_id, agent_id=run.agent_id
+                            conn,
+                            run.run_id,
+                            spans,
+                            user_id=run.user_id,
+                            agent_id=run.agent_id,
+                            packed=packed,
                         )
                 except Exception:  # the database's refusal, or a value it cannot bind
                     log.exception("storing the trace of run %s failed", run.run_id)
@@ -133,26 +148,30 @@ class TraceRepository:
                 c.status,
                 c.error,
                 c.attributes,
+                c.descendants,
             )
             .where(c.user_id == user_id, c.agent_id == agent_id, c.run_id == run_id)
             .order_by(c.pos)
         )
+        spans: list[Span] = []
         with self.db.read() as conn:
-            return [
-                Span(
-                    trace_id=r.trace_id,
-                    id=r.span_id,
-                    parent=r.parent_id,
-                    name=r.name,
-                    kind=r.kind,
-                    start=r.start_at,
-                    duration_ms=r.duration_ms,
-                    status=r.status,
-                    error=r.error,
-                    attributes=dict(r.attributes or {}),
-                )
-                for r in conn.execute(q)
-            ]
+            rows = conn.execute(q).all()
+        for r in rows:
+            span = Span(
+                trace_id=r.trace_id,
+                id=r.span_id,
+                parent=r.parent_id,
+                name=r.name,
+                kind=r.kind,
+                start=r.start_at,
+                duration_ms=r.duration_ms,
+                status=r.status,
+                error=r.error,
+                attributes=dict(r.attributes or {}),
+            )
+            spans.append(span)
+            spans.extend(unpack_descendants(span, r.descendants))
+        return spans
 
     def namespace_cost(self, *, user_id: str, agent_id: str) -> NamespaceCost:
         """The cost of the namespace's task runs, rolled up (one query)."""
@@ -171,16 +190,23 @@ class TraceRepository:
 
 
 def _insert_spans(
-    conn: Connection, run_id: str, spans: Sequence[Span], *, user_id: str, agent_id: str
+    conn: Connection,
+    run_id: str,
+    spans: Sequence[Span],
+    *,
+    user_id: str,
+    agent_id: str,
+    packed: tuple[Span, str] | None = None,
 ) -> int:
-    """Any database, in ``conn``'s transaction: the spans not kept yet, after those kept."""
+    """Any database, in ``conn``'s transaction: the spans not kept yet, after those kept;
+    ``packed`` (the root and its descendants' text) is written instead, as one row."""
     c = t.spans.c
     where = (c.user_id == user_id, c.agent_id == agent_id, c.run_id == run_id)
     rows_kept = conn.execute(sa.select(c.span_id, c.pos).where(*where)).all()
     kept = {r.span_id for r in rows_kept}
     pos = max((int(r.pos) for r in rows_kept), default=-1)
     rows = []
-    for span in spans:
+    for span in spans if packed is None else [packed[0]]:
         if span.id in kept:
             continue
         kept.add(span.id)
@@ -201,6 +227,7 @@ def _insert_spans(
                 "status": span.status,
                 "error": None if span.error is None else storable_text(span.error),
                 "attributes": jsonable(span.attributes),
+                "descendants": None if packed is None else packed[1],
             }
         )
     if rows:
@@ -216,9 +243,13 @@ def _insert_spans_sqlite(
     user_id: str,
     agent_id: str,
     stamp: Callable[[datetime], str],
+    packed: tuple[Span, str] | None = None,
 ) -> int:
     """SQLite, in the cursor's transaction: :func:`_insert_spans` through the driver's
     ``executemany`` (SQLAlchemy's statement and per-row set-up cost several times the insert)."""
+    descendants = None
+    if packed is not None:
+        spans, descendants = [packed[0]], packed[1]
     top = cur.execute(_SQLITE_MAX_POS, (user_id, agent_id, run_id)).fetchone()[0]
     pos = 0 if top is None else int(top) + 1
     db = cur.connection
@@ -242,6 +273,7 @@ def _insert_spans_sqlite(
                 s.status,
                 None if s.error is None else text(s.error),
                 flat_json_text(s.attributes),
+                descendants,
             )
             for i, s in enumerate(spans)
         ],
@@ -266,6 +298,7 @@ def _driver_cursor(database: Database) -> Iterator[tuple[sqlite3.Connection, sql
 _SQLITE_MAX_POS = "SELECT max(pos) FROM sf_spans WHERE user_id = ? AND agent_id = ? AND run_id = ?"
 _SQLITE_INSERT = (
     "INSERT INTO sf_spans (user_id, agent_id, run_id, span_id, pos, trace_id, parent_id, name, kind, start_at, "
-    "duration_ms, status, error, attributes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "duration_ms, status, error, attributes, descendants) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT DO NOTHING"
 )
