@@ -82,6 +82,17 @@ def _done(log: Path, run_id: str) -> list[str]:
     ]
 
 
+def _wait_for_new_start(log: Path, run_id: str, *, seen: int, timeout: float = 60.0) -> None:
+    """Wait until a step of ``run_id`` is called (``call`` logged) after the first ``seen``
+    lines: an interrupted run always has a step left to call."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(ln.startswith(f"call {run_id}:") for ln in log_lines(log)[seen:]):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no step of {run_id} started within {timeout}s")
+
+
 def _ended_as_signalled(store: Store, run_id: str, err: str, log: Path) -> bool:
     """Whether the run had just completed when the signal came (a race on a loaded machine):
     then the command says so, not "recorded as interrupted", and every step was done once."""
@@ -160,7 +171,10 @@ def test_ctrl_c_at_random_points_then_resume_finishes_every_run_once(
                 text=True,
                 env=_env(log, seed, STEP_SLEEP),
             )
-            took2, err2 = _interrupt(again, signal.SIGINT, 1.5 + rng.uniform(0.0, 0.5))
+            # Signal once the resume is at work (a step of the run started), not while the
+            # command is still starting up: a loaded machine can take seconds to import.
+            _wait_for_new_start(log, run_id, seen=len(log_lines(log)))
+            took2, err2 = _interrupt(again, signal.SIGINT, rng.uniform(0.0, 0.5))
             if took2 is not None:
                 exits.append(took2)
                 assert again.returncode == 130 and "Traceback" not in err2, err2
