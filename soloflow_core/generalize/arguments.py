@@ -191,6 +191,7 @@ NEAR_CONSTANT_MIN = 5
 
 _SHAPES = [
     ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+    ("integer", r"\d+"),
     ("integer", r"-?\d+"),
     ("number", r"-?\d+(?:\.\d+)?"),
     ("token", r"[^\W_][\w\-./:]*"),
@@ -208,8 +209,15 @@ def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | No
     return rule
 
 
+def _standalone(value: str, task: str) -> int:
+    """Where ``value`` stands alone in ``task`` (not inside a longer word: the ``2`` of
+    ``to 2``, not of ``PY7FF2``), else its first occurrence."""
+    m = re.search(rf"(?<![\w]){re.escape(value)}(?![\w])", task)
+    return m.start() if m else task.find(value)
+
+
 def _word_before(value: str, task: str) -> str:
-    words = re.findall(r"[^\W\d_]+$", task[: task.find(value)].rstrip(" :=#'\"("))
+    words = re.findall(r"[^\W\d_]+$", task[: _standalone(value, task)].rstrip(" :=#'\"("))
     return words[0].lower() if words else ""
 
 

@@ -64,6 +64,9 @@ def _says_nothing(word: str) -> bool:
     return word in FILLER or word in _PLAIN or stem(word) in REQUEST_STEMS
 
 
+_GLUE = frozenset("+-$€£¥%*/^=<>~&|@")
+"""Signs and symbols that, touching a value, change what it says (``-1``, ``1+1``, ``10%``,
+``$1``, ``CQT8JK/4C7C4P``)."""
 _URL = re.compile(r"(?:https?://|www\.|mailto:)\S+", re.IGNORECASE)
 
 
@@ -90,6 +93,8 @@ def _set_aside(
         return f"{value!r} stands inside a link"
     if (start > 0 and text[start - 1].isalnum()) or (end < len(text) and text[end].isalnum()):
         return f"{value!r} runs into the text around it"
+    if (start > 0 and text[start - 1] in _GLUE) or (end < len(text) and text[end] in _GLUE):
+        return f"{value!r} is glued to a sign or symbol ({text[max(0, start - 1) : end + 1]!r})"
     before = text[:start]
     clause = re.split(r"[.;!?()\n\u2014]|\s-\s", before)[-1]
     near = words_of(clause)[-_BEFORE:]

@@ -315,6 +315,10 @@ def judge_intent(
     actions = [t for t in request.actions if t not in done_with and t not in own_actions]
     if actions:
         reasons.append(f"asks for another action: {', '.join(actions)}")
+    if request.reported:
+        reasons.append(
+            f"it reports what was done ({', '.join(request.reported)}), it does not ask for it"
+        )
     strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
     if strangers:
         reasons.append(f"asks for someone else: {', '.join(strangers)}")

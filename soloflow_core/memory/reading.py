@@ -43,14 +43,16 @@ _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]*)?")
 NEGATION = re.compile(
     r"\b(?:not|no|never|none|nothing|nobody|neither|nor|without|cannot|unless|instead|"
     r"stop|avoid|refrain|dont|doesnt|didnt|wont|cant|shouldnt|isnt|arent|wasnt|"
-    r"no\s+longer)\b|\b\w+n['’]t\b",
+    r"no\s+longer|donot)\b|\b\w+n['’]t\b|\b\w+['’]nt\b|\bn['’]t\b",
     re.IGNORECASE,
 )
 _RETRACTION = re.compile(
     r"\b(?:never\s*mind|nvm|just\s+kidding|kidding|jk|scratch\s+that|forget\s+(?:it|that|about\s+it)"
     r"|nah|nope|no,?\s+wait|wait,?\s+no|actually,?\s+no|not\s+really|cancel\s+that"
     r"|ignore\s+(?:that|this|the\s+above|previous|all)|disregard|hold\s+(?:on|off|it|that)"
-    r"|don'?t\s+bother|on\s+second\s+thought)\b",
+    r"|don'?t\s+bother|on\s+second\s+thought"
+    r"|(?:cancel|withdraw|drop|revoke|delete|scrap|void|retract)\s+(?:my|this|that|the|our|your)\s+"
+    r"(?:(?:last|previous|earlier|above|own|current)\s+)?request)\b",
     re.IGNORECASE,
 )
 _ASKING = re.compile(
@@ -350,9 +352,12 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if not words:
             continue
         openers.append(stem(words[0].split("'", 1)[0]))
-        found = [_lead(words)]
+        clauses = [words]
         if asked and "," in sentence:
-            found.append(_lead(_opened(words_of(sentence.rsplit(",", 1)[1]))))
+            clauses.append(_opened(words_of(sentence.rsplit(",", 1)[1])))
+        found = [_lead(c) for c in clauses]
+        if asked:  # "You refunded my order?": a statement asked back is a question
+            found += [c[0] for c in clauses if c and c[0] in ("you", "u")]
         leads += [lead for lead in found if lead]
     return tuple(dict.fromkeys(openers)), tuple(dict.fromkeys(leads))
 
@@ -395,6 +400,10 @@ class RequestText:
     characters, markup."""
     normalized: str = ""
     """The NFKC form of the text (what inputs are bound from)."""
+    reported: tuple[str, ...] = ()
+    """Stems of verbs of request or action it uses in a past form opening a clause or after
+    a subject (``Refunded my order?``, ``you cancelled…``, ``I sent…``): it reports what was
+    done, it does not ask for it."""
     actions: tuple[str, ...] = ()
     """Stems of its verbs of action (:data:`ACTION_STEMS`) used as verbs: not an ``-ing``
     form after ``my``/``the`` or before a value (``my booking``, ``booking ZFA04Y``); a noun
@@ -473,6 +482,37 @@ def _blank(value: re.Match[str]) -> str:
     return " " + text[len(text.rstrip(".,;:!?)")) :]
 
 
+_SUBJECTS = frozenset({"i", "you", "u", "we", "they", "he", "she", "someone", "somebody"})
+_PAST_OF = frozenset(IRREGULAR) - {"put"}
+
+
+def _past_verb(word: str) -> str | None:
+    """The stem of a verb of request or action ``word`` is a past form of (``refunded``,
+    ``cancelled``, ``sent``), or None."""
+    if word in _PAST_OF:
+        s = stem(IRREGULAR[word])
+    elif word.endswith("ed") and len(word) > 4:
+        s = stem(word)
+    else:
+        return None
+    return s if s in REQUEST_STEMS or s in ACTION_STEMS else None
+
+
+def _reported(text: str) -> tuple[str, ...]:
+    """Stems of verbs of request or action ``text`` uses in a past form that opens a clause
+    (greetings skipped) or follows a subject (``you``, ``I``): what was done, reported.
+    ``text`` keeps a mark for each value (``3 checked bags`` opens with no verb)."""
+    found: list[str] = []
+    for m in re.finditer(r"[^.?!;:,\n\u2014\u2013]+", text):
+        words = _opened(words_of(m.group(0)))
+        for i, w in enumerate(words):
+            if i == 0 or words[i - 1] in _SUBJECTS:
+                s = _past_verb(w)
+                if s is not None:
+                    found.append(s)
+    return tuple(dict.fromkeys(found))
+
+
 def read_request(text: str) -> RequestText:
     """Read ``text`` as the module docstring says.
 
@@ -501,6 +541,8 @@ def read_request(text: str) -> RequestText:
         flags.append("it holds invisible characters")
     if _MARKUP.search(rest):
         flags.append("it is formatted text, not a plain request")
+    if any(unicodedata.category(ch) == "So" for ch in text):
+        flags.append("it holds symbols (emoji) whose meaning is not read")
     openers, leads = _openings(rest)
     return RequestText(
         text=text,
@@ -514,5 +556,6 @@ def read_request(text: str) -> RequestText:
         asking=_ASKING.search(rest) is not None,
         flags=tuple(flags),
         normalized=normalized,
+        reported=_reported(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)),
         actions=_actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE)),
     )

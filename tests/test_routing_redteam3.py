@@ -1,0 +1,129 @@
+"""Near misses a hostile review (redteam3) found the gate running in both worlds, through
+real ``create_agent`` agents: a past form reporting what was done (``Cancelled my
+reservation …?``, ``you refunded my order?``), a statement asked back (``you reset my
+password?``), the request itself cancelled (``cancel my request to cancel …``), a negation
+typed ``do'nt`` or ``do n't``, an emoji saying no, and a count glued to a sign (``-1``,
+``1+1``, ``10%``, ``$1``)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+
+from soloflow_core.generalize.arguments import learn_extraction
+from soloflow_core.learning import LearningConfig
+from soloflow_core.learning.promotion import approve_candidate
+from soloflow_core.memory.reading import read_request
+from soloflow_core.store import Store
+from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
+
+USER, AGENT = "rt3-user", "rt3"
+CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
+
+FOUND = {
+    "benchmarks.routing_world_airline": [
+        "Cancelled reservation CQT8JK for user chen_ahmed_4886",
+        "Cancelled my reservation 6I3PS6? User id liam_patel_5365",
+        "You cancelled my reservation 6I3PS6?? Please, I am liam_patel_5365",
+        "I need to know, you cancelled my reservation 6I3PS6? User id liam_patel_5365",
+        "Please, I cancelled my reservation UF5KFE. I am mia_wang_1666",
+        "Updated my booking PY7FF2 to 2 checked bags?",
+        "Please cancel my request to cancel reservation CQT8JK for user chen_ahmed_4886",
+        "Cancel this request: please cancel reservation CQT8JK for user chen_ahmed_4886",
+        "Please cancel reservation CQT8JK for user chen_ahmed_4886 🙅",
+        "Please do'nt check my baggage allowance for booking L7SPO6",
+        "Can you do n't tell me the free baggage allowance on reservation 971BL6?",
+        "Please update reservation B6HDF4 to -1 checked bags",
+        "Please update reservation B6HDF4 to 1+1 checked bags",
+        "Please update reservation B6HDF4 to 10% checked bags",
+        "Please update reservation B6HDF4 to $1 checked bags",
+    ],
+    "benchmarks.routing_world": [
+        "Refunded my latest order? bob@example.org",
+        "You refunded my latest order? Please, bob@example.org",
+        "I need to know, you reset my password? alice@example.com",
+        "Emailed me my latest invoice? alice@example.com",
+        "You sent my latest invoice to bob@example.org? please",
+        "refund my latest order please, bob@example.org ❌",
+        "reset password bob@example.org 🚫",
+    ],
+}
+
+
+def _world(name: str) -> Any:
+    return importlib.import_module(name)
+
+
+def _ask(agent: Any, mw: SoloFlowMiddleware, model: Any, w: Any, text: str) -> dict[str, Any]:
+    before, effects = model.calls, len(w.EFFECTS)
+    out = agent.invoke(
+        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
+    )
+    last = out["messages"][-1]
+    return {
+        "calls": model.calls - before,
+        "flow": last.response_metadata.get("soloflow_flow"),
+        "effects": w.EFFECTS[effects:],
+    }
+
+
+@pytest.mark.parametrize("world", sorted(FOUND))
+def test_reports_retractions_typos_emoji_and_glued_counts_run_no_flow(
+    sqlite_store: Store, world: str
+) -> None:
+    w = _world(world)
+    w.EFFECTS.clear()
+    mw = SoloFlowMiddleware(
+        sqlite_store, user_id=USER, agent_id=AGENT, tools=w.TOOLS, config=CONFIG
+    )
+    model = w.agent_model()
+    agent = create_agent(model, tools=w.TOOLS, system_prompt="Support.", middleware=[mw])
+    for r in w.load_corpus():
+        if r["split"] == "train":
+            _ask(agent, mw, model, w, r["text"])
+    for cand in sqlite_store.list_candidates(user_id=USER, agent_id=AGENT):
+        approve_candidate(sqlite_store, cand.id, user_id=USER, agent_id=AGENT, config=CONFIG)
+    mw.close()
+    mw = SoloFlowMiddleware(
+        sqlite_store, user_id=USER, agent_id=AGENT, tools=w.TOOLS, config=CONFIG
+    )
+    model = w.agent_model()
+    agent = create_agent(model, tools=w.TOOLS, system_prompt="Support.", middleware=[mw])
+    try:
+        # the job itself, with the same words, still runs
+        train = [r for r in w.load_corpus() if r["split"] == "train"]
+        assert any(mw.route(r["text"]).run for r in train)
+        ran = []
+        for text in FOUND[world]:
+            got = _ask(agent, mw, model, w, text)
+            if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
+                ran.append((text, got))
+        assert ran == []
+    finally:
+        mw.close()
+        w.EFFECTS.clear()
+
+
+def test_a_past_form_opening_a_clause_or_after_a_subject_is_a_report():
+    assert read_request("Refunded my latest order? a@x.io").reported == ("refund",)
+    assert read_request("Please, I cancelled my reservation ZFA04Y").reported == ("cancel",)
+    assert read_request("You sent my invoice?").reported == ("send",)
+    # a past participle after its object asks for the action
+    assert read_request("I need my reservation ZFA04Y cancelled, please").reported == ()
+    assert read_request("Can I get reservation ZFA04Y cancelled please?").reported == ()
+    assert "you" in read_request("I need to know, you reset my password? a@x.io").leads
+
+
+def test_negation_typos_and_a_cancelled_request():
+    assert "reset" in read_request("Please do'nt reset my password").negated
+    assert "reset" in read_request("Please do n't reset my password").negated
+    assert read_request("Cancel my request to cancel reservation ZFA04Y").flags
+
+
+def test_a_count_learned_from_positive_examples_has_no_sign_and_its_labels_skip_ids():
+    rule = learn_extraction(["2", "1"], ["Update booking PY7FF2 to 2 bags", "Set to 1 bag"])
+    assert rule is not None and rule["pattern"] == r"\d+"
+    assert rule["labels"] == ["to"]
