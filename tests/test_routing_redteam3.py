@@ -2,8 +2,9 @@
 real ``create_agent`` agents: a past form reporting what was done (``Cancelled my
 reservation …?``, ``you refunded my order?``), a statement asked back (``you reset my
 password?``), the request itself cancelled (``cancel my request to cancel …``), a negation
-typed ``do'nt`` or ``do n't``, an emoji saying no, and a count glued to a sign (``-1``,
-``1+1``, ``10%``, ``$1``)."""
+typed ``do'nt`` or ``do n't``, an emoji saying no, a count glued to a sign (``-1``,
+``1+1``, ``10%``, ``$1``), and *email* used as a verb for a flow that sends nothing (``email
+alice@… and refund my order``)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ FOUND = {
         "You sent my latest invoice to bob@example.org? please",
         "refund my latest order please, bob@example.org ❌",
         "reset password bob@example.org 🚫",
+        # e-mail said as a verb: a second action the refund flow does not do
+        "Please email alice@example.com and refund my latest order",
+        "Refund my latest order, bob@example.org, and email me the details",
     ],
 }
 
@@ -127,3 +131,12 @@ def test_a_count_learned_from_positive_examples_has_no_sign_and_its_labels_skip_
     rule = learn_extraction(["2", "1"], ["Update booking PY7FF2 to 2 bags", "Set to 1 bag"])
     assert rule is not None and rule["pattern"] == r"\d+"
     assert rule["labels"] == ["to"]
+
+
+def test_email_as_a_verb_says_send_and_as_a_noun_does_not():
+    from soloflow_core.memory.reading import says_send
+
+    for verb in ("Please email alice@example.com the form", "refund it and email me", "e-mail it"):
+        assert says_send(verb), verb
+    for noun in ("my email bob@x.com, refund my order", "Email: bob@x.com", "account email a@b.c"):
+        assert not says_send(noun), noun

@@ -52,9 +52,9 @@ from soloflow_core.memory.reading import (
     ACTION_STEMS,
     ACTION_WORDS,
     REQUEST_STEMS,
-    SENDING,
     RequestText,
     read_request,
+    says_send,
 )
 from soloflow_core.store.fulltext import stem
 
@@ -150,7 +150,9 @@ class JobEvidence:
                 first_hand.update(read.terms)
         words: set[str] = set()
         for phrase in declared:
-            words.update(read_request(phrase).terms)
+            read = read_request(phrase)
+            words.update(read.terms)
+            words.update(read.actions)  # `e-mail the invoice`: the person declared sending
         return cls(
             texts=n,
             df=dict(df),
@@ -305,7 +307,8 @@ def judge_intent(
             f"it asks a question ({', '.join(questions)}…) the job's requests do not ask"
         )
     named = frozenset(own_actions) & ACTION_STEMS & evidence.held_by_most()
-    said = set(terms) | ({"send"} if SENDING.search(request.normalized or request.text) else set())
+    sends = says_send(request.normalized or request.text)
+    said = set(terms) | ({"send"} if sends else set())
     if terms and named and not named & said:
         reasons.append(
             f"it does not name the job's action ({', '.join(sorted(named))}), "

@@ -34,6 +34,7 @@ __all__ = [
     "REQUEST_STEMS",
     "REQUEST_VERBS",
     "SENDING",
+    "says_send",
     "RequestText",
     "read_request",
     "words_of",
@@ -90,8 +91,29 @@ _VALUE_WORDING = re.compile(
 )
 """Words that introduce the request's address (``you can reach me at``, ``account holder:``,
 ``my login is``): the value's wording, like ``my e-mail is``."""
-SENDING = re.compile(r"\be-?mail(?:ed|ing)?\s+(?:it|me|us|them|my|the|this|that)\b", re.IGNORECASE)
-"""``email me…``, ``e-mail it``: a way of saying *send*."""
+SENDING = re.compile(
+    r"(?:^|(?<=[^\w\s])|(?<=\s))(?P<before>\w+\s+)?e-?mail(?:ed|ing)?\s+"
+    r"(?:it|me|us|them|my|the|this|that|[^\s@]+@)",
+    re.IGNORECASE,
+)
+"""``email me…``, ``e-mail it``, ``email bob@example.com``: a way of saying *send* — not
+after a word that makes *email* a noun (``my email bob@…``, see :func:`says_send`)."""
+_EMAIL_NOUN = frozenset(
+    "my your our his her their the an this that same new old account registered login "
+    "contact primary work personal".split()
+)
+
+
+def says_send(text: str) -> bool:
+    """Whether ``text`` uses *email* as a verb (``email me``, ``e-mail it to``, ``email
+    bob@example.com``), not as a noun (``my email bob@…``, ``account email a@b``)."""
+    for m in SENDING.finditer(text):
+        before = (m.group("before") or "").strip().lower()
+        if before not in _EMAIL_NOUN:
+            return True
+    return False
+
+
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
 _SENTENCE_END = re.compile(r"[^.?!;\n]+[.?!;\n]*")
 """A sentence and the marks ending it."""
@@ -407,7 +429,8 @@ class RequestText:
     actions: tuple[str, ...] = ()
     """Stems of its verbs of action (:data:`ACTION_STEMS`) used as verbs: not an ``-ing``
     form after ``my``/``the`` or before a value (``my booking``, ``booking ZFA04Y``); a noun
-    made from one (``reservation``, ``payment``) is a word of its own."""
+    made from one (``reservation``, ``payment``) is a word of its own. *Email* used as a verb
+    (``email me…``, ``email bob@…``: :func:`says_send`) is ``send``."""
 
 
 NEGATION_SCOPE = 6
@@ -557,5 +580,12 @@ def read_request(text: str) -> RequestText:
         flags=tuple(flags),
         normalized=normalized,
         reported=_reported(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)),
-        actions=_actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE)),
+        actions=tuple(
+            dict.fromkeys(
+                [
+                    *_actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE)),
+                    *(("send",) if says_send(normalized) else ()),  # `email me …`
+                ]
+            )
+        ),
     )
