@@ -333,3 +333,23 @@ def test_version_and_demo_with_its_own_db(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     res = sf(str(db), "flows", "list", "--json", user="default")
     assert res.exit_code == 0 and len(json.loads(res.stdout)) == 1
+
+
+def test_ctrl_c_while_the_command_loads_prints_no_traceback(tmp_path: Path):
+    """Ctrl-C at any moment of a command's first half second (while it imports LangGraph and
+    the stores) ends it with 130 or as the command would have, never with a traceback."""
+    import signal
+    import time
+
+    for delay in (0.02, 0.05, 0.1, 0.2, 0.4):
+        proc = subprocess.Popen(
+            [EXE, "--db", f"sqlite:///{tmp_path / 'none.db'}", "flows", "list"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err, (delay, err)
+        assert proc.returncode in (130, 1, -signal.SIGINT), (delay, proc.returncode, err)
