@@ -41,6 +41,10 @@ FOUND = {
         "Please update reservation B6HDF4 to 1+1 checked bags",
         "Please update reservation B6HDF4 to 10% checked bags",
         "Please update reservation B6HDF4 to $1 checked bags",
+        # asking whether the job's action can be done, not for it
+        "I'd like to know, can you cancel my reservation 6I3PS6? User id liam_patel_5365",
+        "Can you cancel my reservation 6I3PS6 or can I? User id liam_patel_5365",
+        "Could you let me know: can you cancel reservation CQT8JK for user chen_ahmed_4886?",
     ],
     "benchmarks.routing_world": [
         "Refunded my latest order? bob@example.org",
@@ -53,6 +57,7 @@ FOUND = {
         # e-mail said as a verb: a second action the refund flow does not do
         "Please email alice@example.com and refund my latest order",
         "Refund my latest order, bob@example.org, and email me the details",
+        "Can you tell me if you can refund my latest order? bob@example.org",
     ],
 }
 

@@ -81,6 +81,14 @@ FAMILIAR_MIN = 3
 CONFIRMATIONS = 2
 """Hinted texts (the model chose the offered flow tool) that must hold a word before the job
 knows it, when no run of the job and no person gave it."""
+WHETHER = re.compile(
+    r"\b(?:know|wonder(?:ing)?|curious|ask(?:ing)?|tell\s+me|let\s+me\s+know|check)\b"
+    r"[\s,:;-]*(?:\w+\s+){0,3}?(?:if|whether|can\s+you|could\s+you|would\s+you|will\s+you)\b"
+    r"|\bor\s+(?:can|could|should|do|must|may|shall)\s+(?:i|we)\b",
+    re.IGNORECASE,
+)
+"""Asking *whether* the job's action can or will be done (``I'd like to know, can you
+cancel…?``, ``tell me if you can refund…``, ``… or can I?``), not asking for it."""
 MAX_REQUEST_CHARS = 4000
 """A longer request is never run without the model (it is a conversation, not a request)."""
 
@@ -318,6 +326,11 @@ def judge_intent(
     actions = [t for t in request.actions if t not in done_with and t not in own_actions]
     if actions:
         reasons.append(f"asks for another action: {', '.join(actions)}")
+    asked = [t for t in request.actions if t in own_actions]
+    if asked and WHETHER.search(request.normalized or request.text):
+        reasons.append(
+            f"it asks whether the job's action ({', '.join(asked)}) can be done, not for it"
+        )
     if request.reported:
         reasons.append(
             f"it reports what was done ({', '.join(request.reported)}), it does not ask for it"
