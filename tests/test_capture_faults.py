@@ -145,11 +145,12 @@ def test_an_unreachable_database_at_construction_does_not_raise(
 
 
 HOLD_LOCK = textwrap.dedent("""
-    import sqlite3, sys, time
+    import select, sqlite3, sys
     conn = sqlite3.connect(sys.argv[1], isolation_level=None)
     conn.execute("BEGIN IMMEDIATE")
     print("locked", flush=True)
-    time.sleep(float(sys.argv[2]))
+    # held for argv[2] seconds, or (given argv[3] "stdin") until a line comes on stdin
+    select.select([sys.stdin] if sys.argv[3:] == ["stdin"] else [], [], [], float(sys.argv[2]))
     conn.execute("ROLLBACK")
 """)
 
@@ -297,16 +298,8 @@ def test_runs_spilled_while_locked_out_are_written_back_once_the_store_answers(
 ) -> None:
     db = tmp_path / "runs.db"
     handler = SoloFlowCallbackHandler(database_url=str(db), write_timeout=0.3, **NS)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(db), "3"], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        _invoke(handler, "locked out")
-        assert handler.health().runs_spilled == 1 and not handler.health().ok
-    finally:
-        holder.wait(timeout=30)
-        holder.stdout.close()  # type: ignore[union-attr]
+    _locked_out(db, handler, ["locked out"])
+    assert handler.health().runs_spilled == 1 and not handler.health().ok
     handler.write_timeout = 30.0
     with caplog.at_level(logging.WARNING, logger="soloflow_langgraph.callbacks"):
         _invoke(handler, "after")  # stored: the store answers again, the spill is written back
@@ -336,15 +329,17 @@ def test_a_sqlite_file_whose_path_says_memory_gets_its_spill_file(tmp_path: Path
 def _locked_out(db: Path, handler: SoloFlowCallbackHandler, tasks: list[str]) -> None:
     """Run ``tasks`` while another process holds the SQLite write lock (each is spilled)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(db), "3"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLD_LOCK, str(db), "120", "stdin"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         for task in tasks:
             _invoke(handler, task)
-    finally:
-        holder.wait(timeout=30)
-        holder.stdout.close()  # type: ignore[union-attr]
+    finally:  # released once every task was tried, however long a loaded machine took
+        holder.communicate("release\n", timeout=30)
 
 
 def test_runs_kept_only_in_memory_are_stored_once_the_store_answers(tmp_path: Path) -> None:
@@ -375,10 +370,11 @@ class _SlowListener:
 
     def __init__(self) -> None:
         self.runs: list[str] = []
+        self.delay = SLOW_HOOK
 
     @hookimpl
     def soloflow_run_finished(self, run: TaskRun) -> None:
-        time.sleep(SLOW_HOOK)
+        time.sleep(self.delay)
         self.runs.append(run.task or "")
 
 
@@ -391,8 +387,10 @@ def test_writing_back_never_makes_the_agents_own_writes_wait(tmp_path: Path) -> 
     handler = SoloFlowCallbackHandler(
         database_url=str(db), write_timeout=0.3, plugin_manager=pm, **NS
     )
+    slow.delay = 0.0  # fast while locked out: all four must be done within the lock's 3 s
     _locked_out(db, handler, [f"locked out {i}" for i in range(4)])
     assert len(handler.unsaved) == 4
+    slow.delay = SLOW_HOOK  # slow from now on: the hooks of the four written back
     handler.write_timeout = 2.0
     _invoke(handler, "first after")  # its hook: SLOW_HOOK on the caller's thread, as always
     _invoke(handler, "second after")  # queued behind the write-back of the four
