@@ -1,7 +1,9 @@
 """Where capture's CPU goes in a real ``create_agent`` loop: the CPU time spent inside each
 callback of ``SoloFlowCallbackHandler`` (``time.thread_time`` of the thread that runs it) and
 inside the end-of-run write (on the writer thread), per tool call, in the real loop and in a
-replay of one invocation's events; with ``trace=False`` and with the trace stored.
+replay of one invocation's events; with ``trace=False``, with the trace stored, and with the
+trace stored and exported to OpenTelemetry (an exporter that drops every batch), the agent
+run's spans handed over when it ends (``otel``) and span by span (``otel-live``).
 
 A replay calls the handler in a tight loop; in the real loop LangGraph's own work runs between
 two callbacks, so the same code finds cold caches. The figures are the handler's own CPU, not a
@@ -24,11 +26,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langchain.agents import create_agent  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: E402
 
 from benchmarks.bench_capture import Recorder, _fresh_ids  # noqa: E402
-from benchmarks.bench_traces import TURNS, add, script  # noqa: E402
+from benchmarks.bench_traces import TURNS, DropExporter, add, script  # noqa: E402
 from soloflow_core.plugins import get_plugin_manager  # noqa: E402
 from soloflow_core.store import Store  # noqa: E402
+from soloflow_core.tracing import configure_tracing  # noqa: E402
 from soloflow_langgraph.callbacks import SoloFlowCallbackHandler  # noqa: E402
 from soloflow_langgraph.testing import ScriptedChatModel  # noqa: E402
 
@@ -65,7 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     recorder = Recorder()
     agent.invoke({"messages": [("user", "record me")]}, config={"callbacks": [recorder]})
     n = opts.invokes
-    for trace in (False, True):
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DropExporter()))
+    for trace in (False, True, "otel", "otel-live"):
+        configure_tracing(provider if isinstance(trace, str) else None, live=trace == "otel-live")
         spent: collections.Counter[str] = collections.Counter()
         handler = timed(
             SoloFlowCallbackHandler(
@@ -73,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
                 user_id="b",
                 agent_id="b",
                 plugin_manager=get_plugin_manager(),
-                trace=trace,
+                trace=bool(trace),
             ),
             spent,
         )
@@ -96,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         for k in sorted(loop, key=lambda k: -loop[k]):
             print(f"  {k:<28} {loop[k]:>10.1f} {replay.get(k, 0.0):>8.1f}")
         print(f"  {'total':<28} {sum(loop.values()):>10.1f} {sum(replay.values()):>8.1f}")
+    configure_tracing(None)
+    provider.shutdown()
     store.close()
     return 0
 

@@ -8,7 +8,10 @@ tool-call turns per invocation; round-robin; the medians of the reps and of pair
 (iii) the SoloFlow handler with ``trace=False``: the run alone, as before traces;
 (iv)  the SoloFlow handler with traces stored (spans, prices, one more write per run);
 (v)   (iv) with OpenTelemetry export on (the SDK's batch processor, an exporter that accepts
-      and drops every batch: the export's cost on the agent's threads).
+      and drops every batch: the export's cost on the agent's threads); an agent run's spans
+      handed to the SDK when the run ends (the default);
+(v-live) (v) with ``configure_tracing(..., live=True)``: each span started and ended in the
+      SDK as it happens.
 
 Times are **CPU time of the process** (``time.process_time``: every thread), per tool call,
 so that other processes on a shared machine do not blur them. Targets (issue 23): (iv) - (iii)
@@ -54,6 +57,7 @@ NOOP, BASE, TRACED, OTEL = (
     "(v) (iv) + OpenTelemetry export",
 )
 UNWRITTEN = "(iv-a) (iv), spans built, not written"
+OTEL_LIVE = "(v-live) (v), span by span"
 TURNS = 10
 
 
@@ -178,9 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         store=store, user_id="bench", agent_id="bench", plugin_manager=pm, trace=True
     )
 
-    def loop(handler: Any, export: bool = False) -> Callable[[], int]:
+    def loop(handler: Any, export: str = "") -> Callable[[], int]:
         def run() -> int:
-            configure_tracing(provider if export else None)
+            configure_tracing(provider if export else None, live=export == "live")
             for i in range(invokes):
                 agent.invoke(
                     {"messages": [("user", f"add things {i}")]}, config={"callbacks": [handler]}
@@ -194,9 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     agent.invoke({"messages": [("user", "record me")]}, config={"callbacks": [recorder]})
     copies = invokes * 4
 
-    def replay(handler: Any, export: bool = False) -> Callable[[], int]:
+    def replay(handler: Any, export: str = "") -> Callable[[], int]:
         def run() -> int:
-            configure_tracing(provider if export else None)
+            configure_tracing(provider if export else None, live=export == "live")
             for _ in range(copies):
                 ids: dict[Any, uuid.UUID] = {}
                 for name, args, kw in recorder.events:
@@ -218,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
                     NOOP: loop(NoOpHandler()),
                     BASE: loop(solo(False)),
                     TRACED: loop(solo(True)),
-                    OTEL: loop(solo(True), export=True),
+                    OTEL: loop(solo(True), export="end"),
+                    OTEL_LIVE: loop(solo(True), export="live"),
                 },
                 reps,
             ),
@@ -231,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                     BASE: replay(solo(False)),
                     UNWRITTEN: replay(unwritten),
                     TRACED: replay(solo(True)),
-                    OTEL: replay(solo(True), export=True),
+                    OTEL: replay(solo(True), export="end"),
+                    OTEL_LIVE: replay(solo(True), export="live"),
                 },
                 reps,
             ),
@@ -240,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"\n  {title}: traces stored {d[TRACED]:+.1f} µs per tool call over trace=False "
                 f"({d[TRACED + ' vs (ii)']:+.1f} over the no-op handler; target ≤ +50), with "
-                f"OpenTelemetry {d[OTEL]:+.1f} ({d[OTEL + ' vs (ii)']:+.1f}; target ≤ +100); "
+                f"OpenTelemetry {d[OTEL]:+.1f} ({d[OTEL + ' vs (ii)']:+.1f}; target ≤ +100; "
+                f"span by span {d[OTEL_LIVE]:+.1f}); "
                 f"trace=False alone {d[BASE]:+.1f} over the no-op handler"
             )
     finally:

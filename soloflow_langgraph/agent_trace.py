@@ -4,6 +4,7 @@ events by :class:`~soloflow_langgraph.callbacks.SoloFlowCallbackHandler`."""
 
 from __future__ import annotations
 
+import logging
 import time
 from contextvars import Token
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,10 @@ from soloflow_core.tracing.tree import COST, INPUT_TOKENS, OUTPUT_TOKENS, UNPRIC
 
 if TYPE_CHECKING:
     import pluggy
+
+    from soloflow_core.tracing.otel import OpenTelemetryBridge
+
+log = logging.getLogger(__name__)
 
 __all__ = ["AgentTrace", "DeferredAgentTrace", "chat_attributes", "start_agent_trace"]
 
@@ -61,13 +66,14 @@ def start_agent_trace(
     prices: PriceTable,
     plugin_manager: pluggy.PluginManager | None,
 ) -> AgentTrace | DeferredAgentTrace:
-    """The trace of a root run starting now: spans made as the run goes when a listener
-    (OpenTelemetry) or a ``soloflow_span_finished`` hook is told of them live, else made when
-    the run ends (the same spans, for less work on the agent's path)."""
+    """The trace of a root run starting now: spans made as the run goes when a
+    ``soloflow_span_finished`` hook or a live OpenTelemetry export (``configure_tracing(...,
+    live=True)``) is told of them one by one, else made when the run ends (the same spans,
+    for less work on the agent's path) and handed to the OpenTelemetry export, if any, then."""
     listener = active_listener()
     hook = plugin_manager.hook.soloflow_span_finished if plugin_manager is not None else None
-    if listener is None and (hook is None or not hook.get_hookimpls()):
-        return DeferredAgentTrace(root_id, name, prices=prices)
+    if (listener is None or not listener.live) and (hook is None or not hook.get_hookimpls()):
+        return DeferredAgentTrace(root_id, name, prices=prices, listener=listener)
     return AgentTrace(
         root_id, name, prices=prices, plugin_manager=plugin_manager, listener=listener
     )
@@ -207,9 +213,26 @@ class DeferredAgentTrace:
     run no listener and no hook watch live. A tool call's span exists from its start (it is
     ``current_span`` while the tool runs; its start and end are set by :meth:`finish`)."""
 
-    __slots__ = ("base_ns", "calls", "cost", "open", "prices", "root", "tokens", "unpriced")
+    __slots__ = (
+        "base_ns",
+        "calls",
+        "cost",
+        "listener",
+        "open",
+        "prices",
+        "root",
+        "tokens",
+        "unpriced",
+    )
 
-    def __init__(self, root_id: UUID, name: str | None, *, prices: PriceTable) -> None:
+    def __init__(
+        self,
+        root_id: UUID,
+        name: str | None,
+        *,
+        prices: PriceTable,
+        listener: OpenTelemetryBridge | None = None,
+    ) -> None:
         self.root = Span(
             trace_id=root_id.hex,
             id=span_id_of(root_id),
@@ -227,6 +250,9 @@ class DeferredAgentTrace:
         self.tokens: dict[int, Token[Span | None]] = {}
         self.cost = 0.0
         self.unpriced = 0
+        self.listener = listener
+        if listener is not None:
+            listener.span_pending(self.root)
 
     def _parent(self, parent_run_id: UUID | None) -> int | None:
         if parent_run_id is not None and parent_run_id.int in self.open:
@@ -276,8 +302,12 @@ class DeferredAgentTrace:
             start=root.start,
             attributes=attrs,
         )
-        call = [key, parent, name, time.perf_counter_ns(), 0, None, None, None, span]
+        started = time.perf_counter_ns()
+        call = [key, parent, name, started, 0, None, None, None, span]
         self.open[key] = call
+        if self.listener is not None:  # a flow called as this tool may start under it
+            span.start = root.start + timedelta(microseconds=(started - self.base_ns) / 1000)
+            self.listener.span_pending(span)
         self.calls.append(call)
         # The handler is called in the context the tool then runs in (a copy of it).
         self.tokens[key] = current_span.set(span)
@@ -316,6 +346,11 @@ class DeferredAgentTrace:
         root.duration_ms = (now - base_ns) / 1_000_000
         root.error = error
         root.status = "ok" if error is None else "error"
+        if self.listener is not None:
+            try:
+                self.listener.spans_finished(spans)
+            except Exception:
+                log.exception("a span listener failed; the run goes on")
         return spans
 
     def _chat_span(self, call: list[Any]) -> Span:

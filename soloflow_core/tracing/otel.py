@@ -37,8 +37,13 @@ _from_env_done = False
 _ENV = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 
 
-def configure_tracing(tracer_provider: TracerProvider | None) -> None:
+def configure_tracing(tracer_provider: TracerProvider | None, *, live: bool = False) -> None:
     """Export every span from now on through ``tracer_provider`` (None: stop exporting).
+
+    A flow run's and a sequential workflow's spans are exported as each ends. A captured agent
+    run's spans are handed over together when the run ends (less work on the agent's path);
+    ``live=True`` exports them one by one as each ends instead (``SOLOFLOW_OTEL_LIVE=1`` when
+    configured from the environment).
 
     Example:
         >>> from opentelemetry.sdk.trace import TracerProvider  # doctest: +SKIP
@@ -47,7 +52,9 @@ def configure_tracing(tracer_provider: TracerProvider | None) -> None:
     global _bridge, _from_env_done
     with _lock:
         _from_env_done = True  # code decides: the environment is not read any more
-        _bridge = None if tracer_provider is None else OpenTelemetryBridge(tracer_provider)
+        _bridge = (
+            None if tracer_provider is None else OpenTelemetryBridge(tracer_provider, live=live)
+        )
 
 
 def configure_tracing_from_env() -> OpenTelemetryBridge | None:
@@ -93,7 +100,20 @@ def _bridge_from_env() -> OpenTelemetryBridge | None:
         "SpanExporter", LoggedOnceExporter(OTLPSpanExporter())
     )  # a SpanExporter in all but name
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    return OpenTelemetryBridge(provider)
+    return OpenTelemetryBridge(provider, live=_live_from_env())
+
+
+def _live_from_env() -> bool:
+    value = os.environ.get("SOLOFLOW_OTEL_LIVE", "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value not in ("", "0", "false", "no", "off"):
+        log.warning(
+            "SOLOFLOW_OTEL_LIVE=%r is not a yes or a no (1/true/yes/on, 0/false/no/off): "
+            "an agent run's spans are exported when it ends",
+            os.environ["SOLOFLOW_OTEL_LIVE"],
+        )
+    return False
 
 
 class LoggedOnceExporter:
@@ -137,21 +157,98 @@ def _ns(span: Span) -> int:
 
 class OpenTelemetryBridge:
     """Starts an OpenTelemetry span when a SoloFlow span starts and ends it when it ends, under
-    the OpenTelemetry span of its parent (a :class:`~soloflow_core.tracing.recorder.SpanListener`)."""
+    the OpenTelemetry span of its parent (a :class:`~soloflow_core.tracing.recorder.SpanListener`);
+    takes the spans of a run whose spans are made when it ends all at once (:meth:`spans_finished`).
 
-    def __init__(self, tracer_provider: TracerProvider) -> None:
+    Args:
+        tracer_provider: where the spans go.
+        live: a captured agent run's spans too are exported one by one as each ends (else
+            together when the run ends).
+    """
+
+    def __init__(self, tracer_provider: TracerProvider, *, live: bool = False) -> None:
         from opentelemetry import trace
 
         self._trace = trace
+        self.live = live
         self.provider = tracer_provider
         self.tracer = tracer_provider.get_tracer("soloflow")
         self._open: dict[str, Any] = {}
         self._sent: dict[str, dict[str, Any]] = {}
         """Each open span's attributes as given to its OpenTelemetry span at the start."""
+        self._pending: dict[str, Span] = {}
+        """Spans of runs whose spans are handed over when they end (:meth:`spans_finished`),
+        that a live span may still need as its parent (a flow called as a tool)."""
+        self._pending_lock = threading.Lock()
+        self._ok = trace.Status(trace.StatusCode.OK)
+
+    @property
+    def pending(self) -> int:
+        """How many spans of runs still going wait to be handed over (0 between runs)."""
+        return len(self._pending)
+
+    def span_pending(self, span: Span) -> None:
+        """``span`` has started (its ``start`` is right) and will be handed over, ended, by
+        :meth:`spans_finished`; started in OpenTelemetry before that only when a live span
+        starts under it."""
+        self._pending[span.id] = span
+
+    def spans_finished(self, spans: Sequence[Span]) -> None:
+        """Hand over the ended spans of one run at once, parents before children (an agent
+        run's, as it ends): each started and ended in OpenTelemetry with its own start and
+        end times, in one pass (the spans need no bookkeeping while they are open)."""
+        trace, tracer, live = self._trace, self.tracer, self._open
+        made: dict[str, Any] = {}
+        contexts: dict[str, Any] = {}
+        for span in spans:
+            self._pending.pop(span.id, None)
+            if span.id in live:  # started early: a live span started under it
+                made[span.id] = live[span.id]
+                self.span_ended(span)
+                continue
+            context = None
+            if span.parent:
+                context = contexts.get(span.parent)
+                if context is None:
+                    parent = made.get(span.parent) or live.get(span.parent)
+                    if parent is not None:
+                        context = contexts[span.parent] = trace.set_span_in_context(parent)
+            attributes = span.attributes
+            if span.error is not None:
+                attributes = {**attributes, "error.type": span.error.split(":", 1)[0]}
+            start = _ns(span)
+            otel = tracer.start_span(
+                span.name,
+                context=context,
+                kind=trace.SpanKind.CLIENT if span.kind == "chat" else trace.SpanKind.INTERNAL,
+                attributes=attributes,
+                start_time=start,
+            )
+            if span.error is not None:
+                otel.set_status(trace.Status(trace.StatusCode.ERROR, span.error))
+            elif span.status == "ok":
+                otel.set_status(self._ok)
+            otel.end(end_time=start + int((span.duration_ms or 0.0) * 1_000_000))
+            made[span.id] = otel
+
+    def _parent_of(self, parent_id: str) -> Any:
+        parent = self._open.get(parent_id)
+        if parent is not None or parent_id not in self._pending:
+            return parent
+        with self._pending_lock:  # a live span under a pending one: start the pending chain
+            chain: list[Span] = []
+            span = self._pending.get(parent_id)
+            while span is not None and span.id not in self._open:
+                chain.append(span)
+                span = self._pending.get(span.parent) if span.parent else None
+            for pending in reversed(chain):
+                self.span_started(pending)
+                self._pending.pop(pending.id, None)
+        return self._open.get(parent_id)
 
     def span_started(self, span: Span) -> None:
         trace = self._trace
-        parent = self._open.get(span.parent) if span.parent else None
+        parent = self._parent_of(span.parent) if span.parent else None
         context = trace.set_span_in_context(parent) if parent is not None else None
         kind = trace.SpanKind.CLIENT if span.kind == "chat" else trace.SpanKind.INTERNAL
         self._open[span.id] = self.tracer.start_span(
