@@ -11,6 +11,7 @@ code), and no value of the request left unused. See ``docs/agents.md`` ("Routing
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -136,6 +137,14 @@ class ValueKind:
     examples: tuple[str, ...]
     """The input's examples (``input_schema``), as text."""
 
+    @property
+    def prefix(self) -> str:
+        """The letters every example opens with, when there are two or more (``HAT`` of
+        ``HAT066``, ``HAT170``): with the shape, the kind's own narrower pattern."""
+        common = re.match(r"[^\W\d_]*", os.path.commonprefix(list(self.examples)))
+        letters = common.group() if common else ""
+        return letters if len(letters) >= 2 and len(self.examples) >= 2 else ""
+
 
 def value_kinds(flows: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> list[ValueKind]:
     """The kinds of value that the flows' inputs are, from each flow's ``(input_schema,
@@ -169,8 +178,9 @@ def _other_kind(
 ) -> str | None:
     """Why ``value`` is another kind of value than the input's, or None: the namespace knows
     a narrower kind (each of its examples has the input's shape, none of the input's
-    examples has its shape) and the value has that kind's shape (a flight number
-    ``HAT170`` bound as a reservation code)."""
+    examples has its shape) and the value has that kind's shape and the letters all its
+    examples open with, if any (a flight number ``HAT170`` bound as a reservation code;
+    ``KYR131`` is a reservation code that merely has a flight number's shape)."""
     own = str(rule.get("pattern") or "")
     if not own or not examples:
         return None
@@ -180,11 +190,12 @@ def _other_kind(
         if (
             all(_whole(own, e) for e in kind.examples)
             and not any(_whole(kind.pattern, e) for e in examples)
+            and value.startswith(kind.prefix)
             and _whole(kind.pattern, value)
         ):
             return (
                 f"{value!r} has the shape of another kind of value, {kind.name!r} "
-                f"({kind.pattern}), which no example of the input has"
+                f"({kind.prefix}…, {kind.pattern}), which no example of the input has"
             )
     return None
 
