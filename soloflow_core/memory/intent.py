@@ -343,7 +343,7 @@ def judge_intent(
         reasons.append(
             f"it narrates the action ({', '.join(request.narrated)}…ing), it does not ask for it"
         )
-    if sum(evidence.objects.values()) >= MIN_EXEMPLARS:
+    if evidence.objects:
         things = [o for o in request.objects if o in vocab and o not in evidence.objects]
         if things:
             reasons.append(

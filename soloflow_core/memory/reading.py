@@ -384,8 +384,9 @@ class RequestText:
     """Stems of verbs of request or action whose ``-ing`` form opens a clause of a sentence
     that asks for nothing (``Cancelling reservation …``): it narrates, it does not ask."""
     objects: tuple[str, ...] = ()
-    """Stems of the words its verbs of action take as their object: the word after the verb,
-    determiners skipped, when it is a word, not a value (``cancel user …`` → ``user``)."""
+    """Stems of the words its verbs of action take as their object, naming a value: the word
+    after the verb (determiners skipped) when a value follows it, at most one word between
+    (``cancel user mia_li_3668``, ``cancel user id …`` → ``user``)."""
     actions: tuple[str, ...] = ()
     """Stems of its verbs of action (:data:`ACTION_STEMS`) used as verbs: not an ``-ing``
     form after ``my``/``the`` or before a value (``my booking``, ``booking ZFA04Y``); a noun
@@ -419,11 +420,24 @@ _DETERMINERS = frozenset(
 _VALUE_MARK = "qqvalueqq"
 
 
+_CLAUSE_MARKS = re.compile(r"[.;:!?,()\n\u2014\u2013]")
+
+
+def _blank_marked(value: re.Match[str]) -> str:
+    """A value as the mark of a value, the punctuation ending it kept (see :func:`_blank`)."""
+    return f" {_VALUE_MARK}" + _blank(value)
+
+
 def _actions(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(stems of the verbs of action ``text`` uses as verbs, stems of the words they take as
     their object): see ``RequestText.actions`` and ``.objects``; ``text`` is the request
     with its courtesy read (values still in)."""
-    words = words_of(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", text))
+    words: list[str] = []
+    clause_of: list[int] = []  # an object stays in its verb's clause
+    for n, clause in enumerate(_CLAUSE_MARKS.split(VALUE_PATTERN.sub(_blank_marked, text))):
+        got = words_of(clause)
+        words += got
+        clause_of += [n] * len(got)
     found: list[str] = []
     objects: list[str] = []
     for i, w in enumerate(words):
@@ -435,11 +449,17 @@ def _actions(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if w.endswith("ing") and (before in _DETERMINERS or after == _VALUE_MARK):
             continue
         found.append(s)
-        rest = words[i + 1 :]
+        rest = [x for j, x in enumerate(words[i + 1 :], i + 1) if clause_of[j] == clause_of[i]]
         while rest and rest[0] in _DETERMINERS:
             rest = rest[1:]
         thing = _content(rest[0]) if rest and rest[0] != _VALUE_MARK else None
-        if thing is not None:
+        named = (
+            rest[1:2] == [_VALUE_MARK]
+            or (  # `cancel user (id) mia_li_3668`
+                rest[2:3] == [_VALUE_MARK] and _content(rest[1]) is not None
+            )
+        )
+        if thing is not None and named:
             objects.append(thing)
     return tuple(dict.fromkeys(found)), tuple(dict.fromkeys(objects))
 
