@@ -37,7 +37,7 @@ STILL_RUN = {
         # values inside what was learned: a count of one digit, a real date, a code of the
         # reservation shape that is no flight number (only its shape, not its HAT)
         ("Please update reservation B6HDF4 to 2 checked bags", {"total_baggages": 2}),
-        ("I need 9 checked bags on my reservation 8D514I", {"total_baggages": 9}),
+        ("Please set 9 checked bags for my reservation U9OVSK", {"total_baggages": 9}),
         ("Please update reservation B6HDF4 to 0 checked bags", {"total_baggages": 0}),
         ("What is the status of flight HAT066 on 2024-02-29?", {"date": "2024-02-29"}),
         ("Please check the status of flight HAT119 on 2024-12-31", {"date": "2024-12-31"}),
@@ -168,7 +168,7 @@ def test_the_action_done_to_a_word_the_job_never_acts_on_vetoes():
         "Cancel my reservation 6I3PS6, user liam_patel_5365",
     ]
     evidence = JobEvidence.of(texts)
-    assert evidence.objects == {"reservation": 3, "booking": 1}
+    assert evidence.objects == {"reservation": 3, "book": 1}  # stems
     assert read_request("Please cancel user mia_li_3668 for reservation ZFA04Y").objects == (
         "user",
     )
