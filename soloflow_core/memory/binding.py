@@ -146,7 +146,9 @@ class ValueKind:
         return letters if len(letters) >= 2 and len(self.examples) >= 2 else ""
 
 
-def value_kinds(flows: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> list[ValueKind]:
+def value_kinds(
+    flows: Iterable[tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]],
+) -> list[ValueKind]:
     """The kinds of value that the flows' inputs are, from each flow's ``(input_schema,
     extraction)``: an input with a pattern and examples, once per name and pattern."""
     out: dict[tuple[str, str], ValueKind] = {}
