@@ -176,7 +176,7 @@ def _whole(pattern: str, value: str) -> bool:
 
 
 def _other_kind(
-    value: str, rule: Mapping[str, Any], examples: Sequence[str], kinds: Sequence[ValueKind]
+    value: str, rule: Mapping[str, Any], *, examples: Sequence[str], kinds: Sequence[ValueKind]
 ) -> str | None:
     """Why ``value`` is another kind of value than the input's, or None: the namespace knows
     a narrower kind (each of its examples has the input's shape, none of the input's
@@ -269,7 +269,7 @@ def bind_inputs(
             why = _set_aside(text, start, end, urls=urls, labels=labels)
             try:
                 why = why or _bounded(text, start, end, rule=rule)
-                why = why or _other_kind(value, rule, own, kinds)
+                why = why or _other_kind(value, rule, examples=own, kinds=kinds)
             except PatternTimeoutError as exc:
                 why = str(exc)
             if why is not None:

@@ -384,9 +384,10 @@ class RequestText:
     """Stems of verbs of request or action whose ``-ing`` form opens a clause of a sentence
     that asks for nothing (``Cancelling reservation …``): it narrates, it does not ask."""
     objects: tuple[str, ...] = ()
-    """Stems of the words its verbs of action take as their object, naming a value: the word
-    after the verb (determiners skipped) when a value follows it, at most one word between
-    (``cancel user mia_li_3668``, ``cancel user id …`` → ``user``)."""
+    """Stems of the nouns its verbs of action take as their object when the noun names a
+    value: the word just before the value, at most one word (a modifier) after the verb and
+    its determiners (``cancel user mia_li_3668`` → ``user``, ``cancel my upcoming
+    reservation ZFA04Y`` → ``reservation``)."""
     actions: tuple[str, ...] = ()
     """Stems of its verbs of action (:data:`ACTION_STEMS`) used as verbs: not an ``-ing``
     form after ``my``/``the`` or before a value (``my booking``, ``booking ZFA04Y``); a noun
@@ -452,14 +453,13 @@ def _actions(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         rest = [x for j, x in enumerate(words[i + 1 :], i + 1) if clause_of[j] == clause_of[i]]
         while rest and rest[0] in _DETERMINERS:
             rest = rest[1:]
-        thing = _content(rest[0]) if rest and rest[0] != _VALUE_MARK else None
-        named = (
-            rest[1:2] == [_VALUE_MARK]
-            or (  # `cancel user (id) mia_li_3668`
-                rest[2:3] == [_VALUE_MARK] and _content(rest[1]) is not None
-            )
-        )
-        if thing is not None and named:
+        # the noun naming the value: `cancel user mia_li_3668`, `cancel my upcoming
+        # reservation ZFA04Y` (a word before the noun modifies it)
+        head = rest[0] if rest[1:2] == [_VALUE_MARK] else None
+        if rest[2:3] == [_VALUE_MARK] and _VALUE_MARK not in rest[:2] and _content(rest[0]):
+            head = rest[1]
+        thing = _content(head) if head and head != _VALUE_MARK else None
+        if thing is not None:
             objects.append(thing)
     return tuple(dict.fromkeys(found)), tuple(dict.fromkeys(objects))
 
