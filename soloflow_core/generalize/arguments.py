@@ -39,7 +39,7 @@ from soloflow_core.errors import SoloFlowError
 from soloflow_core.flow import patterns
 from soloflow_core.flow.templates import TRIGGER, escape_literal, maybe_json
 from soloflow_core.generalize.composed import compose_template, leaf_texts
-from soloflow_core.generalize.shapes import learn_shape
+from soloflow_core.generalize.shapes import learn_bounds, learn_shape
 
 _MAX_LEAVES = 2000
 _MAX_DEPTH = 6
@@ -202,10 +202,13 @@ def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | No
     """A rule that finds the value in a task text: a value shape and, when every occurrence
     has the same word before the value, that word as an anchor. It keeps the words seen
     right before the value (``labels``: ``reservation``, ``booking``): routing sets aside a
-    value introduced by another noun (``flight HAT170`` is no reservation)."""
+    value introduced by another noun (``flight HAT170`` is no reservation); and the bounds of
+    the values (:func:`~soloflow_core.generalize.shapes.learn_bounds`: ``digits``,
+    ``date_format``), outside which routing sets a value aside (``999`` bags, ``2024-02-30``)."""
     rule = _shape_rule(values, tasks)
     if rule is not None and rule["shape"] != "email":  # an address is nothing but an address
         rule["labels"] = sorted({_word_before(v, t) for v, t in zip(values, tasks, strict=True)})
+        rule.update(learn_bounds(values))
     return rule
 
 

@@ -5,9 +5,11 @@ rule looks for when the words before the value vary (``mia_li_3668``, ``ZFA04Y``
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
-__all__ = ["learn_shape"]
+__all__ = ["DATE_FORMATS", "bound_problem", "learn_bounds", "learn_shape"]
 
 _CLASSES = (
     ("[a-z]+", re.compile(r"[a-z]+")),
@@ -135,3 +137,57 @@ def _grouped_shape(values: Sequence[str]) -> str | None:
             return None
         out.append(f"{alphabet}{{{len(group)}}}")
     return "".join(out)
+
+
+DATE_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%d.%m.%Y", "%m/%d/%Y", "%d/%m/%Y")
+"""The forms of a date :func:`learn_bounds` recognises, tried in this order."""
+_INTEGER = re.compile(r"-?\d+")
+
+
+def _is_date(value: str, fmt: str) -> bool:
+    """Whether ``value`` is a real date written exactly in ``fmt`` (``2024-02-30`` is not;
+    ``2024-5-3`` is not ``%Y-%m-%d``'s form)."""
+    try:
+        return datetime.strptime(value, fmt).strftime(fmt) == value
+    except ValueError:
+        return False
+
+
+def learn_bounds(values: Sequence[str]) -> dict[str, Any]:
+    """What a value of the examples' kind may be beyond its shape, as extraction-rule keys:
+    integers have at most as many digits as the longest example (``digits``; ``padded`` when
+    an example was written with a leading zero); dates are real dates in the examples' form
+    (``date_format``, one of :data:`DATE_FORMATS`). Empty for other values.
+
+    Example:
+        >>> learn_bounds(["1", "4", "2"]), learn_bounds(["2024-05-24", "2024-05-03"])
+        ({'digits': 1}, {'date_format': '%Y-%m-%d'})
+    """
+    if not values:
+        return {}
+    if all(_INTEGER.fullmatch(v) for v in values):
+        plain = [v.lstrip("-") for v in values]
+        bounds: dict[str, Any] = {"digits": max(len(v) for v in plain)}
+        if any(len(v) > 1 and v.startswith("0") for v in plain):
+            bounds["padded"] = True
+        return bounds
+    fmt = next((f for f in DATE_FORMATS if all(_is_date(v, f) for v in values)), None)
+    return {"date_format": fmt} if fmt else {}
+
+
+def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
+    """Why ``value`` lies outside the bounds an extraction ``rule`` learned
+    (:func:`learn_bounds`), or None: more digits than any example (``999`` bags where the
+    examples were ``1``–``4``), a leading zero no example had (``007``), or no real date in
+    the examples' form (``2024-13-45``, ``2024-02-30``)."""
+    digits = rule.get("digits")
+    if isinstance(digits, int) and not isinstance(digits, bool) and _INTEGER.fullmatch(value):
+        plain = value.lstrip("-")
+        if len(plain) > digits:
+            return f"{value!r} has more digits than any example of the input ({digits})"
+        if len(plain) > 1 and plain.startswith("0") and rule.get("padded") is not True:
+            return f"{value!r} is written with a leading zero, as no example of the input was"
+    fmt = rule.get("date_format")
+    if isinstance(fmt, str) and fmt in DATE_FORMATS and not _is_date(value, fmt):
+        return f"{value!r} is no real date in the form of the input's examples ({fmt})"
+    return None

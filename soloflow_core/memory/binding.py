@@ -3,19 +3,23 @@
 Every required input must be bound from the request itself: one distinct value per input, of
 the input's shape and type, plain ASCII, not inside a URL, not negated or set aside (``not``,
 ``used to be``, ``cc``), not introduced by a noun the job's requests never put before it
-(``flight HAT170`` for a reservation code), and no value of the request left unused. See ``docs/agents.md``
-("Routing").
+(``flight HAT170`` for a reservation code), inside the bounds learned from the input's
+examples (no more digits, a real date: ``999`` bags, ``2024-02-30``), not of the narrower shape
+of another kind of value the namespace knows (a flight number ``HAT170`` for a reservation
+code), and no value of the request left unused. See ``docs/agents.md`` ("Routing").
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from soloflow_core.errors import PatternTimeoutError
 from soloflow_core.flow import patterns
+from soloflow_core.generalize.shapes import bound_problem
 from soloflow_core.memory.reading import (
     FILLER,
     NEGATION,
@@ -25,7 +29,7 @@ from soloflow_core.memory.reading import (
 )
 from soloflow_core.store.fulltext import stem
 
-__all__ = ["Binding", "bind_inputs"]
+__all__ = ["Binding", "ValueKind", "bind_inputs", "value_kinds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +111,97 @@ def _set_aside(
     return None
 
 
+_SPLIT_NUMBER = re.compile(r"\d[.,]$")
+_NUMBER_GOES_ON = re.compile(r"[.,]\d")
+
+
+def _bounded(text: str, start: int, end: int, *, rule: Mapping[str, Any]) -> str | None:
+    """Why the value at ``text[start:end]`` lies outside the bounds ``rule`` learned from the
+    input's examples, or None: a count that is a piece of a longer number (``3.0``,
+    ``1,000``), too many digits, a leading zero, no real date."""
+    value = text[start:end]
+    if "digits" in rule and (
+        _SPLIT_NUMBER.search(text[max(0, start - 2) : start]) or _NUMBER_GOES_ON.match(text, end)
+    ):
+        return f"{value!r} is a piece of a longer number ({text[max(0, start - 2) : end + 2]!r})"
+    return bound_problem(value, rule)
+
+
+@dataclass(frozen=True, slots=True)
+class ValueKind:
+    """An input of a flow of the namespace, as a kind of value: what tells its values apart."""
+
+    name: str
+    pattern: str
+    """The extraction rule's pattern (its learned shape)."""
+    examples: tuple[str, ...]
+    """The input's examples (``input_schema``), as text."""
+
+    @property
+    def prefix(self) -> str:
+        """The letters every example opens with, when there are two or more (``HAT`` of
+        ``HAT066``, ``HAT170``): with the shape, the kind's own narrower pattern."""
+        common = re.match(r"[^\W\d_]*", os.path.commonprefix(list(self.examples)))
+        letters = common.group() if common else ""
+        return letters if len(letters) >= 2 and len(self.examples) >= 2 else ""
+
+
+def value_kinds(
+    flows: Iterable[tuple[Mapping[str, Any] | None, Mapping[str, Any] | None]],
+) -> list[ValueKind]:
+    """The kinds of value that the flows' inputs are, from each flow's ``(input_schema,
+    extraction)``: an input with a pattern and examples, once per name and pattern."""
+    out: dict[tuple[str, str], ValueKind] = {}
+    for schema, extraction in flows:
+        props = (schema or {}).get("properties") or {}
+        for name, rule in (extraction or {}).items():
+            spec = props.get(name)
+            pattern = rule.get("pattern") if isinstance(rule, Mapping) else None
+            examples = spec.get("examples") if isinstance(spec, Mapping) else None
+            if isinstance(pattern, str) and pattern and isinstance(examples, list) and examples:
+                out.setdefault(
+                    (name, pattern), ValueKind(name, pattern, tuple(str(e) for e in examples))
+                )
+    return list(out.values())
+
+
+def _whole(pattern: str, value: str) -> bool:
+    """Whether ``pattern`` takes ``value`` whole (matched with the patterns' time limit).
+
+    Raises:
+        PatternTimeoutError: the pattern ran past its time limit.
+    """
+    found = patterns.find_all({"pattern": pattern}, value, field="value kind")
+    return any(m.start("v") == 0 and m.end("v") == len(value) for m in found)
+
+
+def _other_kind(
+    value: str, rule: Mapping[str, Any], *, examples: Sequence[str], kinds: Sequence[ValueKind]
+) -> str | None:
+    """Why ``value`` is another kind of value than the input's, or None: the namespace knows
+    a narrower kind (each of its examples has the input's shape, none of the input's
+    examples has its shape) and the value has that kind's shape and the letters all its
+    examples open with, if any (a flight number ``HAT170`` bound as a reservation code;
+    ``KYR131`` is a reservation code that merely has a flight number's shape)."""
+    own = str(rule.get("pattern") or "")
+    if not own or not examples:
+        return None
+    for kind in kinds:
+        if kind.pattern == own:
+            continue
+        if (
+            all(_whole(own, e) for e in kind.examples)
+            and not any(_whole(kind.pattern, e) for e in examples)
+            and value.startswith(kind.prefix)
+            and _whole(kind.pattern, value)
+        ):
+            return (
+                f"{value!r} has the shape of another kind of value, {kind.name!r} "
+                f"({kind.prefix}…, {kind.pattern}), which no example of the input has"
+            )
+    return None
+
+
 def _typed(value: str, jtype: str | None) -> Any:
     if jtype == "integer":
         return int(value)
@@ -123,6 +218,8 @@ def bind_inputs(
     input_schema: Mapping[str, Any] | None,
     extraction: Mapping[str, Mapping[str, Any]],
     request: RequestText,
+    *,
+    kinds: Sequence[ValueKind] = (),
 ) -> Binding:
     """Bind every required input of a flow from the request's own text.
 
@@ -131,7 +228,10 @@ def bind_inputs(
     or ``cc`` just before it), of the rule's shape and the input's JSON type. A required
     input with no rule (the caller must give it) cannot be bound. A value the request names
     that no input takes (another id, a second address, a link) is a problem too: the flow
-    could not honour it.
+    could not honour it. A value outside the bounds the rule learned from the input's
+    examples (``digits``, ``date_format``) is set aside, and so is one of the shape of
+    another of the namespace's ``kinds`` of value narrower than the input's
+    (:func:`value_kinds`).
 
     Example:
         >>> from soloflow_core.memory.reading import read_request
@@ -162,8 +262,16 @@ def bind_inputs(
             problems.append(f"input {name!r}: {exc}")
             continue
         labels = frozenset(stem(w) for w in rule.get("labels") or () if w)
+        spec = props.get(name) if isinstance(props.get(name), Mapping) else {}
+        examples = spec.get("examples") if isinstance(spec, Mapping) else None
+        own = [str(e) for e in examples] if isinstance(examples, list) else []
         for value, start, end in matches:
             why = _set_aside(text, start, end, urls=urls, labels=labels)
+            try:
+                why = why or _bounded(text, start, end, rule=rule)
+                why = why or _other_kind(value, rule, examples=own, kinds=kinds)
+            except PatternTimeoutError as exc:
+                why = str(exc)
             if why is not None:
                 problems.append(f"input {name!r}: {why}")
             elif value not in found:
@@ -179,7 +287,6 @@ def bind_inputs(
                 f"({', '.join(found[:4])})"
             )
             continue
-        spec = props.get(name) if isinstance(props.get(name), Mapping) else {}
         jtype = spec.get("type") if isinstance(spec, Mapping) else None
         try:
             value = _typed(found[0], jtype if isinstance(jtype, str) else None)

@@ -30,6 +30,9 @@ the model, with the flow offered as a tool:
   for one);
 - it names the job's own action (``reset`` for a flow that calls ``reset_password``) when
   most of the job's texts name it: ``tell me my account password`` is no password reset;
+- no clause that narrates the action (an ``-ing`` form opening it, in a sentence with no
+  request word: ``Cancelling reservation …``), and no verb of action done to a word the
+  job's texts know but never act on (``cancel user …`` where they cancel a reservation);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).
@@ -119,6 +122,8 @@ class JobEvidence:
     phrasings teach words, not that the job repeats. None: all of them."""
     actions: Mapping[str, int] = field(default_factory=dict)
     """Verb of action (used as a verb: ``RequestText.actions``) → how many texts use it."""
+    objects: Mapping[str, int] = field(default_factory=dict)
+    """Word a verb of action takes as its object (``RequestText.objects``) → how many texts."""
 
     @classmethod
     def of(
@@ -139,6 +144,7 @@ class JobEvidence:
         parties: Counter[str] = Counter()
         leads: Counter[str] = Counter()
         actions: Counter[str] = Counter()
+        objects: Counter[str] = Counter()
         first_hand: set[str] = set()
         n = seen = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
@@ -154,6 +160,7 @@ class JobEvidence:
             parties.update(read.parties)
             leads.update(read.leads)
             actions.update(read.actions)
+            objects.update(read.objects)
             if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
@@ -173,6 +180,7 @@ class JobEvidence:
             ),
             seen=seen,
             actions=dict(actions),
+            objects=dict(objects),
         )
 
     @property
@@ -331,6 +339,17 @@ def judge_intent(
         reasons.append(
             f"it asks whether the job's action ({', '.join(asked)}) can be done, not for it"
         )
+    if request.narrated:
+        reasons.append(
+            f"it narrates the action ({', '.join(request.narrated)}…ing), it does not ask for it"
+        )
+    if evidence.objects:
+        things = [o for o in request.objects if o in vocab and o not in evidence.objects]
+        if things:
+            reasons.append(
+                f"its action is done to {', '.join(things)}, which the job's requests know "
+                "but never act on"
+            )
     if request.reported:
         reasons.append(
             f"it reports what was done ({', '.join(request.reported)}), it does not ask for it"

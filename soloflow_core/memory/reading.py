@@ -136,74 +136,15 @@ of the things the job acts on) are not here: they are what tells one job from an
 _FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll", "re", "ve", "m"})
 """Parts of a value's wording (``e-mail``, ``my address is``) and of contractions."""
 _GREETING = frozenset(
-    {
-        "hi",
-        "hello",
-        "hey",
-        "dear",
-        "ok",
-        "okay",
-        "so",
-        "well",
-        "please",
-        "pls",
-        "plz",
-        "thanks",
-        "yes",
-        "good",
-        "morning",
-        "afternoon",
-        "evening",
-    }
+    """hi hello hey dear ok okay so well please pls plz thanks yes good morning afternoon
+    evening""".split()
 )
 _WH = frozenset(
-    {
-        "how",
-        "why",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "what's",
-        "where's",
-        "how's",
-        "who's",
-        "when's",
-    }
+    """how why what when where which who whom whose what's where's how's who's when's""".split()
 )
 _AUX = frozenset(
-    {
-        "is",
-        "are",
-        "was",
-        "were",
-        "am",
-        "has",
-        "have",
-        "had",
-        "did",
-        "does",
-        "do",
-        "should",
-        "shall",
-        "may",
-        "might",
-        "must",
-        "will",
-        "would",
-        "can",
-        "could",
-        "isn't",
-        "aren't",
-        "wasn't",
-        "hasn't",
-        "haven't",
-        "didn't",
-        "doesn't",
-    }
+    """is are was were am has have had did does do should shall may might must will would can
+    could isn't aren't wasn't hasn't haven't didn't doesn't""".split()
 )
 _CONJUNCTIONS = frozenset({"or", "and", "but", "so", "then"})
 """Words a sentence may open with before its question (``Or can I?``)."""
@@ -211,21 +152,7 @@ _POLITE = frozenset({"can", "could", "would", "will"})
 """Auxiliaries that open a request, not a question, when ``you``/``I``/``someone`` follows."""
 _ASKER = frozenset({"you", "u", "ya", "i", "we", "someone", "somebody", "anyone"})
 _S_CONTRACTIONS = frozenset(
-    {
-        "it's",
-        "that's",
-        "what's",
-        "where's",
-        "here's",
-        "there's",
-        "who's",
-        "how's",
-        "let's",
-        "he's",
-        "she's",
-        "when's",
-        "why's",
-    }
+    """it's that's what's where's here's there's who's how's let's he's she's when's why's""".split()
 )
 
 ACTION_WORDS = (
@@ -373,7 +300,9 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             leads.append("?")
         if not words:
             continue
-        openers.append(stem(words[0].split("'", 1)[0]))
+        first = words[0].split("'", 1)[0]
+        opener = stem(first)  # a gerund (`Cancelling …`) narrates: it opens no request
+        openers.append(first if _gerund(first) else opener)
         clauses = [words]
         if asked and "," in sentence:
             clauses.append(_opened(words_of(sentence.rsplit(",", 1)[1])))
@@ -382,6 +311,31 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             found += [c[0] for c in clauses if c and c[0] in ("you", "u")]
         leads += [lead for lead in found if lead]
     return tuple(dict.fromkeys(openers)), tuple(dict.fromkeys(leads))
+
+
+def _gerund(word: str) -> bool:
+    """Whether ``word`` is the ``-ing`` form of a verb of request or action (``cancelling``,
+    ``refunding``, ``checking``)."""
+    return word.endswith("ing") and (stem(word) in REQUEST_STEMS or stem(word) in ACTION_STEMS)
+
+
+def _narrated(text: str) -> tuple[str, ...]:
+    """Stems of verbs of request or action whose ``-ing`` form opens a clause (greetings and
+    filler skipped: ``Cancelling reservation …``, ``Hi, refunding my order``, ``Re: resetting
+    …``) in a sentence that asks for nothing (no ``please``, ``can you``, ``I'd like``): it
+    narrates the action, it does not ask for it. ``text`` is the request with its courtesy
+    read (``would you mind cancelling`` asks)."""
+    found: list[str] = []
+    for sentence in _SENTENCE_END.finditer(text):
+        if _ASKING.search(sentence.group(0)):
+            continue
+        for clause in re.finditer(r"[^,:\u2014\u2013]+", sentence.group(0)):
+            words = [w for w in words_of(clause.group(0)) if w not in _GREETING]
+            while words and (words[0] in FILLER or words[0].endswith("ly")):
+                words = words[1:]
+            if words and _gerund(words[0]):
+                found.append(stem(words[0]))
+    return tuple(dict.fromkeys(found))
 
 
 def _parties(words: list[str]) -> tuple[str, ...]:
@@ -426,6 +380,14 @@ class RequestText:
     """Stems of verbs of request or action it uses in a past form opening a clause or after
     a subject (``Refunded my order?``, ``you cancelled…``, ``I sent…``): it reports what was
     done, it does not ask for it."""
+    narrated: tuple[str, ...] = ()
+    """Stems of verbs of request or action whose ``-ing`` form opens a clause of a sentence
+    that asks for nothing (``Cancelling reservation …``): it narrates, it does not ask."""
+    objects: tuple[str, ...] = ()
+    """Stems of the nouns its verbs of action take as their object when the noun names a
+    value: the word just before the value, at most one word (a modifier) after the verb and
+    its determiners (``cancel user mia_li_3668`` → ``user``, ``cancel my upcoming
+    reservation ZFA04Y`` → ``reservation``)."""
     actions: tuple[str, ...] = ()
     """Stems of its verbs of action (:data:`ACTION_STEMS`) used as verbs: not an ``-ing``
     form after ``my``/``the`` or before a value (``my booking``, ``booking ZFA04Y``); a noun
@@ -459,11 +421,26 @@ _DETERMINERS = frozenset(
 _VALUE_MARK = "qqvalueqq"
 
 
-def _actions(text: str) -> tuple[str, ...]:
-    """Stems of the verbs of action ``text`` uses as verbs (see ``RequestText.actions``);
-    ``text`` is the request with its courtesy read (values still in)."""
-    words = words_of(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", text))
+_CLAUSE_MARKS = re.compile(r"[.;:!?,()\n\u2014\u2013]")
+
+
+def _blank_marked(value: re.Match[str]) -> str:
+    """A value as the mark of a value, the punctuation ending it kept (see :func:`_blank`)."""
+    return f" {_VALUE_MARK}" + _blank(value)
+
+
+def _actions(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(stems of the verbs of action ``text`` uses as verbs, stems of the words they take as
+    their object): see ``RequestText.actions`` and ``.objects``; ``text`` is the request
+    with its courtesy read (values still in)."""
+    words: list[str] = []
+    clause_of: list[int] = []  # an object stays in its verb's clause
+    for n, clause in enumerate(_CLAUSE_MARKS.split(VALUE_PATTERN.sub(_blank_marked, text))):
+        got = words_of(clause)
+        words += got
+        clause_of += [n] * len(got)
     found: list[str] = []
+    objects: list[str] = []
     for i, w in enumerate(words):
         s = _content(w)
         if s is None or s not in ACTION_STEMS:
@@ -473,7 +450,18 @@ def _actions(text: str) -> tuple[str, ...]:
         if w.endswith("ing") and (before in _DETERMINERS or after == _VALUE_MARK):
             continue
         found.append(s)
-    return tuple(dict.fromkeys(found))
+        rest = [x for j, x in enumerate(words[i + 1 :], i + 1) if clause_of[j] == clause_of[i]]
+        while rest and rest[0] in _DETERMINERS:
+            rest = rest[1:]
+        # the noun naming the value: `cancel user mia_li_3668`, `cancel my upcoming
+        # reservation ZFA04Y` (a word before the noun modifies it)
+        head = rest[0] if rest[1:2] == [_VALUE_MARK] else None
+        if rest[2:3] == [_VALUE_MARK] and _VALUE_MARK not in rest[:2] and _content(rest[0]):
+            head = rest[1]
+        thing = _content(head) if head and head != _VALUE_MARK else None
+        if thing is not None:
+            objects.append(thing)
+    return tuple(dict.fromkeys(found)), tuple(dict.fromkeys(objects))
 
 
 def _courteous(text: str) -> str:
@@ -567,6 +555,7 @@ def read_request(text: str) -> RequestText:
     if any(unicodedata.category(ch) == "So" for ch in text):
         flags.append("it holds symbols (emoji) whose meaning is not read")
     openers, leads = _openings(rest)
+    verbs, objects = _actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE))
     return RequestText(
         text=text,
         terms=terms,
@@ -580,12 +569,9 @@ def read_request(text: str) -> RequestText:
         flags=tuple(flags),
         normalized=normalized,
         reported=_reported(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)),
+        narrated=_narrated(VALUE_PATTERN.sub(_blank, plain)),
+        objects=objects,
         actions=tuple(
-            dict.fromkeys(
-                [
-                    *_actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE)),
-                    *(("send",) if says_send(normalized) else ()),  # `email me …`
-                ]
-            )
+            dict.fromkeys([*verbs, *(("send",) if says_send(normalized) else ())])  # `email me`
         ),
     )

@@ -9,8 +9,10 @@ candidates) and keeps the one that may run unasked. A flow may run only when all
    flow's evidence: the task texts of its runs and a person's confirmed phrasings; a
    user-submitted flow's own name, description and trigger keywords; requests the model
    sent to the offered flow tool, whose words count once two of them hold them);
-3. every required input is bound from the request itself, its shape and type checked, and
-   no value of the request is left unused (:func:`~soloflow_core.memory.binding.bind_inputs`).
+3. every required input is bound from the request itself, its shape, type and learned
+   bounds checked, not of the shape of another kind of value the namespace's flows take
+   (a flight number as a reservation code), and no value of the request is left unused
+   (:func:`~soloflow_core.memory.binding.bind_inputs`).
 
 A flow's *key words* (:func:`key_words`) are the words that tell its job from the other
 matching jobs; the request must hold one. When several flows pass, the same job (the same
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from soloflow_core.learning.outcomes import FlowStats, may_auto_execute
-from soloflow_core.memory.binding import bind_inputs
+from soloflow_core.memory.binding import ValueKind, bind_inputs, value_kinds
 from soloflow_core.memory.intent import JobEvidence, Verdict, judge_intent, tool_actions
 from soloflow_core.memory.reading import RequestText, read_request
 from soloflow_core.models import SOURCE_USER
@@ -115,6 +117,7 @@ def decide_route(
     jobs = {m.name: job_tools(definition(m.name)) for m in matches}
     checks: list[FlowCheck] = []
     runnable: list[tuple[WorkflowMatch, FlowCheck]] = []
+    kinds: list[ValueKind] | None = None
     for m in matches:
         others: set[str] = set()
         for o in matches:
@@ -143,7 +146,10 @@ def decide_route(
             )
         if verdict.verdict == "run":
             flow = definition(m.name)
-            binding = bind_inputs(flow.input_schema, flow.extraction, read)
+            if kinds is None:  # every kind of value the namespace's flows take, once
+                flows = store.list_flows(user_id=user_id, agent_id=agent_id)
+                kinds = value_kinds((f.flow.input_schema, f.flow.extraction) for f in flows)
+            binding = bind_inputs(flow.input_schema, flow.extraction, read, kinds=kinds)
             reasons += binding.problems
             inputs = binding.inputs
         kind: Verdict = "run" if not reasons else ("none" if verdict.verdict == "none" else "hint")

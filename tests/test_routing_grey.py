@@ -1,0 +1,196 @@
+"""Near misses the hostile review left running as "grey", through real ``create_agent``
+agents on both stores: counts outside the bounds learned from the examples (``999`` bags,
+``007``, ``3.0``), impossible dates (``2024-02-30``), ``-ing`` openers that narrate
+(``Cancelling reservation …``), a flight number bound as a reservation code (``HAT170``), and
+the job's action done to the user (``cancel user … for reservation …``). Every line of
+``benchmarks/data/greyfix_probes_*.txt`` (comments aside) is such a near miss; the same jobs
+with values inside the learned bounds still run."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+
+from soloflow_core.generalize.arguments import learn_extraction
+from soloflow_core.generalize.shapes import bound_problem, learn_bounds
+from soloflow_core.learning import LearningConfig
+from soloflow_core.learning.promotion import approve_candidate
+from soloflow_core.memory.binding import ValueKind, value_kinds
+from soloflow_core.memory.intent import JobEvidence, judge_intent
+from soloflow_core.memory.reading import read_request
+from soloflow_core.store import Store
+from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
+
+USER, AGENT = "grey-user", "grey"
+CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
+DATA = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
+PROBES = {
+    "benchmarks.routing_world_airline": DATA / "greyfix_probes_airline.txt",
+    "benchmarks.routing_world": DATA / "greyfix_probes_shop.txt",
+}
+STILL_RUN = {
+    "benchmarks.routing_world_airline": [
+        # values inside what was learned: a count of one digit, a real date, a code of the
+        # reservation shape that is no flight number (only its shape, not its HAT)
+        ("Please update reservation B6HDF4 to 2 checked bags", {"total_baggages": 2}),
+        ("Please set 9 checked bags for my reservation U9OVSK", {"total_baggages": 9}),
+        ("Please update reservation B6HDF4 to 0 checked bags", {"total_baggages": 0}),
+        ("What is the status of flight HAT066 on 2024-02-29?", {"date": "2024-02-29"}),
+        ("Please check the status of flight HAT119 on 2024-12-31", {"date": "2024-12-31"}),
+        ("Please cancel reservation KYR131 for user mia_li_3668", {"reservation_id": "KYR131"}),
+        ("Would you mind cancelling my reservation 7897IB? User id aarav_smith_2396", {}),
+    ],
+    "benchmarks.routing_world": [
+        ("Please reset the password for dave@example.com", {"email": "dave@example.com"}),
+    ],
+}
+
+
+def _probes(world: str) -> list[str]:
+    lines = PROBES[world].read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip() and not line.startswith("##")]
+
+
+def _ask(agent: Any, mw: SoloFlowMiddleware, model: Any, w: Any, text: str) -> dict[str, Any]:
+    before, effects = model.calls, len(w.EFFECTS)
+    out = agent.invoke(
+        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
+    )
+    last = out["messages"][-1]
+    return {
+        "calls": model.calls - before,
+        "flow": last.response_metadata.get("soloflow_flow"),
+        "effects": w.EFFECTS[effects:],
+    }
+
+
+def _agent(store: Store, w: Any) -> tuple[Any, SoloFlowMiddleware, Any]:
+    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=w.TOOLS, config=CONFIG)
+    model = w.agent_model()
+    return create_agent(model, tools=w.TOOLS, system_prompt="Support.", middleware=[mw]), mw, model
+
+
+@pytest.mark.parametrize("world", sorted(PROBES))
+def test_grey_near_misses_run_no_flow_and_values_inside_the_bounds_still_run(
+    store: Store, world: str
+) -> None:
+    w = importlib.import_module(world)
+    w.EFFECTS.clear()
+    agent, mw, model = _agent(store, w)
+    for r in w.load_corpus():
+        if r["split"] == "train":
+            _ask(agent, mw, model, w, r["text"])
+    for cand in store.list_candidates(user_id=USER, agent_id=AGENT):
+        approve_candidate(store, cand.id, user_id=USER, agent_id=AGENT, config=CONFIG)
+    mw.close()
+    agent, mw, model = _agent(store, w)
+    try:
+        probes = _probes(world)
+        assert len(probes) >= 20
+        ran = []
+        for text in probes:
+            got = _ask(agent, mw, model, w, text)
+            if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
+                ran.append(text)
+        assert ran == []
+        for text, inputs in STILL_RUN[world]:
+            decision = mw.route(text)
+            assert decision.run is not None, (text, [c.reasons for c in decision.checks])
+            assert inputs.items() <= decision.inputs.items(), (text, decision.inputs)
+            got = _ask(agent, mw, model, w, text)
+            assert got["calls"] == 0 and len(got["effects"]) == 1, text
+    finally:
+        mw.close()
+        w.EFFECTS.clear()
+
+
+def test_bounds_are_learned_from_the_examples():
+    assert learn_bounds(["1", "4", "2"]) == {"digits": 1}
+    assert learn_bounds(["12", "7"]) == {"digits": 2}
+    assert learn_bounds(["007", "123"]) == {"digits": 3, "padded": True}
+    assert learn_bounds(["2024-05-24", "2024-05-03"]) == {"date_format": "%Y-%m-%d"}
+    assert learn_bounds(["24.05.2024", "03.05.2024"]) == {"date_format": "%d.%m.%Y"}
+    assert learn_bounds(["ZFA04Y", "HAT170"]) == {}
+    rule = learn_extraction(["2", "1"], ["Update booking PY7FF2 to 2 bags", "Set to 1 bag"])
+    assert rule is not None and rule["digits"] == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "bad"),
+    [("999", True), ("12", True), ("07", True), ("00", True), ("9", False), ("0", False)],
+)
+def test_a_count_outside_the_learned_digits_is_set_aside(value: str, bad: bool):
+    assert (bound_problem(value, {"digits": 1}) is not None) is bad
+
+
+@pytest.mark.parametrize(
+    ("value", "bad"),
+    [
+        ("2024-13-45", True),
+        ("2024-02-30", True),
+        ("2023-02-29", True),
+        ("2024-04-31", True),
+        ("2024-00-10", True),
+        ("2024-5-3", True),
+        ("2024-02-29", False),
+        ("1999-12-31", False),
+    ],
+)
+def test_a_date_that_is_no_real_date_in_the_examples_form_is_set_aside(value: str, bad: bool):
+    assert (bound_problem(value, {"date_format": "%Y-%m-%d"}) is not None) is bad
+
+
+def test_an_ing_opener_in_a_sentence_asking_nothing_narrates():
+    assert read_request("Cancelling reservation ZFA04Y for user mia_li_3668").narrated == (
+        "cancel",
+    )
+    assert read_request("Hi, refunding my latest order, a@x.io").narrated == ("refund",)
+    assert read_request("Re: Resetting my password for a@x.io").narrated == ("reset",)
+    assert read_request("Now checking my baggage allowance for ZFA04Y").narrated == ("check",)
+    # asked for, it is a request; an -ing that is no verb of request or action narrates nothing
+    assert read_request("Would you mind cancelling my reservation ZFA04Y?").narrated == ()
+    assert read_request("Please help me with cancelling reservation ZFA04Y").narrated == ()
+    assert read_request("Regarding reservation ZFA04Y: cancel it").narrated == ()
+    evidence = JobEvidence.of(["Please cancel reservation ZFA04Y"] * 4)
+    verdict = judge_intent(evidence, read_request("Cancelling reservation ZFA04Y"))
+    assert verdict.verdict != "run" and any("narrates" in r for r in verdict.reasons)
+
+
+def test_the_action_done_to_a_word_the_job_never_acts_on_vetoes():
+    texts = [
+        "Please cancel reservation CQT8JK for user chen_ahmed_4886",
+        "Cancel booking 4C7C4P, my user id is omar_ahmed_5129",
+        "Please cancel my reservation V2QPAF, user aarav_khan_8986",
+        "Cancel my reservation 6I3PS6, user liam_patel_5365",
+    ]
+    evidence = JobEvidence.of(texts)
+    assert evidence.objects == {"reservation": 3, "book": 1}  # stems
+    assert read_request("Please cancel user mia_li_3668 for reservation ZFA04Y").objects == (
+        "user",
+    )
+    bad = judge_intent(evidence, read_request("Please cancel user mia_li_3668, booking ZFA04Y"))
+    assert any("never act on" in r for r in bad.reasons)
+    good = judge_intent(evidence, read_request("Please cancel booking ZFA04Y for user mia_li_3"))
+    assert not any("never act on" in r for r in good.reasons)
+
+
+def test_a_value_of_a_narrower_kind_with_its_letters_is_another_kind():
+    schema = {
+        "properties": {
+            "reservation_id": {"examples": ["CQT8JK", "3CKNC5", "4C7C4P"]},
+            "flight_number": {"examples": ["HAT066", "HAT119", "HAT182"]},
+        }
+    }
+    extraction = {
+        "reservation_id": {"pattern": r"(?=[A-Z0-9]*\d)(?=[A-Z0-9]*[A-Z])[A-Z0-9]{6}"},
+        "flight_number": {"pattern": r"[A-Z]{3}\d{3}"},
+    }
+    kinds = value_kinds([(schema, extraction)])
+    assert {k.name for k in kinds} == {"reservation_id", "flight_number"}
+    flight = next(k for k in kinds if k.name == "flight_number")
+    assert flight.prefix == "HAT"
+    assert ValueKind("x", "[A-Z]{2}", ("AB", "CD")).prefix == ""
