@@ -3,8 +3,8 @@
 Every required input must be bound from the request itself: one distinct value per input, of
 the input's shape and type, plain ASCII, not inside a URL, not negated or set aside (``not``,
 ``used to be``, ``cc``), not introduced by a noun the job's requests never put before it
-(``flight HAT170`` for a reservation code), and no value of the request left unused. See ``docs/agents.md``
-("Routing").
+(``flight HAT170`` for a reservation code), no number after ``by`` (a change by an amount),
+and no value of the request left unused. See ``docs/agents.md`` ("Routing").
 """
 
 from __future__ import annotations
@@ -96,6 +96,8 @@ def _set_aside(
     if (start > 0 and text[start - 1] in _GLUE) or (end < len(text) and text[end] in _GLUE):
         return f"{value!r} is glued to a sign or symbol ({text[max(0, start - 1) : end + 1]!r})"
     before = text[:start]
+    if value.isdigit() and re.search(r"\bby\s*$", before, re.IGNORECASE):
+        return f"{value!r} follows 'by': a change by an amount, not the value itself"
     clause = re.split(r"[.;!?()\n\u2014]|\s-\s", before)[-1]
     near = words_of(clause)[-_BEFORE:]
     if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):

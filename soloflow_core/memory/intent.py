@@ -30,6 +30,8 @@ the model, with the flow offered as a tool:
   for one);
 - it names the job's own action (``reset`` for a flow that calls ``reset_password``) when
   most of the job's texts name it: ``tell me my account password`` is no password reset;
+- no noun in a plural form the job's texts, which name it often, never use
+  (``refund my orders``: the job refunds one);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).
@@ -119,6 +121,8 @@ class JobEvidence:
     phrasings teach words, not that the job repeats. None: all of them."""
     actions: Mapping[str, int] = field(default_factory=dict)
     """Verb of action (used as a verb: ``RequestText.actions``) → how many texts use it."""
+    plurals: Mapping[str, int] = field(default_factory=dict)
+    """Stem → how many of the texts use it in a plural form (``RequestText.plurals``)."""
 
     @classmethod
     def of(
@@ -139,6 +143,7 @@ class JobEvidence:
         parties: Counter[str] = Counter()
         leads: Counter[str] = Counter()
         actions: Counter[str] = Counter()
+        plurals: Counter[str] = Counter()
         first_hand: set[str] = set()
         n = seen = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
@@ -154,6 +159,7 @@ class JobEvidence:
             parties.update(read.parties)
             leads.update(read.leads)
             actions.update(read.actions)
+            plurals.update(read.plurals)
             if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
@@ -173,6 +179,7 @@ class JobEvidence:
             ),
             seen=seen,
             actions=dict(actions),
+            plurals=dict(plurals),
         )
 
     @property
@@ -334,6 +341,15 @@ def judge_intent(
     if request.reported:
         reasons.append(
             f"it reports what was done ({', '.join(request.reported)}), it does not ask for it"
+        )
+    several = [
+        t
+        for t in request.plurals
+        if evidence.df.get(t, 0) >= FAMILIAR_MIN and not evidence.plurals.get(t)
+    ]
+    if several:
+        reasons.append(
+            f"it names several ({', '.join(several)}…) where the job's requests name one"
         )
     strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
     if strangers:

@@ -22,6 +22,7 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from soloflow_core.memory.forms import joined_letters, plural_stems, unread_marks
 from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
@@ -133,8 +134,9 @@ FILLER = frozenset(
 action, other people's words and quantifiers (``all``, ``any``, ``some``, ``these``: *which*
 of the things the job acts on) are not here: they are what tells one job from another —
 ``refund all my orders`` is not ``refund my last order``."""
-_FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll", "re", "ve", "m"})
-"""Parts of a value's wording (``e-mail``, ``my address is``) and of contractions."""
+_FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll", "ve", "m"})
+"""Parts of a value's wording (``e-mail``, ``my address is``) and of contractions (``re`` is
+not: ``re-refund``, ``RE:`` say more than ``you're``)."""
 _GREETING = frozenset(
     {
         "hi",
@@ -373,7 +375,8 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             leads.append("?")
         if not words:
             continue
-        openers.append(stem(words[0].split("'", 1)[0]))
+        first = words[0].split("'", 1)[0]  # a noun made from a verb (`reservation`) is no verb
+        openers.append(first if first.endswith(_NOUN_ENDINGS) else stem(first))
         clauses = [words]
         if asked and "," in sentence:
             clauses.append(_opened(words_of(sentence.rsplit(",", 1)[1])))
@@ -431,6 +434,8 @@ class RequestText:
     form after ``my``/``the`` or before a value (``my booking``, ``booking ZFA04Y``); a noun
     made from one (``reservation``, ``payment``) is a word of its own. *Email* used as a verb
     (``email me…``, ``email bob@…``: :func:`says_send`) is ``send``."""
+    plurals: tuple[str, ...] = ()
+    """Stems of its words in a plural form (``orders`` → ``order``)."""
 
 
 NEGATION_SCOPE = 6
@@ -548,7 +553,7 @@ def read_request(text: str) -> RequestText:
     normalized = _normalized(text)
     values = tuple(m.group(0).rstrip(".,;:!?)") for m in VALUE_PATTERN.finditer(normalized))
     plain = _courteous(normalized)
-    rest = VALUE_PATTERN.sub(_blank, plain)
+    rest = joined_letters(VALUE_PATTERN.sub(_blank, plain))
     rest = re.sub(r"\be-mail", "email", rest, flags=re.IGNORECASE)
     letters = [ch for ch in rest if ch.isalpha()]
     foreign = bool(letters) and sum(not ch.isascii() for ch in letters) * 2 > len(letters)
@@ -566,6 +571,8 @@ def read_request(text: str) -> RequestText:
         flags.append("it is formatted text, not a plain request")
     if any(unicodedata.category(ch) == "So" for ch in text):
         flags.append("it holds symbols (emoji) whose meaning is not read")
+    if (marks := unread_marks(rest)) is not None:
+        flags.append(marks)
     openers, leads = _openings(rest)
     return RequestText(
         text=text,
@@ -579,6 +586,7 @@ def read_request(text: str) -> RequestText:
         asking=_ASKING.search(rest) is not None,
         flags=tuple(flags),
         normalized=normalized,
+        plurals=plural_stems(words, content=_content, skip=_WH | _AUX),
         reported=_reported(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)),
         actions=tuple(
             dict.fromkeys(
