@@ -4,7 +4,10 @@ real ``create_agent`` agents on both stores: a sign outside ASCII saying no (``�
 ``N.O.T.``), a dotted abbreviation (``e.g.``, ``i.e.``) or ``re`` (``RE:``, ``re-refund``)
 read as nothing, a noun made from a verb opening a sentence read as that verb
 (``reservation … cancel?``), a plural where the job names one thing (``refund my orders``),
-and a count after ``by`` (a change by an amount, not the count)."""
+a value after ``by``, ``from`` or ``as`` (another role: ``by 1`` is a change by an amount),
+a state told (``is cancelled``, ``will be cancelled``), the speaker doing the action (``I
+can cancel it myself``, ``let me reset…``), thanks for it done, ``tell me: …?`` and a tag
+question (``…, right?``)."""
 
 from __future__ import annotations
 
@@ -38,6 +41,15 @@ FOUND = {
         "reservation ZFA04Y cancel? mia_li_3668",
         "Please cancel reservations ZFA04Y for user mia_li_3668",
         "Please update reservation B6HDF4 by 1 checked bags",
+        # a state told, the speaker acting, thanks for it done, a value in another role,
+        # asking whether, a tag question
+        "Please, reservation ZFA04Y is cancelled for user mia_li_3668",
+        "Reservation ZFA04Y will be cancelled for user mia_li_3668, please",
+        "I can cancel reservation ZFA04Y myself, user mia_li_3668, please",
+        "Please, thanks for cancelling reservation ZFA04Y for user mia_li_3668",
+        "Please cancel reservation ZFA04Y by user mia_li_3668",
+        "Tell me, cancel reservation ZFA04Y for user mia_li_3668?",
+        "Please cancel reservation ZFA04Y for user mia_li_3668, right?",
     ],
     "benchmarks.routing_world": [
         "Please refund my latest order, bob@example.org ¬",
@@ -54,6 +66,12 @@ FOUND = {
         "Please refund my orders, bob@example.org",
         "Please refund my latest orders, bob@example.org",
         "Please email me my latest invoices. alice@example.com",
+        "Please, my last order was refunded. bob@example.org",
+        "Let me reset my password, please. alice@example.com",
+        "Please, thank you for refunding my latest order, bob@example.org",
+        "Please send latest invoice from bob@example.org",
+        "Tell me: reset my password? alice@example.com",
+        "Reset my password yes? alice@example.com",
     ],
 }
 
@@ -118,9 +136,9 @@ def test_letters_spelled_apart_and_dotted_abbreviations_are_one_word():
 
 def test_signs_emoticons_and_tone_tags_flag_the_request_plain_text_does_not():
     for text in ("refund it ≠", "refund it ¬", "refund it ×", "ok ;)", "ok :P", "sure /s", "x :-("):
-        assert unread_marks(text), text
+        assert unread_marks(text, text), text
     for text in ("refund order 12: now", "Account: bob", "at 5:30 please", "a/b test", "1+1=2"):
-        assert unread_marks(text) is None, text
+        assert unread_marks(text, text) == [], text
 
 
 def test_a_plural_the_job_never_uses_is_several_things():
@@ -148,3 +166,32 @@ def test_a_count_after_by_is_a_change_not_the_count():
     assert bind_inputs(schema, rule, read_request("set bags to 2")).inputs == {"n": 2}
     by = bind_inputs(schema, rule, read_request("raise bags by 2"))
     assert not by.complete and "by" in by.problems[0]
+
+
+def test_a_state_thanks_and_the_speaker_acting_are_no_request_and_asking_forms_are():
+    from soloflow_core.memory.intent import MYSELF
+
+    assert read_request("Reservation ZFA04Y is cancelled, please").reported == ("cancel",)
+    assert read_request("It will be refunded, please").reported == ("refund",)
+    assert read_request("Thank you for the refund, please").reported == ("refund",)
+    for asks in (
+        "I'd like reservation ZFA04Y to be cancelled",
+        "I need my reservation ZFA04Y cancelled, please",
+        "I request that my latest invoice be sent to me",
+        "Thanks for your help, please refund my latest order",
+    ):
+        assert read_request(asks).reported == (), asks
+    assert MYSELF.search("Let me reset my password")
+    assert MYSELF.search("ok, I can cancel it myself")
+    assert not MYSELF.search("Could you tell me how many bags I can check for free?")
+    assert "?" in read_request("Please cancel it, right?").leads
+    assert "?" not in read_request("Could you cancel it for me, please?").leads
+
+
+def test_a_value_after_by_from_or_as_has_another_role():
+    schema = {"properties": {"to": {"type": "string"}}, "required": ["to"]}
+    rule = {"to": {"pattern": r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"}}
+    sent = bind_inputs(schema, rule, read_request("send it to bob@x.io"))
+    assert sent.inputs == {"to": "bob@x.io"}
+    for other in ("send it from bob@x.io", "send it as bob@x.io", "done by user bob@x.io"):
+        assert not bind_inputs(schema, rule, read_request(other)).complete, other

@@ -3,7 +3,7 @@
 Every required input must be bound from the request itself: one distinct value per input, of
 the input's shape and type, plain ASCII, not inside a URL, not negated or set aside (``not``,
 ``used to be``, ``cc``), not introduced by a noun the job's requests never put before it
-(``flight HAT170`` for a reservation code), no number after ``by`` (a change by an amount),
+(``flight HAT170`` for a reservation code), no value just after ``by``, ``from`` or ``as``,
 and no value of the request left unused. See ``docs/agents.md`` ("Routing").
 """
 
@@ -53,6 +53,9 @@ _SET_ASIDE = frozenset(
     "instead except wrong typo than".split()
 )
 """Words that, just before a value in its clause, say the value is not the one to use."""
+_ROLE = frozenset({"by", "from", "as"})
+"""Words that, just before a value, give it another role than the input's: ``by 1`` (a
+change by an amount), ``from bob@…`` (a source), ``as bob@…``, ``by user …`` (an agent)."""
 _BEFORE = 4
 _PLAIN = frozenset({"is", "are", "am", "i'm", "im"})
 """Words before a value that say nothing of what it is (``my user id is …``, ``I'm …``)."""
@@ -96,10 +99,11 @@ def _set_aside(
     if (start > 0 and text[start - 1] in _GLUE) or (end < len(text) and text[end] in _GLUE):
         return f"{value!r} is glued to a sign or symbol ({text[max(0, start - 1) : end + 1]!r})"
     before = text[:start]
-    if value.isdigit() and re.search(r"\bby\s*$", before, re.IGNORECASE):
-        return f"{value!r} follows 'by': a change by an amount, not the value itself"
     clause = re.split(r"[.;!?()\n\u2014]|\s-\s", before)[-1]
     near = words_of(clause)[-_BEFORE:]
+    role = [w for w in near[-2:] if w in _ROLE and w not in labels]
+    if role:
+        return f"{value!r} follows {role[0]!r}: another role (a source, an agent, an amount)"
     if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):
         return f"{value!r} is set aside by the words before it ({' '.join(near)})"
     label = re.findall(r"[^\W\d_]+(?:['’][^\W\d_]+)?$", before.rstrip(" :=#'\"("))

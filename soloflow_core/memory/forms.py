@@ -19,7 +19,9 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-__all__ = ["joined_letters", "plural_stems", "unread_marks"]
+from soloflow_core.store.fulltext import stem
+
+__all__ = ["joined_letters", "plural_stems", "tag_question", "thanked_for", "unread_marks"]
 
 _SPELLED = re.compile(r"(?<![\w@.'’-])[A-Za-z](?:[ .\-][A-Za-z]){2,}\.?(?![\w@'’-])")
 """Three or more single letters apart (``N O T``, ``D-O-N-T``, ``N.O.T.``)."""
@@ -52,16 +54,52 @@ _TONE_TAG = re.compile(
 )
 
 
-def unread_marks(text: str) -> str | None:
-    """What in ``text`` says something the reading does not read — a mathematical sign
-    outside ASCII (``≠``, ``¬``), an emoticon (``;)``), a tone tag (``/s``) — or None."""
-    if not text.isascii() and any(
-        unicodedata.category(ch) in ("Sm", "Sk") for ch in text if not ch.isascii()
-    ):
-        return "it holds signs (≠, ¬, ×…) whose meaning is not read"
-    if _EMOTICON.search(text) or _TONE_TAG.search(text):
-        return "it holds an emoticon or a tone tag (;), /s) whose meaning is not read"
-    return None
+def unread_marks(text: str, rest: str) -> list[str]:
+    """What in ``text`` (``rest``: the same with its values taken out) says something the
+    reading does not read: invisible characters, an emoji, a mathematical sign outside
+    ASCII (``≠``, ``¬``), an emoticon (``;)``) or a tone tag (``/s``)."""
+    found: list[str] = []
+    kinds = {unicodedata.category(ch) for ch in text if not ch.isascii()}
+    if any(unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\n\r\t" for ch in text):
+        found.append("it holds invisible characters")
+    if "So" in kinds:
+        found.append("it holds symbols (emoji) whose meaning is not read")
+    if kinds & {"Sm", "Sk"}:
+        found.append("it holds signs (≠, ¬, ×…) whose meaning is not read")
+    if _EMOTICON.search(rest) or _TONE_TAG.search(rest):
+        found.append("it holds an emoticon or a tone tag (;), /s) whose meaning is not read")
+    return found
+
+
+_TAG = re.compile(
+    r"\b(?:yes|no|ok|okay|right|correct|true|yeah|yep|eh|huh|agreed|deal)\s*[?!]*\?[?!]*\s*$",
+    re.IGNORECASE,
+)
+
+
+def tag_question(sentence: str) -> bool:
+    """Whether ``sentence`` is a question ending in a tag (``…, right?``, ``… yes?``): it asks
+    whether, it does not ask for."""
+    return _TAG.search(sentence) is not None
+
+
+_THANKED = re.compile(
+    r"\bthank(?:s|\s+you)(?:\s+(?:very|so)\s+much)?\s+for\s+(?P<what>[^.;:!?,\n]+)", re.IGNORECASE
+)
+_THANKED_NOTHING = frozenset("help helping time assistance support patience understanding".split())
+
+
+def thanked_for(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
+    """Stems of ``verbs`` (of request or action) ``text`` thanks someone for (``thanks for
+    cancelling…``, ``thank you for the refund``): done, not asked for. Thanks for help or
+    time say nothing."""
+    out: list[str] = []
+    for m in _THANKED.finditer(text):
+        for w in re.findall(r"[^\W\d_]+", m.group("what").lower()):
+            s = stem(w)
+            if w not in _THANKED_NOTHING and s in verbs:
+                out.append(s)
+    return tuple(dict.fromkeys(out))
 
 
 _NOT_PLURAL = ("ss", "us", "is", "ous", "'s", "’s")

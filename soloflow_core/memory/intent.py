@@ -86,11 +86,21 @@ knows it, when no run of the job and no person gave it."""
 WHETHER = re.compile(
     r"\b(?:know|wonder(?:ing)?|curious|ask(?:ing)?|tell\s+me|let\s+me\s+know|check)\b"
     r"[\s,:;-]*(?:\w+\s+){0,3}?(?:if|whether|can\s+you|could\s+you|would\s+you|will\s+you)\b"
-    r"|\bor\s+(?:can|could|should|do|must|may|shall)\s+(?:i|we)\b",
+    r"|\bor\s+(?:can|could|should|do|must|may|shall)\s+(?:i|we)\b"
+    r"|\b(?:know|wonder(?:ing)?|curious|tell\s+me)\s*[,:;-]",
     re.IGNORECASE,
 )
 """Asking *whether* the job's action can or will be done (``I'd like to know, can you
-cancel…?``, ``tell me if you can refund…``, ``… or can I?``), not asking for it."""
+cancel…?``, ``tell me if you can refund…``, ``… or can I?``, ``tell me: reset my
+password?``), not asking for it."""
+MYSELF = re.compile(
+    r"(?:^|[,.;:!?(]\s*|\b(?:and|but|so|then)\s+)"
+    r"(?:(?:i|we)\s*(?:can|could|will|shall|'ll|might|may|gonna|(?:am|'m|are|'re)\s+going\s+to)"
+    r"|let\s*(?:me|us|'s))\s+(?P<a>[\w']+)(?:\s+(?P<b>[\w']+))?",
+    re.IGNORECASE,
+)
+"""The speaker doing the action (``I can cancel it myself``, ``let me reset…``), opening a
+clause (``how many bags I can check`` is a question's clause)."""
 MAX_REQUEST_CHARS = 4000
 """A longer request is never run without the model (it is a conversation, not a request)."""
 
@@ -338,6 +348,14 @@ def judge_intent(
         reasons.append(
             f"it asks whether the job's action ({', '.join(asked)}) can be done, not for it"
         )
+    mine = [
+        s
+        for m in MYSELF.finditer(request.normalized or request.text)
+        for s in (stem(m.group("a").lower()), stem((m.group("b") or "").lower()))
+        if s in request.actions or (s in REQUEST_STEMS and s in request.terms)
+    ]
+    if mine:
+        reasons.append(f"the speaker does the action ({', '.join(mine)}), it asks for nothing")
     if request.reported:
         reasons.append(
             f"it reports what was done ({', '.join(request.reported)}), it does not ask for it"

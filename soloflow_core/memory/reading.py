@@ -22,7 +22,13 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from soloflow_core.memory.forms import joined_letters, plural_stems, unread_marks
+from soloflow_core.memory.forms import (
+    joined_letters,
+    plural_stems,
+    tag_question,
+    thanked_for,
+    unread_marks,
+)
 from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
@@ -138,74 +144,14 @@ _FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll",
 """Parts of a value's wording (``e-mail``, ``my address is``) and of contractions (``re`` is
 not: ``re-refund``, ``RE:`` say more than ``you're``)."""
 _GREETING = frozenset(
-    {
-        "hi",
-        "hello",
-        "hey",
-        "dear",
-        "ok",
-        "okay",
-        "so",
-        "well",
-        "please",
-        "pls",
-        "plz",
-        "thanks",
-        "yes",
-        "good",
-        "morning",
-        "afternoon",
-        "evening",
-    }
+    "hi hello hey dear ok okay so well please pls plz thanks yes good morning afternoon evening".split()
 )
 _WH = frozenset(
-    {
-        "how",
-        "why",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "whose",
-        "what's",
-        "where's",
-        "how's",
-        "who's",
-        "when's",
-    }
+    "how why what when where which who whom whose what's where's how's who's when's".split()
 )
 _AUX = frozenset(
-    {
-        "is",
-        "are",
-        "was",
-        "were",
-        "am",
-        "has",
-        "have",
-        "had",
-        "did",
-        "does",
-        "do",
-        "should",
-        "shall",
-        "may",
-        "might",
-        "must",
-        "will",
-        "would",
-        "can",
-        "could",
-        "isn't",
-        "aren't",
-        "wasn't",
-        "hasn't",
-        "haven't",
-        "didn't",
-        "doesn't",
-    }
+    "is are was were am has have had did does do should shall may might must will would can "
+    "could isn't aren't wasn't hasn't haven't didn't doesn't".split()
 )
 _CONJUNCTIONS = frozenset({"or", "and", "but", "so", "then"})
 """Words a sentence may open with before its question (``Or can I?``)."""
@@ -213,21 +159,7 @@ _POLITE = frozenset({"can", "could", "would", "will"})
 """Auxiliaries that open a request, not a question, when ``you``/``I``/``someone`` follows."""
 _ASKER = frozenset({"you", "u", "ya", "i", "we", "someone", "somebody", "anyone"})
 _S_CONTRACTIONS = frozenset(
-    {
-        "it's",
-        "that's",
-        "what's",
-        "where's",
-        "here's",
-        "there's",
-        "who's",
-        "how's",
-        "let's",
-        "he's",
-        "she's",
-        "when's",
-        "why's",
-    }
+    "it's that's what's where's here's there's who's how's let's he's she's when's why's".split()
 )
 
 ACTION_WORDS = (
@@ -320,12 +252,6 @@ def _fold(text: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
-def _invisible(text: str) -> bool:
-    """Whether ``text`` holds invisible or control characters (zero-width spaces, marks that
-    change the reading order), other than line breaks and tabs."""
-    return any(unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\n\r\t" for ch in text)
-
-
 def words_of(text: str) -> list[str]:
     return [w.replace("’", "'") for w in _WORD.findall(_fold(text))]
 
@@ -371,7 +297,7 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         sentence = m.group(0)
         asked = sentence.rstrip().endswith("?")
         words = _opened(words_of(sentence))
-        if asked and not any(_content(w) for w in words):
+        if asked and (not any(_content(w) for w in words) or tag_question(sentence)):
             leads.append("?")
         if not words:
             continue
@@ -511,6 +437,8 @@ def _blank(value: re.Match[str]) -> str:
 
 
 _SUBJECTS = frozenset({"i", "you", "u", "we", "they", "he", "she", "someone", "somebody"})
+_STATE = frozenset("is are was were been being got gotten".split())
+"""Words a past participle after which tells a state (``is cancelled``, ``got refunded``)."""
 _PAST_OF = frozenset(IRREGULAR) - {"put"}
 
 
@@ -526,6 +454,11 @@ def _past_verb(word: str) -> str | None:
     return s if s in REQUEST_STEMS or s in ACTION_STEMS else None
 
 
+def _future_be(words: list[str], i: int) -> bool:
+    """``will be cancelled``, not ``to be cancelled`` nor ``that it be sent`` (which ask)."""
+    return i > 1 and words[i - 1] == "be" and words[i - 2] in ("will", "shall", "i'll", "we'll")
+
+
 def _reported(text: str) -> tuple[str, ...]:
     """Stems of verbs of request or action ``text`` uses in a past form that opens a clause
     (greetings skipped) or follows a subject (``you``, ``I``): what was done, reported.
@@ -534,7 +467,8 @@ def _reported(text: str) -> tuple[str, ...]:
     for m in re.finditer(r"[^.?!;:,\n\u2014\u2013]+", text):
         words = _opened(words_of(m.group(0)))
         for i, w in enumerate(words):
-            if i == 0 or words[i - 1] in _SUBJECTS:
+            before = words[i - 1] if i else ""
+            if not i or before in _SUBJECTS or before in _STATE or _future_be(words, i):
                 s = _past_verb(w)
                 if s is not None:
                     found.append(s)
@@ -565,14 +499,9 @@ def read_request(text: str) -> RequestText:
         flags.append("it takes itself back")
     if bare:
         flags.append("a negation governs the request itself")
-    if _invisible(text):
-        flags.append("it holds invisible characters")
     if _MARKUP.search(rest):
         flags.append("it is formatted text, not a plain request")
-    if any(unicodedata.category(ch) == "So" for ch in text):
-        flags.append("it holds symbols (emoji) whose meaning is not read")
-    if (marks := unread_marks(rest)) is not None:
-        flags.append(marks)
+    flags += unread_marks(text, rest)
     openers, leads = _openings(rest)
     return RequestText(
         text=text,
@@ -587,7 +516,8 @@ def read_request(text: str) -> RequestText:
         flags=tuple(flags),
         normalized=normalized,
         plurals=plural_stems(words, content=_content, skip=_WH | _AUX),
-        reported=_reported(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)),
+        reported=_reported(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain))
+        + thanked_for(normalized, verbs=REQUEST_STEMS | ACTION_STEMS),
         actions=tuple(
             dict.fromkeys(
                 [
