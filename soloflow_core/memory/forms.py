@@ -57,7 +57,8 @@ _TONE_TAG = re.compile(
 def unread_marks(text: str, rest: str) -> list[str]:
     """What in ``text`` (``rest``: the same with its values taken out) says something the
     reading does not read: invisible characters, an emoji, a mathematical sign outside
-    ASCII (``≠``, ``¬``), an emoticon (``;)``) or a tone tag (``/s``)."""
+    ASCII (``≠``, ``¬``), an emoticon (``;)``) or a tone tag (``/s``); a word spelled apart
+    (read as one word, but no plain request)."""
     found: list[str] = []
     kinds = {unicodedata.category(ch) for ch in text if not ch.isascii()}
     if any(unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\n\r\t" for ch in text):
@@ -66,6 +67,8 @@ def unread_marks(text: str, rest: str) -> list[str]:
         found.append("it holds symbols (emoji) whose meaning is not read")
     if kinds & {"Sm", "Sk"}:
         found.append("it holds signs (≠, ¬, ×…) whose meaning is not read")
+    if _SPELLED.search(text):
+        found.append("it spells a word apart (N O T, c-a-n-c-e-l): read, but not plain")
     if _EMOTICON.search(rest) or _TONE_TAG.search(rest):
         found.append("it holds an emoticon or a tone tag (;), /s) whose meaning is not read")
     return found
