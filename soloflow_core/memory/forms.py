@@ -1,5 +1,5 @@
 """Ways of writing a request that change what its words say: letters spelled apart, dotted
-abbreviations, signs, emoticons and tone tags, plural nouns.
+abbreviations, signs, emoticons and tone tags, tag questions, thanks, plural nouns.
 
 :func:`~soloflow_core.memory.reading.read_request` uses these before it reads the words:
 
@@ -8,7 +8,9 @@ abbreviations, signs, emoticons and tone tags, plural nouns.
   spelled out is a negation and an abbreviation is a word of its own, not nothing;
 - mathematical signs outside ASCII (``≠``, ``¬``, ``×``, ``∅``), emoticons (``;)``, ``:P``)
   and tone tags (``/s``, ``/j``) say something the reading does not read (no, irony, a
-  joke): they flag the request, as an emoji does;
+  joke): they flag the request, as an emoji does, and so does a word spelled apart;
+- a question ending in a tag (``…, right?``) asks whether; thanks for the job (``thanks
+  for cancelling…``) tell that it was done;
 - a noun in a plural form (``orders``, ``invoices``) names several things: a job whose
   requests always name one is not asked for (``refund my orders``).
 """
