@@ -72,6 +72,8 @@ FOUND = {
         "Please send latest invoice from bob@example.org",
         "Tell me: reset my password? alice@example.com",
         "Reset my password yes? alice@example.com",
+        "I got a refund for my last order, please. bob@example.org",
+        "alice@example.com wanted a password reset",
     ],
 }
 
@@ -174,6 +176,9 @@ def test_a_state_thanks_and_the_speaker_acting_are_no_request_and_asking_forms_a
     assert read_request("Reservation ZFA04Y is cancelled, please").reported == ("cancel",)
     assert read_request("It will be refunded, please").reported == ("refund",)
     assert read_request("Thank you for the refund, please").reported == ("refund",)
+    assert read_request("I got a refund for my last order").reported == ("get",)
+    assert read_request("bob@x.io needed a password reset").reported == ("need",)
+    assert read_request("I got sick, so please cancel reservation ZFA04Y").reported == ()
     for asks in (
         "I'd like reservation ZFA04Y to be cancelled",
         "I need my reservation ZFA04Y cancelled, please",

@@ -454,6 +454,9 @@ def _past_verb(word: str) -> str | None:
     return s if s in REQUEST_STEMS or s in ACTION_STEMS else None
 
 
+_ASKED = frozenset(stem(w) for w in ("want", "need", "request"))
+
+
 def _future_be(words: list[str], i: int) -> bool:
     """``will be cancelled``, not ``to be cancelled`` nor ``that it be sent`` (which ask)."""
     return i > 1 and words[i - 1] == "be" and words[i - 2] in ("will", "shall", "i'll", "we'll")
@@ -468,10 +471,15 @@ def _reported(text: str) -> tuple[str, ...]:
         words = _opened(words_of(m.group(0)))
         for i, w in enumerate(words):
             before = words[i - 1] if i else ""
-            if not i or before in _SUBJECTS or before in _STATE or _future_be(words, i):
+            after = words[i + 1] if i + 1 < len(words) else ""
+            if w == "got" and after in _DETERMINERS and (not i or before in _SUBJECTS):
+                found.append("get")  # `I got a refund`, not `I got sick`
+            elif not i or before in _SUBJECTS or before in _STATE or _future_be(words, i):
                 s = _past_verb(w)
                 if s is not None:
                     found.append(s)
+            elif before == _VALUE_MARK and _past_verb(w) in _ASKED:
+                found.append(stem(w))  # `alice@… wanted a reset`: the value is the subject
     return tuple(dict.fromkeys(found))
 
 
