@@ -47,6 +47,7 @@ FOUND = {
         "Reservation ZFA04Y will be cancelled for user mia_li_3668, please",
         "I can cancel reservation ZFA04Y myself, user mia_li_3668, please",
         "Please, thanks for cancelling reservation ZFA04Y for user mia_li_3668",
+        "Please cancel my account, user id mia_li_3668, booking ZFA04Y",
         "Please cancel reservation ZFA04Y by user mia_li_3668",
         "Tell me, cancel reservation ZFA04Y for user mia_li_3668?",
         "Please cancel reservation ZFA04Y for user mia_li_3668, right?",
@@ -74,6 +75,8 @@ FOUND = {
         "Reset my password yes? alice@example.com",
         "I got a refund for my last order, please. bob@example.org",
         "alice@example.com wanted a password reset",
+        "Please reset my account. alice@example.com",
+        "Please refund my account. alice@example.com",
     ],
 }
 
@@ -200,3 +203,16 @@ def test_a_value_after_by_from_or_as_has_another_role():
     assert sent.inputs == {"to": "bob@x.io"}
     for other in ("send it from bob@x.io", "send it as bob@x.io", "done by user bob@x.io"):
         assert not bind_inputs(schema, rule, read_request(other)).complete, other
+
+
+def test_the_jobs_verb_acting_on_another_word_of_the_job_is_another_job():
+    texts = [
+        "Please reset my password, account a@x.io",
+        "reset password b@x.io",
+        "c@x.io password reset",
+    ]
+    ev = JobEvidence.of(texts * 2)
+    assert ("reset", "password") in ev.objects
+    assert judge_intent(ev, read_request("please reset my password, d@x.io")).verdict == "run"
+    account = judge_intent(ev, read_request("please reset my account, d@x.io"))
+    assert account.verdict != "run" and any("acts on" in r for r in account.reasons)

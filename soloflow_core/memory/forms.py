@@ -23,7 +23,14 @@ from collections.abc import Callable
 
 from soloflow_core.store.fulltext import stem
 
-__all__ = ["joined_letters", "plural_stems", "tag_question", "thanked_for", "unread_marks"]
+__all__ = [
+    "joined_letters",
+    "objects_of",
+    "plural_stems",
+    "tag_question",
+    "thanked_for",
+    "unread_marks",
+]
 
 _SPELLED = re.compile(r"(?<![\w@.'’-])[A-Za-z](?:[ .\-][A-Za-z]){2,}\.?(?![\w@'’-])")
 """Three or more single letters apart (``N O T``, ``D-O-N-T``, ``N.O.T.``)."""
@@ -127,4 +134,27 @@ def plural_stems(
         term = content(w)
         if term is not None and any(content(x) == term for x in singles):
             out.append(term)
+    return tuple(dict.fromkeys(out))
+
+
+def objects_of(
+    clauses: list[list[str]],
+    *,
+    content: Callable[[str], str | None],
+    verbs: frozenset[str],
+    value: str,
+) -> tuple[tuple[str, str, str], ...]:
+    """(verb, word after it, word before it) for each verb of ``verbs`` in ``clauses`` (each
+    a list of lowercased words): the term of the first word after it that ``content`` reads
+    (``value`` when a value comes first; ``cancel my reservation`` → ``reservation``), and of
+    the word just before it (``password reset`` → ``password``); ``""`` when none."""
+    out: list[tuple[str, str, str]] = []
+    for words in clauses:
+        terms = [value if w == value else content(w) for w in words]
+        for i, t in enumerate(terms):
+            if t is None or t not in verbs:
+                continue
+            after = next((x for x in terms[i + 1 :] if x is not None), "")
+            before = terms[i - 1] if i else None
+            out.append((t, after, before or ""))
     return tuple(dict.fromkeys(out))

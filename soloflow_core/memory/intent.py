@@ -32,6 +32,8 @@ the model, with the flow offered as a tool:
   most of the job's texts name it: ``tell me my account password`` is no password reset;
 - no noun in a plural form the job's texts, which name it often, never use
   (``refund my orders``: the job refunds one);
+- the job's own verb acting on a word of the job its texts never put next to it (``cancel
+  my account`` where the texts cancel a reservation and name an account);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).
@@ -133,6 +135,9 @@ class JobEvidence:
     """Verb of action (used as a verb: ``RequestText.actions``) → how many texts use it."""
     plurals: Mapping[str, int] = field(default_factory=dict)
     """Stem → how many of the texts use it in a plural form (``RequestText.plurals``)."""
+    objects: frozenset[tuple[str, str]] = frozenset()
+    """(verb, term) pairs the texts hold: the term just after the verb or just before it
+    (``cancel my reservation``, ``password reset``): what the job's actions act on."""
 
     @classmethod
     def of(
@@ -154,6 +159,7 @@ class JobEvidence:
         leads: Counter[str] = Counter()
         actions: Counter[str] = Counter()
         plurals: Counter[str] = Counter()
+        objects: set[tuple[str, str]] = set()
         first_hand: set[str] = set()
         n = seen = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
@@ -170,6 +176,7 @@ class JobEvidence:
             leads.update(read.leads)
             actions.update(read.actions)
             plurals.update(read.plurals)
+            objects.update((v, w) for v, *around in read.objects for w in around if w)
             if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
@@ -190,6 +197,7 @@ class JobEvidence:
             seen=seen,
             actions=dict(actions),
             plurals=dict(plurals),
+            objects=frozenset(objects),
         )
 
     @property
@@ -368,6 +376,16 @@ def judge_intent(
     if several:
         reasons.append(
             f"it names several ({', '.join(several)}…) where the job's requests name one"
+        )
+    verbs = evidence.held_by_most() & (ACTION_STEMS | REQUEST_STEMS)
+    acted_on = [
+        f"{v} {o}"
+        for v, o, _ in request.objects
+        if v in verbs and o in evidence.df and (v, o) not in evidence.objects
+    ]
+    if acted_on and evidence.objects:
+        reasons.append(
+            f"it acts on something the job's requests never act on ({', '.join(acted_on)})"
         )
     strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
     if strangers:

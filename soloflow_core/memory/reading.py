@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from soloflow_core.memory.forms import (
     joined_letters,
+    objects_of,
     plural_stems,
     tag_question,
     thanked_for,
@@ -362,6 +363,8 @@ class RequestText:
     (``email me…``, ``email bob@…``: :func:`says_send`) is ``send``."""
     plurals: tuple[str, ...] = ()
     """Stems of its words in a plural form (``orders`` → ``order``)."""
+    objects: tuple[tuple[str, str, str], ...] = ()
+    """(verb of request or action, the term after it, the term before it), per use."""
 
 
 NEGATION_SCOPE = 6
@@ -511,6 +514,7 @@ def read_request(text: str) -> RequestText:
         flags.append("it is formatted text, not a plain request")
     flags += unread_marks(text, rest)
     openers, leads = _openings(rest)
+    _marked = VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)
     return RequestText(
         text=text,
         terms=terms,
@@ -524,8 +528,13 @@ def read_request(text: str) -> RequestText:
         flags=tuple(flags),
         normalized=normalized,
         plurals=plural_stems(words, content=_content, skip=_WH | _AUX),
-        reported=_reported(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain))
-        + thanked_for(normalized, verbs=REQUEST_STEMS | ACTION_STEMS),
+        objects=objects_of(
+            [words_of(c) for c in re.split(r"[.?!;:,\n]", _marked)],
+            content=_content,
+            verbs=REQUEST_STEMS | ACTION_STEMS,
+            value=_VALUE_MARK,
+        ),
+        reported=_reported(_marked) + thanked_for(normalized, verbs=REQUEST_STEMS | ACTION_STEMS),
         actions=tuple(
             dict.fromkeys(
                 [
