@@ -46,7 +46,10 @@ def test_values_are_never_words_of_the_job():
 
 
 def test_words_in_any_form_are_the_same_word():
-    assert verdict("please send my latest invoices to zoe@x.io") == "run"
+    assert verdict("please send me my most recent invoice, zoe@x.io") == "run"
+    assert verdict("please emailing me my latest invoice, zoe@x.io") == "run"
+    # a plural the job's texts never use names several things (redteam4)
+    assert verdict("please send my latest invoices to zoe@x.io") == "hint"
     assert tokenize("orders ordering") == ["order", "order"]
 
 

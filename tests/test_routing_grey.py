@@ -168,8 +168,8 @@ def test_the_action_done_to_a_word_the_job_never_acts_on_vetoes():
         "Cancel my reservation 6I3PS6, user liam_patel_5365",
     ]
     evidence = JobEvidence.of(texts)
-    assert evidence.objects == {"reservation": 3, "book": 1}  # stems
-    assert read_request("Please cancel user mia_li_3668 for reservation ZFA04Y").objects == (
+    assert evidence.targets == {"reservation": 3, "book": 1}  # stems
+    assert read_request("Please cancel user mia_li_3668 for reservation ZFA04Y").targets == (
         "user",
     )
     bad = judge_intent(evidence, read_request("Please cancel user mia_li_3668, booking ZFA04Y"))

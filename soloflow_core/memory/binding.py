@@ -6,7 +6,8 @@ the input's shape and type, plain ASCII, not inside a URL, not negated or set as
 (``flight HAT170`` for a reservation code), inside the bounds learned from the input's
 examples (no more digits, a real date: ``999`` bags, ``2024-02-30``), not of the narrower shape
 of another kind of value the namespace knows (a flight number ``HAT170`` for a reservation
-code), and no value of the request left unused. See ``docs/agents.md`` ("Routing").
+code), no value just after ``by``, ``from`` or ``as``, and no value of the request
+left unused. See ``docs/agents.md`` ("Routing").
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ _SET_ASIDE = frozenset(
     "instead except wrong typo than".split()
 )
 """Words that, just before a value in its clause, say the value is not the one to use."""
+_ROLE = frozenset({"by", "from", "as"})
+"""Words that, just before a value, give it another role than the input's: ``by 1`` (a
+change by an amount), ``from bob@…`` (a source), ``as bob@…``, ``by user …`` (an agent)."""
 _BEFORE = 4
 _PLAIN = frozenset({"is", "are", "am", "i'm", "im"})
 """Words before a value that say nothing of what it is (``my user id is …``, ``I'm …``)."""
@@ -102,6 +106,9 @@ def _set_aside(
     before = text[:start]
     clause = re.split(r"[.;!?()\n\u2014]|\s-\s", before)[-1]
     near = words_of(clause)[-_BEFORE:]
+    role = [w for w in near[-2:] if w in _ROLE and w not in labels]
+    if role:
+        return f"{value!r} follows {role[0]!r}: another role (a source, an agent, an amount)"
     if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):
         return f"{value!r} is set aside by the words before it ({' '.join(near)})"
     label = re.findall(r"[^\W\d_]+(?:['’][^\W\d_]+)?$", before.rstrip(" :=#'\"("))

@@ -33,6 +33,10 @@ the model, with the flow offered as a tool:
 - no clause that narrates the action (an ``-ing`` form opening it, in a sentence with no
   request word: ``Cancelling reservation …``), and no verb of action done to a word the
   job's texts know but never act on (``cancel user …`` where they cancel a reservation);
+- no noun in a plural form the job's texts, which name it often, never use
+  (``refund my orders``: the job refunds one);
+- the job's own verb acting on a word of the job its texts never put next to it (``cancel
+  my account`` where the texts cancel a reservation and name an account);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).
@@ -87,11 +91,21 @@ knows it, when no run of the job and no person gave it."""
 WHETHER = re.compile(
     r"\b(?:know|wonder(?:ing)?|curious|ask(?:ing)?|tell\s+me|let\s+me\s+know|check)\b"
     r"[\s,:;-]*(?:\w+\s+){0,3}?(?:if|whether|can\s+you|could\s+you|would\s+you|will\s+you)\b"
-    r"|\bor\s+(?:can|could|should|do|must|may|shall)\s+(?:i|we)\b",
+    r"|\bor\s+(?:can|could|should|do|must|may|shall)\s+(?:i|we)\b"
+    r"|\b(?:know|wonder(?:ing)?|curious|tell\s+me)\s*[,:;-]",
     re.IGNORECASE,
 )
 """Asking *whether* the job's action can or will be done (``I'd like to know, can you
-cancel…?``, ``tell me if you can refund…``, ``… or can I?``), not asking for it."""
+cancel…?``, ``tell me if you can refund…``, ``… or can I?``, ``tell me: reset my
+password?``), not asking for it."""
+MYSELF = re.compile(
+    r"(?:^|[,.;:!?(]\s*|\b(?:and|but|so|then)\s+)"
+    r"(?:(?:i|we)\s*(?:can|could|will|shall|'ll|might|may|gonna|(?:am|'m|are|'re)\s+going\s+to)"
+    r"|let\s*(?:me|us|'s))\s+(?P<a>[\w']+)(?:\s+(?P<b>[\w']+))?",
+    re.IGNORECASE,
+)
+"""The speaker doing the action (``I can cancel it myself``, ``let me reset…``), opening a
+clause (``how many bags I can check`` is a question's clause)."""
 MAX_REQUEST_CHARS = 4000
 """A longer request is never run without the model (it is a conversation, not a request)."""
 
@@ -122,8 +136,14 @@ class JobEvidence:
     phrasings teach words, not that the job repeats. None: all of them."""
     actions: Mapping[str, int] = field(default_factory=dict)
     """Verb of action (used as a verb: ``RequestText.actions``) → how many texts use it."""
-    objects: Mapping[str, int] = field(default_factory=dict)
-    """Word a verb of action takes as its object (``RequestText.objects``) → how many texts."""
+    plurals: Mapping[str, int] = field(default_factory=dict)
+    """Stem → how many of the texts use it in a plural form (``RequestText.plurals``)."""
+    objects: frozenset[tuple[str, str]] = frozenset()
+    """(verb, term) pairs the texts hold: the term just after the verb or just before it
+    (``cancel my reservation``, ``password reset``): what the job's actions act on."""
+    targets: Mapping[str, int] = field(default_factory=dict)
+    """Noun naming the value a verb of action acts on (``RequestText.targets``) → how many
+    texts."""
 
     @classmethod
     def of(
@@ -144,7 +164,9 @@ class JobEvidence:
         parties: Counter[str] = Counter()
         leads: Counter[str] = Counter()
         actions: Counter[str] = Counter()
-        objects: Counter[str] = Counter()
+        plurals: Counter[str] = Counter()
+        objects: set[tuple[str, str]] = set()
+        targets: Counter[str] = Counter()
         first_hand: set[str] = set()
         n = seen = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
@@ -160,7 +182,9 @@ class JobEvidence:
             parties.update(read.parties)
             leads.update(read.leads)
             actions.update(read.actions)
-            objects.update(read.objects)
+            plurals.update(read.plurals)
+            objects.update((v, w) for v, *around in read.objects for w in around if w)
+            targets.update(read.targets)
             if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
@@ -180,7 +204,9 @@ class JobEvidence:
             ),
             seen=seen,
             actions=dict(actions),
-            objects=dict(objects),
+            plurals=dict(plurals),
+            objects=frozenset(objects),
+            targets=dict(targets),
         )
 
     @property
@@ -343,16 +369,43 @@ def judge_intent(
         reasons.append(
             f"it narrates the action ({', '.join(request.narrated)}…ing), it does not ask for it"
         )
-    if evidence.objects:
-        things = [o for o in request.objects if o in vocab and o not in evidence.objects]
+    if evidence.targets:
+        things = [o for o in request.targets if o in vocab and o not in evidence.targets]
         if things:
             reasons.append(
                 f"its action is done to {', '.join(things)}, which the job's requests know "
                 "but never act on"
             )
+    mine = [
+        s
+        for m in MYSELF.finditer(request.normalized or request.text)
+        for s in (stem(m.group("a").lower()), stem((m.group("b") or "").lower()))
+        if s in request.actions or (s in REQUEST_STEMS and s in request.terms)
+    ]
+    if mine:
+        reasons.append(f"the speaker does the action ({', '.join(mine)}), it asks for nothing")
     if request.reported:
         reasons.append(
             f"it reports what was done ({', '.join(request.reported)}), it does not ask for it"
+        )
+    several = [
+        t
+        for t in request.plurals
+        if evidence.df.get(t, 0) >= FAMILIAR_MIN and not evidence.plurals.get(t)
+    ]
+    if several:
+        reasons.append(
+            f"it names several ({', '.join(several)}…) where the job's requests name one"
+        )
+    verbs = evidence.held_by_most() & (ACTION_STEMS | REQUEST_STEMS)
+    acted_on = [
+        f"{v} {o}"
+        for v, o, _ in request.objects
+        if v in verbs and o in evidence.df and (v, o) not in evidence.objects
+    ]
+    if acted_on and evidence.objects:
+        reasons.append(
+            f"it acts on something the job's requests never act on ({', '.join(acted_on)})"
         )
     strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
     if strangers:

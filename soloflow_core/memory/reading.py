@@ -9,10 +9,9 @@ how its sentences open, whom it names — the reading both a request and a job's
 - the rest is split into words, lowercased, accents dropped, irregular past forms read as
   their verb (``sent`` → ``send``; ``did`` stays: a question about the past), stemmed
   (Snowball, ``orders`` → ``order``) — a noun made from a verb of action stays whole
-  (``cancellation`` is not ``cancel``); filler words
-  (articles, pronouns of the speaker, "please", "could you") are left out. Question words,
-  auxiliaries that open a question (``has my order been…``), verbs of action and other
-  people's words are kept: they are what tells one job from another.
+  (``cancellation``); filler words (articles, pronouns of the speaker, "please", "could
+  you") are left out. Question words, auxiliaries that open a question (``has my order
+  been…``), verbs of action and other people's words are kept: they tell jobs apart.
 """
 
 from __future__ import annotations
@@ -22,6 +21,15 @@ import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from soloflow_core.memory.forms import (
+    gerund,
+    joined_letters,
+    objects_of,
+    plural_stems,
+    tag_question,
+    thanked_for,
+    unread_marks,
+)
 from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
@@ -133,8 +141,9 @@ FILLER = frozenset(
 action, other people's words and quantifiers (``all``, ``any``, ``some``, ``these``: *which*
 of the things the job acts on) are not here: they are what tells one job from another —
 ``refund all my orders`` is not ``refund my last order``."""
-_FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll", "re", "ve", "m"})
-"""Parts of a value's wording (``e-mail``, ``my address is``) and of contractions."""
+_FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll", "ve", "m"})
+"""Parts of a value's wording (``e-mail``, ``my address is``) and of contractions (``re`` is
+not: ``re-refund``, ``RE:`` say more than ``you're``)."""
 _GREETING = frozenset(
     """hi hello hey dear ok okay so well please pls plz thanks yes good morning afternoon
     evening""".split()
@@ -186,6 +195,7 @@ REQUEST_VERBS = frozenset(ACTION_WORDS) | frozenset(
 """Verbs a request opens with (the imperative): ``Refund my…``, ``Track…``, ``Send me…``."""
 REQUEST_STEMS = frozenset(stem(w) for w in REQUEST_VERBS)
 ACTION_STEMS = frozenset(stem(w) for w in ACTION_WORDS)
+_DOING = REQUEST_STEMS | ACTION_STEMS
 """Stems of verbs that change the world: one the job's evidence is not familiar with vetoes
 a run."""
 _FILLER_STEMS = frozenset(stem(w) for w in FILLER | _FILLER_EXTRA) | FILLER | _FILLER_EXTRA
@@ -245,12 +255,6 @@ def _fold(text: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
-def _invisible(text: str) -> bool:
-    """Whether ``text`` holds invisible or control characters (zero-width spaces, marks that
-    change the reading order), other than line breaks and tabs."""
-    return any(unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\n\r\t" for ch in text)
-
-
 def words_of(text: str) -> list[str]:
     return [w.replace("’", "'") for w in _WORD.findall(_fold(text))]
 
@@ -296,13 +300,14 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         sentence = m.group(0)
         asked = sentence.rstrip().endswith("?")
         words = _opened(words_of(sentence))
-        if asked and not any(_content(w) for w in words):
+        if asked and (not any(_content(w) for w in words) or tag_question(sentence)):
             leads.append("?")
         if not words:
             continue
         first = words[0].split("'", 1)[0]
-        opener = stem(first)  # a gerund (`Cancelling …`) narrates: it opens no request
-        openers.append(first if _gerund(first) else opener)
+        # neither a gerund (`Cancelling …`: narrates) nor `reservation` opens a request
+        verb = not first.endswith(_NOUN_ENDINGS) and not gerund(first, verbs=_DOING)
+        openers.append(stem(first) if verb else first)
         clauses = [words]
         if asked and "," in sentence:
             clauses.append(_opened(words_of(sentence.rsplit(",", 1)[1])))
@@ -311,12 +316,6 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             found += [c[0] for c in clauses if c and c[0] in ("you", "u")]
         leads += [lead for lead in found if lead]
     return tuple(dict.fromkeys(openers)), tuple(dict.fromkeys(leads))
-
-
-def _gerund(word: str) -> bool:
-    """Whether ``word`` is the ``-ing`` form of a verb of request or action (``cancelling``,
-    ``refunding``, ``checking``)."""
-    return word.endswith("ing") and (stem(word) in REQUEST_STEMS or stem(word) in ACTION_STEMS)
 
 
 def _narrated(text: str) -> tuple[str, ...]:
@@ -333,7 +332,7 @@ def _narrated(text: str) -> tuple[str, ...]:
             words = [w for w in words_of(clause.group(0)) if w not in _GREETING]
             while words and (words[0] in FILLER or words[0].endswith("ly")):
                 words = words[1:]
-            if words and _gerund(words[0]):
+            if words and gerund(words[0], verbs=_DOING):
                 found.append(stem(words[0]))
     return tuple(dict.fromkeys(found))
 
@@ -383,7 +382,7 @@ class RequestText:
     narrated: tuple[str, ...] = ()
     """Stems of verbs of request or action whose ``-ing`` form opens a clause of a sentence
     that asks for nothing (``Cancelling reservation …``): it narrates, it does not ask."""
-    objects: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
     """Stems of the nouns its verbs of action take as their object when the noun names a
     value: the word just before the value, at most one word (a modifier) after the verb and
     its determiners (``cancel user mia_li_3668`` → ``user``, ``cancel my upcoming
@@ -393,6 +392,10 @@ class RequestText:
     form after ``my``/``the`` or before a value (``my booking``, ``booking ZFA04Y``); a noun
     made from one (``reservation``, ``payment``) is a word of its own. *Email* used as a verb
     (``email me…``, ``email bob@…``: :func:`says_send`) is ``send``."""
+    plurals: tuple[str, ...] = ()
+    """Stems of its words in a plural form (``orders`` → ``order``)."""
+    objects: tuple[tuple[str, str, str], ...] = ()
+    """(verb of request or action, the term after it, the term before it), per use."""
 
 
 NEGATION_SCOPE = 6
@@ -431,8 +434,8 @@ def _blank_marked(value: re.Match[str]) -> str:
 
 def _actions(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(stems of the verbs of action ``text`` uses as verbs, stems of the words they take as
-    their object): see ``RequestText.actions`` and ``.objects``; ``text`` is the request
-    with its courtesy read (values still in)."""
+    their object when it names a value): see ``RequestText.actions`` and ``.targets``;
+    ``text`` is the request with its courtesy read (values still in)."""
     words: list[str] = []
     clause_of: list[int] = []  # an object stays in its verb's clause
     for n, clause in enumerate(_CLAUSE_MARKS.split(VALUE_PATTERN.sub(_blank_marked, text))):
@@ -494,19 +497,28 @@ def _blank(value: re.Match[str]) -> str:
 
 
 _SUBJECTS = frozenset({"i", "you", "u", "we", "they", "he", "she", "someone", "somebody"})
+_STATE = frozenset("is are was were been being got gotten".split())
+"""Words a past participle after which tells a state (``is cancelled``, ``got refunded``)."""
 _PAST_OF = frozenset(IRREGULAR) - {"put"}
 
 
 def _past_verb(word: str) -> str | None:
-    """The stem of a verb of request or action ``word`` is a past form of (``refunded``,
-    ``cancelled``, ``sent``), or None."""
+    """The stem of the verb of request or action ``word`` is a past form of (``sent``)."""
     if word in _PAST_OF:
         s = stem(IRREGULAR[word])
     elif word.endswith("ed") and len(word) > 4:
         s = stem(word)
     else:
         return None
-    return s if s in REQUEST_STEMS or s in ACTION_STEMS else None
+    return s if s in _DOING else None
+
+
+_ASKED = frozenset(stem(w) for w in ("want", "need", "request"))
+
+
+def _future_be(words: list[str], i: int) -> bool:
+    """``will be cancelled``, not ``to be cancelled`` nor ``that it be sent`` (which ask)."""
+    return i > 1 and words[i - 1] == "be" and words[i - 2] in ("will", "shall", "i'll", "we'll")
 
 
 def _reported(text: str) -> tuple[str, ...]:
@@ -517,10 +529,16 @@ def _reported(text: str) -> tuple[str, ...]:
     for m in re.finditer(r"[^.?!;:,\n\u2014\u2013]+", text):
         words = _opened(words_of(m.group(0)))
         for i, w in enumerate(words):
-            if i == 0 or words[i - 1] in _SUBJECTS:
+            before = words[i - 1] if i else ""
+            after = words[i + 1] if i + 1 < len(words) else ""
+            if w == "got" and after in _DETERMINERS and (not i or before in _SUBJECTS):
+                found.append("get")  # `I got a refund`, not `I got sick`
+            elif not i or before in _SUBJECTS or before in _STATE or _future_be(words, i):
                 s = _past_verb(w)
                 if s is not None:
                     found.append(s)
+            elif before == _VALUE_MARK and _past_verb(w) in _ASKED:
+                found.append(stem(w))  # `alice@… wanted a reset`: the value is the subject
     return tuple(dict.fromkeys(found))
 
 
@@ -536,7 +554,7 @@ def read_request(text: str) -> RequestText:
     normalized = _normalized(text)
     values = tuple(m.group(0).rstrip(".,;:!?)") for m in VALUE_PATTERN.finditer(normalized))
     plain = _courteous(normalized)
-    rest = VALUE_PATTERN.sub(_blank, plain)
+    rest = joined_letters(VALUE_PATTERN.sub(_blank, plain))
     rest = re.sub(r"\be-mail", "email", rest, flags=re.IGNORECASE)
     letters = [ch for ch in rest if ch.isalpha()]
     foreign = bool(letters) and sum(not ch.isascii() for ch in letters) * 2 > len(letters)
@@ -548,14 +566,12 @@ def read_request(text: str) -> RequestText:
         flags.append("it takes itself back")
     if bare:
         flags.append("a negation governs the request itself")
-    if _invisible(text):
-        flags.append("it holds invisible characters")
     if _MARKUP.search(rest):
         flags.append("it is formatted text, not a plain request")
-    if any(unicodedata.category(ch) == "So" for ch in text):
-        flags.append("it holds symbols (emoji) whose meaning is not read")
+    flags += unread_marks(text, rest)
     openers, leads = _openings(rest)
-    verbs, objects = _actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE))
+    verbs, targets = _actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE))
+    _marked = VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)
     return RequestText(
         text=text,
         terms=terms,
@@ -568,9 +584,16 @@ def read_request(text: str) -> RequestText:
         asking=_ASKING.search(rest) is not None,
         flags=tuple(flags),
         normalized=normalized,
-        reported=_reported(VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)),
         narrated=_narrated(VALUE_PATTERN.sub(_blank, plain)),
-        objects=objects,
+        targets=targets,
+        plurals=plural_stems(words, content=_content, skip=_WH | _AUX),
+        objects=objects_of(
+            [words_of(c) for c in re.split(r"[.?!;:,\n]", _marked)],
+            content=_content,
+            verbs=REQUEST_STEMS | ACTION_STEMS,
+            value=_VALUE_MARK,
+        ),
+        reported=_reported(_marked) + thanked_for(normalized, verbs=REQUEST_STEMS | ACTION_STEMS),
         actions=tuple(
             dict.fromkeys([*verbs, *(("send",) if says_send(normalized) else ())])  # `email me`
         ),

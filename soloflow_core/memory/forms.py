@@ -1,0 +1,167 @@
+"""Ways of writing a request that change what its words say: letters spelled apart, dotted
+abbreviations, signs, emoticons and tone tags, tag questions, thanks, plural nouns.
+
+:func:`~soloflow_core.memory.reading.read_request` uses these before it reads the words:
+
+- letters spelled apart (``N O T``, ``D-O-N-T``, ``N.O.T.``) and dotted abbreviations
+  (``e.g.``, ``i.e.``, ``P.S.``) are read as one word (``not``, ``eg``), so a negation
+  spelled out is a negation and an abbreviation is a word of its own, not nothing;
+- mathematical signs outside ASCII (``≠``, ``¬``, ``×``, ``∅``), emoticons (``;)``, ``:P``)
+  and tone tags (``/s``, ``/j``) say something the reading does not read (no, irony, a
+  joke): they flag the request, as an emoji does, and so does a word spelled apart;
+- a question ending in a tag (``…, right?``) asks whether; thanks for the job (``thanks
+  for cancelling…``) tell that it was done;
+- a noun in a plural form (``orders``, ``invoices``) names several things: a job whose
+  requests always name one is not asked for (``refund my orders``).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+
+from soloflow_core.store.fulltext import stem
+
+__all__ = [
+    "gerund",
+    "joined_letters",
+    "objects_of",
+    "plural_stems",
+    "tag_question",
+    "thanked_for",
+    "unread_marks",
+]
+
+_SPELLED = re.compile(r"(?<![\w@.'’-])[A-Za-z](?:[ .\-][A-Za-z]){2,}\.?(?![\w@'’-])")
+"""Three or more single letters apart (``N O T``, ``D-O-N-T``, ``N.O.T.``)."""
+_DOTTED = re.compile(r"(?<![\w@.'’-])(?:[A-Za-z]\.){2,}(?![\w@])")
+"""Two or more single letters each followed by a dot (``e.g.``, ``i.e.``, ``P.S.``)."""
+
+
+def _glued(m: re.Match[str]) -> str:
+    return "".join(ch for ch in m.group(0) if ch.isalpha())
+
+
+def joined_letters(text: str) -> str:
+    """``text`` with letters spelled apart and dotted abbreviations read as one word.
+
+    Example:
+        >>> joined_letters("Please N O T refund it, e.g. now")
+        'Please NOT refund it, eg now'
+    """
+    if "." not in text and " " not in text and "-" not in text:
+        return text
+    return _SPELLED.sub(_glued, _DOTTED.sub(_glued, text))
+
+
+_EMOTICON = re.compile(
+    r"(?:^|(?<=\s))(?:[:;][-'^o]?[()\[\]DPpOo/\\|*3$@]+|[xX][Dd]|<3|\^_*\^|-_+-)(?=$|\s|[.,!?])"
+)
+_TONE_TAG = re.compile(
+    r"(?:^|(?<=\s))/(?:s|j|jk|hj|srs|nsrs|lh|nm|g|p|t|gen|pos|neg|sarc|hyp|rh|ij|nbh)(?=$|\s|[.,!?])",
+    re.IGNORECASE,
+)
+
+
+def unread_marks(text: str, rest: str) -> list[str]:
+    """What in ``text`` (``rest``: the same with its values taken out) says something the
+    reading does not read: invisible characters, an emoji, a mathematical sign outside
+    ASCII (``≠``, ``¬``), an emoticon (``;)``) or a tone tag (``/s``); a word spelled apart
+    (read as one word, but no plain request)."""
+    found: list[str] = []
+    kinds = {unicodedata.category(ch) for ch in text if not ch.isascii()}
+    if any(unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\n\r\t" for ch in text):
+        found.append("it holds invisible characters")
+    if "So" in kinds:
+        found.append("it holds symbols (emoji) whose meaning is not read")
+    if kinds & {"Sm", "Sk"}:
+        found.append("it holds signs (≠, ¬, ×…) whose meaning is not read")
+    if _SPELLED.search(text):
+        found.append("it spells a word apart (N O T, c-a-n-c-e-l): read, but not plain")
+    if _EMOTICON.search(rest) or _TONE_TAG.search(rest):
+        found.append("it holds an emoticon or a tone tag (;), /s) whose meaning is not read")
+    return found
+
+
+_TAG = re.compile(
+    r"\b(?:yes|no|ok|okay|right|correct|true|yeah|yep|eh|huh|agreed|deal)\s*[?!]*\?[?!]*\s*$",
+    re.IGNORECASE,
+)
+
+
+def tag_question(sentence: str) -> bool:
+    """Whether ``sentence`` is a question ending in a tag (``…, right?``, ``… yes?``): it asks
+    whether, it does not ask for."""
+    return _TAG.search(sentence) is not None
+
+
+_THANKED = re.compile(
+    r"\bthank(?:s|\s+you)(?:\s+(?:very|so)\s+much)?\s+for\s+(?P<what>[^.;:!?,\n]+)", re.IGNORECASE
+)
+_THANKED_NOTHING = frozenset("help helping time assistance support patience understanding".split())
+
+
+def thanked_for(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
+    """Stems of ``verbs`` (of request or action) ``text`` thanks someone for (``thanks for
+    cancelling…``, ``thank you for the refund``): done, not asked for. Thanks for help or
+    time say nothing."""
+    out: list[str] = []
+    for m in _THANKED.finditer(text):
+        for w in re.findall(r"[^\W\d_]+", m.group("what").lower()):
+            s = stem(w)
+            if w not in _THANKED_NOTHING and s in verbs:
+                out.append(s)
+    return tuple(dict.fromkeys(out))
+
+
+_NOT_PLURAL = ("ss", "us", "is", "ous", "'s", "’s")
+
+
+def plural_stems(
+    words: list[str], *, content: Callable[[str], str | None], skip: frozenset[str]
+) -> tuple[str, ...]:
+    """The terms (``content`` of a word) of the words of ``words`` (lowercased) in a plural
+    form: an ``-s`` the term does not keep (``orders`` → ``order``, ``reservations`` →
+    ``reservation``); words in ``skip`` (question words, auxiliaries) and their ``-s`` forms
+    are no nouns."""
+    out: list[str] = []
+    for w in words:
+        if len(w) < 4 or not w.endswith("s") or w.endswith(_NOT_PLURAL):
+            continue
+        singles = {w[:-1], w[:-3] + "y"} if w.endswith("ies") else {w[:-1]}
+        if w in skip or singles & skip:
+            continue
+        term = content(w)
+        if term is not None and any(content(x) == term for x in singles):
+            out.append(term)
+    return tuple(dict.fromkeys(out))
+
+
+def objects_of(
+    clauses: list[list[str]],
+    *,
+    content: Callable[[str], str | None],
+    verbs: frozenset[str],
+    value: str,
+) -> tuple[tuple[str, str, str], ...]:
+    """(verb, word after it, word before it) for each verb of ``verbs`` in ``clauses`` (each
+    a list of lowercased words): the term of the first word after it that ``content`` reads
+    (``value`` when a value comes first; ``cancel my reservation`` → ``reservation``), and of
+    the word just before it (``password reset`` → ``password``); ``""`` when none."""
+    out: list[tuple[str, str, str]] = []
+    for words in clauses:
+        terms = [value if w == value else content(w) for w in words]
+        for i, t in enumerate(terms):
+            if t is None or t not in verbs:
+                continue
+            after = next((x for x in terms[i + 1 :] if x is not None), "")
+            before = terms[i - 1] if i else None
+            out.append((t, after, before or ""))
+    return tuple(dict.fromkeys(out))
+
+
+def gerund(word: str, *, verbs: frozenset[str] | set[str]) -> bool:
+    """Whether ``word`` is the ``-ing`` form of one of ``verbs`` (stems): ``cancelling``,
+    ``refunding``."""
+    return word.endswith("ing") and stem(word) in verbs
