@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from soloflow_core.memory.procedural import WorkflowMatch
     from soloflow_core.models import FlowDefinition
     from soloflow_core.store import Store
+    from soloflow_core.store.flows import FlowRecord
 
 __all__ = ["KEY_RATIO", "FlowCheck", "RouteDecision", "decide_route", "job_tools", "key_words"]
 
@@ -71,6 +72,10 @@ class RouteDecision:
 
 def _declared(flow: FlowDefinition, keywords: Sequence[str]) -> list[str]:
     return [flow.name, flow.description, *keywords, *flow.tags]
+
+
+def _kinds_of(flows: list[FlowRecord]) -> list[ValueKind]:
+    return value_kinds((f.flow.input_schema, f.flow.extraction) for f in flows)
 
 
 def decide_route(
@@ -147,8 +152,7 @@ def decide_route(
         if verdict.verdict == "run":
             flow = definition(m.name)
             if kinds is None:  # every kind of value the namespace's flows take, once
-                flows = store.list_flows(user_id=user_id, agent_id=agent_id)
-                kinds = value_kinds((f.flow.input_schema, f.flow.extraction) for f in flows)
+                kinds = store.derived_from_flows(_kinds_of, user_id=user_id, agent_id=agent_id)
             binding = bind_inputs(flow.input_schema, flow.extraction, read, kinds=kinds)
             reasons += binding.problems
             inputs = binding.inputs

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from soloflow_core.store.candidates import CandidateRepository
 from soloflow_core.store.database import Database
@@ -25,6 +25,8 @@ from soloflow_core.store.skills import SkillImportRepository
 from soloflow_core.store.tokens import TokenRepository
 from soloflow_core.store.traces import TraceRepository
 from soloflow_core.store.usage import MAX_READ_RUNS, UsageRepository
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -200,6 +202,11 @@ class Store:
 
     def list_flows(self, *, user_id: str, agent_id: str) -> list[FlowRecord]:
         return self.flows.list_flows(user_id=user_id, agent_id=agent_id)
+
+    def derived_from_flows(
+        self, derive: Callable[[list[FlowRecord]], T], *, user_id: str, agent_id: str
+    ) -> T:
+        return self.flows.derived_from_flows(derive, user_id=user_id, agent_id=agent_id)
 
     def add_flow_version(
         self,

@@ -9,10 +9,11 @@ namespace and never reads another's rows.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import sqlalchemy as sa
 
@@ -58,12 +59,19 @@ class FlowRecord:
     created_at: datetime
 
 
+T = TypeVar("T")
+_DERIVED_KEPT = 256
+"""Namespaces × derivations :meth:`FlowRepository.derived_from_flows` keeps in process."""
+
+
 class FlowRepository:
     """Registered flows, their records and evidence (``store.flows``)."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self._indexes = IndexCache()
+        self._derived: dict[tuple[Any, str, str], tuple[tuple[Any, ...], Any]] = {}
+        self._derived_lock = threading.Lock()
 
     def register_flow(
         self,
@@ -147,6 +155,33 @@ class FlowRepository:
                 )
                 for r in conn.execute(q).mappings()
             ]
+
+    def derived_from_flows(
+        self, derive: Callable[[list[FlowRecord]], T], *, user_id: str, agent_id: str
+    ) -> T:
+        """``derive(list_flows(...))``, kept in process per namespace and ``derive``, and made
+        again only when the namespace's flows change: their count, newest row and newest
+        creation time are read on each call (one indexed query; a flow's definition is never
+        changed in place, a new version is a new row). For what every flow of a namespace
+        says, asked often and changing rarely (the kinds of value routing sets aside)."""
+        c = t.flows.c
+        mark_q = sa.select(sa.func.count(), sa.func.max(c.id), sa.func.max(c.created_at)).where(
+            c.user_id == user_id, c.agent_id == agent_id
+        )
+        with self.db.read() as conn:
+            mark = tuple(conn.execute(mark_q).one())
+        key = (derive, user_id, agent_id)
+        with self._derived_lock:
+            held = self._derived.get(key)
+        if held is not None and held[0] == mark:
+            return cast("T", held[1])
+        value = derive(self.list_flows(user_id=user_id, agent_id=agent_id))
+        with self._derived_lock:
+            self._derived.pop(key, None)
+            self._derived[key] = (mark, value)
+            while len(self._derived) > _DERIVED_KEPT:  # the least recently made go first
+                del self._derived[next(iter(self._derived))]
+        return value
 
     def add_flow_version(
         self,
