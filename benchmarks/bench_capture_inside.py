@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import statistics
 import sys
 import tempfile
 import time
@@ -72,38 +73,66 @@ def main(argv: list[str] | None = None) -> int:
     n = opts.invokes
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(DropExporter()))
-    for trace in (False, True, "otel", "otel-live"):
-        configure_tracing(provider if isinstance(trace, str) else None, live=trace == "otel-live")
-        spent: collections.Counter[str] = collections.Counter()
-        handler = timed(
+    variants: tuple[bool | str, ...] = (False, True, "otel", "otel-live")
+    spent = {v: collections.Counter[str]() for v in variants}
+    handlers = {
+        v: timed(
             SoloFlowCallbackHandler(
                 store=store,
                 user_id="b",
                 agent_id="b",
                 plugin_manager=get_plugin_manager(),
-                trace=bool(trace),
+                trace=bool(v),
             ),
-            spent,
+            spent[v],
         )
-        for i in range(5):  # warm-up
-            agent.invoke({"messages": [("user", f"warm {i}")]}, config={"callbacks": [handler]})
-        spent.clear()
-        for i in range(n):
-            agent.invoke(
-                {"messages": [("user", f"add things {i}")]}, config={"callbacks": [handler]}
-            )
-        loop = {k: v / (n * TURNS) * 1e6 for k, v in spent.items()}
-        spent.clear()
+        for v in variants
+    }
+
+    def export(v: bool | str) -> None:
+        configure_tracing(provider if isinstance(v, str) else None, live=v == "otel-live")
+
+    def invoke(v: bool | str, text: str) -> float:
+        """One invocation with variant ``v``; the handler's CPU in it, µs per tool call."""
+        export(v)
+        before = sum(spent[v].values())
+        agent.invoke({"messages": [("user", text)]}, config={"callbacks": [handlers[v]]})
+        return (sum(spent[v].values()) - before) / TURNS * 1e6
+
+    for i in range(5):  # warm-up
+        for v in variants:
+            invoke(v, f"warm {i}")
+    for counter in spent.values():
+        counter.clear()
+    per_invocation: dict[bool | str, list[float]] = {v: [] for v in variants}
+    for i in range(n):  # round-robin: each variant's invocation beside the others'
+        for v in variants:
+            per_invocation[v].append(invoke(v, f"add things {i}"))
+    loops = {v: {k: x / (n * TURNS) * 1e6 for k, x in spent[v].items()} for v in variants}
+    for v in variants:
+        spent[v].clear()
+        export(v)
         for events in [_fresh_ids(recorder) for _ in range(n)]:
             for name, args, kw in events:
-                getattr(handler, name)(*args, **kw)
-        replay = {k: v / (n * TURNS) * 1e6 for k, v in spent.items()}
-        handler.close()
-        print(f"\ntrace={trace}: CPU µs per tool call inside the handler ({n} invocations)")
+                getattr(handlers[v], name)(*args, **kw)
+        replay = {k: x / (n * TURNS) * 1e6 for k, x in spent[v].items()}
+        handlers[v].close()
+        loop = loops[v]
+        print(f"\ntrace={v}: CPU µs per tool call inside the handler ({n} invocations)")
         print(f"  {'part':<28} {'real loop':>10} {'replay':>8}")
         for k in sorted(loop, key=lambda k: -loop[k]):
             print(f"  {k:<28} {loop[k]:>10.1f} {replay.get(k, 0.0):>8.1f}")
         print(f"  {'total':<28} {sum(loop.values()):>10.1f} {sum(replay.values()):>8.1f}")
+    print(
+        "\nreal loop, per invocation (a collector pause in one invocation moves the mean, not these):"
+    )
+    base = per_invocation[False]
+    for v in variants:
+        med = statistics.median(per_invocation[v])
+        paired = statistics.median(a - b for a, b in zip(per_invocation[v], base, strict=True))
+        print(
+            f"  trace={v!s:<10} median {med:7.1f} µs per tool call; paired vs trace=False {paired:+7.1f}"
+        )
     configure_tracing(None)
     provider.shutdown()
     store.close()
