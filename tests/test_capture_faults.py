@@ -360,7 +360,7 @@ def test_runs_kept_only_in_memory_are_stored_once_the_store_answers(tmp_path: Pa
         assert _tasks(store) == {"locked out", "after"}
 
 
-SLOW_HOOK = 0.8
+SLOW_HOOK = 1.5
 """Seconds the slow plugin takes per run: the four written back take 3.2 s together, well
 past the healthy write's ``write_timeout`` of 2 s, which leaves a loaded machine room."""
 
@@ -387,11 +387,11 @@ def test_writing_back_never_makes_the_agents_own_writes_wait(tmp_path: Path) -> 
     handler = SoloFlowCallbackHandler(
         database_url=str(db), write_timeout=0.3, plugin_manager=pm, **NS
     )
-    slow.delay = 0.0  # fast while locked out: all four must be done within the lock's 3 s
+    slow.delay = 0.0  # fast while locked out
     _locked_out(db, handler, [f"locked out {i}" for i in range(4)])
     assert len(handler.unsaved) == 4
     slow.delay = SLOW_HOOK  # slow from now on: the hooks of the four written back
-    handler.write_timeout = 2.0
+    handler.write_timeout = 4.0  # the four hooks on the writer thread would take 6 s
     _invoke(handler, "first after")  # its hook: SLOW_HOOK on the caller's thread, as always
     _invoke(handler, "second after")  # queued behind the write-back of the four
     handler.close()

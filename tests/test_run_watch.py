@@ -188,11 +188,12 @@ def test_a_short_limit_after_a_long_one_is_kept(store, runtimes):
             _step("h", "slow_ok", timeout_seconds=0.3, on_failure="continue"),
         ],
     )
-    rt = _rt(runtimes, store, [calls.make("a", sleep=0.25), calls.make("h", sleep=3.0)])
+    rt = _rt(runtimes, store, [calls.make("a", sleep=0.25), calls.make("h", sleep=6.0)])
     t0 = time.perf_counter()
     result = rt.run(flow, {})
     assert result.status == "completed" and "StepTimeoutError" in result.errors["h"]
-    assert time.perf_counter() - t0 < 1.5
+    # ~0.6 s when the overrun is seen on time; 6 s (h's own end) when it is not
+    assert time.perf_counter() - t0 < 3.0
 
 
 def test_a_timeout_in_a_parallel_layer_is_kept_by_the_steps_own_thread(store, runtimes):
@@ -209,11 +210,11 @@ def test_a_timeout_in_a_parallel_layer_is_kept_by_the_steps_own_thread(store, ru
     rt = _rt(
         runtimes,
         store,
-        [calls.make("a"), calls.make("p1", sleep=1.0), calls.make("p2"), calls.make("d")],
+        [calls.make("a"), calls.make("p1", sleep=3.0), calls.make("p2"), calls.make("d")],
     )
     t0 = time.perf_counter()
     result = rt.run(flow, {})
-    assert time.perf_counter() - t0 < 0.9
+    assert time.perf_counter() - t0 < 2.0  # 3 s and more when p1's limit is not kept
     assert result.status == "completed" and "StepTimeoutError" in result.errors["p1"]
     assert sorted(calls.names()) == ["a", "d", "p1", "p2"]
 
