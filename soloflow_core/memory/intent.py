@@ -144,6 +144,10 @@ class JobEvidence:
     targets: Mapping[str, int] = field(default_factory=dict)
     """Noun naming the value a verb of action acts on (``RequestText.targets``) → how many
     texts."""
+    namers: frozenset[str] = frozenset()
+    """Terms the texts put just before a value (``reservation``, ``account``, ``user``)."""
+    heads: frozenset[str] = frozenset()
+    """Terms the texts put just after a value, no value following (``RequestText.around``)."""
 
     @classmethod
     def of(
@@ -167,6 +171,7 @@ class JobEvidence:
         plurals: Counter[str] = Counter()
         objects: set[tuple[str, str]] = set()
         targets: Counter[str] = Counter()
+        around: set[tuple[str, str]] = set()
         first_hand: set[str] = set()
         n = seen = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
@@ -185,6 +190,7 @@ class JobEvidence:
             plurals.update(read.plurals)
             objects.update((v, w) for v, *around in read.objects for w in around if w)
             targets.update(read.targets)
+            around.update(read.around)
             if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
@@ -207,6 +213,8 @@ class JobEvidence:
             plurals=dict(plurals),
             objects=frozenset(objects),
             targets=dict(targets),
+            namers=frozenset(b for b, _ in around if b),
+            heads=frozenset(a for _, a in around if a),
         )
 
     @property
@@ -376,6 +384,16 @@ def judge_intent(
                 f"its action is done to {', '.join(things)}, which the job's requests know "
                 "but never act on"
             )
+    heads = [
+        a
+        for _, a in request.around
+        if a in evidence.namers and a not in evidence.heads and a not in evidence.targets
+    ]
+    if heads:
+        reasons.append(
+            f"a value names a {', '.join(heads)} (the noun after it), which the job's "
+            "requests name values by but never act on"
+        )
     mine = [
         s
         for m in MYSELF.finditer(request.normalized or request.text)
