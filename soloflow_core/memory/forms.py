@@ -263,7 +263,7 @@ def acted_values(
         m = re.search(
             r"([^\W\d_]+)\s+(?:(?:my|the|our|this|that|your)\s+)?"
             + re.escape(value)
-            + r"(?=\s*(?:$|[^\w\s]|(?:for|with|on|in|of|from|at|to|please|pls|and)\b))",
+            + r"(?!['’]s\b)(?=\s*(?:$|[^\w\s]|(?:for|with|on|in|of|from|at|to|please|pls|and)\b))",
             text,
             flags=re.IGNORECASE,
         )

@@ -384,10 +384,10 @@ def judge_intent(
                 f"its action is done to {', '.join(things)}, which the job's requests know "
                 "but never act on"
             )
-    heads = [
+    heads = [  # `reservation ZFA04Y account`: named twice, the noun after it governs
         a
-        for _, a in request.around
-        if a in evidence.namers and a not in evidence.heads and a not in evidence.targets
+        for b, a in request.around
+        if b and a != b and a in evidence.namers - evidence.heads - set(evidence.targets)
     ]
     if heads:
         reasons.append(
