@@ -37,6 +37,9 @@ the model, with the flow offered as a tool:
   (``refund my orders``: the job refunds one);
 - the job's own verb acting on a word of the job its texts never put next to it (``cancel
   my account`` where the texts cancel a reservation and name an account);
+- no value named by a noun before it and, governing, another after it that the job's texts
+  put before values but never after one nor act on (``cancel my reservation ZFA04Y
+  account``);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).

@@ -12,7 +12,9 @@ candidates) and keeps the one that may run unasked. A flow may run only when all
 3. every required input is bound from the request itself, its shape, type and learned
    bounds checked, not of the shape of another kind of value the namespace's flows take
    (a flight number as a reservation code), and no value of the request is left unused
-   (:func:`~soloflow_core.memory.binding.bind_inputs`).
+   (:func:`~soloflow_core.memory.binding.bind_inputs`), and the job's own verb does not take
+   as its whole object a value of an input the job's requests never act on (``cancel
+   mia_li_3668 for reservation …``).
 
 A flow's *key words* (:func:`key_words`) are the words that tell its job from the other
 matching jobs; the request must hold one. When several flows pass, the same job (the same
