@@ -24,10 +24,16 @@ from collections.abc import Callable
 from soloflow_core.store.fulltext import stem
 
 __all__ = [
+    "SENDING",
+    "acted_values",
+    "around_values",
     "gerund",
+    "had_done",
     "joined_letters",
     "objects_of",
     "plural_stems",
+    "says_send",
+    "stranded",
     "tag_question",
     "thanked_for",
     "unread_marks",
@@ -165,3 +171,102 @@ def gerund(word: str, *, verbs: frozenset[str] | set[str]) -> bool:
     """Whether ``word`` is the ``-ing`` form of one of ``verbs`` (stems): ``cancelling``,
     ``refunding``."""
     return word.endswith("ing") and stem(word) in verbs
+
+
+SENDING = re.compile(
+    r"(?:^|(?<=[^\w\s])|(?<=\s))(?P<before>\w+\s+)?e-?mail(?:ed|ing)?\s+"
+    r"(?:it|me|us|them|my|the|this|that|[^\s@]+@)",
+    re.IGNORECASE,
+)
+"""``email me…``, ``e-mail it``, ``email bob@example.com``: a way of saying *send* — not
+after a word that makes *email* a noun (``my email bob@…``, see :func:`says_send`)."""
+_EMAIL_NOUN = frozenset(
+    "my your our his her their the an this that same new old account registered login "
+    "contact primary work personal".split()
+)
+
+
+def says_send(text: str) -> bool:
+    """Whether ``text`` uses *email* as a verb (``email me``, ``e-mail it to``, ``email
+    bob@example.com``), not as a noun (``my email bob@…``, ``account email a@b``)."""
+    for m in SENDING.finditer(text):
+        before = (m.group("before") or "").strip().lower()
+        if before not in _EMAIL_NOUN:
+            return True
+    return False
+
+
+def around_values(
+    clauses: list[list[str]], *, content: Callable[[str], str | None], value: str
+) -> tuple[tuple[str, str], ...]:
+    """(term just before, term just after) each value of ``clauses`` (lowercased words, each
+    value written as ``value``); ``""`` where the word is filler or absent. The word after
+    counts only when no value follows within two words (``ZFA04Y user id mia_li_3668``:
+    ``user`` names the next value): ``reservation ZFA04Y account`` → (``reservation``, ``account``)."""
+    out: list[tuple[str, str]] = []
+    for words in clauses:
+        for i, w in enumerate(words):
+            if w != value:
+                continue
+            before = (content(words[i - 1]) or "") if i and words[i - 1] != value else ""
+            nxt = words[i + 1] if i + 1 < len(words) else ""
+            named_next = value in words[i + 2 : i + 4]
+            after = (content(nxt) or "") if nxt and nxt != value and not named_next else ""
+            out.append((before, after))
+    return tuple(dict.fromkeys(out))
+
+
+_HAD_DONE = frozenset({"got", "had", "gotten"})
+
+
+def had_done(
+    clauses: list[list[str]], *, past: Callable[[str], str | None], subjects: frozenset[str]
+) -> tuple[str, ...]:
+    """Stems of verbs ``past`` reads as past participles after ``got``/``had`` + the thing
+    (``I got reservation ZFA04Y cancelled``, ``I've had my order refunded``): the causative
+    in the past reports what was done. ``get``/``have`` (``I'd like to have it cancelled``)
+    ask. ``got``/``had`` must open the clause or follow a subject; no ``to`` between."""
+    out: list[str] = []
+    for words in clauses:
+        for i, w in enumerate(words):
+            if w not in _HAD_DONE or (i and words[i - 1] not in subjects):
+                continue
+            for x in words[i + 2 : i + 6]:
+                if x == "to":
+                    break
+                s = past(x)
+                if s is not None:
+                    out.append(s)
+                    break
+    return tuple(dict.fromkeys(out))
+
+
+_STRANDED = re.compile(r"\b(from|for|to|about|with|of|into)\?", re.IGNORECASE)
+"""A preposition ending a question (``Where is my order from?``): the question word is its
+object, so the question asks something else than the plain one (``where`` → origin)."""
+
+
+def stranded(sentence: str) -> str:
+    """The preposition ``sentence`` ends with before its question mark, or ``""``."""
+    m = _STRANDED.search(sentence.rstrip())
+    return m.group(1).lower() if m and sentence.rstrip().endswith("?") else ""
+
+
+def acted_values(
+    text: str, values: tuple[str, ...], *, verbs: frozenset[str]
+) -> tuple[tuple[str, str], ...]:
+    """(verb stem, value) for each value of ``values`` that a verb of ``verbs`` takes as its
+    whole object (determiners skipped; the value ends its clause or a preposition follows:
+    ``cancel mia_li_3668 for reservation …``; ``set 3 checked bags`` is no whole object)."""
+    out: list[tuple[str, str]] = []
+    for value in values:
+        m = re.search(
+            r"([^\W\d_]+)\s+(?:(?:my|the|our|this|that|your)\s+)?"
+            + re.escape(value)
+            + r"(?!['’]s\b)(?=\s*(?:$|[^\w\s]|(?:for|with|on|in|of|from|at|to|please|pls|and)\b))",
+            text,
+            flags=re.IGNORECASE,
+        )
+        if m and stem(m.group(1).lower()) in verbs:
+            out.append((stem(m.group(1).lower()), value))
+    return tuple(dict.fromkeys(out))

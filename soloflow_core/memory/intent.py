@@ -37,6 +37,9 @@ the model, with the flow offered as a tool:
   (``refund my orders``: the job refunds one);
 - the job's own verb acting on a word of the job its texts never put next to it (``cancel
   my account`` where the texts cancel a reservation and name an account);
+- no value named by a noun before it and, governing, another after it that the job's texts
+  put before values but never after one nor act on (``cancel my reservation ZFA04Y
+  account``);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).
@@ -144,6 +147,10 @@ class JobEvidence:
     targets: Mapping[str, int] = field(default_factory=dict)
     """Noun naming the value a verb of action acts on (``RequestText.targets``) → how many
     texts."""
+    namers: frozenset[str] = frozenset()
+    """Terms the texts put just before a value (``reservation``, ``account``, ``user``)."""
+    heads: frozenset[str] = frozenset()
+    """Terms the texts put just after a value, no value following (``RequestText.around``)."""
 
     @classmethod
     def of(
@@ -167,6 +174,7 @@ class JobEvidence:
         plurals: Counter[str] = Counter()
         objects: set[tuple[str, str]] = set()
         targets: Counter[str] = Counter()
+        around: set[tuple[str, str]] = set()
         first_hand: set[str] = set()
         n = seen = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
@@ -185,6 +193,7 @@ class JobEvidence:
             plurals.update(read.plurals)
             objects.update((v, w) for v, *around in read.objects for w in around if w)
             targets.update(read.targets)
+            around.update(read.around)
             if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
@@ -207,6 +216,8 @@ class JobEvidence:
             plurals=dict(plurals),
             objects=frozenset(objects),
             targets=dict(targets),
+            namers=frozenset(b for b, _ in around if b),
+            heads=frozenset(a for _, a in around if a),
         )
 
     @property
@@ -376,6 +387,16 @@ def judge_intent(
                 f"its action is done to {', '.join(things)}, which the job's requests know "
                 "but never act on"
             )
+    heads = [  # `reservation ZFA04Y account`: named twice, the noun after it governs
+        a
+        for b, a in request.around
+        if b and a != b and a in evidence.namers - evidence.heads - set(evidence.targets)
+    ]
+    if heads:
+        reasons.append(
+            f"a value names a {', '.join(heads)} (the noun after it), which the job's "
+            "requests name values by but never act on"
+        )
     mine = [
         s
         for m in MYSELF.finditer(request.normalized or request.text)

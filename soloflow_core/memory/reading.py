@@ -22,10 +22,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from soloflow_core.memory.forms import (
+    SENDING,
+    around_values,
     gerund,
+    had_done,
     joined_letters,
     objects_of,
     plural_stems,
+    says_send,
+    stranded,
     tag_question,
     thanked_for,
     unread_marks,
@@ -99,29 +104,6 @@ _VALUE_WORDING = re.compile(
 )
 """Words that introduce the request's address (``you can reach me at``, ``account holder:``,
 ``my login is``): the value's wording, like ``my e-mail is``."""
-SENDING = re.compile(
-    r"(?:^|(?<=[^\w\s])|(?<=\s))(?P<before>\w+\s+)?e-?mail(?:ed|ing)?\s+"
-    r"(?:it|me|us|them|my|the|this|that|[^\s@]+@)",
-    re.IGNORECASE,
-)
-"""``email me…``, ``e-mail it``, ``email bob@example.com``: a way of saying *send* — not
-after a word that makes *email* a noun (``my email bob@…``, see :func:`says_send`)."""
-_EMAIL_NOUN = frozenset(
-    "my your our his her their the an this that same new old account registered login "
-    "contact primary work personal".split()
-)
-
-
-def says_send(text: str) -> bool:
-    """Whether ``text`` uses *email* as a verb (``email me``, ``e-mail it to``, ``email
-    bob@example.com``), not as a noun (``my email bob@…``, ``account email a@b``)."""
-    for m in SENDING.finditer(text):
-        before = (m.group("before") or "").strip().lower()
-        if before not in _EMAIL_NOUN:
-            return True
-    return False
-
-
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
 _SENTENCE_END = re.compile(r"[^.?!;\n]+[.?!;\n]*")
 """A sentence and the marks ending it."""
@@ -311,7 +293,8 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         clauses = [words]
         if asked and "," in sentence:
             clauses.append(_opened(words_of(sentence.rsplit(",", 1)[1])))
-        found = [_lead(c) for c in clauses]
+        # `Where is my order from?` asks the origin, not where the order is
+        found = [f"{x} {stranded(sentence)}".strip() if x else x for x in map(_lead, clauses)]
         if asked:  # "You refunded my order?": a statement asked back is a question
             found += [c[0] for c in clauses if c and c[0] in ("you", "u")]
         leads += [lead for lead in found if lead]
@@ -396,6 +379,8 @@ class RequestText:
     """Stems of its words in a plural form (``orders`` → ``order``)."""
     objects: tuple[tuple[str, str, str], ...] = ()
     """(verb of request or action, the term after it, the term before it), per use."""
+    around: tuple[tuple[str, str], ...] = ()
+    """(term just before, term just after) each value (:func:`forms.around_values`)."""
 
 
 NEGATION_SCOPE = 6
@@ -572,6 +557,7 @@ def read_request(text: str) -> RequestText:
     openers, leads = _openings(rest)
     verbs, targets = _actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE))
     _marked = VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)
+    clauses = [words_of(c) for c in re.split(r"[.?!;:,\n]", _marked)]
     return RequestText(
         text=text,
         terms=terms,
@@ -588,12 +574,15 @@ def read_request(text: str) -> RequestText:
         targets=targets,
         plurals=plural_stems(words, content=_content, skip=_WH | _AUX),
         objects=objects_of(
-            [words_of(c) for c in re.split(r"[.?!;:,\n]", _marked)],
+            clauses,
             content=_content,
             verbs=REQUEST_STEMS | ACTION_STEMS,
             value=_VALUE_MARK,
         ),
-        reported=_reported(_marked) + thanked_for(normalized, verbs=REQUEST_STEMS | ACTION_STEMS),
+        around=around_values(clauses, content=_content, value=_VALUE_MARK),
+        reported=_reported(_marked)
+        + thanked_for(normalized, verbs=REQUEST_STEMS | ACTION_STEMS)
+        + had_done(clauses, past=_past_verb, subjects=_SUBJECTS | {"i've", "we've"}),
         actions=tuple(
             dict.fromkeys([*verbs, *(("send",) if says_send(normalized) else ())])  # `email me`
         ),

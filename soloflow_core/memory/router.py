@@ -12,7 +12,9 @@ candidates) and keeps the one that may run unasked. A flow may run only when all
 3. every required input is bound from the request itself, its shape, type and learned
    bounds checked, not of the shape of another kind of value the namespace's flows take
    (a flight number as a reservation code), and no value of the request is left unused
-   (:func:`~soloflow_core.memory.binding.bind_inputs`).
+   (:func:`~soloflow_core.memory.binding.bind_inputs`), and the job's own verb does not take
+   as its whole object a value of an input the job's requests never act on (``cancel
+   mia_li_3668 for reservation …``).
 
 A flow's *key words* (:func:`key_words`) are the words that tell its job from the other
 matching jobs; the request must hold one. When several flows pass, the same job (the same
@@ -29,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from soloflow_core.learning.outcomes import FlowStats, may_auto_execute
 from soloflow_core.memory.binding import ValueKind, bind_inputs, value_kinds
+from soloflow_core.memory.forms import acted_values
 from soloflow_core.memory.intent import JobEvidence, Verdict, judge_intent, tool_actions
-from soloflow_core.memory.reading import RequestText, read_request
+from soloflow_core.memory.reading import ACTION_STEMS, RequestText, read_request
 from soloflow_core.models import SOURCE_USER
 
 if TYPE_CHECKING:
@@ -154,7 +157,9 @@ def decide_route(
             if kinds is None:  # every kind of value the namespace's flows take, once
                 kinds = store.derived_from_flows(_kinds_of, user_id=user_id, agent_id=agent_id)
             binding = bind_inputs(flow.input_schema, flow.extraction, read, kinds=kinds)
-            reasons += binding.problems
+            reasons += binding.problems or _acts_on_another(
+                read, flow=flow, inputs=binding.inputs, job=evidence[m.name]
+            )
             inputs = binding.inputs
         kind: Verdict = "run" if not reasons else ("none" if verdict.verdict == "none" else "hint")
         check = FlowCheck(
@@ -223,6 +228,30 @@ def key_words(job: JobEvidence, rivals: Sequence[JobEvidence]) -> frozenset[str]
     }
     taken = set().union(*(r.common() for r in rivals)) if rivals else set()
     return frozenset(keys | (job.declared - taken))
+
+
+def _acts_on_another(
+    read: RequestText, *, flow: FlowDefinition, inputs: dict[str, Any], job: JobEvidence
+) -> list[str]:
+    """Why the job's own verb acts on another input than the job's: a value its verb takes
+    as its whole object (``cancel mia_li_3668 for reservation …``) is bound to an input the
+    job's requests never name by a noun they act on (its labels: ``user``, ``account``;
+    they cancel a ``reservation``)."""
+    verbs = job.held_by_most() & ACTION_STEMS
+    if not job.targets or not verbs:
+        return []
+    out: list[str] = []
+    for verb, value in acted_values(read.normalized or read.text, read.values, verbs=verbs):
+        for name, bound in inputs.items():
+            rule = flow.extraction.get(name) or {}
+            labels = rule.get("labels") or () if isinstance(rule, dict) else ()
+            nouns = {t for w in labels for t in read_request(str(w)).terms}
+            if str(bound) == value and nouns and not nouns & set(job.targets):
+                out.append(
+                    f"its action ({verb}) is done to {value!r}, the {name}: the job's "
+                    f"requests {verb} a {', '.join(sorted(job.targets))}"
+                )
+    return out
 
 
 def job_tools(flow: FlowDefinition) -> frozenset[str]:
