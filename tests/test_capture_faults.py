@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -326,8 +327,16 @@ def test_a_sqlite_file_whose_path_says_memory_gets_its_spill_file(tmp_path: Path
         memory.close()
 
 
-def _locked_out(db: Path, handler: SoloFlowCallbackHandler, tasks: list[str]) -> None:
-    """Run ``tasks`` while another process holds the SQLite write lock (each is spilled)."""
+def _locked_out(
+    db: Path,
+    handler: SoloFlowCallbackHandler,
+    tasks: list[str],
+    *,
+    while_locked: Callable[[], None] | None = None,
+) -> None:
+    """Run ``tasks`` while another process holds the SQLite write lock (each is spilled),
+    then ``while_locked`` (checks of what the handler holds: once the lock goes, the write
+    the handler stopped waiting for goes through and the rest are written back at once)."""
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_LOCK, str(db), "120", "stdin"],
         stdin=subprocess.PIPE,
@@ -338,6 +347,8 @@ def _locked_out(db: Path, handler: SoloFlowCallbackHandler, tasks: list[str]) ->
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         for task in tasks:
             _invoke(handler, task)
+        if while_locked is not None:
+            while_locked()
     finally:  # released once every task was tried, however long a loaded machine took
         holder.communicate("release\n", timeout=30)
 
@@ -348,10 +359,13 @@ def test_runs_kept_only_in_memory_are_stored_once_the_store_answers(tmp_path: Pa
     db = tmp_path / "runs.db"
     handler = SoloFlowCallbackHandler(database_url=str(db), write_timeout=0.3, **NS)
     handler.spill_path = None
-    _locked_out(db, handler, ["locked out"])
-    health = handler.health()
-    assert health.runs_dropped == 1 and not health.ok
-    assert "is only in memory" in (health.problem or "")
+
+    def only_in_memory() -> None:
+        health = handler.health()
+        assert health.runs_dropped == 1 and not health.ok
+        assert "is only in memory" in (health.problem or "")
+
+    _locked_out(db, handler, ["locked out"], while_locked=only_in_memory)
     handler.write_timeout = 30.0
     _invoke(handler, "after")
     handler.close()  # waits for the write-back queued behind the write
@@ -361,8 +375,8 @@ def test_runs_kept_only_in_memory_are_stored_once_the_store_answers(tmp_path: Pa
 
 
 SLOW_HOOK = 1.5
-"""Seconds the slow plugin takes per run: the four written back take 3.2 s together, well
-past the healthy write's ``write_timeout`` of 2 s, which leaves a loaded machine room."""
+"""Seconds the slow plugin takes per run: the four written back take 6 s together, well past
+the healthy write's ``write_timeout`` of 4 s, which leaves a loaded machine room."""
 
 
 class _SlowListener:
@@ -388,9 +402,12 @@ def test_writing_back_never_makes_the_agents_own_writes_wait(tmp_path: Path) -> 
         database_url=str(db), write_timeout=0.3, plugin_manager=pm, **NS
     )
     slow.delay = 0.0  # fast while locked out
-    _locked_out(db, handler, [f"locked out {i}" for i in range(4)])
-    assert len(handler.unsaved) == 4
-    slow.delay = SLOW_HOOK  # slow from now on: the hooks of the four written back
+
+    def four_unsaved() -> None:
+        assert len(handler.unsaved) == 4
+        slow.delay = SLOW_HOOK  # slow from now on: the hooks of the four written back
+
+    _locked_out(db, handler, [f"locked out {i}" for i in range(4)], while_locked=four_unsaved)
     handler.write_timeout = 4.0  # the four hooks on the writer thread would take 6 s
     _invoke(handler, "first after")  # its hook: SLOW_HOOK on the caller's thread, as always
     _invoke(handler, "second after")  # queued behind the write-back of the four
