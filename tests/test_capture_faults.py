@@ -299,8 +299,11 @@ def test_runs_spilled_while_locked_out_are_written_back_once_the_store_answers(
 ) -> None:
     db = tmp_path / "runs.db"
     handler = SoloFlowCallbackHandler(database_url=str(db), write_timeout=0.3, **NS)
-    _locked_out(db, handler, ["locked out"])
-    assert handler.health().runs_spilled == 1 and not handler.health().ok
+
+    def spilled() -> None:
+        assert handler.health().runs_spilled == 1 and not handler.health().ok
+
+    _locked_out(db, handler, ["locked out"], while_locked=spilled)
     handler.write_timeout = 30.0
     with caplog.at_level(logging.WARNING, logger="soloflow_langgraph.callbacks"):
         _invoke(handler, "after")  # stored: the store answers again, the spill is written back
