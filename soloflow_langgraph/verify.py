@@ -4,10 +4,12 @@ The flow is compiled into its real LangGraph graph with one *replay executor* pe
 call is answered with the recorded output of a recorded call of the same tool with the
 same arguments, and fails (a divergence) otherwise. An occurrence is reproduced when every
 call the flow makes matches a recorded one and every recorded call was made — except the
-repeats of a *read-only* step the flow calls once (not a map step): an agent that looked up
-five reservations before cancelling one explored; the flow must make one of those lookups,
-the others are counted (``repeats_not_made``), not divergences. Side-effecting repeats (two
-cancellations) are all required. Fidelity is the share of held-out occurrences reproduced.
+repeats of a *read-only* step the flow calls once (not a map step) that comes before a step
+with side effects: an agent that looked up five reservations before cancelling one explored
+on the way to the effect; the flow must make one of those lookups, the others are counted
+(``repeats_not_made``), not divergences. Side-effecting repeats (two cancellations) and the
+repeats of read-only steps after the last side effect (what a read-only flow returns) are
+all required. Fidelity is the share of held-out occurrences reproduced.
 
 Flow inputs come from the task text through the learned extraction rules; *free* inputs
 (neither constant, upstream nor in the task) are given from the recording — from the call
@@ -341,22 +343,28 @@ def _inputs(flow: FlowDefinition, occ: Occurrence) -> tuple[dict[str, Any], list
 def _explored_steps(
     flow: FlowDefinition, occ: Occurrence, side_effects: Mapping[str, bool | None]
 ) -> set[str]:
-    """Steps the flow calls once (no map step) whose tool is read-only — the step's flag,
-    else ``side_effects``, else the recorded calls' metadata — and that the agent called
-    several times in a row: one of those calls is the flow's, the others explored."""
-    out = set()
+    """Read-only steps the flow calls once (no map step), that the agent called several
+    times in a row, *before* a step that may have side effects: the agent explored on the
+    way to the effect; one of those calls is the flow's. A step's side effects are its own
+    flag, else ``side_effects``, else the recorded calls' metadata, else assumed."""
+    effects: list[bool | None] = []
     for i, step in enumerate(flow.steps):
         calls = occ.step_calls[i] if len(occ.step_calls) > i else ()
-        if step.map_over or len(calls) < 2:
-            continue
-        effects = step.side_effects
-        if effects is None:
-            effects = side_effects.get(step.skill_key)
-        if effects is None:
-            effects = side_effects_from_calls(calls).get(step.skill_key)
-        if effects is False:
-            out.add(step.id)
-    return out
+        flag = step.side_effects
+        if flag is None:
+            flag = side_effects.get(step.skill_key)
+        if flag is None:
+            flag = side_effects_from_calls(calls).get(step.skill_key)
+        effects.append(flag)
+    return {
+        step.id
+        for i, step in enumerate(flow.steps)
+        if effects[i] is False
+        and not step.map_over
+        and len(occ.step_calls) > i
+        and len(occ.step_calls[i]) > 1
+        and any(e is not False for e in effects[i + 1 :])
+    }
 
 
 def replay_occurrence(

@@ -154,3 +154,18 @@ def test_read_only_flag_recorded_in_call_metadata(read_only_meta):
     expected = 3 if read_only_meta else 2
     assert sum(o.reproduced for o in report.outcomes) == expected
     assert report.repeats_not_made == (1 if read_only_meta else 0)
+
+
+def test_read_only_flow_must_make_every_repeat(tau_runs):
+    """task34, trial 2: four reservation lookups, then ``think``: no side effect follows the
+    lookups, so what they found is what the flow returns; one lookup is not the run."""
+    seq = ("get_user_details", "get_reservation_details", "think")
+    train = [o for _, o in find_occurrences(tau_runs[0] + tau_runs[1], seq)]
+    flow = propose(seq, train, observed=len(train), side_effects=READ_ONLY).flow
+    ((label, occ),) = [
+        (lab, o) for lab, o in find_occurrences(tau_runs[2], seq) if "/task34/" in lab
+    ]
+    effects = {**READ_ONLY, "think": False}
+    outcome = replay_occurrence(flow, occ, label=label, side_effects=effects)
+    assert not outcome.reproduced and outcome.repeats_not_made == 0
+    assert [d.tool for d in outcome.divergences] == ["get_reservation_details"] * 3
