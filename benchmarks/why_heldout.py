@@ -183,6 +183,20 @@ def _user(flow: FlowDefinition, name: str) -> int:
     )
 
 
+FREE_SOURCES: Counter[str] = Counter()
+"""Where the recorded values of the free inputs (given from the recording) stand."""
+
+
+def _kind_of(where: str) -> str:
+    if where.startswith("output of step"):
+        return "an earlier output of the occurrence (no one path in every occurrence)"
+    if where.startswith("output of call"):
+        return "an output of the run outside the occurrence"
+    if where.startswith("items picked"):
+        return "items picked from an earlier output"
+    return where
+
+
 def explain(
     seq: Sequence[str],
     train: Sequence[Occurrence],
@@ -198,10 +212,13 @@ def explain(
     print(f"== {' → '.join(seq)} (trained on {len(train)}, held out {len(held)})")
     tally: Counter[str] = Counter()
     for (label, occ), outcome in zip(held, report.outcomes, strict=True):
-        free = ", ".join(
-            f"{n}={_text(outcome.inputs.get(n))[:24]!r} "
-            f"[{where_from(outcome.inputs.get(n), occ=occ, step=_user(p.flow, n), run=runs[label])}]"
+        wheres = {
+            n: where_from(outcome.inputs.get(n), occ=occ, step=_user(p.flow, n), run=runs[label])
             for n in outcome.inputs_from_recording
+        }
+        FREE_SOURCES.update(_kind_of(w) for w in wheres.values())
+        free = ", ".join(
+            f"{n}={_text(outcome.inputs.get(n))[:24]!r} [{w}]" for n, w in wheres.items()
         )
         if outcome.reproduced:
             print(f"  OK   {label}; free inputs: {free or '-'}")
@@ -233,6 +250,9 @@ def tau(*, strict: bool) -> None:
         k, t = explain(seq, occs, held, runs=runs, side_effects=effects)
         ok, total, tally = ok + k, total + len(held), tally + t
     print(f"τ-bench: reproduced {ok}/{total}; failures by class: {dict(tally)}")
+    print("τ-bench: free inputs (given from the recording) by where the value stands:")
+    for where, n in FREE_SOURCES.most_common():
+        print(f"  {n:3}  {where}")
 
 
 def agentdojo(*, strict: bool) -> None:
@@ -256,6 +276,9 @@ def agentdojo(*, strict: bool) -> None:
             )
             ok, total, tally = ok + k, total + len(held), tally + t
     print(f"AgentDojo: reproduced {ok}/{total}; failures by class: {dict(tally)}")
+    print("AgentDojo: free inputs (given from the recording) by where the value stands:")
+    for where, n in FREE_SOURCES.most_common():
+        print(f"  {n:3}  {where}")
 
 
 def main(argv: list[str] | None = None) -> None:
