@@ -12,7 +12,11 @@ steps, median of 30.
 **τ-bench** (``tests/data``, GPT-4o airline): trials 0–1 are mined with SoloFlow's miner
 and ranking (``mine_ranked``, failed runs counted, top 10), each pattern is generalised
 from its trial 0–1 occurrences, and the flow is replayed against its occurrences in trial 2
-(never seen by the miner or the generaliser).
+(never seen by the miner or the generaliser). The airline tools' side effects are declared
+(``TAU_SIDE_EFFECTS``, as a user configures them): a read-only step the agent repeated (five
+lookups before one cancellation) need not be repeated by the flow; the figure with every
+repeat required (``strict``) is printed beside it. ``benchmarks/why_heldout.py`` explains
+each failed replay.
 
 Usage::
 
@@ -156,7 +160,37 @@ def timing() -> None:
     )
 
 
-def _mine(runs, top: int = 10) -> list[tuple[str, ...]]:
+TAU_SIDE_EFFECTS: dict[str, bool] = {
+    **dict.fromkeys(
+        [
+            "get_user_details",
+            "get_reservation_details",
+            "search_direct_flight",
+            "search_onestop_flight",
+            "list_all_airports",
+            "calculate",
+            "think",
+        ],
+        False,
+    ),
+    **dict.fromkeys(
+        [
+            "book_reservation",
+            "cancel_reservation",
+            "update_reservation_flights",
+            "update_reservation_baggages",
+            "update_reservation_passengers",
+            "send_certificate",
+            "transfer_to_human_agents",
+        ],
+        True,
+    ),
+}
+"""τ-bench airline's tools: which change the database (its ``tools/`` module: the
+``get_``/``search_``/``list_`` tools, ``calculate`` and ``think`` only read)."""
+
+
+def mine_tau(runs, top: int = 10) -> list[tuple[str, ...]]:
     """SoloFlow's miner and ranking (``mine_ranked``), failed runs counted: τ-bench's
     ``success`` is the task's reward, and most runs with reward 0 still did the lookups."""
     options = RankingOptions(include_failed_runs=True, min_gain_bits=0.0)
@@ -175,26 +209,29 @@ def tau() -> None:
         for r in records
         if r["meta"]["trial"] == 2
     ]
-    patterns = _mine(train)
+    patterns = mine_tau(train)
     print(
         f"τ-bench: mined trials 0–1 ({len(train)} runs; mine_ranked, failed runs counted, top 10): "
         f"{len(patterns)} candidates; replayed on trial 2 ({len(test)} runs)"
     )
-    total_held = total_ok = 0
+    total_held = total_ok = total_strict = 0
     for seq in patterns:
         occs = [o for _, o in find_occurrences(train, seq)]
-        p = propose(seq, occs, observed=len(occs))
+        p = propose(seq, occs, observed=len(occs), side_effects=TAU_SIDE_EFFECTS)
         held = find_occurrences(test, seq)
-        report = verify_flow(p.flow, held, trained_on=len(occs))
+        report = verify_flow(p.flow, held, trained_on=len(occs), side_effects=TAU_SIDE_EFFECTS)
         ok = sum(o.reproduced for o in report.outcomes)
+        strict = sum(o.reproduced and not o.repeats_not_made for o in report.outcomes)
         total_held += len(held)
         total_ok += ok
+        total_strict += strict
         maps = [f"{s.id}<-{s.map_over}" for s in p.flow.steps if s.map_over]
         fid = "-" if report.fidelity is None else f"{report.fidelity:.2f}"
         print(
             f"  {' → '.join(seq)}: trained on {len(occs)}, held out {len(held)}, fidelity {fid}; "
             f"map steps {maps or '-'}; task inputs {sorted(p.flow.extraction) or '-'}; "
-            f"free {p.free_inputs or '-'}"
+            f"free {p.free_inputs or '-'}; repeated read-only calls not made "
+            f"{report.repeats_not_made}"
         )
         kinds: dict[str, int] = {}
         for d in report.divergences:
@@ -205,7 +242,8 @@ def tau() -> None:
     if total_held:
         print(
             f"τ-bench overall: {total_ok}/{total_held} held-out occurrences reproduced "
-            f"({total_ok / total_held:.1%})"
+            f"({total_ok / total_held:.1%}); strict (every repeated call required) "
+            f"{total_strict}/{total_held}"
         )
 
 

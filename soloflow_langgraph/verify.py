@@ -3,11 +3,17 @@
 The flow is compiled into its real LangGraph graph with one *replay executor* per tool: a
 call is answered with the recorded output of a recorded call of the same tool with the
 same arguments, and fails (a divergence) otherwise. An occurrence is reproduced when every
-call the flow makes matches a recorded one and every recorded call was made. Fidelity is
-the share of held-out occurrences reproduced.
+call the flow makes matches a recorded one and every recorded call was made — except the
+repeats of a *read-only* step the flow calls once (not a map step) that comes before a step
+with side effects: an agent that looked up five reservations before cancelling one explored
+on the way to the effect; the flow must make one of those lookups, the others are counted
+(``repeats_not_made``), not divergences. Side-effecting repeats (two cancellations) and the
+repeats of read-only steps after the last side effect (what a read-only flow returns) are
+all required. Fidelity is the share of held-out occurrences reproduced.
 
 Flow inputs come from the task text through the learned extraction rules; *free* inputs
-(neither constant, upstream nor in the task) are given from the recording, as a caller
+(neither constant, upstream nor in the task) are given from the recording — from the call
+the generaliser learned the step from (the last of a repeated step's calls) — as a caller
 would give them — the report lists them and counts the arguments they feed
 (``arguments_from_recording``) against the arguments the flow derived itself (constants,
 upstream outputs, the task text: ``arguments_derived``). Held-out occurrences whose task
@@ -32,6 +38,7 @@ from soloflow_core.flow.executors import ExecutorRegistry
 from soloflow_core.flow.templates import Reference, iter_references
 from soloflow_core.generalize.align import find_occurrences
 from soloflow_core.generalize.arguments import Occurrence, extract_value
+from soloflow_core.generalize.dataflow import side_effects_from_calls
 from soloflow_core.generalize.loops import step_calls_of
 from soloflow_core.generalize.propose import propose
 from soloflow_core.learning.outcomes import DEFAULT_PROMOTION_THRESHOLD
@@ -111,11 +118,17 @@ class ReplayExecutor:
     """Answers calls from one occurrence's recorded calls (same tool, same arguments)."""
 
     def __init__(
-        self, recorded: Sequence[tuple[str, str, dict[str, Any], Any]], label: str = ""
+        self,
+        recorded: Sequence[tuple[str, str, dict[str, Any], Any]],
+        label: str = "",
+        *,
+        one_of: Collection[str] = (),
     ) -> None:
         self.recorded = list(recorded)  # (step id, tool, args, output)
         self.used = [False] * len(self.recorded)
         self.label = label
+        self.one_of = frozenset(one_of)
+        """Steps whose recorded calls are alternatives: making one of them is enough."""
         self.divergences: list[Divergence] = []
 
     def answer(self, tool: str, kwargs: dict[str, Any]) -> Any:
@@ -151,6 +164,8 @@ class ReplayExecutor:
         return reg
 
     def missing(self) -> list[Divergence]:
+        """The recorded calls not made, but those of a ``one_of`` step that made one."""
+        done = {s for (s, _, _, _), used in zip(self.recorded, self.used, strict=True) if used}
         return [
             Divergence(
                 occurrence=self.label,
@@ -161,8 +176,17 @@ class ReplayExecutor:
                 message="recorded call the flow did not make",
             )
             for (s, t, a, _), used in zip(self.recorded, self.used, strict=True)
-            if not used
+            if not used and not (s in self.one_of and s in done)
         ]
+
+    def not_required(self) -> int:
+        """Recorded calls of ``one_of`` steps left unmade once the step made one."""
+        done = {s for (s, _, _, _), used in zip(self.recorded, self.used, strict=True) if used}
+        return sum(
+            1
+            for (s, _, _, _), used in zip(self.recorded, self.used, strict=True)
+            if not used and s in self.one_of and s in done
+        )
 
 
 class _Bound:
@@ -180,6 +204,8 @@ class ReplayOutcome:
     divergences: list[Divergence]
     inputs: dict[str, Any]
     inputs_from_recording: list[str]
+    repeats_not_made: int = 0
+    """Recorded repeats of read-only steps the flow called once (explored, not required)."""
 
 
 @dataclass(slots=True)
@@ -214,6 +240,11 @@ class VerificationReport:
     def divergences(self) -> list[Divergence]:
         return [d for o in self.outcomes for d in o.divergences]
 
+    @property
+    def repeats_not_made(self) -> int:
+        """Recorded repeats of read-only steps the flow called once, over every replay."""
+        return sum(o.repeats_not_made for o in self.outcomes)
+
     def note(self) -> str:
         if self.fidelity is None:
             return "; ".join(self.notes) or "not verified"
@@ -222,6 +253,11 @@ class VerificationReport:
             f"{sum(o.reproduced for o in self.outcomes)} reproduced; arguments derived "
             f"{self.arguments_derived}, taken from the recording {self.arguments_from_recording}"
         )
+        if self.repeats_not_made:
+            head += (
+                f"; {self.repeats_not_made} repeated read-only call(s) of the recording "
+                "not made (the flow calls those steps once)"
+            )
         return "; ".join([head, *self.notes])
 
     def passes(self, threshold: float = DEFAULT_PROMOTION_THRESHOLD) -> bool:
@@ -264,7 +300,8 @@ def _inputs(flow: FlowDefinition, occ: Occurrence) -> tuple[dict[str, Any], list
     for i, step in enumerate(flow.steps):
         if i >= len(occ.args):
             break
-        first_args = step_calls_of(occ, i)[0][0]
+        # The call the step was learned from: a map step's first, else its last (occ.args).
+        first_args = step_calls_of(occ, i)[0][0] if step.map_over else dict(occ.args[i])
         for key, tmpl in step.input_map.items():
             name = _whole_trigger(tmpl)
             if name is not None and name not in recorded and key in first_args:
@@ -303,15 +340,52 @@ def _inputs(flow: FlowDefinition, occ: Occurrence) -> tuple[dict[str, Any], list
     return inputs, given, problems
 
 
-def replay_occurrence(flow: FlowDefinition, occ: Occurrence, *, label: str = "") -> ReplayOutcome:
-    """Run ``flow``'s compiled graph against one recorded occurrence."""
+def _explored_steps(
+    flow: FlowDefinition, occ: Occurrence, side_effects: Mapping[str, bool | None]
+) -> set[str]:
+    """Read-only steps the flow calls once (no map step), that the agent called several
+    times in a row, *before* a step that may have side effects: the agent explored on the
+    way to the effect; one of those calls is the flow's. A step's side effects are its own
+    flag, else ``side_effects``, else the recorded calls' metadata, else assumed."""
+    effects: list[bool | None] = []
+    for i, step in enumerate(flow.steps):
+        calls = occ.step_calls[i] if len(occ.step_calls) > i else ()
+        flag = step.side_effects
+        if flag is None:
+            flag = side_effects.get(step.skill_key)
+        if flag is None:
+            flag = side_effects_from_calls(calls).get(step.skill_key)
+        effects.append(flag)
+    return {
+        step.id
+        for i, step in enumerate(flow.steps)
+        if effects[i] is False
+        and not step.map_over
+        and len(occ.step_calls) > i
+        and len(occ.step_calls[i]) > 1
+        and any(e is not False for e in effects[i + 1 :])
+    }
+
+
+def replay_occurrence(
+    flow: FlowDefinition,
+    occ: Occurrence,
+    *,
+    label: str = "",
+    side_effects: Mapping[str, bool | None] | None = None,
+) -> ReplayOutcome:
+    """Run ``flow``'s compiled graph against one recorded occurrence.
+
+    ``side_effects`` (tool → False when read-only) tells which repeated steps the flow may
+    call once (see the module's docstring); unknown tools are taken as side-effecting.
+    """
     recorded = [
         (step.id, step.skill_key, args, out)
         for i, step in enumerate(flow.steps)
         if i < len(occ.args)
         for args, out in step_calls_of(occ, i)
     ]
-    replay = ReplayExecutor(recorded, label)
+    replay = ReplayExecutor(recorded, label, one_of=_explored_steps(flow, occ, side_effects or {}))
     inputs, given, problems = _inputs(flow, occ)
     divergences = [
         Divergence(occurrence=label, step=None, tool=None, kind="input", message=p)
@@ -360,14 +434,23 @@ def replay_occurrence(flow: FlowDefinition, occ: Occurrence, *, label: str = "")
         divergences=divergences,
         inputs=inputs,
         inputs_from_recording=given,
+        repeats_not_made=replay.not_required(),
     )
 
 
 def verify_flow(
-    flow: FlowDefinition, held_out: Sequence[tuple[str, Occurrence]], *, trained_on: int = 0
+    flow: FlowDefinition,
+    held_out: Sequence[tuple[str, Occurrence]],
+    *,
+    trained_on: int = 0,
+    side_effects: Mapping[str, bool | None] | None = None,
 ) -> VerificationReport:
-    """Replay ``flow`` against each (label, occurrence); fidelity = share reproduced."""
-    outcomes = [replay_occurrence(flow, occ, label=label) for label, occ in held_out]
+    """Replay ``flow`` against each (label, occurrence); fidelity = share reproduced.
+    ``side_effects``: as for :func:`replay_occurrence`."""
+    outcomes = [
+        replay_occurrence(flow, occ, label=label, side_effects=side_effects)
+        for label, occ in held_out
+    ]
     fidelity = sum(o.reproduced for o in outcomes) / len(outcomes) if outcomes else None
     notes = [] if outcomes else ["no held-out occurrence to replay"]
     return VerificationReport(
@@ -414,7 +497,12 @@ def verify_occurrences(
         )
     except SoloFlowError as exc:
         return VerificationReport(flow=None, fidelity=None, notes=[f"cannot generalise: {exc}"])
-    report = verify_flow(proposal.flow, [occurrences[k] for k in replays], trained_on=len(train))
+    report = verify_flow(
+        proposal.flow,
+        [occurrences[k] for k in replays],
+        trained_on=len(train),
+        side_effects=side_effects,
+    )
     if len(replays) < len(held):
         report.notes.append(
             f"{len(held) - len(replays)} held-out occurrence(s) replay the task of "
