@@ -288,6 +288,47 @@ def test_a_writing_step_takes_no_constant_from_replays_of_one_task():
     assert p.flow.steps[1].input_map == {"reservation_id": "ZFA04Y"}
 
 
+def test_a_value_every_task_names_is_an_input_not_a_constant():
+    """One customer's different tasks all naming reservation NQNU5R (τ-bench tasks 26 and
+    27): the tasks' value, not the flow's: an input from the task text, in the read-only
+    lookup too (its output would feed the cancellation), never a hard-coded code."""
+    texts = [
+        "You are mia_li_3668. Cancel reservation NQNU5R, the trip is off.",
+        "Your user id is mia_li_3668; you want reservation NQNU5R cancelled and refunded.",
+        "As mia_li_3668 you ask the agent to cancel NQNU5R because of illness.",
+    ]
+    occs = [
+        _occ(
+            t,
+            [{"reservation_id": "NQNU5R"}, {"reservation_id": "NQNU5R"}],
+            [{"status": "active"}, "ok"],
+        )
+        for t in texts
+    ]
+    p = propose(
+        ["get_reservation_details", "cancel_reservation"],
+        occs,
+        observed=3,
+        side_effects={"get_reservation_details": False},
+    )
+    steps = p.flow.steps
+    assert steps[0].input_map == {"reservation_id": "{{_trigger.reservation_id}}"}
+    assert steps[1].input_map == {"reservation_id": "{{_trigger.reservation_id}}"}
+    assert "NQNU5R" not in json.dumps([s.input_map for s in steps])
+    assert extract_inputs(p.flow.extraction, "please cancel reservation QQ11ZZ") == {
+        "reservation_id": "QQ11ZZ"
+    }
+    assert any("every task text names it" in n for n in p.notes)
+    # A value the texts do not name, or only inside a longer word, stays a constant.
+    occs = [
+        _occ(t, [{"cabin": "economy"}, {"reservation_id": "NQNU5R"}], [{"ok": 1}, "ok"])
+        for t in ("book it", "please book", "booking economyplus")
+    ]
+    p = propose(["search", "cancel_reservation"], occs, observed=3)
+    assert p.flow.steps[0].input_map == {"cabin": "economy"}
+    assert p.flow.steps[1].input_map == {"reservation_id": "NQNU5R"}
+
+
 # ------------------------------------------------------------------ what the miner leaves out
 
 

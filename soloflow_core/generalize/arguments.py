@@ -24,7 +24,10 @@ correct even when the task text is phrased differently.
 A step that may have side effects gets no constant seen in one task only (occurrences that
 replay the same task text): a reservation id from three replays of one task is that task's
 value, not the flow's; it becomes an input instead. So does a value of such replays that
-stands in the task text, whatever the step.
+stands in the task text, whatever the step; and a value every task text names even when the
+texts differ (one customer's two requests both naming reservation ``NQNU5R``), whatever the
+step — a lookup's constant would feed the cancellation after it: the tasks say it, so the
+next task says its own.
 """
 
 from __future__ import annotations
@@ -322,6 +325,16 @@ def check_occurrences(occurrences: Sequence[Occurrence]) -> None:
                 )
 
 
+def _told_in_every_task(value: Any, tasks: list[str]) -> bool:
+    """Whether ``value`` (a string of 3+ characters) stands alone in every task text: the
+    tasks name it, so it is theirs (a reservation code of one customer's tasks), not the
+    flow's: an input, never a constant."""
+    if not isinstance(value, str) or len(value.strip()) < 3:
+        return False
+    pattern = re.compile(rf"(?<![\w]){re.escape(value)}(?![\w])")
+    return all(t and pattern.search(t) for t in tasks)
+
+
 def _one_task(tasks: list[str]) -> bool:
     """Whether every occurrence replays one task: the same, non-empty task text."""
     return len(tasks) > 1 and bool(tasks[0]) and len(set(tasks)) == 1
@@ -438,7 +451,8 @@ def generalize(
             canon = [canonical_json(v) for v in values]
             writes = not (i < len(effects) and effects[i] is False)
             same = len(set(canon)) == 1
-            if same and not one_task:
+            told = same and _told_in_every_task(values[0], tasks)
+            if same and not one_task and not told:
                 imap[key] = escape_literal(values[0])  # a recorded "{{" is text, not a template
                 srcs[key] = ArgumentSource("constant", values[0], 1.0 if len(values) > 1 else 0.5)
                 continue
@@ -467,7 +481,12 @@ def generalize(
                 imap[key] = values[0]
                 srcs[key] = ArgumentSource("constant", values[0], 0.5)
                 continue
-            if same:
+            if told and not one_task:
+                notes.append(
+                    f"step_{i + 1}.{key}: the same value in every occurrence, but every "
+                    "task text names it: the tasks' value, an input, not a constant"
+                )
+            elif same:
                 notes.append(
                     f"step_{i + 1}.{key}: the same value in every occurrence, but all "
                     "replay one task: an input, not a constant, as it "
@@ -480,7 +499,7 @@ def generalize(
                     srcs[key] = ArgumentSource("composed", composed, 0.9)
                     continue
             rule = learn_extraction(strs, tasks) if in_task else None
-            near = None if rule is not None or one_task else _near_constant(canon)
+            near = None if rule is not None or one_task or told else _near_constant(canon)
             if near is not None:
                 k0, outliers = near
                 imap[key] = values[k0]
