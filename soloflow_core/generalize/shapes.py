@@ -123,7 +123,7 @@ def _opened_shape(values: Sequence[str]) -> str | None:
     """The shape of codes of varying length over capitals and digits that open with the same
     runs (classes and lengths) before a tail of capitals and digits: IBANs
     (``DE89370400440532013000``, ``GB29NWBK60161331926819``, ``NL91ABNA0417164300``) share
-    ``[A-Z]{2}\d{2}`` and then 14 to 23 of ``[A-Z0-9]``. The tail is as long as the
+    ``[A-Z]{2}\\d{2}`` and then 14 to 23 of ``[A-Z0-9]``. The tail is as long as the
     examples' tails, no longer and no shorter, and holds a digit when the opening does not;
     a value has :data:`_MIN_OPENED` characters at least: no word or number has the shape.
     None otherwise."""
