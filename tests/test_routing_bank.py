@@ -25,6 +25,8 @@ from soloflow_core.generalize.arguments import learn_extraction
 from soloflow_core.generalize.shapes import MOD97, bound_problem, learn_bounds, learn_shape
 from soloflow_core.learning import LearningConfig
 from soloflow_core.learning.promotion import approve_candidate
+from soloflow_core.memory.binding import bind_inputs
+from soloflow_core.memory.reading import read_request
 from soloflow_core.store import Store
 from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
 
@@ -210,6 +212,50 @@ def test_an_iban_with_a_wrong_check_digit_or_a_digit_left_out_is_set_aside(bank:
             assert any("fails the check digits" in why for why in reasons), iban
     finally:
         mw.close()
+
+
+FOUND = [
+    "What transactions did you have on 2022-03-14?",
+    "Show me my payments to all IBANs but DE89370400440532013000",
+    "Show me my payments to IBANs like DE89370400440532013000",
+]
+"""Near misses the gate ran once the IBAN flow could run (the listener as the subject of the
+job's own question; a value excepted by ``but`` or compared by ``like``)."""
+
+
+def test_the_listener_as_subject_and_a_value_compared_or_excepted_run_nothing(bank: Store):
+    agent, mw, model = _desk(bank, ASK)
+    try:
+        for text in FOUND:
+            got = _ask(agent, mw, model, text)
+            assert got["flow"] is None and got["calls"] > 0 and got["effects"] == [], text
+        reasons = [why for c in mw.route(FOUND[0]).checks for why in c.reasons]
+        assert any("someone else" in why and "you" in why for why in reasons)
+        for text in FOUND[1:]:
+            reasons = [why for c in mw.route(text).checks for why in c.reasons]
+            assert any("compared or excepted" in why for why in reasons), text
+        # still run: the job's own question, a value after "I'd like", can you / would you
+        for text in (
+            "What transactions did I have on 2022-03-14?",
+            "Can you show me all transactions of 2022-03-14?",
+            "I'd like to see my payments to account GB29NWBK60161331926819",
+        ):
+            got = _ask(agent, mw, model, text)
+            assert got["calls"] == 0 and len(got["effects"]) == 1, text
+    finally:
+        mw.close()
+
+
+def test_like_after_wanting_still_names_the_value():
+    rule = {"pattern": r"\d+", "anchor": "", "labels": ["like", "to"]}
+    schema = {"properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    assert bind_inputs(schema, {"n": rule}, read_request("I'd like 4 checked bags")).inputs == {
+        "n": 4
+    }
+    got = bind_inputs(schema, {"n": rule}, read_request("Bags like 4 checked ones"))
+    assert got.inputs == {} and "compared or excepted" in got.problems[0]
+    assert read_request("Do you have my transactions?").parties == ("you",)
+    assert read_request("Can you show my transactions?").parties == ()
 
 
 def test_ibans_of_several_countries_are_one_learned_shape():
