@@ -234,11 +234,11 @@ def test_the_listener_as_subject_and_a_value_compared_or_excepted_run_nothing(ba
         for text in FOUND[1:]:
             reasons = [why for c in mw.route(text).checks for why in c.reasons]
             assert any("compared or excepted" in why for why in reasons), text
-        # still run: the job's own question, a value after "I'd like", can you / would you
+        # still run: the job's own question after "did I", "can you", a value after "to"
         for text in (
             "What transactions did I have on 2022-03-14?",
             "Can you show me all transactions of 2022-03-14?",
-            "I'd like to see my payments to account GB29NWBK60161331926819",
+            "Show me my payments to GB29NWBK60161331926819",
         ):
             got = _ask(agent, mw, model, text)
             assert got["calls"] == 0 and len(got["effects"]) == 1, text
