@@ -2,7 +2,8 @@
 of learned jobs are served with no model call, and rightly.
 
 The world is the support shop of ``routing_world.py`` and its blind corpus (or, with
-``--world airline``, the airline desk of ``routing_world_airline.py``): a real
+``--world airline``, the airline desk of ``routing_world_airline.py``; with ``--world bank``,
+the banking desk of ``routing_world_bank.py``): a real
 ``create_agent`` agent with ``SoloFlowMiddleware(auto_execute=True)`` does the 32 training
 requests (8 per job) while SoloFlow watches; a person approves every flow it proposes. Then:
 
@@ -47,7 +48,11 @@ from soloflow_core.store import Store  # noqa: E402
 from soloflow_langgraph.routing.middleware import SoloFlowMiddleware  # noqa: E402
 
 USER, AGENT = "shop-user", "shop"
-WORLDS = {"shop": "benchmarks.routing_world", "airline": "benchmarks.routing_world_airline"}
+WORLDS = {
+    "shop": "benchmarks.routing_world",
+    "airline": "benchmarks.routing_world_airline",
+    "bank": "benchmarks.routing_world_bank",
+}
 W: Any = None
 """The world module (``--world``): its tools, corpus, scripted model and effect log."""
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-__all__ = ["DATE_FORMATS", "bound_problem", "learn_bounds", "learn_shape"]
+__all__ = ["DATE_FORMATS", "MOD97", "bound_problem", "learn_bounds", "learn_shape"]
 
 _CLASSES = (
     ("[a-z]+", re.compile(r"[a-z]+")),
@@ -95,8 +95,10 @@ def _code_shape(values: Sequence[str]) -> str | None:
     of the same lengths (``HAT170``, ``HAT005``: ``[A-Z]{3}\\d{3}``), or capitals and digits
     (or small letters and digits) in any order, each holding both (``ZFA04Y``, ``1N99U6``):
     a digit and a letter are required, so no plain word or number has it. None otherwise."""
-    if len(values) < 2 or len({len(v) for v in values}) != 1 or len(values[0]) < 4:
+    if len(values) < 2 or len(min(values, key=len)) < 4:
         return None
+    if len({len(v) for v in values}) != 1:
+        return _opened_shape(values)
     runs = {tuple((_RUN_CLASS[k], len(m.group())) for k, m in _runs(v)) for v in values}
     if len(runs) == 1 and len(next(iter(runs))) > 1 and all(c for c, _ in next(iter(runs))):
         return "".join(f"{c}{{{n}}}" for c, n in next(iter(runs)))  # HAT170: [A-Z]{3}\d{3}
@@ -110,6 +112,44 @@ def _code_shape(values: Sequence[str]) -> str | None:
             n = len(values[0])
             return rf"(?=[{alphabet}]*\d)(?=[{alphabet}]*[{letters}])[{alphabet}]{{{n}}}"
     return _grouped_shape(values)
+
+
+_MIN_OPENED = 12
+"""The fewest characters of a code of :func:`_opened_shape` (shorter codes of varying
+length are too like words and numbers)."""
+
+
+def _opened_shape(values: Sequence[str]) -> str | None:
+    """The shape of codes of varying length over capitals and digits that open with the same
+    runs (classes and lengths) before a tail of capitals and digits: IBANs
+    (``DE89370400440532013000``, ``GB29NWBK60161331926819``, ``NL91ABNA0417164300``) share
+    ``[A-Z]{2}\\d{2}`` and then 14 to 23 of ``[A-Z0-9]``. The tail is as long as the
+    examples' tails, no longer and no shorter, and holds a digit when the opening does not;
+    a value has :data:`_MIN_OPENED` characters at least: no word or number has the shape.
+    None otherwise."""
+    if len(min(values, key=len)) < _MIN_OPENED or not all(
+        re.fullmatch("[A-Z0-9]+", v) for v in values
+    ):
+        return None
+    opening: list[tuple[str, int]] = []  # the opening runs: the same class at each place
+    for column in zip(*values, strict=False):
+        kinds = {"\\d" if ch.isdigit() else "[A-Z]" for ch in column}
+        if len(kinds) != 1:
+            break
+        kind = kinds.pop()
+        if opening and opening[-1][0] == kind:
+            opening[-1] = (kind, opening[-1][1] + 1)
+        else:
+            opening.append((kind, 1))
+    if sum(n for _, n in opening) >= len(min(values, key=len)):
+        opening.pop()  # the shortest value ends inside the last run: its length varies
+    if not opening:
+        return None
+    head = sum(n for _, n in opening)
+    tails = [len(v) - head for v in values]
+    start = "".join(f"{c}{{{n}}}" for c, n in opening)
+    digit = "" if any(c == r"\d" for c, _ in opening) else r"(?=[A-Z0-9]*\d)"
+    return rf"{start}{digit}[A-Z0-9]{{{min(tails)},{max(tails)}}}"
 
 
 _SEPARATOR = re.compile(r"([-_./:#])")
@@ -157,7 +197,8 @@ def learn_bounds(values: Sequence[str]) -> dict[str, Any]:
     """What a value of the examples' kind may be beyond its shape, as extraction-rule keys:
     integers have at most as many digits as the longest example (``digits``; ``padded`` when
     an example was written with a leading zero); dates are real dates in the examples' form
-    (``date_format``, one of :data:`DATE_FORMATS`). Empty for other values.
+    (``date_format``, one of :data:`DATE_FORMATS`); codes that all carry the check digits
+    of IBANs carry valid ones (``check_digits``: :data:`MOD97`). Empty for other values.
 
     Example:
         >>> learn_bounds(["1", "4", "2"]), learn_bounds(["2024-05-24", "2024-05-03"])
@@ -172,14 +213,34 @@ def learn_bounds(values: Sequence[str]) -> dict[str, Any]:
             bounds["padded"] = True
         return bounds
     fmt = next((f for f in DATE_FORMATS if all(_is_date(v, f) for v in values)), None)
-    return {"date_format": fmt} if fmt else {}
+    if fmt:
+        return {"date_format": fmt}
+    if len(values) >= _MIN_CHECKED and all(_mod97_valid(v) for v in values):
+        return {"check_digits": MOD97}
+    return {}
+
+
+MOD97 = "iso7064-mod97-10"
+"""The check digits of IBANs (ISO 13616): two letters, two check digits, then the account;
+moved to the end and read as a number (a letter as 10–35), the code leaves 1 modulo 97."""
+_MIN_CHECKED = 3
+"""The fewest examples that all carrying valid check digits makes them a bound: a code
+passes by chance once in 97."""
+
+
+def _mod97_valid(value: str) -> bool:
+    if not re.fullmatch(r"[A-Z]{2}\d{2}[A-Z0-9]{4,}", value):
+        return False
+    moved = value[4:] + value[:4]
+    return int("".join(str(int(ch, 36)) for ch in moved)) % 97 == 1
 
 
 def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
     """Why ``value`` lies outside the bounds an extraction ``rule`` learned
     (:func:`learn_bounds`), or None: more digits than any example (``999`` bags where the
     examples were ``1``–``4``), a leading zero no example had (``007``), or no real date in
-    the examples' form (``2024-13-45``, ``2024-02-30``)."""
+    the examples' form (``2024-13-45``, ``2024-02-30``), or wrong check digits where every
+    example's were right (an IBAN with a digit left out or changed)."""
     digits = rule.get("digits")
     if isinstance(digits, int) and not isinstance(digits, bool) and _INTEGER.fullmatch(value):
         plain = value.lstrip("-")
@@ -190,4 +251,6 @@ def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
     fmt = rule.get("date_format")
     if isinstance(fmt, str) and fmt in DATE_FORMATS and not _is_date(value, fmt):
         return f"{value!r} is no real date in the form of the input's examples ({fmt})"
+    if rule.get("check_digits") == MOD97 and not _mod97_valid(value):
+        return f"{value!r} fails the check digits every example of the input passed ({MOD97})"
     return None

@@ -55,9 +55,13 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 }
 _SET_ASIDE = frozenset(
     "not no never isn't wasn't aren't cc bcc old former formerly previous previously used "
-    "instead except wrong typo than".split()
+    "instead except excluding besides unlike wrong typo than".split()
 )
 """Words that, just before a value in its clause, say the value is not the one to use."""
+_LIKENED = frozenset({"but", "like"})
+"""Words that, right before a value, compare it or except it (``all IBANs but …``, ``IBANs
+like …``) — unless ``like`` is wanting (``I'd like …``, ``would like …``)."""
+_WANTING = frozenset({"i'd", "we'd", "you'd", "would", "d", "'d"})
 _ROLE = frozenset({"by", "from", "as"})
 """Words that, just before a value, give it another role than the input's: ``by 1`` (a
 change by an amount), ``from bob@…`` (a source), ``as bob@…``, ``by user …`` (an agent)."""
@@ -111,6 +115,8 @@ def _set_aside(
         return f"{value!r} follows {role[0]!r}: another role (a source, an agent, an amount)"
     if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):
         return f"{value!r} is set aside by the words before it ({' '.join(near)})"
+    if near and near[-1] in _LIKENED and not any(w in _WANTING for w in near[:-1]):
+        return f"{value!r} is compared or excepted by {near[-1]!r}, not named"
     label = re.findall(r"[^\W\d_]+(?:['’][^\W\d_]+)?$", before.rstrip(" :=#'\"("))
     word = label[0].lower().replace("’", "'") if label else ""
     if labels and word and not _says_nothing(word) and stem(word) not in labels:

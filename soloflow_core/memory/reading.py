@@ -142,6 +142,7 @@ _CONJUNCTIONS = frozenset({"or", "and", "but", "so", "then"})
 _POLITE = frozenset({"can", "could", "would", "will"})
 """Auxiliaries that open a request, not a question, when ``you``/``I``/``someone`` follows."""
 _ASKER = frozenset({"you", "u", "ya", "i", "we", "someone", "somebody", "anyone"})
+_LISTENER = frozenset({"you", "u", "ya"})
 _S_CONTRACTIONS = frozenset(
     """it's that's what's where's here's there's who's how's let's he's she's when's why's""".split()
 )
@@ -321,10 +322,15 @@ def _narrated(text: str) -> tuple[str, ...]:
 
 
 def _parties(words: list[str]) -> tuple[str, ...]:
-    """Other people a text names: :data:`PARTY_WORDS`, possessives (``wife's``, ``bob's``)."""
+    """Other people a text names: :data:`PARTY_WORDS`, possessives (``wife's``, ``bob's``),
+    and the listener as the subject of a question (``what transactions did you have``,
+    ``do you have…``: an auxiliary before ``you`` that is no polite ``can``/``could``/
+    ``would``/``will you``)."""
     found: list[str] = []
-    for w in words:
-        if w in PARTY_WORDS:
+    for i, w in enumerate(words):
+        if w in _LISTENER and i > 0 and words[i - 1] in _AUX and words[i - 1] not in _POLITE:
+            found.append(w)
+        elif w in PARTY_WORDS:
             found.append(w)
         elif w.endswith(("'s", "s'")) and w not in _S_CONTRACTIONS and len(w) > 3:
             found.append(w)
