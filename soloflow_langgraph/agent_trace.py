@@ -254,7 +254,7 @@ class DeferredAgentTrace:
         listener: OpenTelemetryBridge | None = None,
     ) -> None:
         self.root = Span(
-            trace_id=root_id.hex,
+            trace_id=root_id.int.to_bytes(16).hex(),  # root_id.hex, without its slow format
             id=span_id_of(root_id),
             parent=None,
             name=f"invoke_agent {name}" if name else "invoke_agent",

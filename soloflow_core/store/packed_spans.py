@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
+from itertools import chain
+from operator import itemgetter
 from typing import Any, overload
 
 from soloflow_core.store.json_values import records_json_text, values_json_text
@@ -28,6 +30,7 @@ __all__ = ["PackedSpans", "pack_descendants", "packable", "unpack_descendants"]
 _US = timedelta(microseconds=1)
 VALUES = 9
 """Where a packed span's attribute values start in its array."""
+_values_of = itemgetter(slice(VALUES, None))
 
 
 def packable(spans: Sequence[Span]) -> bool:
@@ -120,7 +123,7 @@ class PackedSpans(Sequence[Span]):
 
     def text(self) -> str:
         """The descendants as :func:`pack_descendants` writes them (the same text)."""
-        values = [v for r in self.records for v in r[VALUES:]]
+        values = list(chain.from_iterable(map(_values_of, self.records)))
         return values_json_text([list(self.shapes), *self.records], values)
 
     def _made(self) -> list[Span]:
