@@ -230,8 +230,9 @@ class DeferredAgentTrace:
     """The same spans as :class:`AgentTrace`, made when the run ends: each callback notes a
     clock reading and what it was told; :meth:`finish` makes the spans (their wall-clock
     starts: the run's own plus the monotonic time since) and prices the model calls. For a
-    run no listener and no hook watch live. A tool call's span exists from its start (it is
-    ``current_span`` while the tool runs; its start and end are set by :meth:`finish`)."""
+    run no listener and no hook watch live. A tool call's span object exists from its start
+    (it is ``current_span`` while the tool runs); the spans :meth:`finish` returns are made
+    from what was noted, in the packed form the store writes (:class:`PackedSpans`)."""
 
     __slots__ = (
         "base_ns",
@@ -346,42 +347,25 @@ class DeferredAgentTrace:
 
     def finish(self, error: str | None) -> Sequence[Span]:
         """End the run's span (and any call left open under it, with ``error``); its spans,
-        in start order (without a listener, in the packed form the store writes as is)."""
+        in start order, in the packed form the store writes as is (a listener is handed them
+        as span objects, made from it)."""
         now = time.perf_counter_ns()
         root = self.root
         root.duration_ms = (now - self.base_ns) / 1_000_000
         root.error = error
         root.status = "ok" if error is None else "error"
-        if self.listener is None:
-            return self._packed(now, error)
-        spans = self._spans(now, error)
-        try:
-            self.listener.spans_finished(spans)
-        except Exception:
-            log.exception("a span listener failed; the run goes on")
-        return spans
-
-    def _spans(self, now: int, error: str | None) -> list[Span]:
-        root, base_ns = self.root, self.base_ns
-        start = root.start
-        spans = [root]
-        for call in self.calls:
-            span: Span | None = call[_SPAN]
-            if span is None:
-                span = self._chat_span(call)
-            ended, failed = call[_ENDED], call[_ERROR]
-            if not ended:  # left open: it ends with the run
-                ended, failed = now, error
-            span.start = start + timedelta(microseconds=(call[_STARTED] - base_ns) / 1000)
-            span.duration_ms = (ended - call[_STARTED]) / 1_000_000
-            span.error = failed
-            span.status = "ok" if failed is None else "error"
-            spans.append(span)
-        return spans
+        packed = self._packed(now, error)
+        if self.listener is not None:
+            try:
+                self.listener.spans_finished(list(packed))
+            except Exception:
+                log.exception("a span listener failed; the run goes on")
+        return packed
 
     def _packed(self, now: int, error: str | None) -> PackedSpans:
-        """The spans :meth:`_spans` makes, packed as the store keeps them, made directly from
-        the calls (no span object, no datetime per call)."""
+        """The run's spans packed as the store keeps them, made directly from the calls (no
+        span object, no datetime per call): a call's start is the run's plus its monotonic
+        offset, rounded to the microsecond."""
         root, base_ns = self.root, self.base_ns
         root_id = root.id
         shapes: dict[tuple[str, ...], int] = {}
@@ -434,18 +418,6 @@ class DeferredAgentTrace:
             elif COST in attrs:
                 self.cost += attrs[COST]
         return attrs
-
-    def _chat_span(self, call: list[Any]) -> Span:
-        model = call[_NAME]
-        return Span(
-            trace_id=self.root.trace_id,
-            id=_low_hex(call[_KEY]),
-            parent=self.root.id if call[_PARENT] is None else _low_hex(call[_PARENT]),
-            name=f"chat {model}" if model else "chat",
-            kind="chat",
-            start=self.root.start,
-            attributes=self._chat_attributes(call),
-        )
 
     @property
     def run_cost(self) -> float | None:
