@@ -154,6 +154,17 @@ def test_packed_values_the_fast_json_cannot_take_are_written_as_json_text(store:
         assert tool_span == packed[1] and tool_span.attributes == {"gen_ai.tool.call.id": odd}
 
 
+def test_a_packed_trace_of_a_root_alone_is_one_plain_row(store: Store) -> None:
+    """A run that made no call: its root span's row, no packed text, as ``[root]`` is kept."""
+    root = _packed_trace()[0]
+    assert store.add_traced_run(
+        TaskRun(run_id="alone-p", **NS), PackedSpans(root, shapes=[], records=[])
+    )
+    assert store.add_traced_run(TaskRun(run_id="alone-l", **NS), [root])
+    assert [r.descendants for r in _span_rows(store)] == [None, None]
+    assert store.get_spans("alone-p", **NS) == store.get_spans("alone-l", **NS) == [root]
+
+
 def _shape(spans: list[Span]) -> list[tuple[Any, ...]]:
     """A trace without its ids and times: what must not depend on how it was made."""
     index = {s.id: n for n, s in enumerate(spans)}

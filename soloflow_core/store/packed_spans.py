@@ -37,7 +37,7 @@ def packable(spans: Sequence[Span]) -> bool:
     """Whether ``spans`` are one root span (the first, without a parent) and spans of its
     trace under it: what :func:`pack_descendants` keeps in the root's row."""
     if isinstance(spans, PackedSpans):
-        return True
+        return bool(spans.records)
     if len(spans) < 2 or spans[0].parent is not None:
         return False
     trace_id = spans[0].trace_id

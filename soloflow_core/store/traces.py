@@ -202,8 +202,8 @@ class TraceRepository:
 
 def _packed(spans: Sequence[Span]) -> tuple[Span, str] | None:
     """The root and its descendants' text when ``spans`` are kept as one row, else None."""
-    if isinstance(spans, PackedSpans):
-        return spans.root, spans.text()
+    if isinstance(spans, PackedSpans):  # a root alone is a row of its own, as in a list
+        return (spans.root, spans.text()) if spans.records else None
     return (spans[0], pack_descendants(spans[0], spans[1:])) if packable(spans) else None
 
 
