@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from soloflow_core.store.packed_spans import PackedSpans
 from soloflow_core.tracing import (
     PriceTable,
     Span,
@@ -22,6 +23,8 @@ from soloflow_core.tracing import (
 from soloflow_core.tracing.tree import COST, INPUT_TOKENS, OUTPUT_TOKENS, UNPRICED
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import pluggy
 
     from soloflow_core.tracing.otel import OpenTelemetryBridge
@@ -35,7 +38,7 @@ _LOW64 = (1 << 64) - 1
 
 def span_id_of(run_id: UUID) -> str:
     """A LangChain run's span id: the low 64 bits of its UUID (the random ones of a UUIDv7)."""
-    return f"{run_id.int & _LOW64 or 1:016x}"
+    return (run_id.int & _LOW64 or 1).to_bytes(8).hex()
 
 
 def chat_attributes(
@@ -45,18 +48,35 @@ def chat_attributes(
     tokens of its ``usage_metadata`` and their cost (``soloflow.unpriced`` when no price is
     known for the model: the one that answered, else the one asked)."""
     attrs: dict[str, Any] = {}
+    _add_answer(
+        attrs,
+        prices,
+        span.attributes.get("gen_ai.request.model"),
+        usage=usage,
+        response_model=response_model,
+    )
+    return attrs
+
+
+def _add_answer(
+    attrs: dict[str, Any],
+    prices: PriceTable,
+    asked: str | None,
+    *,
+    usage: dict[str, Any] | None,
+    response_model: str | None,
+) -> None:
+    """:func:`chat_attributes` added to ``attrs`` (of a call to the model ``asked``)."""
     if response_model:
         attrs["gen_ai.response.model"] = response_model
     if usage:
         inp, out = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
         attrs[INPUT_TOKENS], attrs[OUTPUT_TOKENS] = inp, out
-        model = response_model or span.attributes.get("gen_ai.request.model")
-        price = prices.price(model, input_tokens=inp, output_tokens=out)
-        if price is None:
+        cost = prices.cost(response_model or asked, input_tokens=inp, output_tokens=out)
+        if cost is None:
             attrs[UNPRICED] = True
         else:
-            attrs[COST] = float(price)
-    return attrs
+            attrs[COST] = cost
 
 
 def start_agent_trace(
@@ -203,15 +223,16 @@ _KEY, _PARENT, _NAME, _STARTED, _ENDED, _USAGE, _ANSWERED_BY, _ERROR, _SPAN = ra
 
 
 def _low_hex(key: int) -> str:
-    return f"{key & _LOW64 or 1:016x}"
+    return (key & _LOW64 or 1).to_bytes(8).hex()
 
 
 class DeferredAgentTrace:
     """The same spans as :class:`AgentTrace`, made when the run ends: each callback notes a
     clock reading and what it was told; :meth:`finish` makes the spans (their wall-clock
     starts: the run's own plus the monotonic time since) and prices the model calls. For a
-    run no listener and no hook watch live. A tool call's span exists from its start (it is
-    ``current_span`` while the tool runs; its start and end are set by :meth:`finish`)."""
+    run no listener and no hook watch live. A tool call's span object exists from its start
+    (it is ``current_span`` while the tool runs); the spans :meth:`finish` returns are made
+    from what was noted, in the packed form the store writes (:class:`PackedSpans`)."""
 
     __slots__ = (
         "base_ns",
@@ -234,7 +255,7 @@ class DeferredAgentTrace:
         listener: OpenTelemetryBridge | None = None,
     ) -> None:
         self.root = Span(
-            trace_id=root_id.hex,
+            trace_id=root_id.int.to_bytes(16).hex(),  # root_id.hex, without its slow format
             id=span_id_of(root_id),
             parent=None,
             name=f"invoke_agent {name}" if name else "invoke_agent",
@@ -324,59 +345,79 @@ class DeferredAgentTrace:
         if call is not None:
             call[_ENDED], call[_ERROR] = time.perf_counter_ns(), error
 
-    def finish(self, error: str | None) -> list[Span]:
+    def finish(self, error: str | None) -> Sequence[Span]:
         """End the run's span (and any call left open under it, with ``error``); its spans,
-        in start order."""
+        in start order, in the packed form the store writes as is (a listener is handed them
+        as span objects, made from it)."""
         now = time.perf_counter_ns()
+        root = self.root
+        root.duration_ms = (now - self.base_ns) / 1_000_000
+        root.error = error
+        root.status = "ok" if error is None else "error"
+        packed = self._packed(now, error)
+        if self.listener is not None:
+            try:
+                self.listener.spans_finished(list(packed))
+            except Exception:
+                log.exception("a span listener failed; the run goes on")
+        return packed
+
+    def _packed(self, now: int, error: str | None) -> PackedSpans:
+        """The run's spans packed as the store keeps them, made directly from the calls (no
+        span object, no datetime per call): a call's start is the run's plus its monotonic
+        offset, rounded to the microsecond."""
         root, base_ns = self.root, self.base_ns
-        start = root.start
-        spans = [root]
+        root_id = root.id
+        shapes: dict[tuple[str, ...], int] = {}
+        records: list[list[Any]] = []
         for call in self.calls:
             span: Span | None = call[_SPAN]
             if span is None:
-                span = self._chat_span(call)
+                model = call[_NAME]
+                attrs = self._chat_attributes(call)
+                span_id, name, kind = (
+                    _low_hex(call[_KEY]),
+                    f"chat {model}" if model else "chat",
+                    "chat",
+                )
+                parent = None if call[_PARENT] is None else _low_hex(call[_PARENT])
+            else:
+                attrs, span_id, name, kind = span.attributes, span.id, span.name, span.kind
+                parent = span.parent
             ended, failed = call[_ENDED], call[_ERROR]
             if not ended:  # left open: it ends with the run
                 ended, failed = now, error
-            span.start = start + timedelta(microseconds=(call[_STARTED] - base_ns) / 1000)
-            span.duration_ms = (ended - call[_STARTED]) / 1_000_000
-            span.error = failed
-            span.status = "ok" if failed is None else "error"
-            spans.append(span)
-        root.duration_ms = (now - base_ns) / 1_000_000
-        root.error = error
-        root.status = "ok" if error is None else "error"
-        if self.listener is not None:
-            try:
-                self.listener.spans_finished(spans)
-            except Exception:
-                log.exception("a span listener failed; the run goes on")
-        return spans
+            started = call[_STARTED]
+            records.append(
+                [
+                    span_id,
+                    None if parent == root_id else parent,
+                    name,
+                    kind,
+                    round((started - base_ns) / 1000),  # as timedelta rounds it
+                    (ended - started) / 1_000_000,
+                    "ok" if failed is None else "error",
+                    failed,
+                    shapes.setdefault(tuple(attrs), len(shapes)),
+                    *attrs.values(),
+                ]
+            )
+        return PackedSpans(root, shapes=list(shapes), records=records)
 
-    def _chat_span(self, call: list[Any]) -> Span:
+    def _chat_attributes(self, call: list[Any]) -> dict[str, Any]:
         model = call[_NAME]
         attrs: dict[str, Any] = {"gen_ai.operation.name": "chat"}
         if model:
             attrs["gen_ai.request.model"] = model
-        span = Span(
-            trace_id=self.root.trace_id,
-            id=_low_hex(call[_KEY]),
-            parent=self.root.id if call[_PARENT] is None else _low_hex(call[_PARENT]),
-            name=f"chat {model}" if model else "chat",
-            kind="chat",
-            start=self.root.start,
-            attributes=attrs,
-        )
         if call[_ENDED]:  # its answer came: the model that gave it, tokens, cost
-            more = chat_attributes(
-                self.prices, span, usage=call[_USAGE], response_model=call[_ANSWERED_BY]
+            _add_answer(
+                attrs, self.prices, model, usage=call[_USAGE], response_model=call[_ANSWERED_BY]
             )
-            if more.get(UNPRICED):
+            if attrs.get(UNPRICED):
                 self.unpriced += 1
-            elif COST in more:
-                self.cost += more[COST]
-            attrs.update(more)
-        return span
+            elif COST in attrs:
+                self.cost += attrs[COST]
+        return attrs
 
     @property
     def run_cost(self) -> float | None:

@@ -22,7 +22,10 @@ from soloflow_core import hookimpl
 from soloflow_core.models import TaskRun
 from soloflow_core.store import Store, schema
 from soloflow_core.store.engine import create_store_engine
-from soloflow_core.tracing import Span
+from soloflow_core.store.json_values import json_text
+from soloflow_core.store.packed_spans import PackedSpans, pack_descendants
+from soloflow_core.tracing import PriceTable, Span
+from soloflow_core.tracing.tree import COST, INPUT_TOKENS, OUTPUT_TOKENS
 from soloflow_langgraph.callbacks import SoloFlowCallbackHandler
 from soloflow_langgraph.testing import ScriptedChatModel
 
@@ -34,8 +37,11 @@ class RecordingStore(Store):
     """A store that keeps what the handler hands it: the spans as the live handler made them."""
 
     handed: list[tuple[TaskRun, list[Span]]]
+    given: list[Sequence[Span]]
+    """The spans as handed over (a :class:`PackedSpans` when made at the run's end)."""
 
     def add_traced_run(self, run: Any, spans: Sequence[Span] = ()) -> bool:
+        self.given.append(spans)
         self.handed.append((run, [replace(s, attributes=dict(s.attributes)) for s in spans]))
         return super().add_traced_run(run, spans)
 
@@ -85,7 +91,7 @@ def _invoke(store: Store, **handler_kw: Any) -> SoloFlowCallbackHandler:
 @pytest.fixture
 def recording(db_url: str) -> Any:
     s = RecordingStore.open(db_url)
-    s.handed = []
+    s.handed, s.given = [], []
     try:
         yield s
     finally:
@@ -113,6 +119,50 @@ def test_an_agent_runs_trace_is_one_row_read_back_as_the_handler_made_it(recordi
     assert row.span_id == live[0].id and row.descendants
     assert recording.get_spans(run.run_id, **NS) == live
     assert run.cost is not None and run.cost > 0
+
+
+def test_a_trace_made_at_the_end_is_handed_over_packed_and_stored_as_is(recording: Any) -> None:
+    """No listener, no hook: the handler hands the store the trace in the packed form (no span
+    object made per call); its text is the one its spans pack to, and it is what is stored."""
+    _invoke(recording).close()
+    ((run, spans),) = recording.handed
+    (given,) = recording.given
+    assert isinstance(given, PackedSpans) and len(given) == len(spans) == 7
+    (row,) = _span_rows(recording)
+    assert row.descendants == given.text() == pack_descendants(spans[0], spans[1:])
+    assert recording.get_spans(run.run_id, **NS) == spans == list(given)
+    # The chat spans' costs are the table's prices of their tokens, as floats.
+    table = PriceTable()
+    for s in spans:
+        if s.kind == "chat":
+            tokens = s.attributes[INPUT_TOKENS], s.attributes[OUTPUT_TOKENS]
+            price = table.price("gpt-4o", input_tokens=tokens[0], output_tokens=tokens[1])
+            assert price is not None and s.attributes[COST] == float(price)
+
+
+def test_packed_values_the_fast_json_cannot_take_are_written_as_json_text(store: Store) -> None:
+    """A value of a packed span that is not text, a number, a boolean or None (or an integer
+    past 64 bits: a tool call id can be anything) is written as :func:`json_text` writes it."""
+    root = _packed_trace()[0]
+    record = ["2222222222222222", None, "execute_tool t", "execute_tool", 7, 0.25, "ok", None, 0]
+    for odd in (2**70, {"id": [1, 2]}):
+        packed = PackedSpans(root, shapes=[("gen_ai.tool.call.id",)], records=[[*record, odd]])
+        assert packed.text() == json_text([[["gen_ai.tool.call.id"]], [*record, odd]])
+        run_id = f"odd-{type(odd).__name__}"
+        assert store.add_traced_run(TaskRun(run_id=run_id, **NS), packed) is True
+        (_, tool_span) = store.get_spans(run_id, **NS)
+        assert tool_span == packed[1] and tool_span.attributes == {"gen_ai.tool.call.id": odd}
+
+
+def test_a_packed_trace_of_a_root_alone_is_one_plain_row(store: Store) -> None:
+    """A run that made no call: its root span's row, no packed text, as ``[root]`` is kept."""
+    root = _packed_trace()[0]
+    assert store.add_traced_run(
+        TaskRun(run_id="alone-p", **NS), PackedSpans(root, shapes=[], records=[])
+    )
+    assert store.add_traced_run(TaskRun(run_id="alone-l", **NS), [root])
+    assert [r.descendants for r in _span_rows(store)] == [None, None]
+    assert store.get_spans("alone-p", **NS) == store.get_spans("alone-l", **NS) == [root]
 
 
 def _shape(spans: list[Span]) -> list[tuple[Any, ...]]:

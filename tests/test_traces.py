@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from genai_prices import Usage, calc_price
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage
 from langchain_core.tools import tool
@@ -345,3 +347,26 @@ def test_a_trace_the_database_cannot_take_never_costs_the_run(store: Store) -> N
     assert store.add_traced_run(run, spans) is True
     assert store.get_run("r-huge", user_id="u", agent_id="a").task == "t"
     assert store.count_runs(user_id="u", agent_id="a") == 1
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    model=st.sampled_from(
+        ["gpt-4o", "gpt-4o-mini", "claude-sonnet-4", "deepseek-chat", "o3", "gemini-2.5-pro"]
+        + ["claude-sonnet-4-5", "mine", "no-such-model-anywhere", ""]
+    ),
+    input_tokens=st.one_of(st.integers(0, 10**7), st.integers(0, 10**30)),
+    output_tokens=st.one_of(st.integers(0, 10**5), st.integers(0, 10**28)),
+)
+def test_a_calls_cost_is_the_float_of_its_price(
+    model: str, input_tokens: int, output_tokens: int
+) -> None:
+    """``cost`` (flat prices in integers) is ``float(price(...))`` to the last bit, for flat and
+    tiered table prices, a user's own, an unknown model and token counts past 27 digits."""
+    table = PriceTable({"mine": ModelPrice(input_per_mtok=1.1, output_per_mtok=3.3)})
+    tokens = {"input_tokens": input_tokens, "output_tokens": output_tokens}
+    price = table.price(model, **tokens)
+    cost = table.cost(model, **tokens)
+    assert (cost is None) == (price is None)
+    if price is not None:
+        assert cost is not None and cost.hex() == float(price).hex()

@@ -8,26 +8,36 @@ key lists the spans use (each once), then one array per span,
 ``parent_id`` null for the root span, ``start_us`` the microseconds from the root span's start,
 ``keys`` the index of its attributes' key list, then their values in that order (a span's trace
 id is the root's). Read back, the spans are exactly those written, in the same order.
+
+A trace made in this form to begin with (:class:`PackedSpans`) is written without making a
+:class:`~soloflow_core.tracing.Span` of each of its spans.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from itertools import chain
+from operator import itemgetter
+from typing import Any, overload
 
-from soloflow_core.store.json_values import records_json_text
+from soloflow_core.store.json_values import records_json_text, values_json_text
 from soloflow_core.tracing.spans import Span
 
-__all__ = ["pack_descendants", "packable", "unpack_descendants"]
+__all__ = ["PackedSpans", "pack_descendants", "packable", "unpack_descendants"]
 
 _US = timedelta(microseconds=1)
+VALUES = 9
+"""Where a packed span's attribute values start in its array."""
+_values_of = itemgetter(slice(VALUES, None))
 
 
 def packable(spans: Sequence[Span]) -> bool:
     """Whether ``spans`` are one root span (the first, without a parent) and spans of its
     trace under it: what :func:`pack_descendants` keeps in the root's row."""
+    if isinstance(spans, PackedSpans):
+        return bool(spans.records)
     if len(spans) < 2 or spans[0].parent is not None:
         return False
     trace_id = spans[0].trace_id
@@ -66,9 +76,13 @@ def unpack_descendants(root: Span, text: str | None) -> list[Span]:
     """The spans :func:`pack_descendants` packed under ``root`` (as read back), in order."""
     if not text:
         return []
+    shapes, *packed = json.loads(text)
+    return _unpacked(root, shapes, packed)
+
+
+def _unpacked(root: Span, shapes: Sequence[Sequence[str]], packed: list[list[Any]]) -> list[Span]:
     start: datetime = root.start
     trace_id, root_id = root.trace_id, root.id
-    shapes, *packed = json.loads(text)
     return [
         Span(
             trace_id=trace_id,
@@ -80,7 +94,52 @@ def unpack_descendants(root: Span, text: str | None) -> list[Span]:
             duration_ms=r[5],
             status=r[6],
             error=r[7],
-            attributes=dict(zip(shapes[r[8]], r[9:], strict=True)),
+            attributes=dict(zip(shapes[r[8]], r[VALUES:], strict=True)),
         )
         for r in packed
     ]
+
+
+class PackedSpans(Sequence[Span]):
+    """A root span and its descendants in the packed form (one array per descendant, as in
+    the module's text, attribute key lists as tuples): what the store writes as one row, made
+    into :class:`~soloflow_core.tracing.Span` objects only when read as a sequence.
+
+    Args:
+        root: the trace's root span (no parent).
+        shapes: the attribute key lists the descendants use, in the order first used.
+        records: one array per descendant, in start order.
+    """
+
+    __slots__ = ("_spans", "records", "root", "shapes")
+
+    def __init__(
+        self, root: Span, *, shapes: list[tuple[str, ...]], records: list[list[Any]]
+    ) -> None:
+        self.root = root
+        self.shapes = shapes
+        self.records = records
+        self._spans: list[Span] | None = None
+
+    def text(self) -> str:
+        """The descendants as :func:`pack_descendants` writes them (the same text)."""
+        values = list(chain.from_iterable(map(_values_of, self.records)))
+        return values_json_text([list(self.shapes), *self.records], values)
+
+    def _made(self) -> list[Span]:
+        if self._spans is None:
+            self._spans = [self.root, *_unpacked(self.root, self.shapes, self.records)]
+        return self._spans
+
+    def __len__(self) -> int:
+        return 1 + len(self.records)
+
+    @overload
+    def __getitem__(self, index: int) -> Span: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Span]: ...
+    def __getitem__(self, index: int | slice) -> Span | Sequence[Span]:
+        return self._made()[index]
+
+    def __iter__(self) -> Iterator[Span]:
+        return iter(self._made())

@@ -15,7 +15,12 @@ import sqlalchemy as sa
 
 from soloflow_core.store import schema as t
 from soloflow_core.store.json_values import flat_json_text, jsonable, storable_text
-from soloflow_core.store.packed_spans import pack_descendants, packable, unpack_descendants
+from soloflow_core.store.packed_spans import (
+    PackedSpans,
+    pack_descendants,
+    packable,
+    unpack_descendants,
+)
 from soloflow_core.store.writer import AnyRun, insert_returning, now, write_one_sqlite
 from soloflow_core.tracing.spans import Span
 
@@ -79,11 +84,17 @@ class TraceRepository:
         is kept as one row, the root's, its other spans packed in it (``packed_spans``);
         :meth:`get_spans` reads them back the same."""
         ns = {"user_id": run.user_id, "agent_id": run.agent_id}
-        packed = (spans[0], pack_descendants(spans[0], spans[1:])) if packable(spans) else None
+        packed = _packed(spans)
         if self._stamp is not None:
             stamp = self._stamp
 
             def trace_too(cur: Any) -> None:
+                if packed is not None:  # one statement: SQLite takes all of it or none
+                    try:
+                        _insert_packed_sqlite(cur, run.run_id, packed, **ns, stamp=stamp)
+                    except Exception:  # the driver's refusal, or a value it cannot bind
+                        log.exception("storing the trace of run %s failed", run.run_id)
+                    return
                 cur.execute("SAVEPOINT sf_trace")
                 try:
                     _insert_spans_sqlite(cur, run.run_id, spans, **ns, stamp=stamp, packed=packed)
@@ -189,6 +200,13 @@ class TraceRepository:
         )
 
 
+def _packed(spans: Sequence[Span]) -> tuple[Span, str] | None:
+    """The root and its descendants' text when ``spans`` are kept as one row, else None."""
+    if isinstance(spans, PackedSpans):  # a root alone is a row of its own, as in a list
+        return (spans.root, spans.text()) if spans.records else None
+    return (spans[0], pack_descendants(spans[0], spans[1:])) if packable(spans) else None
+
+
 def _insert_spans(
     conn: Connection,
     run_id: str,
@@ -281,6 +299,43 @@ def _insert_spans_sqlite(
     return int(db.total_changes - before)
 
 
+def _insert_packed_sqlite(
+    cur: sqlite3.Cursor,
+    run_id: str,
+    packed: tuple[Span, str],
+    *,
+    user_id: str,
+    agent_id: str,
+    stamp: Callable[[datetime], str],
+) -> None:
+    """SQLite, in the cursor's transaction: the root's row holding its packed descendants,
+    after the run's spans already kept, in one statement (its position found in it)."""
+    s, descendants = packed
+    text = storable_text
+    cur.execute(
+        _SQLITE_INSERT_PACKED,
+        (
+            user_id,
+            agent_id,
+            run_id,
+            s.id,
+            s.trace_id,
+            s.parent,
+            text(s.name),
+            s.kind,
+            stamp(s.start),
+            s.duration_ms,
+            s.status,
+            None if s.error is None else text(s.error),
+            flat_json_text(s.attributes),
+            descendants,
+            user_id,
+            agent_id,
+            run_id,
+        ),
+    )
+
+
 @contextmanager
 def _driver_cursor(database: Database) -> Iterator[tuple[sqlite3.Connection, sqlite3.Cursor]]:
     raw = database.driver_connection()
@@ -300,5 +355,12 @@ _SQLITE_INSERT = (
     "INSERT INTO sf_spans (user_id, agent_id, run_id, span_id, pos, trace_id, parent_id, name, kind, start_at, "
     "duration_ms, status, error, attributes, descendants) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT DO NOTHING"
+)
+_SQLITE_INSERT_PACKED = (
+    "INSERT INTO sf_spans (user_id, agent_id, run_id, span_id, trace_id, parent_id, name, kind, start_at, "
+    "duration_ms, status, error, attributes, descendants, pos) "
+    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce(max(pos) + 1, 0) FROM sf_spans "
+    "WHERE user_id = ? AND agent_id = ? AND run_id = ? "
     "ON CONFLICT DO NOTHING"
 )

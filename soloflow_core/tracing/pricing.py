@@ -50,6 +50,50 @@ class PriceTable:
             ) / _MTOK
         return _table_price(model, input_tokens, output_tokens)
 
+    def cost(self, model: str | None, *, input_tokens: int, output_tokens: int) -> float | None:
+        """``float(self.price(...))``, the same float: a model of the table with flat prices is
+        priced in integers (its rates kept per model as integers over one power of ten),
+        exactly what the decimal sum is before it is turned into a float."""
+        if not model:
+            return None
+        if model not in self.overrides:
+            rates = _scaled_rates(model)
+            if rates is not None:
+                inp, out, scale = rates
+                a, b = inp * input_tokens, out * output_tokens
+                total = a + b
+                if (
+                    total
+                    and -_EXACT < a < _EXACT
+                    and -_EXACT < b < _EXACT
+                    and -_EXACT < total < _EXACT
+                ):
+                    return total / scale  # int / int: the float nearest the exact quotient
+        price = self.price(model, input_tokens=input_tokens, output_tokens=output_tokens)
+        return None if price is None else float(price)
+
+
+_EXACT = 10**27
+"""Integers below this, multiplied, summed and divided by a power of ten with the decimal
+module's default 28 digits, are exact: the integer sum, then divided once, is the same value."""
+
+
+@lru_cache(maxsize=1024)
+def _scaled_rates(model: str) -> tuple[int, int, int] | None:
+    """The table's flat rates of ``model`` as integers ``(input, output, scale)``: ``input /
+    scale`` USD per token; None for a model that is unknown, tiered or not held in 27 digits."""
+    rates = _rates(model)
+    if not isinstance(rates, tuple):
+        return None
+    inp, out = rates
+    if not (inp.is_finite() and out.is_finite()):
+        return None
+    shift = max(0, -int(inp.as_tuple().exponent), -int(out.as_tuple().exponent))
+    whole = [r.scaleb(shift) for r in rates]
+    if any(w != w.to_integral_value() or abs(w) >= _EXACT for w in whole):
+        return None
+    return int(whole[0]), int(whole[1]), 10 ** (shift + 6)
+
 
 def _table_price(model: str, input_tokens: int, output_tokens: int) -> Decimal | None:
     rates = _rates(model)
