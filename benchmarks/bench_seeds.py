@@ -173,10 +173,14 @@ def run_seed(setting: str, seed: int, tally: Tally, tmp: Path) -> None:
         tally.recall.append(r)
         for c in cands:
             if not any(matches_planted(c.tool_sequence, w.tools) for w in led.workflows):
-                tally.wrong.append(f"{where}: candidate matches no planted workflow: {c.tool_sequence}")
+                tally.wrong.append(
+                    f"{where}: candidate matches no planted workflow: {c.tool_sequence}"
+                )
         for wf in led.workflows:
             cand = next((c for c in cands if tuple(c.tool_sequence) == wf.tools), None)
-            cand = cand or next((c for c in cands if matches_planted(c.tool_sequence, wf.tools)), None)
+            cand = cand or next(
+                (c for c in cands if matches_planted(c.tool_sequence, wf.tools)), None
+            )
             planted = sum(1 for lab in led.labels[:cut] if lab.workflow == wf.index)
             if cand is None:
                 tally.wrong.append(
@@ -296,7 +300,9 @@ def cli_check(setting: str, seed: int, tmp: Path) -> None:
             _, rep = verify_candidate(store, want.id, user_id=USER, agent_id=AGENT, save=False)
             fid = json.loads(verified.stdout).get("fidelity")
             if fid != (None if rep.fidelity is None else round(rep.fidelity, 4)):
-                mismatches.append(f"fidelity of {want.tool_sequence}: CLI {fid}, API {rep.fidelity}")
+                mismatches.append(
+                    f"fidelity of {want.tool_sequence}: CLI {fid}, API {rep.fidelity}"
+                )
     p, r = score_top_k([c["tool_sequence"] for c in listed], led.workflows, k=len(led.workflows))
     print(
         f"CLI {setting} seed {seed}: {len(listed)} candidates (API {len(mine)}), P {p:.2f} R "

@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 from soloflow_core.errors import PatternTimeoutError, ReplayMiss, SoloFlowError
 from soloflow_core.flow.executors import ExecutorRegistry
 from soloflow_core.flow.templates import Reference, iter_references
-from soloflow_core.generalize.align import find_occurrences
+from soloflow_core.generalize.align import find_occurrences, related_calls
 from soloflow_core.generalize.arguments import Occurrence, extract_value
 from soloflow_core.generalize.loops import step_calls_of
 from soloflow_core.generalize.propose import propose
 from soloflow_core.learning.outcomes import DEFAULT_PROMOTION_THRESHOLD
-from soloflow_core.models import FlowCandidate, FlowDefinition
+from soloflow_core.models import FlowCandidate, FlowDefinition, FlowStep
 from soloflow_langgraph.compile.graph import compile_flow
 
 if TYPE_CHECKING:
@@ -258,13 +258,30 @@ def _whole_trigger(value: Any) -> str | None:
     return None
 
 
+def _step_calls(step: FlowStep, occ: Occurrence, i: int) -> list[tuple[dict[str, Any], Any]]:
+    """(args, output) of the recorded calls of step ``i`` that the flow's step stands for:
+    a call of its tool taking none of the step's arguments is the agent's own, not the step's
+    (:func:`related_calls`)."""
+    calls = step_calls_of(occ, i)
+    if len(calls) < 2:
+        return calls
+    kept = related_calls([_Call(a, o) for a, o in calls], step.input_map.keys())
+    return [(c.args, c.output) for c in kept]
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    args: dict[str, Any]
+    output: Any
+
+
 def _inputs(flow: FlowDefinition, occ: Occurrence) -> tuple[dict[str, Any], list[str], list[str]]:
     """(inputs, those given from the recording, problems) for replaying ``occ``."""
     recorded: dict[str, Any] = {}
     for i, step in enumerate(flow.steps):
         if i >= len(occ.args):
             break
-        first_args = step_calls_of(occ, i)[0][0]
+        first_args = _step_calls(step, occ, i)[0][0]
         for key, tmpl in step.input_map.items():
             name = _whole_trigger(tmpl)
             if name is not None and name not in recorded and key in first_args:
@@ -309,7 +326,7 @@ def replay_occurrence(flow: FlowDefinition, occ: Occurrence, *, label: str = "")
         (step.id, step.skill_key, args, out)
         for i, step in enumerate(flow.steps)
         if i < len(occ.args)
-        for args, out in step_calls_of(occ, i)
+        for args, out in _step_calls(step, occ, i)
     ]
     replay = ReplayExecutor(recorded, label)
     inputs, given, problems = _inputs(flow, occ)

@@ -93,12 +93,20 @@ def _runs(value: str) -> list[tuple[str, re.Match[str]]]:
 def _code_shape(values: Sequence[str]) -> str | None:
     """The shape of codes of one length: the same runs of capitals, small letters and digits
     of the same lengths (``HAT170``, ``HAT005``: ``[A-Z]{3}\\d{3}``), or capitals and digits
-    (or small letters and digits) in any order, each holding both (``ZFA04Y``, ``1N99U6``):
-    a digit and a letter are required, so no plain word or number has it. None otherwise."""
+    (or small letters and digits) in any order (``ZFA04Y``, ``1N99U6``): each value holds a
+    digit and a letter, so no plain word or number has it. None otherwise."""
     if len(values) < 2 or len({len(v) for v in values}) != 1 or len(values[0]) < 4:
         return None
     runs = {tuple((_RUN_CLASS[k], len(m.group())) for k, m in _runs(v)) for v in values}
-    if len(runs) == 1 and len(next(iter(runs))) > 1 and all(c for c, _ in next(iter(runs))):
+    # A code mixes letters and digits (HAT170); a capitalised word of one length (Nairobi,
+    # Tallinn) is a word, and the next one (Lisbon) has another length.
+    coded = all(re.search(r"\d", v) and re.search("[A-Za-z]", v) for v in values)
+    if (
+        coded
+        and len(runs) == 1
+        and len(next(iter(runs))) > 1
+        and all(c for c, _ in next(iter(runs)))
+    ):
         return "".join(f"{c}{{{n}}}" for c, n in next(iter(runs)))  # HAT170: [A-Z]{3}\d{3}
     for alphabet, letters in _CODE_ALPHABETS:
         if all(
