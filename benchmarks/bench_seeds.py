@@ -199,9 +199,7 @@ def run_seed(setting: str, seed: int, tally: Tally, tmp: Path) -> None:
                     tally.wrong.append(
                         f"{where}: wf {wf.index} verify fidelity {report.fidelity:.2f}: {dict(kinds)}"
                     )
-            held = find_occurrences(
-                runs[cut:], cand.tool_sequence, repeated_steps=cand.repeated_steps or "any"
-            )
+            held = find_occurrences(runs[cut:], cand.tool_sequence, repeated_steps="any")
             unseen = verify_flow(cand.proposed_flow, held)
             ok = sum(o.reproduced for o in unseen.outcomes)
             tally.unseen_ok += ok

@@ -455,7 +455,10 @@ def verify_candidate(
     """Verify a stored candidate on its runs and store fidelity, confidence, divergences."""
     cand = store.get_candidate(candidate_id, user_id=user_id, agent_id=agent_id)
     runs = store.load_runs(cand.run_ids, user_id=user_id, agent_id=agent_id)
-    occs = find_occurrences(runs, cand.tool_sequence, repeated_steps=cand.repeated_steps or "any")
+    # Every step takes its run of calls of its tool, whether or not the miner saw it repeat:
+    # aligned strictly, the agent's own call of that tool beside the step could be taken for
+    # it. Calls that take none of the step's arguments are then left out (_step_calls).
+    occs = find_occurrences(runs, cand.tool_sequence, repeated_steps="any")
     report = verify_occurrences(
         cand.tool_sequence, occs, repeated_steps=cand.repeated_steps, side_effects=side_effects
     )

@@ -66,19 +66,31 @@ def learn_shape(values: Sequence[str]) -> str | None:
     ``mia_li_3668`` and ``aarav_ahmed_6699`` and ``ana_de_la_cruz_1`` share
     ``(?:[a-z]+_)+\\d+``); codes of one length mixing capitals and digits in any order
     (``ZFA04Y``, ``1N99U6``) share ``[A-Z0-9]{6}`` with a digit and a capital required; ids
-    of fixed-length groups between the same separators (UUIDs) share their groups. None
+    of fixed-length groups between the same separators (UUIDs, ``user_a63dcb756c15``: letters
+    and digits alternating by chance are a code) share their groups. None
     when the values differ in shape otherwise, or the shape is a single class of characters
     (a plain word or number says nothing of where it stands).
     """
     shapes = set()
     for v in values:
         tokens = _shape_tokens(v)
-        if tokens is None or len(tokens) < 3:
+        if tokens is None or len(tokens) < 3 or _mixed_run(tokens):
             return _code_shape(values)
         shapes.add(_collapse(tokens))
         if len(shapes) > 1:
             return _code_shape(values)
     return shapes.pop() if shapes else None
+
+
+def _mixed_run(tokens: list[str]) -> bool:
+    """Whether letters and digits alternate twice or more with no separator between them
+    (``a63dcb756c15``): a code whose runs are chance, not words and numbers."""
+    streak = 0
+    for t in tokens:
+        streak = streak + 1 if t in _CLASS_NAMES else 0
+        if streak >= 3:
+            return True
+    return False
 
 
 _CODE_ALPHABETS = (("A-Z0-9", "A-Z"), ("a-z0-9", "a-z"))
