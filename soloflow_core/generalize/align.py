@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any, Literal
 
-from soloflow_core.generalize.arguments import NEAR_CONSTANT_SHARE, Occurrence
+from soloflow_core.generalize.arguments import Occurrence
 
 __all__ = ["find_occurrence", "find_occurrences", "related_calls", "without_unrelated_calls"]
 
@@ -85,8 +85,9 @@ def related_calls(calls: Sequence[Any], names: Collection[str]) -> list[Any]:
 
 
 def _usual_names(occurrences: Sequence[Occurrence], i: int) -> frozenset[str]:
-    """The argument names step ``i`` takes in at least :data:`NEAR_CONSTANT_SHARE` of the
-    occurrences (counting each occurrence once), else none."""
+    """The argument names step ``i`` takes in most occurrences (counting each occurrence
+    once), else none. Most, not nearly all: where the tools are common, a share of the
+    occurrences are chance meetings of the tools, called for something else."""
     counts: dict[frozenset[str], int] = {}
     for o in occurrences:
         calls = o.step_calls[i] if len(o.step_calls) > i and o.step_calls[i] else ()
@@ -96,12 +97,12 @@ def _usual_names(occurrences: Sequence[Occurrence], i: int) -> frozenset[str]:
     if not counts:
         return frozenset()
     usual = max(counts, key=lambda k: counts[k])
-    return usual if counts[usual] >= NEAR_CONSTANT_SHARE * len(occurrences) else frozenset()
+    return usual if 2 * counts[usual] > len(occurrences) else frozenset()
 
 
 def without_unrelated_calls(occurrences: Sequence[Occurrence]) -> list[Occurrence]:
     """The occurrences with each step's unrelated calls of its tool left out
-    (:func:`related_calls`, by the argument names the step takes in nearly every occurrence);
+    (:func:`related_calls`, by the argument names the step takes in most occurrences);
     a step that lost calls is represented by its last remaining call."""
     out = list(occurrences)
     if not out:
