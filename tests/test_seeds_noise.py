@@ -158,3 +158,43 @@ def test_capitalised_words_of_one_length_are_no_code():
     gen = generalize(occs)
     rule = gen.extraction["city"]
     assert extract_value(rule, "Please book the hotel: city Lisbon") == "Lisbon"
+
+
+def test_occurrences_where_common_tools_met_by_chance_are_left_out():
+    """Seven occurrences pass the step's arguments, three are the same tools called for
+    something else (none of its argument names): below the 90 % share, those three are
+    still left out, and the step keeps its arguments."""
+    occs = [
+        Occurrence(
+            task=f"Check order ORD-{100 + k}",
+            args=[{"order_id": f"ORD-{100 + k}"}] if k < 7 else [{"query": f"q{k}"}],
+            outputs=[{}],
+        )
+        for k in range(10)
+    ]
+    gen = generalize(occs)
+    assert gen.input_maps[0] == {"order_id": "{{_trigger.order_id}}"}
+    assert sum("left out" in n for n in gen.notes) == 3
+    # Some of the usual names (an optional argument left out): nothing is left out.
+    occs = [
+        Occurrence(task=f"t{k}", args=[{"a": k, "b": 1} if k < 7 else {"a": k}], outputs=[{}])
+        for k in range(10)
+    ]
+    assert not any(n.startswith("occurrence") for n in generalize(occs).notes)
+
+
+def test_the_word_before_a_value_is_read_where_the_value_stands_alone():
+    """``170`` first appears inside the e-mail address; the rule's anchor is still the word
+    before the value standing alone (``amount``), so every task gives it back."""
+    occs = [
+        Occurrence(
+            task=f"Refund: email m{a}x@example.com; date 2024-0{k + 1}-1{k}; amount {a}",
+            args=[{"amount": a}],
+            outputs=[{}],
+        )
+        for k, a in enumerate([170, 3916, 345, 1235])
+    ]
+    gen = generalize(occs)
+    rule = gen.extraction["amount"]
+    assert rule["anchor"] == "amount"
+    assert extract_value(rule, "Refund: email m55x@example.com; date 2024-02-11; amount 55") == "55"

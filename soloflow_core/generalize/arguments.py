@@ -234,7 +234,7 @@ def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
             return learned
     prefixes = set()
     for v, t in zip(values, tasks, strict=True):
-        i = t.find(v)
+        i = _standalone(v, t)  # not inside a longer word: the 170 of "amount 170", not of an id
         before = t[:i].rstrip(" :=#'\"(")
         words = re.findall(r"[\w-]+$", before)
         prefixes.add(words[0].lower() if words else "")
