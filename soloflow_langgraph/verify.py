@@ -269,6 +269,14 @@ def _step_calls(step: FlowStep, occ: Occurrence, i: int) -> list[tuple[dict[str,
     return [(c.args, c.output) for c in kept]
 
 
+def _of_flow(flow: FlowDefinition, occ: Occurrence) -> bool:
+    for i, step in enumerate(flow.steps[: len(occ.args)]):
+        names = set(step.input_map)
+        if names and not any(names & set(args) for args, _ in step_calls_of(occ, i)):
+            return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class _Call:
     args: dict[str, Any]
@@ -383,10 +391,20 @@ def replay_occurrence(flow: FlowDefinition, occ: Occurrence, *, label: str = "")
 def verify_flow(
     flow: FlowDefinition, held_out: Sequence[tuple[str, Occurrence]], *, trained_on: int = 0
 ) -> VerificationReport:
-    """Replay ``flow`` against each (label, occurrence); fidelity = share reproduced."""
-    outcomes = [replay_occurrence(flow, occ, label=label) for label, occ in held_out]
+    """Replay ``flow`` against each (label, occurrence); fidelity = share reproduced.
+
+    An occurrence whose calls at some step take none of that step's arguments is the flow's
+    tools met by chance (called for something else), not the flow: it is not replayed, and a
+    note counts it."""
+    of_flow = [(label, occ) for label, occ in held_out if _of_flow(flow, occ)]
+    outcomes = [replay_occurrence(flow, occ, label=label) for label, occ in of_flow]
     fidelity = sum(o.reproduced for o in outcomes) / len(outcomes) if outcomes else None
     notes = [] if outcomes else ["no held-out occurrence to replay"]
+    if len(of_flow) < len(held_out):
+        notes.append(
+            f"{len(held_out) - len(of_flow)} occurrence(s) not replayed: at some step the calls "
+            "take none of the step's arguments (the tools called for something else)"
+        )
     return VerificationReport(
         flow=flow, fidelity=fidelity, outcomes=outcomes, trained_on=trained_on, notes=notes
     )
