@@ -112,7 +112,9 @@ def _code_shape(values: Sequence[str]) -> str | None:
     runs = {tuple((_RUN_CLASS[k], len(m.group())) for k, m in _runs(v)) for v in values}
     # A code mixes letters and digits (HAT170); a capitalised word of one length (Nairobi,
     # Tallinn) is a word, and the next one (Lisbon) has another length.
+    # Letters and digits alternating (ZFA04Y) are runs of chance: any order, below.
     coded = all(re.search(r"\d", v) and re.search("[A-Za-z]", v) for v in values)
+    coded = coded and not any(_mixed_run(_shape_tokens(v) or []) for v in values)
     if (
         coded
         and len(runs) == 1
