@@ -91,6 +91,7 @@ class Tally:
     verify: list[float] = field(default_factory=list)
     unseen_ok: int = 0
     unseen_total: int = 0
+    unseen_set_aside: int = 0
     wrong: list[str] = field(default_factory=list)
 
 
@@ -203,13 +204,14 @@ def run_seed(setting: str, seed: int, tally: Tally, tmp: Path) -> None:
             unseen = verify_flow(cand.proposed_flow, held)
             ok = sum(o.reproduced for o in unseen.outcomes)
             tally.unseen_ok += ok
-            tally.unseen_total += len(held)
-            if ok < len(held):
+            tally.unseen_total += len(unseen.outcomes)  # chance meetings are not replayed
+            tally.unseen_set_aside += len(held) - len(unseen.outcomes)
+            if ok < len(unseen.outcomes):
                 msgs = Counter(
                     f"{d.kind} {d.tool or ''} {d.message[:90]}" for d in unseen.divergences
                 )
                 tally.wrong.append(
-                    f"{where}: wf {wf.index} unseen replay {ok}/{len(held)}: "
+                    f"{where}: wf {wf.index} unseen replay {ok}/{len(unseen.outcomes)}: "
                     + "; ".join(f"{m} ×{n}" for m, n in msgs.most_common(3))
                 )
 
@@ -251,7 +253,8 @@ def report(setting: str, tally: Tally, seconds: float, show: int) -> None:
         f"R {mean(tally.recall):.3f}; argument sources right {tally.args_right}/"
         f"{tally.args_total}; flows hard-coding a task's value {tally.hard_coded_flows}/"
         f"{tally.flows}; verify fidelity mean {mean(tally.verify):.3f} ({perfect}/"
-        f"{len(tally.verify)} at 1.0); unseen runs replayed {tally.unseen_ok}/{tally.unseen_total}"
+        f"{len(tally.verify)} at 1.0); unseen runs replayed {tally.unseen_ok}/{tally.unseen_total} "
+        f"({tally.unseen_set_aside} set aside: the tools met by chance)"
     )
     if tally.errors:
         print("   errors by class:", dict(tally.errors.most_common()))
