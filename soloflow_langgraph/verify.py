@@ -38,12 +38,11 @@ from soloflow_core.flow.executors import ExecutorRegistry
 from soloflow_core.flow.templates import Reference, iter_references
 from soloflow_core.generalize.align import find_occurrences
 from soloflow_core.generalize.arguments import Occurrence, extract_value
-from soloflow_core.generalize.dataflow import side_effects_from_calls
-from soloflow_core.generalize.loops import step_calls_of
 from soloflow_core.generalize.propose import propose
 from soloflow_core.learning.outcomes import DEFAULT_PROMOTION_THRESHOLD
 from soloflow_core.models import FlowCandidate, FlowDefinition
 from soloflow_langgraph.compile.graph import compile_flow
+from soloflow_langgraph.replay_calls import explored_steps, of_flow, step_calls
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -301,7 +300,7 @@ def _inputs(flow: FlowDefinition, occ: Occurrence) -> tuple[dict[str, Any], list
         if i >= len(occ.args):
             break
         # The call the step was learned from: a map step's first, else its last (occ.args).
-        first_args = step_calls_of(occ, i)[0][0] if step.map_over else dict(occ.args[i])
+        first_args = step_calls(step, occ, i)[0][0] if step.map_over else dict(occ.args[i])
         for key, tmpl in step.input_map.items():
             name = _whole_trigger(tmpl)
             if name is not None and name not in recorded and key in first_args:
@@ -340,33 +339,6 @@ def _inputs(flow: FlowDefinition, occ: Occurrence) -> tuple[dict[str, Any], list
     return inputs, given, problems
 
 
-def _explored_steps(
-    flow: FlowDefinition, occ: Occurrence, side_effects: Mapping[str, bool | None]
-) -> set[str]:
-    """Read-only steps the flow calls once (no map step), that the agent called several
-    times in a row, *before* a step that may have side effects: the agent explored on the
-    way to the effect; one of those calls is the flow's. A step's side effects are its own
-    flag, else ``side_effects``, else the recorded calls' metadata, else assumed."""
-    effects: list[bool | None] = []
-    for i, step in enumerate(flow.steps):
-        calls = occ.step_calls[i] if len(occ.step_calls) > i else ()
-        flag = step.side_effects
-        if flag is None:
-            flag = side_effects.get(step.skill_key)
-        if flag is None:
-            flag = side_effects_from_calls(calls).get(step.skill_key)
-        effects.append(flag)
-    return {
-        step.id
-        for i, step in enumerate(flow.steps)
-        if effects[i] is False
-        and not step.map_over
-        and len(occ.step_calls) > i
-        and len(occ.step_calls[i]) > 1
-        and any(e is not False for e in effects[i + 1 :])
-    }
-
-
 def replay_occurrence(
     flow: FlowDefinition,
     occ: Occurrence,
@@ -383,9 +355,9 @@ def replay_occurrence(
         (step.id, step.skill_key, args, out)
         for i, step in enumerate(flow.steps)
         if i < len(occ.args)
-        for args, out in step_calls_of(occ, i)
+        for args, out in step_calls(step, occ, i)
     ]
-    replay = ReplayExecutor(recorded, label, one_of=_explored_steps(flow, occ, side_effects or {}))
+    replay = ReplayExecutor(recorded, label, one_of=explored_steps(flow, occ, side_effects or {}))
     inputs, given, problems = _inputs(flow, occ)
     divergences = [
         Divergence(occurrence=label, step=None, tool=None, kind="input", message=p)
@@ -446,13 +418,23 @@ def verify_flow(
     side_effects: Mapping[str, bool | None] | None = None,
 ) -> VerificationReport:
     """Replay ``flow`` against each (label, occurrence); fidelity = share reproduced.
-    ``side_effects``: as for :func:`replay_occurrence`."""
+    ``side_effects``: as for :func:`replay_occurrence`.
+
+    An occurrence whose calls at some step take none of that step's arguments is the flow's
+    tools met by chance (called for something else), not the flow: it is not replayed, and a
+    note counts it."""
+    of_flow = [(label, occ) for label, occ in held_out if of_flow(flow, occ)]
     outcomes = [
         replay_occurrence(flow, occ, label=label, side_effects=side_effects)
-        for label, occ in held_out
+        for label, occ in of_flow
     ]
     fidelity = sum(o.reproduced for o in outcomes) / len(outcomes) if outcomes else None
     notes = [] if outcomes else ["no held-out occurrence to replay"]
+    if len(of_flow) < len(held_out):
+        notes.append(
+            f"{len(held_out) - len(of_flow)} occurrence(s) not replayed: at some step the calls "
+            "take none of the step's arguments (the tools called for something else)"
+        )
     return VerificationReport(
         flow=flow, fidelity=fidelity, outcomes=outcomes, trained_on=trained_on, notes=notes
     )
@@ -526,7 +508,10 @@ def verify_candidate(
     """Verify a stored candidate on its runs and store fidelity, confidence, divergences."""
     cand = store.get_candidate(candidate_id, user_id=user_id, agent_id=agent_id)
     runs = store.load_runs(cand.run_ids, user_id=user_id, agent_id=agent_id)
-    occs = find_occurrences(runs, cand.tool_sequence, repeated_steps=cand.repeated_steps or "any")
+    # Every step takes its run of calls of its tool, whether or not the miner saw it repeat:
+    # aligned strictly, the agent's own call of that tool beside the step could be taken for
+    # it. Calls that take none of the step's arguments are then left out (step_calls).
+    occs = find_occurrences(runs, cand.tool_sequence, repeated_steps="any")
     report = verify_occurrences(
         cand.tool_sequence, occs, repeated_steps=cand.repeated_steps, side_effects=side_effects
     )

@@ -3,16 +3,22 @@
 Errored calls are dropped first (the agent's retries are not part of the flow). A step
 listed in ``repeated_steps`` (or any step, with ``loops="any"``) takes every consecutive
 call of its tool, so a loop's k calls become one step with k ``step_calls``.
+
+Such a run of calls may hold a call that is no part of the step: the agent called the same
+tool for something else just before or after it (``{"query": ...}`` beside the step's
+``{"order_id", "amount"}``). :func:`without_unrelated_calls` leaves those out, judged by the
+step's usual argument names, and :func:`related_calls` by a flow step's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import Any, Literal
 
 from soloflow_core.generalize.arguments import Occurrence
 
-__all__ = ["find_occurrence", "find_occurrences"]
+__all__ = ["find_occurrence", "find_occurrences", "related_calls", "without_unrelated_calls"]
 
 
 def find_occurrence(
@@ -62,4 +68,60 @@ def find_occurrences(
         )
         if occ is not None:
             out.append((run.run_id, occ))
+    return out
+
+
+def _names(call: Any) -> frozenset[str]:
+    return frozenset(getattr(call, "args", None) or {})
+
+
+def related_calls(calls: Sequence[Any], names: Collection[str]) -> list[Any]:
+    """``calls`` (one step's run of calls of its tool) without those that take none of the
+    argument ``names`` the step takes: unrelated calls of the same tool. All of them when
+    ``names`` is empty or no call takes any of them."""
+    usual = frozenset(names)
+    kept = [c for c in calls if not usual or _names(c) & usual]
+    return kept or list(calls)
+
+
+def _usual_names(occurrences: Sequence[Occurrence], i: int) -> frozenset[str]:
+    """The argument names step ``i`` takes in most occurrences (counting each occurrence
+    once), else none. Most, not nearly all: where the tools are common, a share of the
+    occurrences are chance meetings of the tools, called for something else."""
+    counts: dict[frozenset[str], int] = {}
+    for o in occurrences:
+        calls = o.step_calls[i] if len(o.step_calls) > i and o.step_calls[i] else ()
+        seen = {_names(c) for c in calls} or {frozenset(o.args[i])}
+        for names in seen:
+            counts[names] = counts.get(names, 0) + 1
+    if not counts:
+        return frozenset()
+    usual = max(counts, key=lambda k: counts[k])
+    return usual if 2 * counts[usual] > len(occurrences) else frozenset()
+
+
+def without_unrelated_calls(occurrences: Sequence[Occurrence]) -> list[Occurrence]:
+    """The occurrences with each step's unrelated calls of its tool left out
+    (:func:`related_calls`, by the argument names the step takes in most occurrences);
+    a step that lost calls is represented by its last remaining call."""
+    out = list(occurrences)
+    if not out:
+        return out
+    for i in range(len(out[0].args)):
+        usual = _usual_names(out, i)
+        if not usual:
+            continue
+        for k, o in enumerate(out):
+            calls = o.step_calls[i] if len(o.step_calls) > i else ()
+            if len(calls) < 2:
+                continue
+            kept = related_calls(calls, usual)
+            if len(kept) == len(calls):
+                continue
+            step_calls = [list(c) for c in o.step_calls]
+            step_calls[i] = kept
+            args, outputs = list(o.args), list(o.outputs)
+            args[i] = dict(getattr(kept[-1], "args", None) or {})
+            outputs[i] = getattr(kept[-1], "output", None)
+            out[k] = replace(o, args=args, outputs=outputs, step_calls=step_calls)
     return out

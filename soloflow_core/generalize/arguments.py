@@ -237,7 +237,7 @@ def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
             return learned
     prefixes = set()
     for v, t in zip(values, tasks, strict=True):
-        i = t.find(v)
+        i = _standalone(v, t)  # not inside a longer word: the 170 of "amount 170", not of an id
         before = t[:i].rstrip(" :=#'\"(")
         words = re.findall(r"[\w-]+$", before)
         prefixes.add(words[0].lower() if words else "")
@@ -378,7 +378,8 @@ def _typical(occurrences: Sequence[Occurrence]) -> tuple[list[Occurrence], list[
     """The occurrences without those whose arguments do not look like the others': where, at
     some step, at least :data:`NEAR_CONSTANT_SHARE` of at least :data:`NEAR_CONSTANT_MIN`
     occurrences pass one set of argument names and this one another (an unrelated call of the
-    same tool taken for the step), with a note naming each one left out."""
+    same tool taken for the step), or most pass one set and this one none of its names (the
+    tools met by chance), with a note naming each one left out."""
     n = len(occurrences)
     if n < NEAR_CONSTANT_MIN:
         return list(occurrences), []
@@ -389,10 +390,13 @@ def _typical(occurrences: Sequence[Occurrence]) -> tuple[list[Occurrence], list[
         for keys in names:
             counts[keys] = counts.get(keys, 0) + 1
         usual = max(counts, key=lambda k: counts[k])
-        if counts[usual] == n or counts[usual] < NEAR_CONSTANT_SHARE * n:
+        if counts[usual] == n or 2 * counts[usual] <= n:
             continue
+        # Below the share, only a call that takes none of the usual arguments is odd (a
+        # chance meeting of common tools); one that takes some may just omit an optional one.
+        near = counts[usual] >= NEAR_CONSTANT_SHARE * n
         for k, keys in enumerate(names):
-            if keys != usual and k not in odd:
+            if keys != usual and k not in odd and (near or (usual and not set(keys) & set(usual))):
                 odd[k] = (
                     f"occurrence {k + 1} left out: step_{i + 1} takes ({', '.join(keys)}) "
                     f"where {counts[usual]} of {n} take ({', '.join(usual)})"

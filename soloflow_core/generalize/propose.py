@@ -11,6 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from soloflow_core.errors import SoloFlowError
+from soloflow_core.generalize.align import without_unrelated_calls
 from soloflow_core.generalize.arguments import Occurrence, generalize
 from soloflow_core.generalize.dataflow import dataflow_depends_on, side_effects_from_calls
 from soloflow_core.generalize.loops import ListWalk, find_list_walk
@@ -55,8 +56,14 @@ def _loops(
         for o in occurrences
         if len(o.step_calls) > i and len(o.step_calls[i]) > 1
     }
+    # A step the miner saw repeated, whose recorded calls show one call in every occurrence
+    # (once unrelated calls of its tool are left out), walks no list: a list of one item
+    # is read as that item.
+    known = {
+        i for i in range(n) if all(len(o.step_calls) > i and o.step_calls[i] for o in occurrences)
+    }
     walks: dict[int, ListWalk] = {}
-    for i in sorted(set(repeated) | seen_multi):
+    for i in sorted((set(repeated) - known) | seen_multi):
         if not 0 <= i < n:
             continue
         walk = find_list_walk(i, occurrences, loops=set(walks))
@@ -109,6 +116,9 @@ def propose(
                 f"flow {flow_name_for(tool_sequence)!r}: occurrences have {len(occurrences[0].args)} "
                 f"steps, the sequence {n}; pass the occurrences of this very sequence"
             )
+    # A call of a step's tool that takes none of the step's arguments is the agent's own
+    # (a lookup just before or after the step), not one more pass of a loop.
+    occurrences = without_unrelated_calls(occurrences)
     effects: dict[str, bool | None] = {}
     for o in occurrences:
         for calls in o.step_calls:

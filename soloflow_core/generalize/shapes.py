@@ -66,19 +66,31 @@ def learn_shape(values: Sequence[str]) -> str | None:
     ``mia_li_3668`` and ``aarav_ahmed_6699`` and ``ana_de_la_cruz_1`` share
     ``(?:[a-z]+_)+\\d+``); codes of one length mixing capitals and digits in any order
     (``ZFA04Y``, ``1N99U6``) share ``[A-Z0-9]{6}`` with a digit and a capital required; ids
-    of fixed-length groups between the same separators (UUIDs) share their groups. None
+    of fixed-length groups between the same separators (UUIDs, ``user_a63dcb756c15``: letters
+    and digits alternating by chance are a code) share their groups. None
     when the values differ in shape otherwise, or the shape is a single class of characters
     (a plain word or number says nothing of where it stands).
     """
     shapes = set()
     for v in values:
         tokens = _shape_tokens(v)
-        if tokens is None or len(tokens) < 3:
+        if tokens is None or len(tokens) < 3 or _mixed_run(tokens):
             return _code_shape(values)
         shapes.add(_collapse(tokens))
         if len(shapes) > 1:
             return _code_shape(values)
     return shapes.pop() if shapes else None
+
+
+def _mixed_run(tokens: list[str]) -> bool:
+    """Whether letters and digits alternate twice or more with no separator between them
+    (``a63dcb756c15``): a code whose runs are chance, not words and numbers."""
+    streak = 0
+    for t in tokens:
+        streak = streak + 1 if t in _CLASS_NAMES else 0
+        if streak >= 3:
+            return True
+    return False
 
 
 _CODE_ALPHABETS = (("A-Z0-9", "A-Z"), ("a-z0-9", "a-z"))
@@ -93,14 +105,25 @@ def _runs(value: str) -> list[tuple[str, re.Match[str]]]:
 def _code_shape(values: Sequence[str]) -> str | None:
     """The shape of codes of one length: the same runs of capitals, small letters and digits
     of the same lengths (``HAT170``, ``HAT005``: ``[A-Z]{3}\\d{3}``), or capitals and digits
-    (or small letters and digits) in any order, each holding both (``ZFA04Y``, ``1N99U6``):
-    a digit and a letter are required, so no plain word or number has it. None otherwise."""
+    (or small letters and digits) in any order (``ZFA04Y``, ``1N99U6``): each value holds a
+    digit and a letter, so no plain word or number has it; codes of several lengths that
+    open alike (IBANs) take :func:`_opened_shape`. None otherwise."""
     if len(values) < 2 or len(min(values, key=len)) < 4:
         return None
     if len({len(v) for v in values}) != 1:
         return _opened_shape(values)
     runs = {tuple((_RUN_CLASS[k], len(m.group())) for k, m in _runs(v)) for v in values}
-    if len(runs) == 1 and len(next(iter(runs))) > 1 and all(c for c, _ in next(iter(runs))):
+    # A code mixes letters and digits (HAT170); a capitalised word of one length (Nairobi,
+    # Tallinn) is a word, and the next one (Lisbon) has another length.
+    # Letters and digits alternating (ZFA04Y) are runs of chance: any order, below.
+    coded = all(re.search(r"\d", v) and re.search("[A-Za-z]", v) for v in values)
+    coded = coded and not any(_mixed_run(_shape_tokens(v) or []) for v in values)
+    if (
+        coded
+        and len(runs) == 1
+        and len(next(iter(runs))) > 1
+        and all(c for c, _ in next(iter(runs)))
+    ):
         return "".join(f"{c}{{{n}}}" for c, n in next(iter(runs)))  # HAT170: [A-Z]{3}\d{3}
     for alphabet, letters in _CODE_ALPHABETS:
         if all(

@@ -381,7 +381,9 @@ def match_patterns(
         if opt.max_gap and j > 0 and len(act):
             # Not right after a swap: every pair of steps stays within one unit of each
             # other, which the gain bounds rely on.
-            gap = (work[c] >= 0) & (work[c + 1] == want) & (swapped[act] != j - 2)
+            gap = (work[c] >= 0) & (work[c + 1] == want)
+            if j >= 2:  # (before step 2 no swap can have been made: -1 is "none")
+                gap &= swapped[act] != j - 2
             yes = np.flatnonzero(gap)
             hit = act[yes]
             at = rows[hit]
