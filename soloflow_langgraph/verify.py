@@ -423,16 +423,16 @@ def verify_flow(
     An occurrence whose calls at some step take none of that step's arguments is the flow's
     tools met by chance (called for something else), not the flow: it is not replayed, and a
     note counts it."""
-    of_flow = [(label, occ) for label, occ in held_out if of_flow(flow, occ)]
+    replayed = [(label, occ) for label, occ in held_out if of_flow(flow, occ)]
     outcomes = [
         replay_occurrence(flow, occ, label=label, side_effects=side_effects)
-        for label, occ in of_flow
+        for label, occ in replayed
     ]
     fidelity = sum(o.reproduced for o in outcomes) / len(outcomes) if outcomes else None
     notes = [] if outcomes else ["no held-out occurrence to replay"]
-    if len(of_flow) < len(held_out):
+    if len(replayed) < len(held_out):
         notes.append(
-            f"{len(held_out) - len(of_flow)} occurrence(s) not replayed: at some step the calls "
+            f"{len(held_out) - len(replayed)} occurrence(s) not replayed: at some step the calls "
             "take none of the step's arguments (the tools called for something else)"
         )
     return VerificationReport(
