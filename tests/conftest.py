@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from routing_support import TrainedWorlds
 
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
@@ -104,6 +105,46 @@ def sqlite_store(sqlite_url: str) -> Iterator[Store]:
         yield s
     finally:
         s.close()
+
+
+@pytest.fixture(scope="session")
+def trained_worlds(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainedWorlds]:
+    """The routing worlds' agents trained once per store kind (tests/routing_support.py)."""
+    worlds = TrainedWorlds(tmp_path_factory.mktemp("trained"), pg_url=PG_URL)
+    try:
+        yield worlds
+    finally:
+        worlds.close()
+
+
+def _trained_at(worlds: TrainedWorlds, url: str) -> Iterator[Callable[[str], Store]]:
+    opened: list[Store] = []
+
+    def open_trained(world: str) -> Store:
+        assert not opened, "one trained store per test"
+        opened.append(worlds.store(world, url))
+        return opened[0]
+
+    try:
+        yield open_trained
+    finally:
+        for s in opened:
+            s.close()
+
+
+@pytest.fixture
+def trained_store(trained_worlds: TrainedWorlds, db_url: str) -> Iterator[Callable[[str], Store]]:
+    """``trained_store(world)``: a copy of the world's trained store at ``db_url`` (both
+    kinds), the test's own; closed afterwards."""
+    yield from _trained_at(trained_worlds, db_url)
+
+
+@pytest.fixture
+def trained_sqlite(
+    trained_worlds: TrainedWorlds, sqlite_url: str
+) -> Iterator[Callable[[str], Store]]:
+    """``trained_sqlite(world)``: a copy of the world's trained store at ``sqlite_url``."""
+    yield from _trained_at(trained_worlds, sqlite_url)
 
 
 @pytest.fixture

@@ -81,7 +81,7 @@ class RecordingModel(ScriptedChatModel):
     _bound: list[list[str]] = PrivateAttr(default_factory=list)
 
     def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
-        self._bound.append([getattr(t, "name", str(t)) for t in tools])
+        self._bound.append([t.name if hasattr(t, "name") else str(t) for t in tools])
         return self
 
     @property

@@ -12,22 +12,22 @@ do the right job for the right person.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from langchain.agents import create_agent
+from routing_support import CONFIG, SHOP, Desk, approve, world
 
 from benchmarks import routing_world as W
-from soloflow_core.learning import LearningConfig
-from soloflow_core.learning.promotion import approve_candidate, submit_flow
+from soloflow_core.learning.promotion import submit_flow
 from soloflow_core.memory.procedural import ProceduralMemory
 from soloflow_core.models import FlowDefinition, FlowStep
 from soloflow_core.store import Store
 from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
 
-USER, AGENT = "shop-user", "shop"
-CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
+SHOP_WORLD = world(SHOP)
+USER, AGENT = SHOP_WORLD.user, SHOP_WORLD.agent
+Trained = Callable[[str], Store]
 
 HOSTILE = [text for text, _ in W.HOSTILE]
 """Requests of our own (the password reset's flow is not approved in these tests)."""
@@ -40,45 +40,17 @@ def _effects() -> Iterator[None]:
     W.EFFECTS.clear()
 
 
-def _ask(agent: Any, mw: SoloFlowMiddleware, model: W.ShopModel, text: str) -> dict[str, Any]:
-    before, effects = model.calls, len(W.EFFECTS)
-    result = agent.invoke(
-        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
-    )
-    last = result["messages"][-1]
-    return {
-        "answer": str(last.content),
-        "calls": model.calls - before,
-        "flow": last.response_metadata.get("soloflow_flow"),
-        "effects": W.EFFECTS[effects:],
-    }
-
-
-def _shop(
-    store: Store, *, approve: set[str] | None = None
-) -> tuple[Any, SoloFlowMiddleware, W.ShopModel]:
+def _shop(store: Store, *, approve_only: set[str] | None = None) -> Desk:
     """The shop agent after its training requests, with the flows a person approved (all the
-    learned ones unless ``approve`` names jobs by their effect tool)."""
-    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=CONFIG)
-    model = W.shop_model()
-    agent = create_agent(model, tools=W.TOOLS, system_prompt="Support.", middleware=[mw])
-    for r in W.load_corpus():
-        if r["split"] == "train":
-            _ask(agent, mw, model, r["text"])
-    for cand in store.list_candidates(user_id=USER, agent_id=AGENT):
-        if approve is None or cand.tool_sequence[-1] in approve:
-            approve_candidate(store, cand.id, user_id=USER, agent_id=AGENT, config=CONFIG)
-    mw.close()
-    # Built again: its typed flow tools are declared when the agent is built.
-    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=CONFIG)
-    model = W.shop_model()
-    agent = create_agent(model, tools=W.TOOLS, system_prompt="Support.", middleware=[mw])
-    return agent, mw, model
+    learned ones unless ``approve_only`` names jobs by their effect tool)."""
+    approve(store, SHOP_WORLD, only=approve_only)
+    # Built after the approvals: its typed flow tools are declared when the agent is built.
+    return Desk(store, SHOP_WORLD)
 
 
-def test_the_learned_jobs_are_flows_with_replies(sqlite_store: Store):
-    agent, mw, _ = _shop(sqlite_store)
-    try:
+def test_the_learned_jobs_are_flows_with_replies(trained_sqlite: Trained):
+    sqlite_store = trained_sqlite(SHOP)
+    with _shop(sqlite_store):
         flows = {
             m.skill_keys[-1]: m for m in sqlite_store.list_flow_meta(user_id=USER, agent_id=AGENT)
         }
@@ -91,34 +63,29 @@ def test_the_learned_jobs_are_flows_with_replies(sqlite_store: Store):
                 meta.trigger_keywords
             )
             assert meta.confidence == pytest.approx(5 / 6)  # a person approved: the approval prior
-    finally:
-        mw.close()
 
 
-def test_near_misses_and_hostile_requests_run_no_flow(store: Store):
-    agent, mw, model = _shop(store, approve={"send_email", "notify_customer", "refund_order"})
-    try:
+def test_near_misses_and_hostile_requests_run_no_flow(trained_store: Trained):
+    store = trained_store(SHOP)
+    with _shop(store, approve_only={"send_email", "notify_customer", "refund_order"}) as desk:
         near = [r["text"] for r in W.load_corpus() if r["split"] == "test" and r["job"] is None]
         near += [r["text"] for r in W.load_review() if r["job"] is None]
         assert len(near) >= 300
         ran: list[tuple[str, Any]] = []
         for text in [*near, *HOSTILE]:
-            got = _ask(agent, mw, model, text)
+            got = desk.ask(text)
             if got["flow"] is not None or got["effects"] or got["calls"] == 0:
                 ran.append((text, got))
         assert ran == []
         assert store.list_flow_runs(user_id=USER, agent_id=AGENT) == []
-    finally:
-        mw.close()
 
 
-def test_new_phrasings_that_run_do_the_right_job_for_the_right_person(sqlite_store: Store):
-    agent, mw, model = _shop(sqlite_store)
-    try:
+def test_new_phrasings_that_run_do_the_right_job_for_the_right_person(trained_sqlite: Trained):
+    with _shop(trained_sqlite(SHOP)) as desk:
         served, wrong = 0, []
         paraphrases = [r for r in W.load_corpus() if r["category"] == "paraphrase"]
         for r in paraphrases:
-            got = _ask(agent, mw, model, r["text"])
+            got = desk.ask(r["text"])
             if got["calls"] != 0:
                 continue  # the agent did it (hinted or not): never a wrong effect either
             if W.right_effect(r["job"], r["values"]["email"], got["effects"]):
@@ -132,14 +99,12 @@ def test_new_phrasings_that_run_do_the_right_job_for_the_right_person(sqlite_sto
         for r in paraphrases:
             firsts.setdefault(r["job"], r)
         for job in ("order_status", "refund"):
-            assert _ask(agent, mw, model, firsts[job]["text"])["calls"] == 0, firsts[job]["text"]
-    finally:
-        mw.close()
+            assert desk.ask(firsts[job]["text"])["calls"] == 0, firsts[job]["text"]
 
 
-def test_a_user_submitted_flow_for_the_same_job_outranks_the_learned_one(sqlite_store: Store):
-    store = sqlite_store
-    agent, mw, model = _shop(store, approve={"notify_customer"})
+def test_a_user_submitted_flow_for_the_same_job_outranks_the_learned_one(trained_sqlite: Trained):
+    store = trained_sqlite(SHOP)
+    _shop(store, approve_only={"notify_customer"}).close()
     learned = store.list_flow_meta(user_id=USER, agent_id=AGENT)[0]
     mine = FlowDefinition(
         name="Shipment update",
@@ -193,7 +158,6 @@ def test_a_user_submitted_flow_for_the_same_job_outranks_the_learned_one(sqlite_
     assert by_name[learned.name].score > by_name["Shipment update"].score
     # ...but a person's flow for the same job (the same tools) comes first, by rule.
     assert matches[0].name == "Shipment update" and learned.name in matches[0].outranks
-    mw.close()
     mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=CONFIG)
     try:
         decision = mw.route(task)
@@ -202,16 +166,17 @@ def test_a_user_submitted_flow_for_the_same_job_outranks_the_learned_one(sqlite_
         mw.close()
 
 
-def test_flows_route_explains_each_verdict_without_running(sqlite_store: Store, sqlite_url: str):
+def test_flows_route_explains_each_verdict_without_running(
+    trained_sqlite: Trained, sqlite_url: str
+):
     import json
 
     from typer.testing import CliRunner
 
     from soloflow_langgraph.cli import app
 
-    _, mw, _ = _shop(sqlite_store, approve={"notify_customer"})
-    mw.close()
-    W.EFFECTS.clear()  # the training requests' own
+    sqlite_store = trained_sqlite(SHOP)
+    _shop(sqlite_store, approve_only={"notify_customer"}).close()
 
     def route(text: str) -> dict[str, Any]:
         res = CliRunner().invoke(
@@ -239,15 +204,16 @@ def test_flows_route_explains_each_verdict_without_running(sqlite_store: Store, 
     assert W.EFFECTS == [] and sqlite_store.list_flow_runs(user_id=USER, agent_id=AGENT) == []
 
 
-def test_a_person_confirms_a_phrasing_with_flows_evidence(sqlite_store: Store, sqlite_url: str):
+def test_a_person_confirms_a_phrasing_with_flows_evidence(trained_sqlite: Trained, sqlite_url: str):
     import json
 
     from typer.testing import CliRunner
 
     from soloflow_langgraph.cli import app
 
-    agent, mw, model = _shop(sqlite_store, approve={"send_email"})
-    try:
+    sqlite_store = trained_sqlite(SHOP)
+    with _shop(sqlite_store, approve_only={"send_email"}) as desk:
+        mw = desk.mw
         name = next(
             m.name
             for m in sqlite_store.list_flow_meta(user_id=USER, agent_id=AGENT)
@@ -302,13 +268,12 @@ def test_a_person_confirms_a_phrasing_with_flows_evidence(sqlite_store: Store, s
         )
         assert res.exit_code == 0 and "\x1b" not in res.output and "\x07" not in res.output
         assert "\\x1b[31mnow\\x07" in res.output
-    finally:
-        mw.close()
 
 
-def test_a_word_the_model_confirmed_once_is_not_yet_a_word_of_the_job(sqlite_store: Store):
-    agent, mw, model = _shop(sqlite_store, approve={"send_email"})
-    try:
+def test_a_word_the_model_confirmed_once_is_not_yet_a_word_of_the_job(trained_sqlite: Trained):
+    sqlite_store = trained_sqlite(SHOP)
+    with _shop(sqlite_store, approve_only={"send_email"}) as desk:
+        mw = desk.mw
         name = next(
             m.name
             for m in sqlite_store.list_flow_meta(user_id=USER, agent_id=AGENT)
@@ -324,5 +289,3 @@ def test_a_word_the_model_confirmed_once_is_not_yet_a_word_of_the_job(sqlite_sto
             name, [("t2", "can you send the latest bill, b@x.io")], source="flow_tool", **ns
         )
         assert mw.route(request).run == name  # two: known
-    finally:
-        mw.close()

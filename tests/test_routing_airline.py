@@ -11,23 +11,20 @@ new ids that run must do the right job with the request's own values.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
 
 import pytest
-from langchain.agents import create_agent
+from routing_support import AIRLINE, Desk, approve, world
 
 from benchmarks import routing_world_airline as W
 from soloflow_core.generalize.arguments import learn_extraction
 from soloflow_core.generalize.shapes import learn_shape
-from soloflow_core.learning import LearningConfig
-from soloflow_core.learning.promotion import approve_candidate
 from soloflow_core.memory.reading import read_request
 from soloflow_core.store import Store
-from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
 
-USER, AGENT = "airline-user", "airline"
-CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
+DESK = world(AIRLINE)
+USER, AGENT = DESK.user, DESK.agent
+Trained = Callable[[str], Store]
 
 FOUND = [
     "Please cancel my cancellation of reservation J87UAA, user emma_brown_6387",
@@ -52,39 +49,15 @@ def _effects() -> Iterator[None]:
     W.EFFECTS.clear()
 
 
-def _ask(agent: Any, mw: SoloFlowMiddleware, model: W.AirlineModel, text: str) -> dict[str, Any]:
-    before, effects = model.calls, len(W.EFFECTS)
-    result = agent.invoke(
-        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
-    )
-    last = result["messages"][-1]
-    return {
-        "calls": model.calls - before,
-        "flow": last.response_metadata.get("soloflow_flow"),
-        "effects": W.EFFECTS[effects:],
-    }
-
-
-def _desk(store: Store) -> tuple[Any, SoloFlowMiddleware, W.AirlineModel]:
+def _desk(store: Store) -> Desk:
     """The airline agent after its training requests, every learned flow approved."""
-    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=CONFIG)
-    model = W.agent_model()
-    agent = create_agent(model, tools=W.TOOLS, system_prompt="Airline.", middleware=[mw])
-    for r in W.load_corpus():
-        if r["split"] == "train":
-            _ask(agent, mw, model, r["text"])
-    for cand in store.list_candidates(user_id=USER, agent_id=AGENT):
-        approve_candidate(store, cand.id, user_id=USER, agent_id=AGENT, config=CONFIG)
-    mw.close()
-    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=W.TOOLS, config=CONFIG)
-    model = W.agent_model()
-    agent = create_agent(model, tools=W.TOOLS, system_prompt="Airline.", middleware=[mw])
-    return agent, mw, model
+    approve(store, DESK)
+    return Desk(store, DESK)
 
 
-def test_the_four_jobs_are_learned_with_their_ids_bound_from_the_text(sqlite_store: Store):
-    agent, mw, _ = _desk(sqlite_store)
-    try:
+def test_the_four_jobs_are_learned_with_their_ids_bound_from_the_text(trained_sqlite: Trained):
+    sqlite_store = trained_sqlite(AIRLINE)
+    with _desk(sqlite_store):
         flows = {
             m.skill_keys[-1]: sqlite_store.get_flow(m.name, user_id=USER, agent_id=AGENT).flow
             for m in sqlite_store.list_flow_meta(user_id=USER, agent_id=AGENT)
@@ -94,35 +67,30 @@ def test_the_four_jobs_are_learned_with_their_ids_bound_from_the_text(sqlite_sto
         assert set(cancel.input_schema["required"]) == {"user_id", "reservation_id"}
         assert set(cancel.extraction) == {"user_id", "reservation_id"}  # no "caller gives it"
         assert "reservation" in cancel.extraction["reservation_id"]["labels"]
-    finally:
-        mw.close()
 
 
-def test_near_misses_and_the_ones_once_run_run_no_flow(store: Store):
-    agent, mw, model = _desk(store)
-    try:
+def test_near_misses_and_the_ones_once_run_run_no_flow(trained_store: Trained):
+    store = trained_store(AIRLINE)
+    with _desk(store) as desk:
         near = [r["text"] for r in W.load_corpus() if r["job"] is None]
         near += [text for text, job in W.HOSTILE if job is None]
         assert len(near) >= 230
         ran = []
         for text in [*FOUND, *near]:
-            got = _ask(agent, mw, model, text)
+            got = desk.ask(text)
             if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
                 ran.append((text, got))
         assert ran == []
         assert store.list_flow_runs(user_id=USER, agent_id=AGENT) == []
-    finally:
-        mw.close()
 
 
-def test_new_phrasings_that_run_do_the_right_job_with_the_requests_values(sqlite_store: Store):
-    agent, mw, model = _desk(sqlite_store)
-    try:
+def test_new_phrasings_that_run_do_the_right_job_with_the_requests_values(trained_sqlite: Trained):
+    with _desk(trained_sqlite(AIRLINE)) as desk:
         served, wrong = 0, []
         for r in W.load_corpus():
             if r["category"] != "paraphrase":
                 continue
-            got = _ask(agent, mw, model, r["text"])
+            got = desk.ask(r["text"])
             if got["calls"] != 0:
                 continue
             if W.served(r, got["effects"]):
@@ -131,8 +99,6 @@ def test_new_phrasings_that_run_do_the_right_job_with_the_requests_values(sqlite
                 wrong.append((r["text"], got))
         assert wrong == []
         assert served >= 60  # 83 of 168 when written (benchmarks/RESULTS.md)
-    finally:
-        mw.close()
 
 
 def test_codes_of_one_length_are_a_shape_no_word_or_number_has():

@@ -82,7 +82,7 @@ class Recorder(ScriptedChatModel):
     _bound: list[list[str]] = PrivateAttr(default_factory=list)
 
     def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
-        self._bound.append([getattr(t, "name", str(t)) for t in tools])
+        self._bound.append([t.name if hasattr(t, "name") else str(t) for t in tools])
         return self
 
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:

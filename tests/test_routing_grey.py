@@ -8,32 +8,26 @@ with values inside the learned bounds still run."""
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
-from langchain.agents import create_agent
+from routing_support import AIRLINE, SHOP, WORLDS, Desk, approve, world
 
 from soloflow_core.generalize.arguments import learn_extraction
 from soloflow_core.generalize.shapes import bound_problem, learn_bounds
-from soloflow_core.learning import LearningConfig
-from soloflow_core.learning.promotion import approve_candidate
 from soloflow_core.memory.binding import ValueKind, value_kinds
 from soloflow_core.memory.intent import JobEvidence, judge_intent
 from soloflow_core.memory.reading import read_request
 from soloflow_core.store import Store
-from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
 
-USER, AGENT = "grey-user", "grey"
-CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
 DATA = Path(__file__).resolve().parent.parent / "benchmarks" / "data"
 PROBES = {
-    "benchmarks.routing_world_airline": DATA / "greyfix_probes_airline.txt",
-    "benchmarks.routing_world": DATA / "greyfix_probes_shop.txt",
+    AIRLINE: DATA / "greyfix_probes_airline.txt",
+    SHOP: DATA / "greyfix_probes_shop.txt",
 }
 STILL_RUN = {
-    "benchmarks.routing_world_airline": [
+    AIRLINE: [
         # values inside what was learned: a count of one digit, a real date, a code of the
         # reservation shape that is no flight number (only its shape, not its HAT)
         ("Please update reservation B6HDF4 to 2 checked bags", {"total_baggages": 2}),
@@ -44,7 +38,7 @@ STILL_RUN = {
         ("Please cancel reservation KYR131 for user mia_li_3668", {"reservation_id": "KYR131"}),
         ("Would you mind cancelling my reservation 7897IB? User id aarav_smith_2396", {}),
     ],
-    "benchmarks.routing_world": [
+    SHOP: [
         ("Please reset the password for dave@example.com", {"email": "dave@example.com"}),
     ],
 }
@@ -55,57 +49,32 @@ def _probes(world: str) -> list[str]:
     return [line for line in lines if line.strip() and not line.startswith("##")]
 
 
-def _ask(agent: Any, mw: SoloFlowMiddleware, model: Any, w: Any, text: str) -> dict[str, Any]:
-    before, effects = model.calls, len(w.EFFECTS)
-    out = agent.invoke(
-        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
-    )
-    last = out["messages"][-1]
-    return {
-        "calls": model.calls - before,
-        "flow": last.response_metadata.get("soloflow_flow"),
-        "effects": w.EFFECTS[effects:],
-    }
-
-
-def _agent(store: Store, w: Any) -> tuple[Any, SoloFlowMiddleware, Any]:
-    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=w.TOOLS, config=CONFIG)
-    model = w.agent_model()
-    return create_agent(model, tools=w.TOOLS, system_prompt="Support.", middleware=[mw]), mw, model
-
-
-@pytest.mark.parametrize("world", sorted(PROBES))
+@pytest.mark.parametrize("name", WORLDS)
 def test_grey_near_misses_run_no_flow_and_values_inside_the_bounds_still_run(
-    store: Store, world: str
+    trained_store: Callable[[str], Store], name: str
 ) -> None:
-    w = importlib.import_module(world)
-    w.EFFECTS.clear()
-    agent, mw, model = _agent(store, w)
-    for r in w.load_corpus():
-        if r["split"] == "train":
-            _ask(agent, mw, model, w, r["text"])
-    for cand in store.list_candidates(user_id=USER, agent_id=AGENT):
-        approve_candidate(store, cand.id, user_id=USER, agent_id=AGENT, config=CONFIG)
-    mw.close()
-    agent, mw, model = _agent(store, w)
+    w = world(name)
+    store = trained_store(name)
+    approve(store, w)
+    w.module.EFFECTS.clear()
     try:
-        probes = _probes(world)
-        assert len(probes) >= 20
-        ran = []
-        for text in probes:
-            got = _ask(agent, mw, model, w, text)
-            if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
-                ran.append(text)
-        assert ran == []
-        for text, inputs in STILL_RUN[world]:
-            decision = mw.route(text)
-            assert decision.run is not None, (text, [c.reasons for c in decision.checks])
-            assert inputs.items() <= decision.inputs.items(), (text, decision.inputs)
-            got = _ask(agent, mw, model, w, text)
-            assert got["calls"] == 0 and len(got["effects"]) == 1, text
+        with Desk(store, w) as desk:
+            probes = _probes(name)
+            assert len(probes) >= 20
+            ran = []
+            for text in probes:
+                got = desk.ask(text)
+                if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
+                    ran.append(text)
+            assert ran == []
+            for text, inputs in STILL_RUN[name]:
+                decision = desk.mw.route(text)
+                assert decision.run is not None, (text, [c.reasons for c in decision.checks])
+                assert inputs.items() <= decision.inputs.items(), (text, decision.inputs)
+                got = desk.ask(text)
+                assert got["calls"] == 0 and len(got["effects"]) == 1, text
     finally:
-        mw.close()
-        w.EFFECTS.clear()
+        w.module.EFFECTS.clear()
 
 
 def test_bounds_are_learned_from_the_examples():

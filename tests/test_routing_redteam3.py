@@ -8,24 +8,17 @@ alice@… and refund my order``)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from collections.abc import Callable
 
 import pytest
-from langchain.agents import create_agent
+from routing_support import AIRLINE, SHOP, WORLDS, Desk, approve, world
 
 from soloflow_core.generalize.arguments import learn_extraction
-from soloflow_core.learning import LearningConfig
-from soloflow_core.learning.promotion import approve_candidate
 from soloflow_core.memory.reading import read_request
 from soloflow_core.store import Store
-from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
-
-USER, AGENT = "rt3-user", "rt3"
-CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
 
 FOUND = {
-    "benchmarks.routing_world_airline": [
+    AIRLINE: [
         "Cancelled reservation CQT8JK for user chen_ahmed_4886",
         "Cancelled my reservation 6I3PS6? User id liam_patel_5365",
         "You cancelled my reservation 6I3PS6?? Please, I am liam_patel_5365",
@@ -46,7 +39,7 @@ FOUND = {
         "Can you cancel my reservation 6I3PS6 or can I? User id liam_patel_5365",
         "Could you let me know: can you cancel reservation CQT8JK for user chen_ahmed_4886?",
     ],
-    "benchmarks.routing_world": [
+    SHOP: [
         "Refunded my latest order? bob@example.org",
         "You refunded my latest order? Please, bob@example.org",
         "I need to know, you reset my password? alice@example.com",
@@ -62,58 +55,27 @@ FOUND = {
 }
 
 
-def _world(name: str) -> Any:
-    return importlib.import_module(name)
-
-
-def _ask(agent: Any, mw: SoloFlowMiddleware, model: Any, w: Any, text: str) -> dict[str, Any]:
-    before, effects = model.calls, len(w.EFFECTS)
-    out = agent.invoke(
-        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
-    )
-    last = out["messages"][-1]
-    return {
-        "calls": model.calls - before,
-        "flow": last.response_metadata.get("soloflow_flow"),
-        "effects": w.EFFECTS[effects:],
-    }
-
-
-@pytest.mark.parametrize("world", sorted(FOUND))
+@pytest.mark.parametrize("name", WORLDS)
 def test_reports_retractions_typos_emoji_and_glued_counts_run_no_flow(
-    sqlite_store: Store, world: str
+    trained_sqlite: Callable[[str], Store], name: str
 ) -> None:
-    w = _world(world)
-    w.EFFECTS.clear()
-    mw = SoloFlowMiddleware(
-        sqlite_store, user_id=USER, agent_id=AGENT, tools=w.TOOLS, config=CONFIG
-    )
-    model = w.agent_model()
-    agent = create_agent(model, tools=w.TOOLS, system_prompt="Support.", middleware=[mw])
-    for r in w.load_corpus():
-        if r["split"] == "train":
-            _ask(agent, mw, model, w, r["text"])
-    for cand in sqlite_store.list_candidates(user_id=USER, agent_id=AGENT):
-        approve_candidate(sqlite_store, cand.id, user_id=USER, agent_id=AGENT, config=CONFIG)
-    mw.close()
-    mw = SoloFlowMiddleware(
-        sqlite_store, user_id=USER, agent_id=AGENT, tools=w.TOOLS, config=CONFIG
-    )
-    model = w.agent_model()
-    agent = create_agent(model, tools=w.TOOLS, system_prompt="Support.", middleware=[mw])
+    w = world(name)
+    sqlite_store = trained_sqlite(name)
+    approve(sqlite_store, w)
+    w.module.EFFECTS.clear()
     try:
-        # the job itself, with the same words, still runs
-        train = [r for r in w.load_corpus() if r["split"] == "train"]
-        assert any(mw.route(r["text"]).run for r in train)
-        ran = []
-        for text in FOUND[world]:
-            got = _ask(agent, mw, model, w, text)
-            if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
-                ran.append((text, got))
-        assert ran == []
+        with Desk(sqlite_store, w) as desk:
+            # the job itself, with the same words, still runs
+            train = [r for r in w.module.load_corpus() if r["split"] == "train"]
+            assert any(desk.mw.route(r["text"]).run for r in train)
+            ran = []
+            for text in FOUND[name]:
+                got = desk.ask(text)
+                if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
+                    ran.append((text, got))
+            assert ran == []
     finally:
-        mw.close()
-        w.EFFECTS.clear()
+        w.module.EFFECTS.clear()
 
 
 def test_a_past_form_opening_a_clause_or_after_a_subject_is_a_report():

@@ -11,26 +11,19 @@ question (``…, right?``)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from collections.abc import Callable
 
 import pytest
-from langchain.agents import create_agent
+from routing_support import AIRLINE, SHOP, WORLDS, Desk, approve, world
 
-from soloflow_core.learning import LearningConfig
-from soloflow_core.learning.promotion import approve_candidate
 from soloflow_core.memory.binding import bind_inputs
 from soloflow_core.memory.forms import joined_letters, unread_marks
 from soloflow_core.memory.intent import JobEvidence, judge_intent
 from soloflow_core.memory.reading import read_request
 from soloflow_core.store import Store
-from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
-
-USER, AGENT = "rt4-user", "rt4"
-CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
 
 FOUND = {
-    "benchmarks.routing_world_airline": [
+    AIRLINE: [
         "Please cancel reservation ZFA04Y for user mia_li_3668 ≠",
         "Please cancel reservation ZFA04Y for user mia_li_3668 ×",
         "Please cancel reservation ZFA04Y for user mia_li_3668 /s",
@@ -52,7 +45,7 @@ FOUND = {
         "Tell me, cancel reservation ZFA04Y for user mia_li_3668?",
         "Please cancel reservation ZFA04Y for user mia_li_3668, right?",
     ],
-    "benchmarks.routing_world": [
+    SHOP: [
         "Please refund my latest order, bob@example.org ¬",
         "Please reset my password. alice@example.com ∅",
         "refund my latest order please, bob@example.org ;)",
@@ -81,52 +74,30 @@ FOUND = {
 }
 
 
-def _ask(agent: Any, mw: SoloFlowMiddleware, model: Any, w: Any, text: str) -> dict[str, Any]:
-    before, effects = model.calls, len(w.EFFECTS)
-    out = agent.invoke(
-        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
-    )
-    last = out["messages"][-1]
-    return {
-        "calls": model.calls - before,
-        "flow": last.response_metadata.get("soloflow_flow"),
-        "effects": w.EFFECTS[effects:],
-    }
-
-
-@pytest.mark.parametrize("world", sorted(FOUND))
+@pytest.mark.parametrize("name", WORLDS)
 def test_signs_tone_tags_spelled_letters_abbreviations_plurals_and_by_run_no_flow(
-    store: Store, world: str
+    trained_store: Callable[[str], Store], name: str
 ) -> None:
-    w = importlib.import_module(world)
-    w.EFFECTS.clear()
-    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=w.TOOLS, config=CONFIG)
-    model = w.agent_model()
-    agent = create_agent(model, tools=w.TOOLS, system_prompt="Support.", middleware=[mw])
-    train = [r for r in w.load_corpus() if r["split"] == "train"]
-    for r in train:
-        _ask(agent, mw, model, w, r["text"])
-    for cand in store.list_candidates(user_id=USER, agent_id=AGENT):
-        approve_candidate(store, cand.id, user_id=USER, agent_id=AGENT, config=CONFIG)
-    mw.close()
-    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=w.TOOLS, config=CONFIG)
-    model = w.agent_model()
-    agent = create_agent(model, tools=w.TOOLS, system_prompt="Support.", middleware=[mw])
+    w = world(name)
+    store = trained_store(name)
+    approve(store, w)
+    w.module.EFFECTS.clear()
+    train = [r for r in w.module.load_corpus() if r["split"] == "train"]
     try:
-        # the job itself, with the same words, still runs without the model
-        served = [r["text"] for r in train if mw.route(r["text"]).run]
-        assert served
-        got = _ask(agent, mw, model, w, served[0])
-        assert got["calls"] == 0 and got["flow"] is not None
-        ran = []
-        for text in FOUND[world]:
-            got = _ask(agent, mw, model, w, text)
-            if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
-                ran.append((text, got))
-        assert ran == []
+        with Desk(store, w) as desk:
+            # the job itself, with the same words, still runs without the model
+            served = [r["text"] for r in train if desk.mw.route(r["text"]).run]
+            assert served
+            got = desk.ask(served[0])
+            assert got["calls"] == 0 and got["flow"] is not None
+            ran = []
+            for text in FOUND[name]:
+                got = desk.ask(text)
+                if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
+                    ran.append((text, got))
+            assert ran == []
     finally:
-        mw.close()
-        w.EFFECTS.clear()
+        w.module.EFFECTS.clear()
 
 
 def test_letters_spelled_apart_and_dotted_abbreviations_are_one_word():

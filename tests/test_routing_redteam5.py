@@ -10,25 +10,18 @@ mia_li_3668's reservation …``, ``reservation … user id …``) still run."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from collections.abc import Callable
 
 import pytest
-from langchain.agents import create_agent
+from routing_support import AIRLINE, SHOP, WORLDS, Desk, approve, world
 
-from soloflow_core.learning import LearningConfig
-from soloflow_core.learning.promotion import approve_candidate
 from soloflow_core.memory.forms import acted_values, around_values, had_done, stranded
 from soloflow_core.memory.intent import JobEvidence, judge_intent
 from soloflow_core.memory.reading import read_request
 from soloflow_core.store import Store
-from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
-
-USER, AGENT = "rt5-user", "rt5"
-CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
 
 FOUND = {
-    "benchmarks.routing_world_airline": [
+    AIRLINE: [
         # the noun after the value governs
         "Please cancel my reservation ZFA04Y account, I am mia_li_3668",
         "Please cancel my reservation ZFA04Y user account, I am mia_li_3668",
@@ -47,14 +40,14 @@ FOUND = {
         "What is flight HAT066 on 2024-05-24 for?",
         "How many free checked bags do I get on reservation 8T3C0G for?",
     ],
-    "benchmarks.routing_world": [
+    SHOP: [
         "Where is my order from? bob@example.org",
         "Where is my order shipping to? bob@example.org",
         "Who is my order for? bob@example.org",
     ],
 }
 GENUINE = {
-    "benchmarks.routing_world_airline": [
+    AIRLINE: [
         "Please cancel my reservation ZFA04Y, I am mia_li_3668",
         "Please cancel ZFA04Y for user mia_li_3668",
         "Please cancel mia_li_3668's reservation ZFA04Y",
@@ -64,7 +57,7 @@ GENUINE = {
         "Could I have reservation ZFA04Y cancelled? user mia_li_3668",
         "Please set 3 checked bags for my reservation U9OVSK",
     ],
-    "benchmarks.routing_world": [
+    SHOP: [
         "Where is my order? bob@example.org",
         "Please reset my password, alice@example.com account",
         "Please refund my latest order bob@example.org account",
@@ -72,53 +65,30 @@ GENUINE = {
 }
 
 
-def _ask(agent: Any, mw: SoloFlowMiddleware, model: Any, w: Any, text: str) -> dict[str, Any]:
-    before, effects = model.calls, len(w.EFFECTS)
-    out = agent.invoke(
-        {"messages": [{"role": "user", "content": text}]}, config={"callbacks": mw.callbacks}
-    )
-    last = out["messages"][-1]
-    return {
-        "calls": model.calls - before,
-        "flow": last.response_metadata.get("soloflow_flow"),
-        "effects": w.EFFECTS[effects:],
-    }
-
-
-@pytest.mark.parametrize("world", sorted(FOUND))
+@pytest.mark.parametrize("name", WORLDS)
 def test_value_heads_causative_reports_stranded_prepositions_and_bare_objects_run_no_flow(
-    store: Store, world: str
+    trained_store: Callable[[str], Store], name: str
 ) -> None:
-    w = importlib.import_module(world)
-    w.EFFECTS.clear()
-    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=w.TOOLS, config=CONFIG)
-    model = w.agent_model()
-    agent = create_agent(model, tools=w.TOOLS, system_prompt="Support.", middleware=[mw])
-    for r in w.load_corpus():
-        if r["split"] == "train":
-            _ask(agent, mw, model, w, r["text"])
-    for cand in store.list_candidates(user_id=USER, agent_id=AGENT):
-        approve_candidate(store, cand.id, user_id=USER, agent_id=AGENT, config=CONFIG)
-    mw.close()
-    mw = SoloFlowMiddleware(store, user_id=USER, agent_id=AGENT, tools=w.TOOLS, config=CONFIG)
-    model = w.agent_model()
-    agent = create_agent(model, tools=w.TOOLS, system_prompt="Support.", middleware=[mw])
+    w = world(name)
+    store = trained_store(name)
+    approve(store, w)
+    w.module.EFFECTS.clear()
     try:
-        # the same job in the same words still runs without the model, with its values
-        for text in GENUINE[world]:
-            d = mw.route(text)
-            assert d.run is not None, (text, d.reason)
-        got = _ask(agent, mw, model, w, GENUINE[world][0])
-        assert got["calls"] == 0 and got["flow"] is not None and got["effects"]
-        ran = []
-        for text in FOUND[world]:
-            got = _ask(agent, mw, model, w, text)
-            if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
-                ran.append((text, got))
-        assert ran == []
+        with Desk(store, w) as desk:
+            # the same job in the same words still runs without the model, with its values
+            for text in GENUINE[name]:
+                d = desk.mw.route(text)
+                assert d.run is not None, (text, d.reason)
+            got = desk.ask(GENUINE[name][0])
+            assert got["calls"] == 0 and got["flow"] is not None and got["effects"]
+            ran = []
+            for text in FOUND[name]:
+                got = desk.ask(text)
+                if got["flow"] is not None or got["calls"] == 0 or got["effects"]:
+                    ran.append((text, got))
+            assert ran == []
     finally:
-        mw.close()
-        w.EFFECTS.clear()
+        w.module.EFFECTS.clear()
 
 
 def test_the_noun_after_a_value_named_before_it_governs():
