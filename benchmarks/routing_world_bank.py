@@ -208,7 +208,7 @@ class BankModel(ScriptedChatModel):
     """Job → name of the flow tool the model calls when it is offered."""
 
     def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
-        self._bound.append([getattr(t, "name", str(t)) for t in tools])
+        self._bound.append([t.name if hasattr(t, "name") else str(t) for t in tools])
         return self
 
     def label(self, text: str, job: str | None, values: dict[str, Any]) -> None:
