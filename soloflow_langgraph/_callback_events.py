@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
+from soloflow_core.ledger.tokens import token_usage
 from soloflow_core.models import ToolCall
 from soloflow_core.plugins import call_hook
 from soloflow_core.store.json_values import MAX_JSON_DEPTH, cut_value
@@ -144,7 +145,8 @@ def tool_output(output: Any) -> tuple[Any, bool, str | None]:
 
 
 def model_result(response: LLMResult) -> tuple[dict[str, Any] | None, list[str | None]]:
-    """(token usage, ids of the tool calls requested) of a model response."""
+    """(token usage, ids of the tool calls requested) of a model response; the usage's counts
+    as :func:`token_usage` reads them."""
     gens = response.generations[0] if response.generations else []
     message = getattr(gens[0], "message", None) if gens else None
     usage = getattr(message, "usage_metadata", None)
@@ -152,11 +154,12 @@ def model_result(response: LLMResult) -> tuple[dict[str, Any] | None, list[str |
     if usage is None and isinstance(response.llm_output, dict):  # completion-style LLMs
         legacy = response.llm_output.get("token_usage") or response.llm_output.get("usage")
         if isinstance(legacy, dict):
-            inp = int(legacy.get("prompt_tokens") or legacy.get("input_tokens") or 0)
-            out = int(legacy.get("completion_tokens") or legacy.get("output_tokens") or 0)
-            total = int(legacy.get("total_tokens") or inp + out)
-            usage = {"input_tokens": inp, "output_tokens": out, "total_tokens": total}
-    return usage, calls
+            usage = {
+                "input_tokens": legacy.get("prompt_tokens") or legacy.get("input_tokens"),
+                "output_tokens": legacy.get("completion_tokens") or legacy.get("output_tokens"),
+                "total_tokens": legacy.get("total_tokens"),
+            }
+    return token_usage(usage), calls
 
 
 def response_model(response: LLMResult) -> str | None:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
+from soloflow_core.ledger import MAX_TOKENS
 from soloflow_core.models import ModelCall, TaskRun
 from soloflow_langgraph._callback_events import tool_call
 from soloflow_langgraph.agent_trace import AgentTrace, DeferredAgentTrace
@@ -124,8 +125,8 @@ def build_task_run(state: RunCapture, error: str | None, *, user_id: str, agent_
     for name, usage, ms, requested in state.models:
         u = usage or {}
         total = int(u.get("total_tokens") or 0)
-        if usage:
-            tokens = (tokens or 0) + total
+        if usage:  # the run's sum held to what the ledger holds, as each count is
+            tokens = min((tokens or 0) + total, MAX_TOKENS)
         models.append(
             ModelCall(
                 model=name,

@@ -542,9 +542,13 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             for member in state.members:
                 self._root_of.pop(member, None)
         run = build_task_run(state, error, user_id=self.user_id, agent_id=self.agent_id)
-        spans = state.trace.finish(error) if state.trace is not None else []
+        spans: Sequence[Span] = []
         if state.trace is not None:
-            run.cost = state.trace.run_cost
+            try:
+                spans = state.trace.finish(error)
+                run.cost = state.trace.run_cost
+            except Exception:  # the run is kept without its trace, never lost with it
+                logger.exception("SoloFlow capture: run %s's trace failed; run kept", root)
         if run.task:
             run.classification = classify(self.pm, run.task)
         self._write(run, spans=spans)

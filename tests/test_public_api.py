@@ -96,12 +96,14 @@ PUBLIC = {
         "with_measured_savings",
     ],
     "soloflow_core.ledger": [
+        "MAX_TOKENS",
         "IngestReport",
         "ProgressCallback",
         "dump_run",
         "ingest",
         "parse_record",
         "read_ledger",
+        "token_usage",
     ],
     "soloflow_core.generalize": [
         "FlowProposal",

@@ -776,3 +776,9 @@ def test_bare_number_outputs_load_back_as_numbers(store: Store):
     store.add_run(run)
     loaded = store.load_runs(["nums"], user_id="u-num", agent_id="a")
     assert [c.output for c in loaded[0].tool_calls] == [3, 2.5, "3", [1, 2]]
+
+
+@pytest.mark.parametrize("given", ["sqlite:///runs.db", Path("runs.db")])
+def test_a_store_made_from_a_url_says_to_open_it(given: object) -> None:
+    with pytest.raises(TypeError, match=r"Store\(\) takes an open Database.*Store\.open\("):
+        Store(given)  # type: ignore[arg-type]

@@ -12,12 +12,15 @@ Example:
 from soloflow_core.ledger.ingester import ingest
 from soloflow_core.ledger.reader import dump_run, parse_record, read_ledger
 from soloflow_core.ledger.report import IngestReport, ProgressCallback
+from soloflow_core.ledger.tokens import MAX_TOKENS, token_usage
 
 __all__ = [
+    "MAX_TOKENS",
     "IngestReport",
     "ProgressCallback",
     "dump_run",
     "ingest",
     "parse_record",
     "read_ledger",
+    "token_usage",
 ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
+from os import PathLike
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from soloflow_core.store.candidates import CandidateRepository
@@ -64,6 +65,11 @@ class Store:
     """
 
     def __init__(self, db: Database) -> None:
+        if isinstance(db, str | bytes | PathLike):
+            raise TypeError(
+                f"Store() takes an open Database, not the URL or path {db!r}: "
+                f"open the store by URL or path with Store.open({str(db)!r})"
+            )
         self.db = db
         self.runs = RunRepository(db)
         self.candidates = CandidateRepository(db)

@@ -22,6 +22,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import patch_config
 
 from soloflow_core.errors import ConfigError
+from soloflow_core.ledger.tokens import token_usage
 from soloflow_langgraph.sequential.models import TokenPrice
 
 if TYPE_CHECKING:
@@ -71,12 +72,11 @@ class UsageMeter(BaseCallbackHandler):
         return self._prices.get(model or "", self._default)
 
     def _add(self, message: Any, model: str | None) -> None:
-        usage = getattr(message, "usage_metadata", None)
+        usage = token_usage(getattr(message, "usage_metadata", None))
         if not usage:
             return
         model = model or (getattr(message, "response_metadata", None) or {}).get("model_name")
-        inp = int(usage.get("input_tokens", 0) or 0)
-        out = int(usage.get("output_tokens", 0) or 0)
+        inp, out = usage["input_tokens"], usage["output_tokens"]
         self._usage.input_tokens += inp
         self._usage.output_tokens += out
         self._usage.cost += self._price(model).cost(inp, out)

@@ -13,6 +13,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from soloflow_core.ledger.tokens import token_usage
 from soloflow_core.tracing import PriceTable, Span, SpanRecorder, active_listener, trace_id_for
 from soloflow_langgraph.agent_trace import chat_attributes
 
@@ -58,7 +59,7 @@ class PhaseCalls:
         span = self.open.pop(run_id, None)
         if span is None:
             return
-        usage = getattr(message, "usage_metadata", None)
+        usage = token_usage(getattr(message, "usage_metadata", None))
         response_model = (getattr(message, "response_metadata", None) or {}).get("model_name")
         attrs = chat_attributes(self.trace.prices, span, usage=usage, response_model=response_model)
         self.trace.recorder.end(span, error=error, attributes=attrs)
