@@ -6,8 +6,13 @@ Every store test runs on a real SQLite file and on the real PostgreSQL server.
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
+import sys
 import time
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -588,8 +593,33 @@ def test_cli_find_and_versions(store, db_url):
         (2, True),
         (1, False),
     ]
-    res = runner.invoke(app, [*base, "versions", "Track shipment"], env={"COLUMNS": "160"})
-    assert res.exit_code == 0 and "auto-learned" in res.stdout
+    # The table at 80 columns, as a user's terminal gives it (a real process: the console's
+    # width is read when the CLI starts): every value whole, no line past 80.
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("soloflow")), *base, "versions", "Track shipment"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert max(map(len, proc.stdout.splitlines())) <= 80, proc.stdout
+    for whole in ("auto-learned", "user-submitted", f"{datetime.now(UTC):%Y-%m-%d}", "(latest)"):
+        assert whole in proc.stdout, (whole, proc.stdout)
+    # A learned flow's name is as long as its tools: what every other command takes, whole.
+    long_name = "Auto: get_user_details → get_reservation_details → cancel_reservation"
+    store.add_flow_version(flow(long_name, "cancel_reservation"), **NS, source=SOURCE_LEARNED)
+    for columns in ("80", "140", "240"):
+        proc = subprocess.run(
+            [str(Path(sys.executable).with_name("soloflow")), *base, "list"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "COLUMNS": columns},
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert max(map(len, proc.stdout.splitlines())) <= int(columns), proc.stdout
+        assert long_name in proc.stdout and "Track shipment" in proc.stdout, proc.stdout
 
 
 # ---------------------------------------------------------------------- migration

@@ -22,12 +22,18 @@ Row = tuple[str, Sequence[str], str]
 
 
 def print_listing(
-    *, title: str | None, headers: Sequence[str], rows: Sequence[Row], long: str = "sequence"
+    *,
+    title: str | None,
+    headers: Sequence[str],
+    rows: Sequence[Row],
+    long: str = "sequence",
+    label_long: bool = False,
 ) -> None:
     """Print ``rows`` as a table (the id never cut, short fields never wrapped, the long text
     in the last column, ``long``, folded), or as blocks on a terminal narrower than
-    :data:`NARROW`: the id and the fields on one line, the long text under them."""
-    if out.width < NARROW:
+    :data:`NARROW` or than the table would need: the id and the fields on one line, the long
+    text under them (after ``long:`` when ``label_long``)."""
+    if out.width < max(NARROW, _table_width(headers, rows, long=long)):
         if title:
             out.print(f"[bold]{escape(title)}[/]")
         for row_id, fields, text in rows:
@@ -39,7 +45,8 @@ def print_listing(
             else:  # a long id (a UUID): the figures on a line of their own
                 out.print(f"[bold]{escape(row_id)}[/]\n  {escape(facts)}", overflow="fold")
             if text:
-                out.print(f"  {escape(text)}", overflow="fold")
+                label = f"{long}: " if label_long else ""
+                out.print(f"  {escape(label + text)}", overflow="fold")
         return
     table = Table(title=title)
     id_column(table, headers[0], [row[0] for row in rows])
@@ -49,6 +56,16 @@ def print_listing(
     for row_id, fields, text in rows:
         table.add_row(escape(row_id), *map(escape, fields), escape(text))
     out.print(table)
+
+
+def _table_width(headers: Sequence[str], rows: Sequence[Row], *, long: str) -> int:
+    """The columns a table of ``rows`` needs with its id and short fields whole and its long
+    text at least 24 wide (or its header's width): rich's rules and padding, 3 per column."""
+    widths = [
+        max([len(h), *(len(row[0]) if i == 0 else len(row[1][i - 1]) for row in rows)])
+        for i, h in enumerate(headers)
+    ]
+    return sum(widths) + max(24, len(long)) + 3 * (len(headers) + 1) + 1
 
 
 def _fact(header: str, value: str) -> str:

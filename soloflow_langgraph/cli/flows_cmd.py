@@ -227,26 +227,34 @@ def list_flows(
             ]
         )
         return
-    table = Table("name", "version", "source", "steps", "inputs", "quality (R E M U)")
-    for r in records:
-        q = quality.get(r.flow.name)
-        table.add_row(
-            escape(r.flow.name),
-            str(r.flow.version),
-            r.source,
-            str(len(r.flow.steps)),
-            ", ".join((r.flow.input_schema or {}).get("properties", {})),
-            "-" if q is None else _quality_cell(q),
-        )
-    out.print(table)
+    # The name is what every other command takes: never cut, on a narrow terminal too.
+    print_listing(
+        title=None,
+        headers=("name", "version", "source", "steps", "quality"),
+        rows=[
+            (
+                r.flow.name,
+                (
+                    f"v{r.flow.version}",
+                    r.source,
+                    str(len(r.flow.steps)),
+                    "-" if (q := quality.get(r.flow.name)) is None else _quality_cell(q),
+                ),
+                ", ".join((r.flow.input_schema or {}).get("properties", {})) or "-",
+            )
+            for r in records
+        ],
+        long="inputs",
+        label_long=True,
+    )
     if not records:
         hint_other_namespaces(c, "flows")
 
 
 def _quality_cell(q: QualityScore) -> str:
     return (
-        f"{q.overall:.2f} ({q.reliability:.2f} {q.efficiency:.2f} {q.maturity:.2f} "
-        f"{q.reusability:.2f})"
+        f"{q.overall:.2f} (R {q.reliability:.2f} E {q.efficiency:.2f} M {q.maturity:.2f} "
+        f"U {q.reusability:.2f})"
     )
 
 

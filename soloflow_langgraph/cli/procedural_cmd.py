@@ -8,6 +8,7 @@ import sys
 from typing import TYPE_CHECKING
 
 import typer
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -104,7 +105,11 @@ def versions(
     if as_json:
         print_json([r.as_dict() for r in rows])
         return
-    table = Table("version", "source", "status", "confidence", "ok / runs", "created", "last used")
+    # Whole at 80 columns: no vertical rules, every value unbroken (a date cut to "2026-11-…"
+    # or a source to "auto-lea…" says nothing); only the headers wrap.
+    table = Table(box=box.SIMPLE_HEAD)
+    for header in ("version", "source", "status", "conf.", "ok / runs", "created", "last used"):
+        table.add_column(header, no_wrap=header not in ("version", "ok / runs", "last used"))
     for r in rows:
         table.add_row(
             f"{r.version}{' (latest)' if r.is_latest else ''}",
