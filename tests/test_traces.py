@@ -370,3 +370,12 @@ def test_a_calls_cost_is_the_float_of_its_price(
     assert (cost is None) == (price is None)
     if price is not None:
         assert cost is not None and cost.hex() == float(price).hex()
+
+
+@pytest.mark.parametrize("model", [MODEL, "claude-sonnet-4-5", "my-own-model"])
+def test_a_negative_count_is_refused_alike_for_flat_tiered_and_own_prices(model: str) -> None:
+    table = PriceTable({"my-own-model": ModelPrice(input_per_mtok=1, output_per_mtok=2)})
+    for price in (table.price, table.cost):
+        with pytest.raises(ValueError, match="token counts must be 0 or more"):
+            price(model, input_tokens=-5, output_tokens=3)
+    assert table.cost(None, input_tokens=-5, output_tokens=3) is None  # no model: unpriced

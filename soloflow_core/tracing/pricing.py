@@ -39,9 +39,20 @@ class PriceTable:
         self.overrides = dict(overrides or {})
 
     def price(self, model: str | None, *, input_tokens: int, output_tokens: int) -> Decimal | None:
-        """The call's cost in USD, or None when the model is unknown (unpriced)."""
+        """The call's cost in USD, or None when the model is unknown (unpriced).
+
+        Raises:
+            ValueError: a count below 0, for every model alike (a table's tiered price
+                refuses one; a flat one would price it as a refund).
+        """
         if not model:
             return None
+        if input_tokens < 0 or output_tokens < 0:
+            raise ValueError(
+                f"token counts must be 0 or more (got input_tokens={input_tokens}, "
+                f"output_tokens={output_tokens}); soloflow_core.ledger.token_usage reads a "
+                "model's reported usage into counts that are"
+            )
         own = self.overrides.get(model)
         if own is not None:
             return (
@@ -53,10 +64,14 @@ class PriceTable:
     def cost(self, model: str | None, *, input_tokens: int, output_tokens: int) -> float | None:
         """``float(self.price(...))``, the same float: a model of the table with flat prices is
         priced in integers (its rates kept per model as integers over one power of ten),
-        exactly what the decimal sum is before it is turned into a float."""
+        exactly what the decimal sum is before it is turned into a float.
+
+        Raises:
+            ValueError: a count below 0 (as :meth:`price`).
+        """
         if not model:
             return None
-        if model not in self.overrides:
+        if model not in self.overrides and input_tokens >= 0 and output_tokens >= 0:
             rates = _scaled_rates(model)
             if rates is not None:
                 inp, out, scale = rates
