@@ -306,7 +306,8 @@ def test_promotion_learns_its_reply_from_the_calls_verify_judged(order_store: St
     """In runs 1, 4, 7 the agent looked up a parcel with ``get_order`` after the step's
     lookup. Verify leaves that call out; so must the reply learned on promotion, or the
     order's total (in the step's output, not the parcel's) cannot be written."""
-    cand, report = verify_candidate(order_store, "cand_orders", **NS)
+    effects = tool_side_effects(ORDER_TOOLS)
+    cand, report = verify_candidate(order_store, "cand_orders", side_effects=effects, **NS)
     assert report.fidelity == 1.0
     flow = approve_candidate(order_store, cand.id, **NS)
     assert flow.reply_template is not None
@@ -319,7 +320,8 @@ def test_exported_fixtures_are_the_occurrences_verify_reproduces(
     """Every run is reproduced in replay (the explored lookups not made, the parcel lookup
     not the step's); the exported skill has one fixture per run, and another store imports
     it (its replay of the fixtures, with the side effects they carry, agrees)."""
-    cand, _ = verify_candidate(order_store, "cand_orders", **NS)
+    effects = tool_side_effects(ORDER_TOOLS)
+    cand, _ = verify_candidate(order_store, "cand_orders", side_effects=effects, **NS)
     flow = approve_candidate(order_store, cand.id, **NS)
     done = export_skill(order_store, flow.name, tmp_path / "out", **NS)
     assert done.fixtures == 9, done.left_out
