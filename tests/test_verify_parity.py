@@ -332,5 +332,9 @@ def test_exported_fixtures_are_the_occurrences_verify_reproduces(
     try:
         imported = import_skill(other, done.directory, tools=ORDER_TOOLS, user_id="v", agent_id="b")
         assert imported.flow.name == flow.name
+        again = export_skill(other, flow.name, tmp_path / "again", user_id="v", agent_id="b")
+        assert again.fixtures == 9, again.left_out
+        copied = json.loads((again.directory / "fixtures" / "0002.json").read_text())
+        assert copied["steps"] == fixture["steps"]
     finally:
         other.close()
