@@ -140,7 +140,7 @@ def tau_store(sqlite_url: str) -> Iterator[Store]:
 
 def test_tau_bench_in_process_cli_and_rest_agree(tau_store: Store, sqlite_url: str) -> None:
     """The τ-bench runs record no side effects: in process the middleware passes its tools'
-    flags; the CLI is told them (--read-only/--side-effects), the server reads its tools'."""
+    flags; the CLI and the server read the same tools' metadata, or are told the flags."""
     cid = "cand_tau_cancel"
     strict, _ = verify_candidate(tau_store, cid, save=False, **NS)
     cand = tau_store.get_candidate(cid, **NS)
@@ -160,12 +160,8 @@ def test_tau_bench_in_process_cli_and_rest_agree(tau_store: Store, sqlite_url: s
             "flows",
             "verify",
             cid,
-            "--read-only",
-            "get_user_details",
-            "--read-only",
-            "get_reservation_details",
-            "--side-effects",
-            "cancel_reservation",
+            "--tools",
+            "test_verify_parity:TAU_TOOLS",  # the middleware's tools, their metadata
             "--json",
         ),
         env=subprocess_env(),
@@ -189,6 +185,14 @@ def test_tau_bench_in_process_cli_and_rest_agree(tau_store: Store, sqlite_url: s
         body={"side_effects": {"get_user_details": False, "get_reservation_details": False}},
     )
     assert told["candidate"]["fidelity"] == in_process.fidelity
+    assert told["candidate"]["divergences"] == in_process.divergences
+    res = CliRunner().invoke(
+        app,
+        ["--db", sqlite_url, "--user", "u", "--agent", "a", "flows", "verify", cid, "--json"]
+        + ["--read-only", "get_user_details", "--read-only", "get_reservation_details"],
+        catch_exceptions=False,
+    )
+    assert json.loads(res.stdout)["divergences"] == in_process.divergences
 
 
 # ---------------------------------------------------------------------- synthetic

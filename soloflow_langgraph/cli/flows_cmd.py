@@ -146,16 +146,27 @@ def verify(
         metavar="TOOL",
         help=SIDE_EFFECTS_HELP,
     ),
+    tools: list[str] = typer.Option(
+        [],
+        "--tools",
+        help="module:ATTR naming the agent's tools: their metadata says which are read-only "
+        "(repeatable).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Replay the candidate's flow against held-out runs; store fidelity (and promote).
 
     A tool's side effects: the candidate's step flag, else --read-only/--side-effects, else
-    what its recorded calls' metadata says, else assumed (as `verify_candidate` in process)."""
+    the --tools' metadata, else what its recorded calls' metadata says, else assumed (as
+    `verify_candidate` in process, given the middleware's tools)."""
+    from soloflow_core.flow.effects import tool_side_effects
     from soloflow_langgraph.verify import verify_candidate
 
     c: Context = ctx.obj
-    effects = tool_effects(read_only, writes)
+    effects = {
+        **tool_side_effects([t for spec in tools for t in load_tools(spec)]),
+        **tool_effects(read_only, writes),
+    }
     candidate_id = resolve_id(c, "candidate", candidate_id)
     cand, report = verify_candidate(c.store(), candidate_id, side_effects=effects or None, **c.ns)
     promoted = None
