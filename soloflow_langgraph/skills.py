@@ -14,7 +14,7 @@ Example::
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,8 +63,10 @@ def export_skill(
     agent_id: str,
     version: int | None = None,
     max_fixtures: int = MAX_FIXTURES,
+    side_effects: Mapping[str, bool | None] | None = None,
 ) -> ExportedSkill:
-    """:func:`soloflow_core.skills.export_skill` with the LangGraph replay."""
+    """:func:`soloflow_core.skills.export_skill` with the LangGraph replay; ``side_effects``
+    (tool → bool) as for :func:`soloflow_langgraph.verify.verify_candidate`."""
     return _export(
         store,
         name,
@@ -74,6 +76,7 @@ def export_skill(
         replay=replay_fixture,
         version=version,
         max_fixtures=max_fixtures,
+        side_effects=side_effects,
     )
 
 

@@ -38,11 +38,17 @@ from soloflow_core.flow.executors import ExecutorRegistry
 from soloflow_core.flow.templates import Reference, iter_references
 from soloflow_core.generalize.align import find_occurrences
 from soloflow_core.generalize.arguments import Occurrence, extract_value
+from soloflow_core.generalize.dataflow import side_effects_from_calls
+from soloflow_core.generalize.flow_calls import (
+    explored_steps,
+    flow_occurrence,
+    known_side_effects,
+    step_calls,
+)
 from soloflow_core.generalize.propose import propose
 from soloflow_core.learning.outcomes import DEFAULT_PROMOTION_THRESHOLD
 from soloflow_core.models import FlowCandidate, FlowDefinition
 from soloflow_langgraph.compile.graph import compile_flow
-from soloflow_langgraph.replay_calls import explored_steps, of_flow, step_calls
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -423,7 +429,11 @@ def verify_flow(
     An occurrence whose calls at some step take none of that step's arguments is the flow's
     tools met by chance (called for something else), not the flow: it is not replayed, and a
     note counts it."""
-    replayed = [(label, occ) for label, occ in held_out if of_flow(flow, occ)]
+    # The flow's occurrences, each step's unrelated calls of its tool left out
+    # (soloflow_core.generalize.flow_calls: the alignment promotion and export read too).
+    replayed = [
+        (label, mine) for label, occ in held_out if (mine := flow_occurrence(flow, occ)) is not None
+    ]
     outcomes = [
         replay_occurrence(flow, occ, label=label, side_effects=side_effects)
         for label, occ in replayed
@@ -464,6 +474,12 @@ def verify_occurrences(
                 "needed (2 to generalise from, 1 to replay); ingest more runs with arguments and outputs"
             ],
         )
+    # A tool's calls may state its side effects in some runs only: what any occurrence's
+    # calls say counts for all of them (below what the caller gives).
+    recorded = side_effects_from_calls(
+        [c for _, o in occurrences for calls in o.step_calls for c in calls]
+    )
+    effects = {**recorded, **{k: v for k, v in (side_effects or {}).items() if v is not None}}
     train, held = split_holdout(len(occurrences), holdout_every)
     trained_tasks = {occurrences[k][1].task for k in train}
     replays = [
@@ -483,7 +499,7 @@ def verify_occurrences(
         proposal.flow,
         [occurrences[k] for k in replays],
         trained_on=len(train),
-        side_effects=side_effects,
+        side_effects=effects,
     )
     if len(replays) < len(held):
         report.notes.append(
@@ -505,15 +521,27 @@ def verify_candidate(
     save: bool = True,
     side_effects: Mapping[str, bool | None] | None = None,
 ) -> tuple[FlowCandidate, VerificationReport]:
-    """Verify a stored candidate on its runs and store fidelity, confidence, divergences."""
+    """Verify a stored candidate on its runs and store fidelity, confidence, divergences.
+
+    A tool's side effects (which repeated read-only steps the flow may call once) are the
+    candidate's proposed step's own flag, else ``side_effects`` (tool → bool: the tools'
+    metadata, configuration), else what any recorded call of the candidate's runs says,
+    else assumed."""
     cand = store.get_candidate(candidate_id, user_id=user_id, agent_id=agent_id)
     runs = store.load_runs(cand.run_ids, user_id=user_id, agent_id=agent_id)
     # Every step takes its run of calls of its tool, whether or not the miner saw it repeat:
     # aligned strictly, the agent's own call of that tool beside the step could be taken for
     # it. Calls that take none of the step's arguments are then left out (step_calls).
     occs = find_occurrences(runs, cand.tool_sequence, repeated_steps="any")
+    # The same side effects whoever asks (in process, `soloflow flows verify`, the REST API):
+    # the candidate's steps' own flags, else ``side_effects``, else any of its runs' calls.
+    effects = known_side_effects(
+        cand.proposed_flow,
+        given=side_effects,
+        recorded=side_effects_from_calls([c for r in runs for c in r.tool_calls]),
+    )
     report = verify_occurrences(
-        cand.tool_sequence, occs, repeated_steps=cand.repeated_steps, side_effects=side_effects
+        cand.tool_sequence, occs, repeated_steps=cand.repeated_steps, side_effects=effects
     )
     vals = [v for step in cand.argument_confidence.values() for v in step.values()]
     updated = cand.model_copy(

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from soloflow_core.errors import PluginError, SoloFlowError
 from soloflow_core.flow.validate import validate_flow
-from soloflow_core.generalize.align import find_occurrences
+from soloflow_core.generalize.flow_calls import flow_occurrences
 from soloflow_core.generalize.reply import learn_flow_reply
 from soloflow_core.learning.capacity import FlowUsage, make_room_for_learned_flow
 from soloflow_core.learning.config import LearningConfig
@@ -107,13 +107,16 @@ _REPLY_RUNS = 20
 def with_learned_reply(store: Store, cand: FlowCandidate) -> FlowDefinition:
     """The candidate's flow, with a reply template learned from the agent's final answers in
     its runs (:func:`~soloflow_core.generalize.reply.learn_flow_reply`) unless it has one or
-    no template writes them all."""
+    no template writes them all. The runs are aligned with the flow's steps as replay
+    verification aligns them (:func:`~soloflow_core.generalize.flow_calls.flow_occurrences`)."""
     flow = cand.proposed_flow
     if flow.reply_template is not None:
         return flow
     runs = store.load_runs(cand.run_ids[:_REPLY_RUNS], user_id=cand.user_id, agent_id=cand.agent_id)
     answers = {r.run_id: r.answer for r in runs}
-    found = find_occurrences(runs, cand.tool_sequence, repeated_steps=cand.repeated_steps or "any")
+    # The calls replay verification judged: each step's run of calls of its tool, less the
+    # agent's own calls of that tool (soloflow_core.generalize.flow_calls).
+    found, _ = flow_occurrences(runs, flow, tool_sequence=cand.tool_sequence)
     template = learn_flow_reply(flow, [o for _, o in found], [answers.get(rid) for rid, _ in found])
     return flow if template is None else flow.model_copy(update={"reply_template": template})
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soloflow_core.errors import NotFoundError
-from soloflow_core.generalize.align import find_occurrences
+from soloflow_core.generalize.dataflow import side_effects_from_calls
+from soloflow_core.generalize.flow_calls import flow_occurrences, known_side_effects
 from soloflow_core.learning.quality import QualityScore, flow_quality
 from soloflow_core.skills.package import (
     FIXTURES_DIR,
@@ -21,6 +22,7 @@ from soloflow_core.skills.package import (
     SKILL_FILE,
     Fixture,
     SkillFrontMatter,
+    fixture_json,
     fixture_of,
     occurrence_of,
     render_front_matter,
@@ -69,17 +71,22 @@ def _fixtures(
     *,
     user_id: str,
     agent_id: str,
+    side_effects: Mapping[str, bool | None] | None,
 ) -> tuple[list[Fixture], list[dict[str, Any]], dict[str, Any]]:
     """(fixtures, left out, origin): an imported version's own fixtures, else the recorded
-    occurrences of its candidate that the flow reproduces."""
+    occurrences of its candidate that the flow reproduces, aligned and judged as replay
+    verification judges them (side effects: the step's flag, else ``side_effects``, else
+    the recorded calls')."""
     imported = store.get_skill_import(
         flow.name, user_id=user_id, agent_id=agent_id, version=flow.version
     )
+    chance: list[str] = []
     if imported is not None:
-        found = [
-            (str(f.get("run_id")), occurrence_of(Fixture.model_validate(f)))
-            for f in imported.fixtures
-        ]
+        fixtures = [Fixture.model_validate(f) for f in imported.fixtures]
+        found = [(f.run_id, occurrence_of(f)) for f in fixtures]
+        recorded = {
+            s.tool: s.side_effects for f in fixtures for s in f.steps if s.side_effects is not None
+        }
         origin: dict[str, Any] = {
             "skill_import": {
                 "skill": imported.skill_name,
@@ -92,9 +99,9 @@ def _fixtures(
         except NotFoundError:
             return [], [], {}
         runs = store.load_runs(cand.run_ids[:_RUNS_READ], user_id=user_id, agent_id=agent_id)
-        found = find_occurrences(
-            runs, cand.tool_sequence, repeated_steps=cand.repeated_steps or "any"
-        )
+        # Aligned as replay verification aligns them (soloflow_core.generalize.flow_calls).
+        found, chance = flow_occurrences(runs, flow, tool_sequence=cand.tool_sequence)
+        recorded = side_effects_from_calls([c for r in runs for c in r.tool_calls])
         origin = {
             "candidate": {
                 "id": cand.id,
@@ -109,13 +116,20 @@ def _fixtures(
     else:
         return [], [], {}
     steps = [(s.id, s.skill_key) for s in flow.steps]
+    effects = known_side_effects(flow, given=side_effects, recorded=recorded)
     kept: list[Fixture] = []
-    left_out: list[dict[str, Any]] = []
+    left_out: list[dict[str, Any]] = [
+        {
+            "run_id": run_id,
+            "why": "not the flow's: at some step the calls take none of its arguments",
+        }
+        for run_id in chance
+    ]
     for run_id, occ in found:
         if len(kept) >= limit:
             left_out.append({"run_id": run_id, "why": f"at most {limit} fixtures per package"})
             continue
-        fixture = fixture_of(run_id, occ, steps)
+        fixture = fixture_of(run_id, occ, steps, side_effects=effects)
         reproduced, why = replay(flow, occurrence_of(fixture))
         if reproduced:
             kept.append(fixture)
@@ -299,10 +313,12 @@ def export_skill(
     replay: Replay,
     version: int | None = None,
     max_fixtures: int = MAX_FIXTURES,
+    side_effects: Mapping[str, bool | None] | None = None,
 ) -> ExportedSkill:
     """Write flow ``name`` (``version``: default the latest) of the namespace as a skill
     package in ``out_dir/<skill name>/``. Its fixtures are the recorded occurrences it was
-    verified on (its candidate's, or those it was imported with) that ``replay`` reproduces.
+    verified on (its candidate's, or those it was imported with) that ``replay`` reproduces;
+    ``side_effects`` (tool → bool) as for replay verification, written in each fixture.
 
     Raises:
         NotFoundError: no such flow (version) in the namespace.
@@ -319,6 +335,7 @@ def export_skill(
         limit=max_fixtures,
         user_id=user_id,
         agent_id=agent_id,
+        side_effects=side_effects,
     )
     at = datetime.now(UTC)
     quality = flow_quality(store, meta, user_id=user_id, agent_id=agent_id, at=at)
@@ -348,8 +365,7 @@ def export_skill(
     }
     for i, fixture in enumerate(kept, 1):
         files[f"{FIXTURES_DIR}/{i:04d}.json"] = (
-            json.dumps(fixture.model_dump(mode="json"), indent=2, ensure_ascii=False, default=str)
-            + "\n"
+            json.dumps(fixture_json(fixture), indent=2, ensure_ascii=False, default=str) + "\n"
         ).encode()
     directory = Path(out_dir) / skill_name
     digest = write_package(directory, files, skill_name=skill_name)

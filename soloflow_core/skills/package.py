@@ -53,6 +53,7 @@ __all__ = [
     "SkillFrontMatter",
     "check_input_schema",
     "field_path",
+    "fixture_json",
     "fixture_of",
     "occurrence_of",
     "read_package",
@@ -122,6 +123,11 @@ class FixtureStep(BaseModel):
     output: Any = None
     calls: list[FixtureCall] = Field(default_factory=list)
     """Every successful call of the step (several for a map step); empty: the one above."""
+    side_effects: bool | None = None
+    """Whether the step's tool changes the world, as known when the fixture was recorded
+    (the step's flag, configuration, the calls' metadata); replay reads it as the calls'
+    metadata (a read-only step repeated before a side effect needs one of its calls).
+    Written only when known."""
 
 
 class Fixture(BaseModel):
@@ -137,14 +143,23 @@ class Fixture(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class _Call:
-    """A recorded call as replay reads it (``args``, ``output``)."""
+    """A recorded call as replay reads it (``name``, ``args``, ``output``, ``meta``)."""
 
+    name: str
     args: dict[str, Any]
     output: Any
+    meta: dict[str, Any] | None = None
 
 
-def fixture_of(run_id: str, occ: Occurrence, steps: Sequence[tuple[str, str]]) -> Fixture:
-    """The fixture of one recorded occurrence; ``steps``: the flow's (step id, tool), in order."""
+def fixture_of(
+    run_id: str,
+    occ: Occurrence,
+    steps: Sequence[tuple[str, str]],
+    *,
+    side_effects: Mapping[str, bool] | None = None,
+) -> Fixture:
+    """The fixture of one recorded occurrence; ``steps``: the flow's (step id, tool), in order;
+    ``side_effects``: tool → whether it changes the world, where known."""
     out = []
     for i, (step_id, tool) in enumerate(steps[: len(occ.args)]):
         calls = step_calls_of(occ, i)
@@ -155,18 +170,41 @@ def fixture_of(run_id: str, occ: Occurrence, steps: Sequence[tuple[str, str]]) -
                 args=dict(occ.args[i]),
                 output=occ.outputs[i],
                 calls=[FixtureCall(args=a, output=o) for a, o in calls] if len(calls) > 1 else [],
+                side_effects=(side_effects or {}).get(tool),
             )
         )
     return Fixture(run_id=run_id, task=occ.task, steps=out)
 
 
+def fixture_json(fixture: Fixture) -> dict[str, Any]:
+    """A fixture as written in a package: a step's unknown ``side_effects`` is left out, so
+    a package with none reads as before the field existed."""
+    data = fixture.model_dump(mode="json")
+    for step in data["steps"]:
+        if step.get("side_effects") is None:
+            step.pop("side_effects", None)
+    return data
+
+
 def occurrence_of(fixture: Fixture) -> Occurrence:
-    """The occurrence a fixture records, as the replay reads it."""
+    """The occurrence a fixture records, as the replay reads it (a step's known side effects
+    as its calls' metadata)."""
     return Occurrence(
         task=fixture.task,
         args=[dict(s.args) for s in fixture.steps],
         outputs=[s.output for s in fixture.steps],
-        step_calls=[[_Call(dict(c.args), c.output) for c in s.calls] for s in fixture.steps],
+        step_calls=[
+            [
+                _Call(
+                    s.tool,
+                    dict(c.args),
+                    c.output,
+                    None if s.side_effects is None else {"side_effects": s.side_effects},
+                )
+                for c in s.calls
+            ]
+            for s in fixture.steps
+        ],
     )
 
 

@@ -109,6 +109,18 @@ def candidates(
             )
 
 
+READ_ONLY_HELP = "This tool changes nothing (repeatable), as its metadata would say in process."
+SIDE_EFFECTS_HELP = "This tool changes the world (repeatable)."
+
+
+def tool_effects(read_only: list[str], writes: list[str]) -> dict[str, bool]:
+    """Tool → side effects from ``--read-only`` / ``--side-effects`` (exit 2 on both)."""
+    both = sorted(set(read_only) & set(writes))
+    if both:
+        fail(escape(f"{', '.join(both)}: given both --read-only and --side-effects"), 2)
+    return {**dict.fromkeys(read_only, False), **dict.fromkeys(writes, True)}
+
+
 @flows_app.command("verify")
 def verify(
     ctx: typer.Context,
@@ -122,14 +134,41 @@ def verify(
         max=1.0,
     ),
     promote: bool = typer.Option(False, "--promote", help="Promote it when fidelity ≥ threshold."),
+    read_only: list[str] = typer.Option(
+        [],
+        "--read-only",
+        metavar="TOOL",
+        help=READ_ONLY_HELP,
+    ),
+    writes: list[str] = typer.Option(
+        [],
+        "--side-effects",
+        metavar="TOOL",
+        help=SIDE_EFFECTS_HELP,
+    ),
+    tools: list[str] = typer.Option(
+        [],
+        "--tools",
+        help="module:ATTR naming the agent's tools: their metadata says which are read-only "
+        "(repeatable).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
-    """Replay the candidate's flow against held-out runs; store fidelity (and promote)."""
+    """Replay the candidate's flow against held-out runs; store fidelity (and promote).
+
+    A tool's side effects: the candidate's step flag, else --read-only/--side-effects, else
+    the --tools' metadata, else what its recorded calls' metadata says, else assumed (as
+    `verify_candidate` in process, given the middleware's tools)."""
+    from soloflow_core.flow.effects import tool_side_effects
     from soloflow_langgraph.verify import verify_candidate
 
     c: Context = ctx.obj
+    effects = {
+        **tool_side_effects([t for spec in tools for t in load_tools(spec)]),
+        **tool_effects(read_only, writes),
+    }
     candidate_id = resolve_id(c, "candidate", candidate_id)
-    cand, report = verify_candidate(c.store(), candidate_id, **c.ns)
+    cand, report = verify_candidate(c.store(), candidate_id, side_effects=effects or None, **c.ns)
     promoted = None
     promotable = report.passes(threshold) and report.held_out >= MIN_HELD_OUT
     if promote and promotable:

@@ -8,6 +8,7 @@ from rich.markup import escape
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.cli._flow_runs import load_tools
 from soloflow_langgraph.cli.app import MAX_COUNT, Context, app, out, print_json
+from soloflow_langgraph.cli.flows_cmd import READ_ONLY_HELP, SIDE_EFFECTS_HELP, tool_effects
 
 skills_app = typer.Typer(
     help="Flows as skill packages: export from one store, import into another.",
@@ -26,16 +27,20 @@ def export(
     version: int | None = typer.Option(
         None, "--version", min=1, max=MAX_COUNT, help="Default: the latest."
     ),
+    read_only: list[str] = typer.Option([], "--read-only", metavar="TOOL", help=READ_ONLY_HELP),
+    writes: list[str] = typer.Option([], "--side-effects", metavar="TOOL", help=SIDE_EFFECTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
     """Write a flow version as a skill package: SKILL.md, flow.json, its recorded occurrences
-    as fixtures, its provenance, and a manifest of SHA-256 digests."""
+    as fixtures (those it reproduces in replay, judged as `flows verify` judges them), its
+    provenance, and a manifest of SHA-256 digests."""
     from soloflow_langgraph.skills import export_skill
 
     c: Context = ctx.obj
+    effects = tool_effects(read_only, writes)
     store = c.store()
     ctx.call_on_close(store.close)
-    done = export_skill(store, flow, out_dir, version=version, **c.ns)
+    done = export_skill(store, flow, out_dir, version=version, side_effects=effects or None, **c.ns)
     if as_json:
         print_json(
             {

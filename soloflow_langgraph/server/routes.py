@@ -107,6 +107,12 @@ class VerifyBody(_Body):
     promote: bool = Field(
         default=False, description="Register the flow when its fidelity reaches the threshold"
     )
+    side_effects: dict[str, bool] = Field(
+        default_factory=dict,
+        max_length=1000,
+        description="Tool → whether it changes the world (false: read-only), over what the "
+        "served tools' metadata says; a tool named in neither: its recorded calls' metadata",
+    )
 
 
 class TokenBody(_Body):
@@ -245,7 +251,11 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
     ) -> VerifyView:
         """Replay the candidate's flow against held-out runs; promote it when asked and earned."""
         return service.verify_candidate(
-            p, candidate_id, threshold=body.threshold, promote=body.promote
+            p,
+            candidate_id,
+            threshold=body.threshold,
+            promote=body.promote,
+            side_effects=body.side_effects,
         )
 
     @r.post("/candidates/{candidate_id}/approve", response_model=WorkflowView, tags=["candidates"])

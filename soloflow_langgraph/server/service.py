@@ -24,8 +24,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from soloflow_core.errors import NotFoundError
+from soloflow_core.flow.effects import tool_side_effects
 from soloflow_core.flow.executors import build_executor_registry
 from soloflow_core.flow.templates import iter_references
+from soloflow_core.learning.outcomes import MIN_HELD_OUT
 from soloflow_core.learning.promotion import (
     approve_candidate,
     auto_promote_candidate,
@@ -120,6 +122,8 @@ class SoloFlowService:
         self.store = store
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()
         self.registry = build_executor_registry(self.pm, tools=tools)
+        self.side_effects = tool_side_effects(tools)
+        """What the tools' metadata says of their side effects (replay verification)."""
         self.learning = learning if learning is not None else LearningService(store, pm=self.pm)
         self.memory = ProceduralMemory(store, pm=self.pm)
         self._runtimes: dict[tuple[str, str], FlowRuntime] = {}
@@ -372,17 +376,30 @@ class SoloFlowService:
         return CandidateView.of(self.store.get_candidate(candidate_id, **p.ns))
 
     def verify_candidate(
-        self, p: Principal, candidate_id: str, *, threshold: float, promote: bool
+        self,
+        p: Principal,
+        candidate_id: str,
+        *,
+        threshold: float,
+        promote: bool,
+        side_effects: Mapping[str, bool] | None = None,
     ) -> VerifyView:
         """Replay the candidate's flow against held-out runs (``soloflow flows verify``); with
-        ``promote``, register a pending candidate whose fidelity reaches ``threshold``."""
+        ``promote``, register a pending candidate whose fidelity reaches ``threshold`` over
+        at least ``MIN_HELD_OUT`` held-out occurrences. Tools' side effects: ``side_effects``
+        over the served tools' metadata (as the middleware passes its tools'), else the
+        recorded calls'."""
         from soloflow_langgraph.verify import verify_candidate
 
         p.require("write", "verify a candidate")
         self.store.get_candidate(candidate_id, **p.ns)  # NotFoundError before any work
-        cand, report = verify_candidate(self.store, candidate_id, **p.ns)
+        effects = {**self.side_effects, **(side_effects or {})}
+        cand, report = verify_candidate(
+            self.store, candidate_id, side_effects=effects or None, **p.ns
+        )
+        promotable = report.passes(threshold) and report.held_out >= MIN_HELD_OUT
         promoted = None
-        if promote and cand.status == "pending" and report.passes(threshold):
+        if promote and cand.status == "pending" and promotable:
             flow = auto_promote_candidate(
                 self.store, candidate_id, threshold=threshold, pm=self.pm, **p.ns
             )
@@ -391,6 +408,7 @@ class SoloFlowService:
         return VerifyView(
             candidate=CandidateView.of(cand),
             passes=report.passes(threshold),
+            promotable=promotable,
             threshold=threshold,
             held_out=report.held_out,
             free_inputs=report.free_inputs,

@@ -276,6 +276,8 @@ class VerifyView(_View):
 
     candidate: CandidateView
     passes: bool
+    promotable: bool
+    """Passes over at least ``MIN_HELD_OUT`` held-out occurrences (promoted on ``promote``)."""
     threshold: float
     held_out: int
     free_inputs: list[str]
