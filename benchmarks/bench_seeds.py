@@ -62,6 +62,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "wide": {"runs": 700, "workflows": 8, "min_len": 3, "max_len": 12, "planted_fraction": 0.45},
     # Two- and three-step workflows (detect --min-length 2).
     "short": {"runs": 450, "workflows": 4, "min_len": 2, "max_len": 3},
+    # generate_ledger's own defaults (workflows up to 15 steps, its noise and rates).
+    "long": {"runs": 500, "workflows": 5, "min_len": 3, "max_len": 15},
     # Three times the noise.
     "noisy": {
         "runs": 600,
