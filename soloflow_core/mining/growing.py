@@ -15,6 +15,7 @@ pattern only by chance is in too few of its occurrences to pay for the occurrenc
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -52,11 +53,49 @@ def grow_pattern(
         if not longer:
             break
         found, gains = match_patterns(work, ledger, *index.starts_many(longer, opt), longer)
-        best = int(np.argmax(gains))
-        if float(gains[best]) <= gain:
+        worth = [
+            _worth(ledger, pat=pat, occ=occ, longer=(p, o, g), slack=opt.fragment_slack)
+            for p, o, g in zip(longer, found, gains.tolist(), strict=True)
+        ]
+        best = int(np.argmax(worth))
+        if worth[best] <= gain:
             break
         pat, occ, gain = longer[best], found[best], float(gains[best])
     return pat, occ, gain
+
+
+def _worth(
+    ledger: UnitLedger,
+    *,
+    pat: IntArray,
+    occ: TolerantOccurrences,
+    longer: tuple[IntArray, TolerantOccurrences, float],
+    slack: float,
+) -> float:
+    """What ``longer`` (a pattern, its occurrences, its gain) saves with the occurrences of
+    ``pat`` it loses counted as its own, one defect each (the new step missing): -inf when
+    they are too many for ``pat`` to be a fragment of it (``slack``, as the cover's)."""
+    grown, found, gain = longer
+    taken = np.zeros(len(ledger.code) + 1, dtype=bool)
+    taken[found.pos[found.pos >= 0]] = True
+    reached = occ.pos >= 0
+    lost = ~(taken[occ.pos] & reached).any(axis=1)
+    n_lost, kept = int(lost.sum()), len(found)
+    if not kept or n_lost >= max(slack, 0.0) * kept:
+        return -math.inf if n_lost else gain
+    n = ledger.unit_count
+    cum = np.cumsum(ledger.bits[pat])
+    defects = (
+        occ.stray[lost].sum() + (occ.swap_at[lost] >= 0).sum() + (occ.length[lost] < len(pat)).sum()
+    )
+    both = kept + n_lost
+    return float(
+        gain
+        + kept * math.log2(n / kept)
+        - both * math.log2(n / both)
+        + cum[occ.length[lost] - 1].sum()
+        - (n_lost + defects) * (math.log2(len(grown)) + 1)
+    )
 
 
 def grown_pattern(ledger: UnitLedger, pat: IntArray) -> MinedPattern:
