@@ -1,7 +1,7 @@
 """Growing a pattern the cover is about to choose by the step its occurrences share.
 
 The miner proposes a pattern only when ``min_support`` runs hold it *exactly*, every step
-adjacent. Agents are noisy: a stray call, a swap or a retry anywhere in a long workflow breaks
+adjacent. Agents are noisy: a stray call or a swap anywhere in a long workflow breaks
 that, so a 12-step workflow run twenty times may be held exactly by two runs while a 10-step
 part of it is held by four. Only the part is mined, and the cover, which counts noise-tolerant
 occurrences, would choose it: the workflow found without its first or last steps.
