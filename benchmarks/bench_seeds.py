@@ -23,7 +23,7 @@ the same candidates, flows and fidelities as the in-process calls.
 
 Usage::
 
-    python benchmarks/bench_seeds.py [--seeds 100-139] [--settings default,wide,short,noisy]
+    python benchmarks/bench_seeds.py [--seeds 100-139] [--settings default,wide,short,noisy,long]
     python benchmarks/bench_seeds.py --seeds 100 --settings default --cli
 """
 
@@ -62,6 +62,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "wide": {"runs": 700, "workflows": 8, "min_len": 3, "max_len": 12, "planted_fraction": 0.45},
     # Two- and three-step workflows (detect --min-length 2).
     "short": {"runs": 450, "workflows": 4, "min_len": 2, "max_len": 3},
+    # generate_ledger's own defaults (workflows up to 15 steps, its noise and rates).
+    "long": {"runs": 500, "workflows": 5, "min_len": 3, "max_len": 15},
     # Three times the noise.
     "noisy": {
         "runs": 600,
@@ -316,7 +318,7 @@ def cli_check(setting: str, seed: int, tmp: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="100-139", help="e.g. 100-139 or 1,2,5-9")
-    ap.add_argument("--settings", default="default,wide,short,noisy")
+    ap.add_argument("--settings", default="default,wide,short,noisy,long")
     ap.add_argument("--show", type=int, default=60, help="wrong items printed per setting")
     ap.add_argument("--cli", action="store_true", help="also check the CLI path on one seed")
     args = ap.parse_args(argv)

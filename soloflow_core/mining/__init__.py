@@ -9,6 +9,7 @@
 - :mod:`.matching` — noise-tolerant occurrences (packed look-ups in :mod:`._packing`);
 - :mod:`.positions` — where patterns may start in a ledger too big for the matching index;
 - :mod:`.cover` — the greedy cover: the patterns that best compress the ledger;
+- :mod:`.growing` — a pattern the cover chooses, grown by the step its occurrences share;
 - :mod:`.results` — what a chosen pattern reports and saves;
 - :mod:`.pipeline` — mining and ranking together, sampled on a large ledger;
 - :mod:`.ranking` — runs ranked end to end, savings measured from full runs;

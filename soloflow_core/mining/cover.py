@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from soloflow_core.mining._packing import pattern_matrix
+from soloflow_core.mining.growing import grow_pattern, grown_pattern
 from soloflow_core.mining.matching import ChainIndex, match_pattern, match_patterns
 from soloflow_core.mining.options import COVERED, BoolArray, FloatArray, IntArray
 from soloflow_core.mining.positions import CodePositions, PairPositions, positions
@@ -94,9 +95,10 @@ def rank_coded(
     if top_k < 1:
         return out
     source = one_source(ledger)
-    for i, gain, occ in greedy_cover(ledger, pats, supports):
+    for i, pat, gain, occ in greedy_cover(ledger, pats, supports):
+        mined = pattern_of(i) if pat is pats[i] else grown_pattern(ledger, pat)
         ranked = ranked_pattern(
-            ledger, pattern_of(i), pats[i], gain=gain, occ=occ, rank=len(out) + 1, source=source
+            ledger, mined, pat, gain=gain, occ=occ, rank=len(out) + 1, source=source
         )
         if ranked.support >= min_support:
             out.append(ranked)
@@ -111,11 +113,13 @@ def greedy_cover(
     supports: IntArray,
     *,
     index: ChainIndex | None = None,
-) -> Iterator[tuple[int, float, TolerantOccurrences]]:
+) -> Iterator[tuple[int, IntArray, float, TolerantOccurrences]]:
     """The greedy MDL cover's choices, best first, as they are made: each candidate's
-    index, gain and occurrences (fragments of earlier choices left out). Stop reading
-    when enough are chosen: each next choice costs matches. ``index``: the ledger's
-    chain index, if built already (the cover updates it)."""
+    index, the pattern chosen (the candidate itself, or the candidate grown by
+    :func:`~soloflow_core.mining.growing.grow_pattern`), its gain and occurrences (fragments
+    of earlier choices left out). Stop reading when enough are chosen: each next choice
+    costs matches. ``index``: the ledger's chain index, if built already (the cover updates
+    it)."""
     if ledger.unit_count == 0 or not pats:
         return
     opt = ledger.options
@@ -181,14 +185,18 @@ def greedy_cover(
             kept = cache.take(i)
             # Evicted: nothing was covered since, so matching again finds the same.
             occ = kept or match_pattern(work, ledger, index.starts(pats[i], opt), pat=pats[i])
+            pat, gain = pats[i], -neg
+            fragment = chosen.is_fragment(pat, len(occ))
+            if not fragment:
+                pat, occ, gain = grow_pattern(work, ledger, index, pat=pat, occ=occ, gain=gain)
             taken = occ.pos[occ.pos >= 0]
             work[taken] = COVERED
             index.cover(taken)
             version += 1
-            if chosen.is_fragment(pats[i], len(occ)):
+            if fragment or (pat is not pats[i] and chosen.is_fragment(pat, len(occ))):
                 continue
-            chosen.add(pats[i], len(occ))
-            yield i, -neg, occ
+            chosen.add(pat, len(occ))
+            yield i, pat, gain, occ
 
 
 BATCH = 64

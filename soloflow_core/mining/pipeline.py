@@ -368,10 +368,12 @@ def _mine_sampled(
     order: list[IntArray] = []
 
     def choices() -> Iterator[IntArray]:
-        for i, _gain, occ in greedy_cover(ledger, cands.rows, cands.support, index=index.result()):
+        for _i, pat, _gain, occ in greedy_cover(
+            ledger, cands.rows, cands.support, index=index.result()
+        ):
             if _run_support(ledger, occ.pos) >= 2:
-                order.append(cands.rows[i])
-                yield cands.rows[i]
+                order.append(pat)
+                yield pat
 
     chosen = choices()
     # Chosen before waiting for the whole ledger: the replay reads at least ``top_k``
