@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph.cli._flow_runs import load_tools
+from soloflow_langgraph.cli._tool_specs import load_tools
 from soloflow_langgraph.cli.app import Context, fail
 
 if TYPE_CHECKING:

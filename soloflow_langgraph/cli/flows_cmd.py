@@ -20,9 +20,9 @@ from soloflow_core.learning.promotion import (
 )
 from soloflow_core.models import SOURCE_USER
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph.cli._flow_runs import load_tools
 from soloflow_langgraph.cli._listing import print_listing
 from soloflow_langgraph.cli._resolve import resolve_flow, resolve_id
+from soloflow_langgraph.cli._tool_specs import load_tools
 from soloflow_langgraph.cli.app import MAX_COUNT, Context, app, fail, out, print_json
 from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces
 
