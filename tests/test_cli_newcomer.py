@@ -105,3 +105,77 @@ def test_a_tools_spec_naming_nothing_that_exists_says_where_it_looked(tmp_path: 
     one_error_line(res, "no module 'no_such_mod_zz'", "PYTHONPATH", "file.py:ATTRIBUTE")
     res = runner.invoke(app, ["flows", "validate", flow, "--tools", "./nowhere/t.py:TOOLS"])
     one_error_line(res, "no file", "nowhere")
+
+
+# ------------------------------------------------------------------ Ctrl-C during an ingest
+
+
+def _stored_runs(db: Path) -> int:
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
+            return int(conn.execute("SELECT count(*) FROM sf_task_runs").fetchone()[0])
+    except sqlite3.Error:  # not created yet
+        return 0
+
+
+def test_ctrl_c_during_an_ingest_says_what_is_kept_and_how_to_go_on(tmp_path: Path) -> None:
+    """Click ends a command stopped by Ctrl-C with 130 and not a word; an ingest says that
+    the batches written are kept and that running it again writes the rest."""
+    ledger = tmp_path / "runs.jsonl"
+    total = 100_000
+    with ledger.open("w") as f:
+        for i in range(total):
+            calls = [{"name": "a", "args": {"x": i}}, {"name": "b", "args": {"y": i}}]
+            f.write(json.dumps({"run_id": f"r{i}", "task": f"task {i}", "tool_calls": calls}))
+            f.write("\n")
+    db = tmp_path / "runs.db"
+    proc = subprocess.Popen(
+        [EXE, "--db", str(db), "ingest", str(ledger)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while _stored_runs(db) == 0 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if proc.poll() is not None:
+        pytest.skip("the ingest ended before it could be interrupted")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.startswith("interrupted (Ctrl-C)") and "run the same command again" in err, err
+    kept = _stored_runs(db)
+    assert 0 < kept < total
+    again = subprocess.run(
+        [EXE, "--db", str(db), "ingest", str(ledger), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    report = json.loads(again.stdout)
+    assert report["runs_skipped_existing"] == kept
+    assert report["runs_written"] == total - kept and _stored_runs(db) == total
+
+
+def test_ctrl_c_in_any_command_is_one_line_and_130(tmp_path: Path) -> None:
+    """A Ctrl-C that lands while a command works (here `demo`, once it has stored a run)
+    prints one line, not nothing."""
+    db = tmp_path / "demo.db"
+    proc = subprocess.Popen(
+        [EXE, "demo", "--db", str(db)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while _stored_runs(db) == 0 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if proc.poll() is not None:
+        pytest.skip("the demo ended before it could be interrupted")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.strip() == "interrupted (Ctrl-C).", err

@@ -17,16 +17,13 @@ import typer
 
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph.cli._tool_specs import load_tools
-from soloflow_langgraph.cli.app import Context, err, out, print_json
+from soloflow_langgraph.cli.app import INTERRUPTED_EXIT, Context, err, out, print_json
 
 if TYPE_CHECKING:
     from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
     from soloflow_langgraph.runtime.results import FlowRunResult
 
 __all__ = ["decide", "interruptible", "report_result", "runtime_for"]
-
-INTERRUPTED_EXIT = 130
-"""The exit code of a command stopped by Ctrl-C or SIGTERM (128 + SIGINT), as shells use."""
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -51,8 +51,13 @@ err = _LiteralSafeConsole(stderr=True, highlight=False)
 out = _LiteralSafeConsole(highlight=False)
 
 
+INTERRUPTED_EXIT = 130
+"""The exit code of a command stopped by Ctrl-C or SIGTERM (128 + SIGINT), as shells use."""
+
+
 class _SoloFlowGroup(TyperGroup):
-    """Turns a SoloFlowError anywhere below into one clear line on stderr, exit code 1."""
+    """Turns a SoloFlowError anywhere below into one clear line on stderr, exit code 1, and a
+    Ctrl-C into one line and exit code 130."""
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
@@ -61,6 +66,10 @@ class _SoloFlowGroup(TyperGroup):
             # The message is plain text: a '[word]' in it is not markup.
             err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            # Click ends the process with 130 and not a word: say it stopped.
+            err.print("interrupted (Ctrl-C).", highlight=False, markup=False)
+            raise typer.Exit(INTERRUPTED_EXIT) from None
 
 
 app = typer.Typer(

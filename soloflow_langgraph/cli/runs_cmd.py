@@ -13,7 +13,16 @@ from rich.table import Table
 from soloflow_core.models import DetectorConfig
 from soloflow_langgraph.cli._listing import print_listing
 from soloflow_langgraph.cli._resolve import resolve_id
-from soloflow_langgraph.cli.app import MAX_COUNT, MAX_LIMIT, Context, app, err, out, print_json
+from soloflow_langgraph.cli.app import (
+    INTERRUPTED_EXIT,
+    MAX_COUNT,
+    MAX_LIMIT,
+    Context,
+    app,
+    err,
+    out,
+    print_json,
+)
 from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces
 
 TASK_SHOWN = 80
@@ -85,17 +94,29 @@ def ingest(
         def on_progress(lines: int, done: int, _total: int) -> None:
             progress.update(task, completed=done, lines=lines)
 
-        if spill is not None:
-            report = write_back_spill(store, spill)
-        else:
-            report = do_ingest(
-                store,
-                files,
-                default_user=c.user,
-                default_agent=c.agent,
-                on_progress=on_progress,
-                keep_namespaces=keep_namespaces,
+        try:
+            if spill is not None:
+                report = write_back_spill(store, spill)
+            else:
+                report = do_ingest(
+                    store,
+                    files,
+                    default_user=c.user,
+                    default_agent=c.agent,
+                    on_progress=on_progress,
+                    keep_namespaces=keep_namespaces,
+                )
+        except KeyboardInterrupt:
+            progress.stop()
+            err.print(
+                "interrupted (Ctrl-C): the batches written before are kept, each run whole; "
+                "run the same command again to write the rest (runs already stored are "
+                "skipped).",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
             )
+            raise typer.Exit(INTERRUPTED_EXIT) from None
     for e in report.errors[:50]:
         err.print(f"[yellow]skipped[/] {e}", highlight=False, soft_wrap=True)
     if len(report.errors) > 50:
