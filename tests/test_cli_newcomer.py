@@ -179,3 +179,54 @@ def test_ctrl_c_in_any_command_is_one_line_and_130(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert err.strip() == "interrupted (Ctrl-C).", err
+
+
+# ------------------------------------------------------------------ ingest
+
+
+def test_ingest_says_which_namespace_to_read_the_runs_back_from(tmp_path: Path) -> None:
+    from conftest import TAU_BENCH
+
+    db = str(tmp_path / "runs.db")
+    res = runner.invoke(app, ["--db", db, "--user", "ann", "ingest", str(TAU_BENCH)])
+    assert res.exit_code == 0, res.output
+    assert "namespace --user ann --agent default" in " ".join(res.stdout.split())
+    res = runner.invoke(
+        app, ["--db", db, "--user", "ann", "ingest", "--keep-namespaces", str(TAU_BENCH)]
+    )
+    assert res.exit_code == 0, res.output
+    assert "--user ann --agent gpt-4o (150)" in " ".join(res.stdout.split())
+
+
+def test_a_ledger_in_the_wrong_shape_says_how_to_fix_it(tmp_path: Path) -> None:
+    """A JSON array, a pretty-printed file and a line cut short are each named for what they
+    are, with the fix; json's own "... at at column" is gone."""
+    record = {"run_id": "r1", "task": "t", "tool_calls": [{"name": "a"}]}
+    (tmp_path / "array.json").write_text(json.dumps([record]))
+    (tmp_path / "pretty.json").write_text(json.dumps(record, indent=2))
+    cut = json.dumps({"run_id": "r2", "task": "a long task text"})[:-10]
+    (tmp_path / "cut.jsonl").write_text(f"{json.dumps(record)}\n{cut}\n")
+    (tmp_path / "control.jsonl").write_text('{"run_id": "r3", "task": "\x01"}\n')
+    db = str(tmp_path / "runs.db")
+
+    def reasons(name: str) -> list[str]:
+        res = runner.invoke(app, ["--db", db, "ingest", str(tmp_path / name), "--json"])
+        assert res.exit_code == 0, res.output
+        return [e["reason"] for e in json.loads(res.stdout)["bad_lines"]]
+
+    assert "jq -c '.[]'" in reasons("array.json")[0]
+    first = reasons("pretty.json")[0]
+    assert (
+        first.startswith("not a whole JSON record: '{'")
+        and "one whole JSON record per line" in first
+    )
+    (bad,) = reasons("cut.jsonl")
+    assert "the line ends before the record does" in bad
+    (bad,) = reasons("control.jsonl")
+    assert "at at" not in bad and "Invalid control character at column" in bad
+
+
+def test_ingest_of_a_directory_says_it_is_one(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["--db", str(tmp_path / "x.db"), "ingest", str(tmp_path)])
+    one_error_line(res, "is a directory", "/*.jsonl")
+    assert not (tmp_path / "x.db").exists()

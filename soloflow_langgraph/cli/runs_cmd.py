@@ -20,6 +20,7 @@ from soloflow_langgraph.cli.app import (
     Context,
     app,
     err,
+    fail,
     out,
     print_json,
 )
@@ -74,9 +75,13 @@ def ingest(
         err.print("[bold red]error:[/] give ledger files to read, or --spill PATH")
         raise typer.Exit(2)
     for f in files:
+        if f.is_dir():
+            name = escape(str(f))
+            fail(
+                f"{name}: is a directory; give the ledger files in it: soloflow ingest {name}/*.jsonl"
+            )
         if not f.is_file():
-            err.print(f"[bold red]error:[/] {f}: no such file")
-            raise typer.Exit(1)
+            fail(f"{escape(str(f))}: no such file")
     store = c.store(create=True)
     total = sum(f.stat().st_size for f in files)
     with Progress(
@@ -137,10 +142,22 @@ def ingest(
     else:
         out.print(
             f"ingested [bold]{report.runs_written}[/] runs from {len(files)} file(s) "
-            f"({report.runs_skipped_existing} already stored, {len(report.errors)} bad lines) into {store.url}"
+            f"({report.runs_skipped_existing} already stored, {len(report.errors)} bad lines) "
+            f"into {store.url}, {escape(_where(report.namespaces, c.user, c.agent))}",
+            highlight=False,
         )
     if strict and report.errors:
         raise typer.Exit(1)
+
+
+def _where(namespaces: dict[tuple[str, str], int], user: str, agent: str) -> str:
+    """The namespaces an ingest wrote into, as the options that read them back."""
+    if not namespaces or list(namespaces) == [(user, agent)]:
+        return f"namespace --user {user} --agent {agent}"
+    shown = sorted(namespaces.items(), key=lambda item: -item[1])[:5]
+    listed = ", ".join(f"--user {u} --agent {a} ({n})" for (u, a), n in shown)
+    more = f", and {len(namespaces) - 5} more" if len(namespaces) > 5 else ""
+    return f"{len(namespaces)} namespaces: {listed}{more}"
 
 
 @runs_app.command("list")
