@@ -230,3 +230,21 @@ def test_ingest_of_a_directory_says_it_is_one(tmp_path: Path) -> None:
     res = runner.invoke(app, ["--db", str(tmp_path / "x.db"), "ingest", str(tmp_path)])
     one_error_line(res, "is a directory", "/*.jsonl")
     assert not (tmp_path / "x.db").exists()
+
+
+# ------------------------------------------------------------------ the database
+
+
+def test_a_postgresql_database_that_does_not_exist_says_how_to_create_it(pg_url: str) -> None:
+    """The server answers, the database is not there: the driver's words, without
+    SQLAlchemy's wrapping, and the command that creates it."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(pg_url).set(database="soloflow_no_such_db_zz").render_as_string(False)
+    res = runner.invoke(app, ["--db", url, "runs", "list"])
+    line = one_error_line(res, 'database "soloflow_no_such_db_zz" does not exist', "createdb")
+    assert "sqlalche.me" not in line and "(psycopg." not in line
+    from conftest import TAU_BENCH
+
+    res = runner.invoke(app, ["--db", url, "ingest", str(TAU_BENCH)])
+    assert "createdb" in res.stderr and res.exit_code == 1
