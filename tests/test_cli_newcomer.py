@@ -248,3 +248,14 @@ def test_a_postgresql_database_that_does_not_exist_says_how_to_create_it(pg_url:
 
     res = runner.invoke(app, ["--db", url, "ingest", str(TAU_BENCH)])
     assert "createdb" in res.stderr and res.exit_code == 1
+
+
+# ------------------------------------------------------------------ flow files
+
+
+def test_an_unquoted_template_in_yaml_says_to_quote_it(tmp_path: Path) -> None:
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(FLOW_YAML.replace('"{{_trigger.email}}"', "{{_trigger.email}}"))
+    res = runner.invoke(app, ["flows", "validate", str(flow)])
+    assert res.exit_code == 1
+    assert f"{flow}:6:" in res.stderr and "quote the template" in res.stderr, res.stderr
