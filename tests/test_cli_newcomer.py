@@ -259,3 +259,18 @@ def test_an_unquoted_template_in_yaml_says_to_quote_it(tmp_path: Path) -> None:
     res = runner.invoke(app, ["flows", "validate", str(flow)])
     assert res.exit_code == 1
     assert f"{flow}:6:" in res.stderr and "quote the template" in res.stderr, res.stderr
+
+
+def test_dump_run_of_a_listed_summary_says_how_to_read_the_run(tmp_path: Path) -> None:
+    from conftest import TAU_BENCH
+
+    from soloflow_core.ledger import dump_run, ingest
+    from soloflow_core.store import Store
+
+    with Store.open(str(tmp_path / "runs.db")) as store:
+        ingest(store, [TAU_BENCH], default_user="u", default_agent="a")
+        (summary,) = store.list_runs(user_id="u", agent_id="a", limit=1)
+        with pytest.raises(TypeError, match=r"RunSummary.*Store\.get_run"):
+            dump_run(summary)  # type: ignore[arg-type]
+        run = store.get_run(summary.run_id, user_id="u", agent_id="a")
+        assert dump_run(run)["run_id"] == summary.run_id

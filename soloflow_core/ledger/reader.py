@@ -204,6 +204,11 @@ def dump_run(run: TaskRun) -> dict[str, Any]:
     ``args``, ``output`` and ``meta`` are copied as they are: JSON-serialisable for any run
     read from the store.
     """
+    if not isinstance(run, TaskRun):
+        raise TypeError(
+            f"dump_run takes a TaskRun, got {type(run).__name__}: Store.list_runs gives "
+            "summaries; read whole runs with Store.get_run(run_id, ...) or Store.load_runs"
+        )
     record = run.model_dump()
     for key in ("started_at", "ended_at"):
         if record[key] is not None:
