@@ -274,3 +274,19 @@ def test_dump_run_of_a_listed_summary_says_how_to_read_the_run(tmp_path: Path) -
             dump_run(summary)  # type: ignore[arg-type]
         run = store.get_run(summary.run_id, user_id="u", agent_id="a")
         assert dump_run(run)["run_id"] == summary.run_id
+
+
+def test_a_flow_run_without_its_tools_is_one_line_naming_them(tmp_path: Path) -> None:
+    """`flows run` without --tools (the usual slip): one line with the tools the flow calls
+    and the option that provides them, not one paragraph per step."""
+    db = str(tmp_path / "x.db")
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(FLOW_YAML)
+    (tmp_path / "mytools.py").write_text(TOOLS_PY)
+    tools = f"{tmp_path / 'mytools.py'}:TOOLS"
+    res = runner.invoke(app, ["--db", db, "flows", "submit", str(flow), "--tools", tools])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(
+        app, ["--db", db, "flows", "run", "lookup", "--input", '{"email": "a@b.c"}']
+    )
+    one_error_line(res, "calls find_customer", "known: none", "--tools module:ATTR")

@@ -15,7 +15,7 @@ from rich.errors import MarkupError
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from soloflow_core.errors import SoloFlowError
+from soloflow_core.errors import ExecutorNotFoundError, SoloFlowError
 
 if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig
@@ -62,6 +62,10 @@ class _SoloFlowGroup(TyperGroup):
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except ExecutorNotFoundError as exc:
+            # Forgetting --tools is the usual cause: one line that says so, not one per step.
+            err.print(f"error: {_no_executor(exc)}", highlight=False, markup=False, soft_wrap=True)
+            raise typer.Exit(1) from None
         except SoloFlowError as exc:
             # The message is plain text: a '[word]' in it is not markup.
             err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
@@ -70,6 +74,16 @@ class _SoloFlowGroup(TyperGroup):
             # Click ends the process with 130 and not a word: say it stopped.
             err.print("interrupted (Ctrl-C).", highlight=False, markup=False)
             raise typer.Exit(INTERRUPTED_EXIT) from None
+
+
+def _no_executor(exc: ExecutorNotFoundError) -> str:
+    known = ", ".join(exc.registered[:20]) or "none"
+    return (
+        f"flow {exc.flow!r} calls {', '.join(exc.skill_keys)}, which no executor provides "
+        f"(known: {known}); pass the agent's tools with --tools module:ATTR (for "
+        "./mytools.py: --tools mytools:TOOLS) or register them in a plugin's "
+        "soloflow_register_executors"
+    )
 
 
 app = typer.Typer(
