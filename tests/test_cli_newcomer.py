@@ -290,3 +290,21 @@ def test_a_flow_run_without_its_tools_is_one_line_naming_them(tmp_path: Path) ->
         app, ["--db", db, "flows", "run", "lookup", "--input", '{"email": "a@b.c"}']
     )
     one_error_line(res, "calls find_customer", "known: none", "--tools module:ATTR")
+
+
+def test_flows_show_never_cuts_the_definition(tmp_path: Path) -> None:
+    """A long flow name or template came out cropped at 80 columns when piped."""
+    db = str(tmp_path / "x.db")
+    long_name = "lookup " + "the customer by their email address " * 4
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(FLOW_YAML.replace("name: lookup", f"name: {long_name.strip()}"))
+    tools = f"{tmp_path / 'mytools.py'}:TOOLS"
+    (tmp_path / "mytools.py").write_text(TOOLS_PY)
+    assert (
+        runner.invoke(app, ["--db", db, "flows", "submit", str(flow), "--tools", tools]).exit_code
+        == 0
+    )
+    res = runner.invoke(app, ["--db", db, "flows", "show", "lookup"])
+    assert res.exit_code == 0, res.output
+    definition = json.loads(res.stdout[res.stdout.index("\n{") + 1 :])
+    assert definition["name"] == long_name.strip()

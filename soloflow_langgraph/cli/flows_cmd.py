@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -281,11 +282,11 @@ def show(
         f"{_quality_cell(q)} — reliability, efficiency, maturity, reusability",
         highlight=False,
     )
-    out.print(
-        Syntax(
-            json.dumps(record.flow.model_dump(mode="json"), indent=2, ensure_ascii=False), "json"
-        )
-    )
+    text = json.dumps(record.flow.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    if out.is_terminal:  # wrapped, never cropped at the window's edge
+        out.print(Syntax(text, "json", word_wrap=True))
+    else:  # piped or redirected: the definition whole, as written
+        sys.stdout.write(text + "\n")
 
 
 def _check_flow_file(
