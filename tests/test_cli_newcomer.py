@@ -308,3 +308,41 @@ def test_flows_show_never_cuts_the_definition(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     definition = json.loads(res.stdout[res.stdout.index("\n{") + 1 :])
     assert definition["name"] == long_name.strip()
+
+
+# ------------------------------------------------------------------ the namespace options
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("--user", "", ["--user", "is empty"]),
+        ("--agent", "  ", ["--agent", "is empty"]),
+        ("--user", "u" * 256, ["--user", "256 characters", "at most 255"]),
+        ("--agent", "bot\x1b[2J", ["--agent", "control character"]),
+    ],
+)
+def test_a_namespace_the_store_cannot_hold_is_a_usage_error(
+    tmp_path: Path, option: str, value: str, words: list[str]
+) -> None:
+    """An unset shell variable (`--user "$USERNAME"`) gave runs an empty user id; one over
+    255 characters was stored on SQLite and refused by PostgreSQL."""
+    db = tmp_path / "x.db"
+    from conftest import TAU_BENCH
+
+    res = runner.invoke(app, ["--db", str(db), option, value, "ingest", str(TAU_BENCH)])
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.stderr.replace("│", " ").split())
+    for w in words:
+        assert w in text, (w, text)
+    assert not db.exists()
+
+
+def test_namespace_hints_can_be_pasted_into_a_shell(tmp_path: Path) -> None:
+    from conftest import TAU_BENCH
+
+    db = str(tmp_path / "x.db")
+    res = runner.invoke(app, ["--db", db, "--user", "émile d", "ingest", str(TAU_BENCH)])
+    assert "namespace --user 'émile d' --agent default" in " ".join(res.stdout.split())
+    res = runner.invoke(app, ["--db", db, "runs", "list"])
+    assert "--user 'émile d' --agent default" in " ".join(res.stderr.split())

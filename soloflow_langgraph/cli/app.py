@@ -166,7 +166,29 @@ def _global(
         "default", "--agent", envvar="SOLOFLOW_AGENT", help="The agent id (namespace)."
     ),
 ) -> None:
+    for option, value in (("--user", user), ("--agent", agent)):
+        _check_namespace(option, value)
     ctx.obj = Context(db=db, user=user, agent=agent, command=ctx)
+
+
+MAX_NAMESPACE = 255
+"""Longest user or agent id (the databases' column width)."""
+
+
+def _check_namespace(option: str, value: str) -> None:
+    """A user or agent id the store can hold: 1–255 characters, none of them a control
+    character (an unset shell variable, ``--user "$USERNAME"``, gives an empty one)."""
+    env = "SOLOFLOW_USER" if option == "--user" else "SOLOFLOW_AGENT"
+    if not value.strip():
+        raise typer.BadParameter(
+            f"is empty; give an id (or unset {env}, for 'default')", param_hint=option
+        )
+    if len(value) > MAX_NAMESPACE:
+        raise typer.BadParameter(
+            f"is {len(value):,} characters; at most {MAX_NAMESPACE}", param_hint=option
+        )
+    if _CONTROL.search(value):
+        raise typer.BadParameter("holds a control character", param_hint=option)
 
 
 def print_json(value: Any) -> None:

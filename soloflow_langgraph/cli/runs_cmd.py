@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import shlex
 from pathlib import Path
 
 import typer
@@ -153,9 +154,11 @@ def ingest(
 def _where(namespaces: dict[tuple[str, str], int], user: str, agent: str) -> str:
     """The namespaces an ingest wrote into, as the options that read them back."""
     if not namespaces or list(namespaces) == [(user, agent)]:
-        return f"namespace --user {user} --agent {agent}"
+        return f"namespace --user {shlex.quote(user)} --agent {shlex.quote(agent)}"
     shown = sorted(namespaces.items(), key=lambda item: -item[1])[:5]
-    listed = ", ".join(f"--user {u} --agent {a} ({n})" for (u, a), n in shown)
+    listed = ", ".join(
+        f"--user {shlex.quote(u)} --agent {shlex.quote(a)} ({n})" for (u, a), n in shown
+    )
     more = f", and {len(namespaces) - 5} more" if len(namespaces) > 5 else ""
     return f"{len(namespaces)} namespaces: {listed}{more}"
 
