@@ -346,3 +346,34 @@ def test_namespace_hints_can_be_pasted_into_a_shell(tmp_path: Path) -> None:
     assert "namespace --user 'émile d' --agent default" in " ".join(res.stdout.split())
     res = runner.invoke(app, ["--db", db, "runs", "list"])
     assert "--user 'émile d' --agent default" in " ".join(res.stderr.split())
+
+
+# ------------------------------------------------------------------ flows run --input
+
+
+def test_flows_run_input_from_a_file_and_the_usual_slips(tmp_path: Path) -> None:
+    """`--input @in.json` reads the file (as curl does); `--input in.json` and Python's
+    single quotes each say how to write it; a huge value is not taken for a file name."""
+    db = str(tmp_path / "x.db")
+    flow = tmp_path / "flow.yaml"
+    flow.write_text(FLOW_YAML)
+    (tmp_path / "mytools.py").write_text(TOOLS_PY)
+    tools = f"{tmp_path / 'mytools.py'}:TOOLS"
+    assert (
+        runner.invoke(app, ["--db", db, "flows", "submit", str(flow), "--tools", tools]).exit_code
+        == 0
+    )
+    given = tmp_path / "in.json"
+    given.write_text('{"email": "a@b.c"}')
+
+    def run(value: str):
+        return runner.invoke(
+            app, ["--db", db, "flows", "run", "lookup", "--input", value, "--tools", tools]
+        )
+
+    res = run(f"@{given}")
+    assert res.exit_code == 0 and "completed: 'C-1'" in res.stdout, res.output
+    one_error_line(run(str(given)), "is not JSON", f"--input @{given}")
+    one_error_line(run("{'email': 'a@b.c'}"), "double quotes")
+    one_error_line(run(f"@{tmp_path / 'none.json'}"), "cannot read the file")
+    one_error_line(run("{" + "x" * 5000), "is not JSON")
