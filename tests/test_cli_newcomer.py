@@ -377,3 +377,60 @@ def test_flows_run_input_from_a_file_and_the_usual_slips(tmp_path: Path) -> None
     one_error_line(run("{'email': 'a@b.c'}"), "double quotes")
     one_error_line(run(f"@{tmp_path / 'none.json'}"), "cannot read the file")
     one_error_line(run("{" + "x" * 5000), "is not JSON")
+
+
+# ------------------------------------------------------------------ serve
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_announces_nothing(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for command in (["serve"], ["mcp", "--http"]):
+            res = runner.invoke(app, ["--db", str(tmp_path / "x.db"), *command, "--port", port])
+            one_error_line(res, f"cannot listen on 127.0.0.1:{port}", "--port 0")
+            assert "SoloFlow" not in res.output
+
+
+def test_serve_on_port_0_says_the_port_it_got(tmp_path: Path) -> None:
+    import httpx
+
+    proc = subprocess.Popen(
+        [EXE, "--db", str(tmp_path / "x.db"), "serve", "--port", "0"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        banner = proc.stderr.readline()
+        port = int(banner.split("http://127.0.0.1:", 1)[1].split("/", 1)[0])
+        assert port > 0, banner
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                answer = httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and proc.poll() is None, banner
+                time.sleep(0.1)
+        assert answer.status_code == 200 and "/api/workflows" in answer.text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+
+
+def test_detect_in_an_empty_namespace_says_where_the_runs_are(tmp_path: Path) -> None:
+    from conftest import TAU_BENCH
+
+    db = str(tmp_path / "x.db")
+    assert (
+        runner.invoke(app, ["--db", db, "--user", "ann", "ingest", str(TAU_BENCH)]).exit_code == 0
+    )
+    res = runner.invoke(app, ["--db", db, "--user", "anne", "detect"])
+    assert res.exit_code == 0 and "no repeated sequence found" in res.stdout
+    assert "no task runs in namespace anne/default" in res.stderr
+    assert "--user ann --agent default" in res.stderr

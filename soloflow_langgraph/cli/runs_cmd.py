@@ -366,6 +366,8 @@ def detect(
                 out.print(
                     f"{failed} failed run(s) were left out; [bold]--include-failed[/] counts them"
                 )
+        if not store.count_runs(**c.ns):  # the wrong --user/--agent, most likely
+            hint_other_namespaces(c, "task runs")
         return
     print_listing(
         title="flow candidates",
