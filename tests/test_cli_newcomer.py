@@ -434,3 +434,33 @@ def test_detect_in_an_empty_namespace_says_where_the_runs_are(tmp_path: Path) ->
     assert res.exit_code == 0 and "no repeated sequence found" in res.stdout
     assert "no task runs in namespace anne/default" in res.stderr
     assert "--user ann --agent default" in res.stderr
+
+
+def test_rest_a_typo_d_field_of_a_submitted_workflow_names_the_field_meant(
+    tmp_path: Path,
+) -> None:
+    """The API said only "Extra inputs are not permitted" where `flows validate` says
+    "did you mean 'depends_on'?"."""
+    from fastapi.testclient import TestClient
+
+    from soloflow_core.store import Store
+    from soloflow_langgraph.server.api import create_app
+    from soloflow_langgraph.server.service import SoloFlowService
+
+    with Store.open(str(tmp_path / "x.db")) as store:
+        token = store.create_api_token(user_id="ann", agent_id="bot", scope="write").token
+        service = SoloFlowService(store)
+        try:
+            with TestClient(create_app(service)) as client:
+                step = {"id": "a", "skill_key": "find_customer", "depend_on": []}
+                answer = client.post(
+                    "/api/workflows",
+                    headers={"Authorization": f"Bearer {token}"},
+                    json={"workflow": {"name": "x", "step": [step], "steps": [step]}},
+                )
+        finally:
+            service.close()
+    assert answer.status_code == 422, answer.text
+    problems = {p["path"]: p["message"] for p in answer.json()["problems"]}
+    assert "did you mean 'depends_on'?" in problems["body.workflow.steps[0].depend_on"]
+    assert "did you mean 'steps'?" in problems["body.workflow.step"]
