@@ -109,10 +109,12 @@ def _message(error: dict[str, Any]) -> str:
     from soloflow_core.models import FlowDefinition, FlowStep
 
     inner = loc[2:]
-    model = {1: FlowDefinition, 3: FlowStep}.get(len(inner))
-    if model is None or (len(inner) == 3 and inner[0] != "steps"):
+    if len(inner) == 1:
+        allowed = list(FlowDefinition.model_fields)
+    elif len(inner) == 3 and inner[0] == "steps":
+        allowed = list(FlowStep.model_fields)
+    else:
         return message
-    allowed = list(model.model_fields)
     close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
     hint = f"did you mean {close[0]!r}?" if close else "remove it"
     return f"unknown field {loc[-1]!r}; {hint} (allowed: {', '.join(allowed)})"
