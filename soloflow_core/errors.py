@@ -182,7 +182,27 @@ class FlowFileError(FlowValidationError):
 
 
 class ExecutorNotFoundError(FlowValidationError):
-    """A step names a ``skill_key`` that no plugin or tool registered."""
+    """A step names a ``skill_key`` that no plugin or tool registered.
+
+    Attributes:
+        skill_keys: the keys no executor was found for, in step order.
+        registered: the keys that have one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        flow: str | None = None,
+        step: str | None = None,
+        field: str | None = None,
+        problems: list[tuple[str | None, str | None, str]] | None = None,
+        skill_keys: list[str] | None = None,
+        registered: list[str] | None = None,
+    ) -> None:
+        super().__init__(message, flow=flow, step=step, field=field, problems=problems)
+        self.skill_keys = skill_keys or []
+        self.registered = registered or []
 
 
 class PatternTimeoutError(FlowValidationError):

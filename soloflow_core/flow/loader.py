@@ -219,6 +219,11 @@ def _parse_yaml(name: str, text: str) -> _Parsed:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(x for x in (exc.context, exc.problem) if x) or "YAML syntax error"
+        fix = "fix the YAML at this line"
+        lines = text.splitlines()
+        if mark is not None and mark.line < len(lines) and "{{" in lines[mark.line]:
+            # YAML reads a bare `{{...}}` as a mapping inside a mapping.
+            fix = 'quote the template: "{{step_1.field}}", not {{step_1.field}}'
         raise FlowFileError(
             name,
             [
@@ -226,7 +231,7 @@ def _parse_yaml(name: str, text: str) -> _Parsed:
                     path=None,
                     line=mark.line + 1 if mark else None,
                     column=mark.column + 1 if mark else None,
-                    message=f"YAML syntax error: {what}; fix the YAML at this line",
+                    message=f"YAML syntax error: {what}; {fix}",
                 )
             ],
         ) from None

@@ -225,6 +225,7 @@ def validate_flow(flow: FlowDefinition, *, executors: Collection[str] | None = N
     if flow.reply_template is not None:
         problems.extend(_check_reply(flow.reply_template, known, declared_inputs))
     missing_exec: list[Problem] = []
+    unknown_keys: list[str] = []
     if executors is not None:
         avail = ", ".join(sorted(executors)[:20]) or "none"
         for s in flow.steps:
@@ -233,6 +234,7 @@ def validate_flow(flow: FlowDefinition, *, executors: Collection[str] | None = N
                 keys.append(("compensation.skill_key", s.compensation.skill_key))
             for field, key in keys:
                 if key not in executors:
+                    unknown_keys.append(key)
                     missing_exec.append(
                         (
                             s.id,
@@ -245,14 +247,23 @@ def validate_flow(flow: FlowDefinition, *, executors: Collection[str] | None = N
                     )
     if problems or missing_exec:
         everything = problems + missing_exec
-        cls = ExecutorNotFoundError if not problems else FlowValidationError
         first = everything[0]
-        raise cls(
+        if problems:
+            raise FlowValidationError(
+                _format(flow.name, everything),
+                flow=flow.name,
+                step=first[0],
+                field=first[1],
+                problems=everything,
+            )
+        raise ExecutorNotFoundError(
             _format(flow.name, everything),
             flow=flow.name,
             step=first[0],
             field=first[1],
             problems=everything,
+            skill_keys=list(dict.fromkeys(k for k in unknown_keys)),
+            registered=sorted(executors or ()),
         )
     order = [n for layer in layers for n in layer]
     return FlowPlan(order=order, layers=layers, ancestors=ancestors)

@@ -204,6 +204,11 @@ def dump_run(run: TaskRun) -> dict[str, Any]:
     ``args``, ``output`` and ``meta`` are copied as they are: JSON-serialisable for any run
     read from the store.
     """
+    if not isinstance(run, TaskRun):
+        raise TypeError(
+            f"dump_run takes a TaskRun, got {type(run).__name__}: Store.list_runs gives "
+            "summaries; read whole runs with Store.get_run(run_id, ...) or Store.load_runs"
+        )
     record = run.model_dump()
     for key in ("started_at", "ended_at"):
         if record[key] is not None:
@@ -293,21 +298,48 @@ def parse_line(data: bytes, default_user: str, default_agent: str) -> TaskRun | 
         raise LedgerError(
             f"not valid UTF-8 (byte {exc.start + 1} of the line); re-encode the file as UTF-8"
         ) from None
+    text = text.rstrip("\r\n")
     try:
         obj = json.loads(text, parse_int=read_int)
     except json.JSONDecodeError as exc:
-        raise LedgerError(
-            f"not valid JSON: {exc.msg} at column {exc.colno}; "
-            "each line must hold one whole JSON object"
-        ) from None
+        raise LedgerError(_not_json(text, exc)) from None
     except RecursionError:
         raise LedgerError(
             f"arrays and objects nest more than {MAX_DEPTH} deep, the limit (from column "
             f"{_too_deep_at(text)}); store such a value as a JSON string"
         ) from None
     if not isinstance(obj, dict):
-        raise LedgerError(f"a record must be a JSON object {{...}}, got {describe(obj)}")
+        hint = (
+            "; a JSON array of records is not a ledger: write one record per line "
+            "(jq -c '.[]' FILE > FILE.jsonl)"
+            if isinstance(obj, list)
+            else ""
+        )
+        raise LedgerError(f"a record must be a JSON object {{...}}, got {describe(obj)}{hint}")
     return parse_record(obj, default_user=default_user, default_agent=default_agent)
+
+
+_ONE_PER_LINE = (
+    "a ledger holds one whole JSON record per line (JSON Lines); convert a pretty-printed "
+    "file with jq -c . FILE > FILE.jsonl (a JSON array: jq -c '.[]')"
+)
+
+
+def _not_json(text: str, exc: json.JSONDecodeError) -> str:
+    """What is wrong with a line that is not JSON, and how to fix it."""
+    stripped = text.strip()
+    if stripped in ("{", "[", "[{", "}", "]", "},", "}]", "},{") or (
+        stripped.startswith('"') and stripped.endswith((",", ":", "{", "["))
+    ):  # a piece of a document spread over lines
+        return f"not a whole JSON record: {stripped[:40]!r}; {_ONE_PER_LINE}"
+    cut = ""
+    if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
+        cut = " (the line ends before the record does: was it cut short, or split over lines?)"
+    # json's messages end in " at" ("Invalid control character at"); the place is added here.
+    return (
+        f"not valid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}{cut}; "
+        "each line must hold one whole JSON object"
+    )
 
 
 def _too_deep_at(text: str) -> int:

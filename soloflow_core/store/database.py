@@ -20,6 +20,7 @@ from soloflow_core.errors import SchemaVersionError, StoreError
 from soloflow_core.store.engine import (
     WRITE_OPTION,
     create_store_engine,
+    open_failure,
     resolve_database_url,
     safe_url,
 )
@@ -67,7 +68,7 @@ class Database:
             raise
         except sa.exc.SQLAlchemyError as exc:
             engine.dispose()
-            raise StoreError(f"cannot open database {safe_url(resolved)!r}: {exc}") from exc
+            raise StoreError(open_failure(resolved, exc)) from exc
         return cls(engine)
 
     @property

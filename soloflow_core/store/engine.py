@@ -119,3 +119,31 @@ def safe_url(url: str) -> str:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
     except Exception:
         return url
+
+
+def open_failure(url: str, exc: sa.exc.SQLAlchemyError) -> str:
+    """Why the database at ``url`` could not be opened, in the driver's words without
+    SQLAlchemy's wrapping, and how to fix it."""
+    orig = getattr(exc, "orig", None)
+    reason = " ".join(str(orig if orig is not None else exc).split())
+    reason = reason.split(" (Background on this error at:", 1)[0]
+    hint = ""
+    try:
+        parts = sa.engine.make_url(url)
+    except sa.exc.ArgumentError:
+        parts = None
+    if parts is not None and parts.get_backend_name() == "postgresql":
+        host = f"{parts.host or 'localhost'}:{parts.port or 5432}"
+        if "does not exist" in reason and f'database "{parts.database}"' in reason:
+            hint = (
+                f"; create it first: createdb -h {parts.host or 'localhost'} -p "
+                f"{parts.port or 5432} -U {parts.username or 'postgres'} {parts.database} "
+                f"(or CREATE DATABASE {parts.database}), or check the database name in the URL"
+            )
+        elif "role" in reason and "does not exist" in reason or "authentication" in reason:
+            hint = "; check the user name and password in the URL"
+        elif "resolve host" in reason or "could not translate host" in reason:
+            hint = "; check the host name in the URL"
+        elif "timeout" in reason or "timed out" in reason:
+            hint = f"; is a PostgreSQL server running at {host}? check the host and port"
+    return f"cannot open database {safe_url(url)!r}: {reason}{hint}"

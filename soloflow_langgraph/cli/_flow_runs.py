@@ -6,7 +6,6 @@ Shared by ``soloflow flows run|resume|...`` and ``soloflow flows runs approve|re
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
 import sys
@@ -16,18 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from soloflow_core.errors import SoloFlowError
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph.cli.app import Context, err, out, print_json
+from soloflow_langgraph.cli._tool_specs import load_tools
+from soloflow_langgraph.cli.app import INTERRUPTED_EXIT, Context, err, out, print_json
 
 if TYPE_CHECKING:
     from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
     from soloflow_langgraph.runtime.results import FlowRunResult
 
-__all__ = ["decide", "interruptible", "load_tools", "report_result", "runtime_for"]
-
-INTERRUPTED_EXIT = 130
-"""The exit code of a command stopped by Ctrl-C or SIGTERM (128 + SIGINT), as shells use."""
+__all__ = ["decide", "interruptible", "report_result", "runtime_for"]
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -109,18 +105,6 @@ def _ended_state(runtime: FlowRuntime, run_id: str) -> str | None:
     except Exception:  # the store is gone: the message says what was meant to happen
         return None
     return str(rec.state) if rec.terminal else None
-
-
-def load_tools(spec: str) -> list[Any]:
-    """``module:attr`` → the list of tools (or one tool) it names."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise SoloFlowError(f"--tools {spec!r}: write it as module.path:ATTRIBUTE")
-    try:
-        value = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise SoloFlowError(f"--tools {spec!r}: {exc}") from exc
-    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 def runtime_for(ctx: typer.Context, tools: list[str]) -> FlowRuntime:

@@ -15,7 +15,7 @@ from rich.errors import MarkupError
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from soloflow_core.errors import SoloFlowError
+from soloflow_core.errors import ExecutorNotFoundError, SoloFlowError
 
 if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig
@@ -51,16 +51,39 @@ err = _LiteralSafeConsole(stderr=True, highlight=False)
 out = _LiteralSafeConsole(highlight=False)
 
 
+INTERRUPTED_EXIT = 130
+"""The exit code of a command stopped by Ctrl-C or SIGTERM (128 + SIGINT), as shells use."""
+
+
 class _SoloFlowGroup(TyperGroup):
-    """Turns a SoloFlowError anywhere below into one clear line on stderr, exit code 1."""
+    """Turns a SoloFlowError anywhere below into one clear line on stderr, exit code 1, and a
+    Ctrl-C into one line and exit code 130."""
 
     def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
+        except ExecutorNotFoundError as exc:
+            # Forgetting --tools is the usual cause: one line that says so, not one per step.
+            err.print(f"error: {_no_executor(exc)}", highlight=False, markup=False, soft_wrap=True)
+            raise typer.Exit(1) from None
         except SoloFlowError as exc:
             # The message is plain text: a '[word]' in it is not markup.
             err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            # Click ends the process with 130 and not a word: say it stopped.
+            err.print("interrupted (Ctrl-C).", highlight=False, markup=False)
+            raise typer.Exit(INTERRUPTED_EXIT) from None
+
+
+def _no_executor(exc: ExecutorNotFoundError) -> str:
+    known = ", ".join(exc.registered[:20]) or "none"
+    return (
+        f"flow {exc.flow!r} calls {', '.join(exc.skill_keys)}, which no executor provides "
+        f"(known: {known}); pass the agent's tools with --tools module:ATTR (for "
+        "./mytools.py: --tools mytools:TOOLS) or register them in a plugin's "
+        "soloflow_register_executors"
+    )
 
 
 app = typer.Typer(
@@ -143,7 +166,29 @@ def _global(
         "default", "--agent", envvar="SOLOFLOW_AGENT", help="The agent id (namespace)."
     ),
 ) -> None:
+    for option, value in (("--user", user), ("--agent", agent)):
+        _check_namespace(option, value)
     ctx.obj = Context(db=db, user=user, agent=agent, command=ctx)
+
+
+MAX_NAMESPACE = 255
+"""Longest user or agent id (the databases' column width)."""
+
+
+def _check_namespace(option: str, value: str) -> None:
+    """A user or agent id the store can hold: 1–255 characters, none of them a control
+    character (an unset shell variable, ``--user "$USERNAME"``, gives an empty one)."""
+    env = "SOLOFLOW_USER" if option == "--user" else "SOLOFLOW_AGENT"
+    if not value.strip():
+        raise typer.BadParameter(
+            f"is empty; give an id (or unset {env}, for 'default')", param_hint=option
+        )
+    if len(value) > MAX_NAMESPACE:
+        raise typer.BadParameter(
+            f"is {len(value):,} characters; at most {MAX_NAMESPACE}", param_hint=option
+        )
+    if _CONTROL.search(value):
+        raise typer.BadParameter("holds a control character", param_hint=option)
 
 
 def print_json(value: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -60,13 +61,51 @@ def _shown_state(c: Context, row: dict[str, Any]) -> tuple[str, bool]:
     return state, False
 
 
+_EXAMPLE = '\'{"email": "a@b.c"}\''
+
+
+def _read_inputs(value: str) -> dict[str, Any]:
+    """``--input``: a JSON object, or ``@FILE`` holding one (as curl takes a body)."""
+    where = "--input"
+    if value.startswith("@"):
+        path = Path(value[1:]).expanduser()
+        try:
+            value = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"--input {escape(str(path))}: cannot read the file ({escape(str(exc))})")
+        where = f"--input {escape(str(path))}"
+    try:
+        inputs = json.loads(value)
+    except ValueError as exc:
+        hint = ""
+        if _names_a_file(value):
+            hint = f"; to read the file, write --input @{escape(value)}"
+        elif value.lstrip().startswith("{'"):
+            hint = f"; JSON quotes with double quotes: {_EXAMPLE}"
+        fail(f"{where} is not JSON: {escape(str(exc))}{hint}")
+    except RecursionError:
+        fail(f"{where} is nested too deeply; pass a flat JSON object, e.g. {_EXAMPLE}")
+    if not isinstance(inputs, dict):
+        fail(f"{where} must be a JSON object, e.g. {_EXAMPLE}")
+    return inputs
+
+
+def _names_a_file(value: str) -> bool:
+    try:
+        return len(value) < 4096 and Path(value).is_file()
+    except (OSError, ValueError):  # a name too long for the system, a NUL in it
+        return False
+
+
 @flows_app.command("run")
 def run(
     ctx: typer.Context,
     name: str = typer.Argument(
         ..., help="The flow's name, or a unique prefix of it or of its slug."
     ),
-    input_json: str = typer.Option("{}", "--input", help="The flow inputs as a JSON object."),
+    input_json: str = typer.Option(
+        "{}", "--input", help="The flow inputs as a JSON object, or @FILE holding one."
+    ),
     task: str | None = typer.Option(
         None, "--task", help="Recover missing inputs from this task text."
     ),
@@ -80,14 +119,7 @@ def run(
     meanwhile)."""
     from soloflow_langgraph.runtime.inputs import inputs_from_task
 
-    try:
-        inputs = json.loads(input_json)
-    except ValueError as exc:
-        fail(f"--input is not JSON: {escape(str(exc))}")
-    except RecursionError:
-        fail('--input is nested too deeply; pass a flat JSON object, e.g. \'{"email": "a@b.c"}\'')
-    if not isinstance(inputs, dict):
-        fail('--input must be a JSON object, e.g. \'{"email": "a@b.c"}\'')
+    inputs = _read_inputs(input_json)
     runtime = runtime_for(ctx, tools)
     flow = runtime.flow(resolve_flow(ctx.obj, name))
     if task:

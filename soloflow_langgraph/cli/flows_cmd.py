@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
@@ -20,9 +21,9 @@ from soloflow_core.learning.promotion import (
 )
 from soloflow_core.models import SOURCE_USER
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph.cli._flow_runs import load_tools
 from soloflow_langgraph.cli._listing import print_listing
 from soloflow_langgraph.cli._resolve import resolve_flow, resolve_id
+from soloflow_langgraph.cli._tool_specs import load_tools
 from soloflow_langgraph.cli.app import MAX_COUNT, Context, app, fail, out, print_json
 from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces
 
@@ -328,11 +329,11 @@ def show(
         f"{_quality_cell(q)} — reliability, efficiency, maturity, reusability",
         highlight=False,
     )
-    out.print(
-        Syntax(
-            json.dumps(record.flow.model_dump(mode="json"), indent=2, ensure_ascii=False), "json"
-        )
-    )
+    text = json.dumps(record.flow.model_dump(mode="json"), indent=2, ensure_ascii=False)
+    if out.is_terminal:  # wrapped, never cropped at the window's edge
+        out.print(Syntax(text, "json", word_wrap=True))
+    else:  # piped or redirected: the definition whole, as written
+        sys.stdout.write(text + "\n")
 
 
 def _check_flow_file(

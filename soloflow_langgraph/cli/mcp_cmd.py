@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import typer
 
-from soloflow_langgraph.cli._serving import TOOLS_HELP, require_api_extra, service_for
+from soloflow_langgraph.cli._serving import (
+    TOOLS_HELP,
+    listening_socket,
+    require_api_extra,
+    service_for,
+)
 from soloflow_langgraph.cli.app import Context, app, err
 
 
@@ -49,6 +54,8 @@ def mcp(
 
     from soloflow_langgraph.server.driver import StopRunsAtShutdown
 
+    sock = listening_socket(host, port)
+    port = sock.getsockname()[1]
     server = SoloFlowMCP(service, watch_interval=watch_interval)
     app_ = StopRunsAtShutdown(server.http_app(host=host, port=port, path=path), service.stop_runs)
     err.print(
@@ -57,4 +64,6 @@ def mcp(
         highlight=False,
         markup=False,
     )
-    uvicorn.Server(uvicorn.Config(app_, host=host, port=port, log_level="warning")).run()
+    uvicorn.Server(uvicorn.Config(app_, host=host, port=port, log_level="warning")).run(
+        sockets=[sock]
+    )

@@ -3,6 +3,7 @@ listing gives."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 
 import typer
@@ -56,7 +57,9 @@ def hint_other_namespaces(c: Context, what: str) -> None:
     others = [r for r in c.store().namespaces() if (r.user_id, r.agent_id) != (c.user, c.agent)]
     if not others:
         return
-    names = ", ".join(f"--user {r.user_id} --agent {r.agent_id}" for r in others[:5])
+    names = ", ".join(
+        f"--user {shlex.quote(r.user_id)} --agent {shlex.quote(r.agent_id)}" for r in others[:5]
+    )
     more = f" and {len(others) - 5} more (soloflow namespaces)" if len(others) > 5 else ""
     err.print(
         f"no {what} in namespace {c.user}/{c.agent}; data is held under: {names}{more}",

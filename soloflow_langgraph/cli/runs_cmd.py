@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import shlex
 from pathlib import Path
 
 import typer
@@ -13,7 +14,17 @@ from rich.table import Table
 from soloflow_core.models import DetectorConfig
 from soloflow_langgraph.cli._listing import print_listing
 from soloflow_langgraph.cli._resolve import resolve_id
-from soloflow_langgraph.cli.app import MAX_COUNT, MAX_LIMIT, Context, app, err, out, print_json
+from soloflow_langgraph.cli.app import (
+    INTERRUPTED_EXIT,
+    MAX_COUNT,
+    MAX_LIMIT,
+    Context,
+    app,
+    err,
+    fail,
+    out,
+    print_json,
+)
 from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces
 
 TASK_SHOWN = 80
@@ -65,9 +76,13 @@ def ingest(
         err.print("[bold red]error:[/] give ledger files to read, or --spill PATH")
         raise typer.Exit(2)
     for f in files:
+        if f.is_dir():
+            name = escape(str(f))
+            fail(
+                f"{name}: is a directory; give the ledger files in it: soloflow ingest {name}/*.jsonl"
+            )
         if not f.is_file():
-            err.print(f"[bold red]error:[/] {f}: no such file")
-            raise typer.Exit(1)
+            fail(f"{escape(str(f))}: no such file")
     store = c.store(create=True)
     total = sum(f.stat().st_size for f in files)
     with Progress(
@@ -85,17 +100,29 @@ def ingest(
         def on_progress(lines: int, done: int, _total: int) -> None:
             progress.update(task, completed=done, lines=lines)
 
-        if spill is not None:
-            report = write_back_spill(store, spill)
-        else:
-            report = do_ingest(
-                store,
-                files,
-                default_user=c.user,
-                default_agent=c.agent,
-                on_progress=on_progress,
-                keep_namespaces=keep_namespaces,
+        try:
+            if spill is not None:
+                report = write_back_spill(store, spill)
+            else:
+                report = do_ingest(
+                    store,
+                    files,
+                    default_user=c.user,
+                    default_agent=c.agent,
+                    on_progress=on_progress,
+                    keep_namespaces=keep_namespaces,
+                )
+        except KeyboardInterrupt:
+            progress.stop()
+            err.print(
+                "interrupted (Ctrl-C): the batches written before are kept, each run whole; "
+                "run the same command again to write the rest (runs already stored are "
+                "skipped).",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
             )
+            raise typer.Exit(INTERRUPTED_EXIT) from None
     for e in report.errors[:50]:
         err.print(f"[yellow]skipped[/] {e}", highlight=False, soft_wrap=True)
     if len(report.errors) > 50:
@@ -116,10 +143,24 @@ def ingest(
     else:
         out.print(
             f"ingested [bold]{report.runs_written}[/] runs from {len(files)} file(s) "
-            f"({report.runs_skipped_existing} already stored, {len(report.errors)} bad lines) into {store.url}"
+            f"({report.runs_skipped_existing} already stored, {len(report.errors)} bad lines) "
+            f"into {store.url}, {escape(_where(report.namespaces, c.user, c.agent))}",
+            highlight=False,
         )
     if strict and report.errors:
         raise typer.Exit(1)
+
+
+def _where(namespaces: dict[tuple[str, str], int], user: str, agent: str) -> str:
+    """The namespaces an ingest wrote into, as the options that read them back."""
+    if not namespaces or list(namespaces) == [(user, agent)]:
+        return f"namespace --user {shlex.quote(user)} --agent {shlex.quote(agent)}"
+    shown = sorted(namespaces.items(), key=lambda item: -item[1])[:5]
+    listed = ", ".join(
+        f"--user {shlex.quote(u)} --agent {shlex.quote(a)} ({n})" for (u, a), n in shown
+    )
+    more = f", and {len(namespaces) - 5} more" if len(namespaces) > 5 else ""
+    return f"{len(namespaces)} namespaces: {listed}{more}"
 
 
 @runs_app.command("list")
@@ -325,6 +366,8 @@ def detect(
                 out.print(
                     f"{failed} failed run(s) were left out; [bold]--include-failed[/] counts them"
                 )
+        if not store.count_runs(**c.ns):  # the wrong --user/--agent, most likely
+            hint_other_namespaces(c, "task runs")
         return
     print_listing(
         title="flow candidates",

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from soloflow_langgraph.cli._serving import TOOLS_HELP, require_api_extra, service_for
+from soloflow_langgraph.cli._serving import (
+    TOOLS_HELP,
+    listening_socket,
+    require_api_extra,
+    service_for,
+)
 from soloflow_langgraph.cli.app import app, err
 
 
@@ -28,6 +33,8 @@ def serve(
 
     from soloflow_langgraph.server.api import create_app
 
+    sock = listening_socket(host, port)
+    port = sock.getsockname()[1]
     service = service_for(ctx, tools)
     server = uvicorn.Server(
         uvicorn.Config(create_app(service), host=host, port=port, log_level=log_level)
@@ -37,4 +44,4 @@ def serve(
         highlight=False,
         markup=False,
     )
-    server.run()
+    server.run(sockets=[sock])

@@ -6,7 +6,7 @@ import typer
 from rich.markup import escape
 
 from soloflow_core.plugins import get_plugin_manager
-from soloflow_langgraph.cli._flow_runs import load_tools
+from soloflow_langgraph.cli._tool_specs import load_tools
 from soloflow_langgraph.cli.app import MAX_COUNT, Context, app, out, print_json
 from soloflow_langgraph.cli.flows_cmd import READ_ONLY_HELP, SIDE_EFFECTS_HELP, tool_effects
 

@@ -20,6 +20,7 @@ runs it started that are still going are recorded ``interrupted``
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -98,6 +99,27 @@ def _path(loc: Sequence[Any]) -> str:
     return out
 
 
+def _message(error: dict[str, Any]) -> str:
+    """pydantic's message, and for an unknown field of a submitted flow or step the field
+    meant (``depend_on``: did you mean ``depends_on``?)."""
+    message = str(error.get("msg", ""))
+    loc = tuple(error.get("loc", ()))
+    if error.get("type") != "extra_forbidden" or loc[:2] != ("body", "workflow"):
+        return message
+    from soloflow_core.models import FlowDefinition, FlowStep
+
+    inner = loc[2:]
+    if len(inner) == 1:
+        allowed = list(FlowDefinition.model_fields)
+    elif len(inner) == 3 and inner[0] == "steps":
+        allowed = list(FlowStep.model_fields)
+    else:
+        return message
+    close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "remove it"
+    return f"unknown field {loc[-1]!r}; {hint} (allowed: {', '.join(allowed)})"
+
+
 def problems_of(
     exc: FlowValidationError, prefix: str = "", steps: Sequence[Any] = ()
 ) -> list[dict[str, Any]]:
@@ -161,9 +183,7 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> Response:
-        problems = [
-            {"path": _path(e.get("loc", ())), "message": e.get("msg", "")} for e in exc.errors()
-        ]
+        problems = [{"path": _path(e.get("loc", ())), "message": _message(e)} for e in exc.errors()]
         head = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
         return _error(422, "Invalid", f"invalid request: {head}", problems=problems)
 
