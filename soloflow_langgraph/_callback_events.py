@@ -94,6 +94,28 @@ def answer_from_outputs(outputs: Any) -> str | None:
     return message_text(getattr(last, "content", None))
 
 
+ROUTED_KEYS = {
+    "soloflow_flow": "flow",
+    "soloflow_flow_version": "version",
+    "soloflow_run_id": "flow_run_id",
+    "soloflow_status": "status",
+}
+"""The final message's ``response_metadata`` keys the routing middleware sets when a flow
+answered the request, and their names in the run's ``meta["routed"]``."""
+
+
+def routed_flow(outputs: Any) -> dict[str, Any] | None:
+    """The flow that answered a root with no model call (the middleware's routing), as the
+    final message's ``response_metadata`` names it; None when the agent answered."""
+    messages = outputs.get("messages") if isinstance(outputs, dict) else None
+    if not isinstance(messages, list | tuple) or not messages:
+        return None
+    meta = getattr(messages[-1], "response_metadata", None)
+    if not isinstance(meta, dict) or not isinstance(meta.get("soloflow_flow"), str):
+        return None
+    return {name: meta[key] for key, name in ROUTED_KEYS.items() if key in meta}
+
+
 def task_from_inputs(inputs: Any) -> str | None:
     """The first human message of a root's input (a messages state, a string, ``{"input"}``)."""
     if isinstance(inputs, dict):

@@ -55,6 +55,7 @@ from soloflow_langgraph._callback_events import (
     namespace_of,
     never_raises,
     response_model,
+    routed_flow,
     task_from_inputs,
     tool_call,
     tool_output,
@@ -318,7 +319,9 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         if parent_run_id is None:
-            self._finish_root(run_id, error=None, answer=answer_from_outputs(outputs))
+            self._finish_root(
+                run_id, error=None, answer=answer_from_outputs(outputs), routed=routed_flow(outputs)
+            )
 
     @never_raises
     def on_chain_error(
@@ -533,7 +536,14 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
 
     # ------------------------------------------------------------------ the end of a root
 
-    def _finish_root(self, root: UUID, *, error: str | None, answer: str | None = None) -> None:
+    def _finish_root(
+        self,
+        root: UUID,
+        *,
+        error: str | None,
+        answer: str | None = None,
+        routed: dict[str, Any] | None = None,
+    ) -> None:
         with self._lock:
             state = self._runs.pop(root.int, None)
             if state is None:
@@ -542,6 +552,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
             for member in state.members:
                 self._root_of.pop(member, None)
         run = build_task_run(state, error, user_id=self.user_id, agent_id=self.agent_id)
+        if routed is not None:  # a flow answered: which, so the run does not look empty
+            run.meta["routed"] = routed
         spans: Sequence[Span] = []
         if state.trace is not None:
             try:

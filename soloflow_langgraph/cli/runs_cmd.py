@@ -240,6 +240,15 @@ def runs_show(
         f"[bold]{escape(run.run_id)}[/] success={run.success} tokens={run.tokens}\n"
         f"[dim]{escape(run.task or '')}[/]"
     )
+    routed = run.meta.get("routed")
+    if isinstance(routed, dict):  # a flow answered, with no model call: which one
+        out.print(
+            f"answered by the flow {escape(str(routed.get('flow')))!r} "
+            f"v{escape(str(routed.get('version', '?')))}: flow run "
+            f"{escape(str(routed.get('flow_run_id')))} {escape(str(routed.get('status')))} "
+            f"(soloflow flows status {escape(str(routed.get('flow_run_id')))})",
+            highlight=False,
+        )
     table = Table("#", "tool", "args", "error", "ms")
     for i, call in enumerate(run.tool_calls):
         table.add_row(
