@@ -202,6 +202,7 @@ def create_app(service: SoloFlowService, *, title: str = "SoloFlow") -> FastAPI:
         return found
 
     async def caller(  # no I/O: on the event loop, not a worker thread
+        request: Request,
         p: Principal = Depends(principal),
         user_id: str | None = Query(
             None, description="When given, must be the token's user (else 401)"
@@ -211,6 +212,11 @@ def create_app(service: SoloFlowService, *, title: str = "SoloFlow") -> FastAPI:
         ),
     ) -> Principal:
         check_named(p, user_id, agent_id)
+        # A repeated parameter: every value (FastAPI passes only the last one).
+        for user in request.query_params.getlist("user_id"):
+            check_named(p, user, None)
+        for agent in request.query_params.getlist("agent_id"):
+            check_named(p, None, agent)
         return p
 
     _install_errors(app)
