@@ -31,6 +31,7 @@ from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from soloflow_core import __version__
@@ -166,6 +167,13 @@ def _install_errors(app: FastAPI) -> None:
         ]
         head = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
         return _error(422, "Invalid", f"invalid request: {head}", problems=problems)
+
+    @app.exception_handler(DataError)
+    async def unstorable(_: Request, exc: DataError) -> Response:
+        # A value the database cannot hold (PostgreSQL: a NUL character) is in no row: bad
+        # input, answered alike whoever's id it resembles.
+        reason = str(exc.orig).splitlines()[0] if exc.orig is not None else "a value"
+        return _error(422, "Invalid", f"the database cannot hold a value of the request: {reason}")
 
     @app.exception_handler(Exception)
     async def crashed(_: Request, exc: Exception) -> Response:
