@@ -195,8 +195,15 @@ def test_the_namespace_is_the_token_s_whatever_the_request_names(world: World) -
         assert extra.status_code == 422
         # alice's flow names, run filters and task texts find nothing of hers.
         assert bob.get("/api/flow-runs", params={"flow": world.ids["flow"]}).json()["items"] == []
-        # A NUL (which PostgreSQL cannot store) is bad input, never a crash.
-        assert bob.get("/api/flow-runs", params={"flow": "a\x00"}).status_code in (200, 422)
+        # A NUL (which PostgreSQL cannot store) is bad input on every store, never a crash.
+        for got in (
+            bob.get("/api/flow-runs", params={"flow": "a\x00"}),
+            bob.get(f"/api/flow-runs/{world.ids['frun']}%00"),
+            bob.post(f"/api/flows/{quote(world.ids['flow'])}%00/runs", json={}),
+        ):
+            assert got.status_code == 422 and got.json()["error"] == "Invalid", got.text
+        named = bob.post("/api/workflows", json={"workflow": {**BOB_FLOW, "name": "a\x00"}})
+        assert named.status_code in (201, 422), named.text  # SQLite stores it; PostgreSQL cannot
         assert bob.get("/api/flows", params={"text": world.ids["learned"]}).json() == []
         # bob registering a name of alice's starts his own version 1; hers is untouched.
         sub = bob.post("/api/workflows", json={"workflow": {**APPROVAL_FLOW}})
@@ -204,6 +211,39 @@ def test_the_namespace_is_the_token_s_whatever_the_request_names(world: World) -
         mine = bob.get(f"/api/flows/{quote(world.ids['flow'])}/versions").json()["items"]
         assert [v["version"] for v in mine] == [1]
     assert _alice(world.store) == before
+
+
+def _help_flow(name: str, description: str) -> dict[str, Any]:
+    return {**BOB_FLOW, "name": name, "description": description}
+
+
+def test_what_bob_finds_does_not_depend_on_alice_s_flows(world: World) -> None:
+    """Search statistics (term counts, inverse document frequencies) are the namespace's:
+    alice's flows sharing bob's words change nothing in his scores."""
+    submit(world.store, "bob", "bot", _help_flow("refund parcel", "refund a damaged parcel"))
+    submit(world.store, "bob", "bot", _help_flow("track parcel", "track where a parcel is"))
+    with world.client("bob") as bob:
+        query = {"text": "refund my damaged parcel please", "min_confidence": 0}
+        before = bob.get("/api/flows", params=query)
+        assert before.status_code == 200 and len(before.json()) == 2
+        for i in range(20):
+            words = "refund damaged goods" + " parcel" * (i % 3)
+            submit(world.store, "alice", "bot", _help_flow(f"alice refund {i}", words))
+        assert bob.get("/api/flows", params=query).text == before.text
+
+
+def test_another_agent_of_the_same_user_is_another_namespace(world: World) -> None:
+    token = world.store.create_api_token(user_id="alice", agent_id="desk", scope="admin").token
+    with world.client(token=token) as desk:
+        for kind, route in (("frun", "/api/flow-runs/{}"), ("cand", "/api/candidates/{}")):
+            got, none = (
+                desk.get(route.format(world.ids[kind])),
+                desk.get(route.format(MISSING[kind])),
+            )
+            assert _answer(got, world.ids[kind]) == _answer(none, MISSING[kind])
+            assert got.status_code == 404
+        assert desk.get("/api/workflows").json()["workflows"] == []
+        assert desk.get("/api/runs").json()["items"] == []
 
 
 def test_only_the_exact_token_is_accepted(world: World) -> None:

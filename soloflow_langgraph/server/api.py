@@ -118,6 +118,13 @@ def problems_of(
     return out
 
 
+def _unstorable(exc: DataError) -> JSONResponse:
+    """A value the database cannot hold (PostgreSQL: a NUL character) is in no row: bad
+    input, answered alike whoever's id it resembles."""
+    reason = str(exc.orig).splitlines()[0] if exc.orig is not None else "a value"
+    return _error(422, "Invalid", f"the database cannot hold a value of the request: {reason}")
+
+
 def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(Unauthorized)
     async def unauthorized(_: Request, exc: Unauthorized) -> Response:
@@ -170,10 +177,7 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(DataError)
     async def unstorable(_: Request, exc: DataError) -> Response:
-        # A value the database cannot hold (PostgreSQL: a NUL character) is in no row: bad
-        # input, answered alike whoever's id it resembles.
-        reason = str(exc.orig).splitlines()[0] if exc.orig is not None else "a value"
-        return _error(422, "Invalid", f"the database cannot hold a value of the request: {reason}")
+        return _unstorable(exc)
 
     @app.exception_handler(Exception)
     async def crashed(_: Request, exc: Exception) -> Response:
@@ -220,6 +224,14 @@ def create_app(service: SoloFlowService, *, title: str = "SoloFlow") -> FastAPI:
         ),
     ) -> Principal:
         check_named(p, user_id, agent_id)
+        # No id or name holds a NUL (PostgreSQL cannot store one): bad input on every store.
+        for where, items in (
+            ("path", request.path_params.items()),
+            ("query", request.query_params.multi_items()),
+        ):
+            for key, value in items:
+                if "\x00" in str(value):
+                    raise ConfigError(f"the {where} parameter {key!r} holds a NUL character")
         # A repeated parameter: every value (FastAPI passes only the last one).
         for user in request.query_params.getlist("user_id"):
             check_named(p, user, None)
