@@ -193,6 +193,8 @@ def test_the_namespace_is_the_token_s_whatever_the_request_names(world: World) -
             json={"inputs": {"q": "x"}, "user_id": "alice"},
         )
         assert extra.status_code == 422
+        for body in ({"user_id": "alice"}, {"userId": "alice", "scope": "admin"}):
+            assert bob.post("/api/tokens", json=body).status_code == 422  # no token for alice
         # alice's flow names, run filters and task texts find nothing of hers.
         assert bob.get("/api/flow-runs", params={"flow": world.ids["flow"]}).json()["items"] == []
         # A NUL (which PostgreSQL cannot store) is bad input on every store, never a crash.
