@@ -51,9 +51,13 @@ from soloflow_langgraph.server.views import ErrorBody
 if TYPE_CHECKING:
     from starlette.responses import Response
 
-__all__ = ["ERRORS", "Unauthorized", "create_app", "problems_of"]
+__all__ = ["ERRORS", "NO_NUL", "Unauthorized", "create_app", "problems_of"]
 
 log = logging.getLogger(__name__)
+
+NO_NUL = r"^[^\x00]*$"
+"""The pattern of every id, name and text parameter: no NUL character (PostgreSQL cannot
+store one, so such a value is bad input on every store)."""
 
 
 class Unauthorized(Exception):
@@ -217,21 +221,13 @@ def create_app(service: SoloFlowService, *, title: str = "SoloFlow") -> FastAPI:
         request: Request,
         p: Principal = Depends(principal),
         user_id: str | None = Query(
-            None, description="When given, must be the token's user (else 401)"
+            None, pattern=NO_NUL, description="When given, must be the token's user (else 401)"
         ),
         agent_id: str | None = Query(
-            None, description="When given, must be the token's agent (else 401)"
+            None, pattern=NO_NUL, description="When given, must be the token's agent (else 401)"
         ),
     ) -> Principal:
         check_named(p, user_id, agent_id)
-        # No id or name holds a NUL (PostgreSQL cannot store one): bad input on every store.
-        for where, items in (
-            ("path", request.path_params.items()),
-            ("query", request.query_params.multi_items()),
-        ):
-            for key, value in items:
-                if "\x00" in str(value):
-                    raise ConfigError(f"the {where} parameter {key!r} holds a NUL character")
         # A repeated parameter: every value (FastAPI passes only the last one).
         for user in request.query_params.getlist("user_id"):
             check_named(p, user, None)
