@@ -14,7 +14,8 @@ The tool list is the namespace's: it changes when flows are promoted, submitted 
 — here or in any other process on the same store, seen by a watch of the store every
 ``watch_interval`` seconds — and the server tells its clients (``notifications/tools/
 list_changed``: on a ``subscriptions/listen`` stream for 2026-07-28 clients, on the
-connection's standalone stream for earlier ones), each only about its own namespace.
+connection's standalone stream for earlier ones), each only about its own namespace and only
+while its token is active (:mod:`~soloflow_langgraph.server.mcp_listeners`).
 
 Over stdio the namespace is the command's ``--user``/``--agent``; over streamable HTTP it is
 the bearer token's (``soloflow tokens create``), and a read-only token sees and may call only
