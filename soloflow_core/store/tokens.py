@@ -28,6 +28,8 @@ from soloflow_core.store import schema as t
 from soloflow_core.store.writer import now
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from soloflow_core.store.database import Database
 
 __all__ = [
@@ -188,6 +190,19 @@ class TokenRepository:
         if not hmac.compare_digest(row.secret_hash, hash_token_secret(secret)):
             return None
         return _record(row)
+
+    def active_api_token_ids(self, token_ids: Collection[str]) -> set[str]:
+        """Those of ``token_ids`` that are stored and not revoked: for a server that keeps a
+        stream open on a token, to end it once the token is revoked."""
+        c = t.api_tokens.c
+        ids, out = sorted(set(token_ids)), set[str]()
+        with self.db.read() as conn:
+            for start in range(0, len(ids), 500):
+                q = sa.select(c.id).where(
+                    c.id.in_(ids[start : start + 500]), c.revoked_at.is_(None)
+                )
+                out.update(conn.execute(q).scalars())
+        return out
 
     def list_api_tokens(
         self, *, user_id: str, agent_id: str, include_revoked: bool = True

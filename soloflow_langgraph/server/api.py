@@ -32,6 +32,7 @@ from fastapi import Depends, FastAPI, Query, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from soloflow_core import __version__
@@ -51,9 +52,13 @@ from soloflow_langgraph.server.views import ErrorBody
 if TYPE_CHECKING:
     from starlette.responses import Response
 
-__all__ = ["ERRORS", "Unauthorized", "create_app", "problems_of"]
+__all__ = ["ERRORS", "NO_NUL", "Unauthorized", "create_app", "problems_of"]
 
 log = logging.getLogger(__name__)
+
+NO_NUL = r"^[^\x00]*$"
+"""The pattern of every id, name and text parameter: no NUL character (PostgreSQL cannot
+store one, so such a value is bad input on every store)."""
 
 
 class Unauthorized(Exception):
@@ -139,6 +144,13 @@ def problems_of(
     return out
 
 
+def _unstorable(exc: DataError) -> JSONResponse:
+    """A value the database cannot hold (PostgreSQL: a NUL character) is in no row: bad
+    input, answered alike whoever's id it resembles."""
+    reason = str(exc.orig).splitlines()[0] if exc.orig is not None else "a value"
+    return _error(422, "Invalid", f"the database cannot hold a value of the request: {reason}")
+
+
 def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(Unauthorized)
     async def unauthorized(_: Request, exc: Unauthorized) -> Response:
@@ -187,6 +199,10 @@ def _install_errors(app: FastAPI) -> None:
         head = "; ".join(f"{p['path']}: {p['message']}" for p in problems[:5])
         return _error(422, "Invalid", f"invalid request: {head}", problems=problems)
 
+    @app.exception_handler(DataError)
+    async def unstorable(_: Request, exc: DataError) -> Response:
+        return _unstorable(exc)
+
     @app.exception_handler(Exception)
     async def crashed(_: Request, exc: Exception) -> Response:
         log.exception("the SoloFlow API failed on a request")
@@ -222,15 +238,21 @@ def create_app(service: SoloFlowService, *, title: str = "SoloFlow") -> FastAPI:
         return found
 
     async def caller(  # no I/O: on the event loop, not a worker thread
+        request: Request,
         p: Principal = Depends(principal),
         user_id: str | None = Query(
-            None, description="When given, must be the token's user (else 401)"
+            None, pattern=NO_NUL, description="When given, must be the token's user (else 401)"
         ),
         agent_id: str | None = Query(
-            None, description="When given, must be the token's agent (else 401)"
+            None, pattern=NO_NUL, description="When given, must be the token's agent (else 401)"
         ),
     ) -> Principal:
         check_named(p, user_id, agent_id)
+        # A repeated parameter: every value (FastAPI passes only the last one).
+        for user in request.query_params.getlist("user_id"):
+            check_named(p, user, None)
+        for agent in request.query_params.getlist("agent_id"):
+            check_named(p, None, agent)
         return p
 
     _install_errors(app)

@@ -14,7 +14,8 @@ The tool list is the namespace's: it changes when flows are promoted, submitted 
 — here or in any other process on the same store, seen by a watch of the store every
 ``watch_interval`` seconds — and the server tells its clients (``notifications/tools/
 list_changed``: on a ``subscriptions/listen`` stream for 2026-07-28 clients, on the
-connection's standalone stream for earlier ones), each only about its own namespace.
+connection's standalone stream for earlier ones), each only about its own namespace and only
+while its token is active (:mod:`~soloflow_langgraph.server.mcp_listeners`).
 
 Over stdio the namespace is the command's ``--user``/``--agent``; over streamable HTTP it is
 the bearer token's (``soloflow tokens create``), and a read-only token sees and may call only
@@ -28,10 +29,9 @@ is computed per caller and per moment, where ``MCPServer`` keeps one static list
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,8 @@ import mcp_types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.subscriptions import ListenHandler, ToolsListChanged
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -51,14 +53,18 @@ from soloflow_core.store.tokens import scope_allows
 from soloflow_langgraph.routing.tools import flow_args_schema, flow_tool_name
 from soloflow_langgraph.server.auth import principal_of_access_token
 from soloflow_langgraph.server.driver import DEFAULT_WAIT, MAX_WAIT
+from soloflow_langgraph.server.mcp_listeners import (
+    Connections,
+    Listener,
+    NamespaceBus,
+    current_listener,
+)
 from soloflow_langgraph.server.principal import Principal
 from soloflow_langgraph.server.service import SoloFlowService
 from soloflow_langgraph.server.views import FindMatchView, FlowRunView, RunOutcomeView, WorkflowPage
 
 if TYPE_CHECKING:
     from mcp.server.context import ServerRequestContext
-    from mcp.server.session import ServerSession
-    from mcp.shared.subscriptions import ServerEvent
     from starlette.applications import Starlette
 
     from soloflow_core.models import FlowDefinition
@@ -73,9 +79,6 @@ DEFAULT_WATCH_INTERVAL = 1.0
 MAX_SESSIONS_KEPT = 1000
 TOOLS_PAGE = 200
 """Flow tools per ``tools/list`` page; a client follows ``nextCursor`` for the rest."""
-_LISTENER_NS: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
-    "soloflow_listener_ns", default=None
-)
 
 
 # --------------------------------------------------------------------------- the fixed tools
@@ -192,36 +195,6 @@ def _flow_description(flow: FlowDefinition, meta: FlowMeta, quality: float | Non
     return text if len(text) <= 1024 else text[:1023] + "…"
 
 
-# --------------------------------------------------------------------------- change notifications
-
-
-class NamespaceBus:
-    """A ``SubscriptionBus`` whose listeners each belong to one namespace:
-    :meth:`publish_to` reaches only that namespace's ``subscriptions/listen`` streams."""
-
-    def __init__(self) -> None:
-        self._listeners: dict[
-            object, tuple[tuple[str, str] | None, Callable[[ServerEvent], None]]
-        ] = {}
-
-    async def publish(self, event: ServerEvent) -> None:
-        for _, listener in list(self._listeners.values()):
-            listener(event)
-
-    async def publish_to(self, ns: tuple[str, str], event: ServerEvent) -> None:
-        for owner, listener in list(self._listeners.values()):
-            if owner == ns:
-                listener(event)
-
-    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
-        token = object()
-        self._listeners[token] = (_LISTENER_NS.get(), listener)
-        return lambda: self._listeners.pop(token, None) and None
-
-    def namespaces(self) -> set[tuple[str, str]]:
-        return {ns for ns, _ in self._listeners.values() if ns is not None}
-
-
 # --------------------------------------------------------------------------- the server
 
 
@@ -250,7 +223,7 @@ class SoloFlowMCP:
         self.tools_page = tools_page
         self.bus = NamespaceBus()
         self._listen = ListenHandler(self.bus)
-        self._sessions: dict[tuple[str, str], dict[str, ServerSession]] = {}
+        self._connections = Connections(keep=MAX_SESSIONS_KEPT)
         self._seen: dict[tuple[str, str], tuple[Any, ...]] = {}
         self._names: dict[tuple[str, str], dict[str, str]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -284,11 +257,9 @@ class SoloFlowMCP:
         request = ctx.request
         headers = getattr(request, "headers", None)
         key = (headers.get("mcp-session-id") if headers is not None else None) or "stdio"
-        sessions = self._sessions.setdefault((p.user_id, p.agent_id), {})
-        sessions.pop(key, None)
-        sessions[key] = ctx.session
-        while len(sessions) > MAX_SESSIONS_KEPT:
-            sessions.pop(next(iter(sessions)))
+        self._connections.remember(
+            (p.user_id, p.agent_id), key, session=ctx.session, token_id=p.token_id
+        )
 
     # ------------------------------------------------------------------ tools
 
@@ -451,11 +422,15 @@ class SoloFlowMCP:
         if ns not in self._seen:
             metas = await anyio.to_thread.run_sync(self._active_metas, p)
             self._seen[ns] = self._signature_of(metas)
-        reset = _LISTENER_NS.set(ns)
+        listener = Listener(ns, p.token_id, anyio.CancelScope())
+        assert listener.scope is not None
+        reset = current_listener.set(listener)
         try:
-            return await self._listen(ctx, params)
+            with listener.scope:
+                return await self._listen(ctx, params)
         finally:
-            _LISTENER_NS.reset(reset)
+            current_listener.reset(reset)
+        raise MCPError(INVALID_REQUEST, "the API token of this stream was revoked")
 
     def _active_metas(self, p: Principal) -> list[FlowMeta]:
         return [
@@ -469,13 +444,31 @@ class SoloFlowMCP:
         return tuple(sorted((m.name, m.version, m.status) for m in metas))
 
     def _watched(self) -> set[tuple[str, str]]:
-        return self.bus.namespaces() | {ns for ns, s in self._sessions.items() if s}
+        return self.bus.namespaces() | self._connections.namespaces()
+
+    async def end_revoked(self) -> None:
+        """End the listen streams, and forget the connections, whose API token is revoked:
+        they hear of no change from now on."""
+        tokens = self.bus.token_ids() | self._connections.token_ids()
+        if not tokens:
+            return
+        try:
+            active = await anyio.to_thread.run_sync(
+                self.service.store.tokens.active_api_token_ids, tokens
+            )
+        except Exception:  # a store hiccup: look again next time
+            log.warning("SoloFlow MCP: could not read the listeners' tokens", exc_info=True)
+            return
+        if revoked := tokens - active:
+            self.bus.end(revoked)
+            self._connections.drop(revoked)
 
     async def _watch(self) -> None:
         """Every ``watch_interval`` seconds: the active flows of each namespace someone
         listens to; a change is told to that namespace's clients."""
         while True:
             await anyio.sleep(self.watch_interval)
+            await self.end_revoked()
             for ns in self._watched():
                 try:
                     metas = await anyio.to_thread.run_sync(self._active_metas, Principal(*ns))
@@ -503,8 +496,9 @@ class SoloFlowMCP:
     async def notify(self, ns: tuple[str, str]) -> None:
         """Tell the namespace's clients that its tool list changed."""
         self._names.pop(ns, None)
+        await self.end_revoked()  # a token revoked since the last look hears nothing
         await self.bus.publish_to(ns, ToolsListChanged())
-        for session in list(self._sessions.get(ns, {}).values()):
+        for session in self._connections.of(ns):
             await session.send_tool_list_changed()  # best effort: never raises
 
     @asynccontextmanager

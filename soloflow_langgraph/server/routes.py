@@ -14,7 +14,7 @@ from soloflow_core.learning.outcomes import DEFAULT_PROMOTION_THRESHOLD
 from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
 from soloflow_core.models import FlowDefinition
 from soloflow_core.store.tokens import TokenScope
-from soloflow_langgraph.server.api import ERRORS, check_named
+from soloflow_langgraph.server.api import ERRORS, NO_NUL, check_named
 from soloflow_langgraph.server.driver import DEFAULT_WAIT, MAX_WAIT
 from soloflow_langgraph.server.principal import Principal
 from soloflow_langgraph.server.service import MAX_LIMIT, SoloFlowService
@@ -49,9 +49,12 @@ Wait = Annotated[
     ),
 ]
 FlowName = Annotated[
-    str, Path(min_length=1, max_length=512, description="The flow's name (URL-encoded)")
+    str,
+    Path(min_length=1, max_length=512, pattern=NO_NUL, description="The flow's name (URL-encoded)"),
 ]
-RunId = Annotated[str, Path(min_length=1, max_length=64, description="A flow run id (frun_…)")]
+RunId = Annotated[
+    str, Path(min_length=1, max_length=64, pattern=NO_NUL, description="A flow run id (frun_…)")
+]
 
 
 class _Body(BaseModel):
@@ -172,10 +175,16 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
     def find_flows(
         p: Caller,
         text: Annotated[
-            str, Query(min_length=1, max_length=1_000_000, description="The task (or context)")
+            str,
+            Query(
+                min_length=1,
+                max_length=1_000_000,
+                pattern=NO_NUL,
+                description="The task (or context)",
+            ),
         ],
         tools: Annotated[
-            str | None, Query(description="Comma-separated tools the agent has")
+            str | None, Query(pattern=NO_NUL, description="Comma-separated tools the agent has")
         ] = None,
         limit: Annotated[int, Query(ge=1, le=50)] = 5,
         min_confidence: Annotated[float, Query(ge=0.0, le=1.0)] = DEFAULT_MIN_CONFIDENCE,
@@ -239,14 +248,14 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
 
     @r.get("/candidates/{candidate_id}", response_model=CandidateView, tags=["candidates"])
     def show_candidate(
-        p: Caller, candidate_id: Annotated[str, Path(max_length=64)]
+        p: Caller, candidate_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
     ) -> CandidateView:
         return service.candidate(p, candidate_id)
 
     @r.post("/candidates/{candidate_id}/verify", response_model=VerifyView, tags=["candidates"])
     def verify_candidate(
         p: Caller,
-        candidate_id: Annotated[str, Path(max_length=64)],
+        candidate_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)],
         body: Annotated[VerifyBody, Body()] = VerifyBody(),  # noqa: B008
     ) -> VerifyView:
         """Replay the candidate's flow against held-out runs; promote it when asked and earned."""
@@ -260,14 +269,14 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
 
     @r.post("/candidates/{candidate_id}/approve", response_model=WorkflowView, tags=["candidates"])
     def approve_candidate(
-        p: Caller, candidate_id: Annotated[str, Path(max_length=64)]
+        p: Caller, candidate_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
     ) -> WorkflowView:
         """Register the candidate's flow."""
         return service.approve_candidate(p, candidate_id)
 
     @r.post("/candidates/{candidate_id}/reject", response_model=CandidateView, tags=["candidates"])
     def reject_candidate(
-        p: Caller, candidate_id: Annotated[str, Path(max_length=64)]
+        p: Caller, candidate_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
     ) -> CandidateView:
         """Reject the candidate: its sequence is not proposed again."""
         return service.reject_candidate(p, candidate_id)
@@ -279,7 +288,7 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
         p: Caller,
         limit: Limit = 50,
         offset: Offset = 0,
-        flow: Annotated[str | None, Query(max_length=512)] = None,
+        flow: Annotated[str | None, Query(max_length=512, pattern=NO_NUL)] = None,
         state: Literal[
             "draft", "active", "running", "interrupted", "completed", "failed", "cancelled"
         ]
@@ -369,12 +378,16 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
         return service.list_runs(p, limit=limit, offset=offset)
 
     @r.get("/runs/{run_id}", response_model=TaskRunView, tags=["runs"])
-    def show_run(p: Caller, run_id: Annotated[str, Path(max_length=512)]) -> TaskRunView:
+    def show_run(
+        p: Caller, run_id: Annotated[str, Path(max_length=512, pattern=NO_NUL)]
+    ) -> TaskRunView:
         """A captured run with its tool calls and model calls."""
         return service.task_run(p, run_id)
 
     @r.get("/runs/{run_id}/trace", response_model=TraceView, tags=["runs"])
-    def trace_run(p: Caller, run_id: Annotated[str, Path(max_length=512)]) -> TraceView:
+    def trace_run(
+        p: Caller, run_id: Annotated[str, Path(max_length=512, pattern=NO_NUL)]
+    ) -> TraceView:
         """A captured run as a trace: model turns, each followed by the tool calls it asked for."""
         return service.trace(p, run_id)
 
@@ -391,7 +404,9 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
         return service.create_token(p, scope=body.scope, label=body.label)
 
     @r.post("/tokens/{token_id}/revoke", response_model=TokenView, tags=["tokens"])
-    def revoke_token(p: Caller, token_id: Annotated[str, Path(max_length=32)]) -> TokenView:
+    def revoke_token(
+        p: Caller, token_id: Annotated[str, Path(max_length=32, pattern=NO_NUL)]
+    ) -> TokenView:
         """Revoke one of the namespace's tokens. Needs an admin token."""
         return service.revoke_token(p, token_id)
 
