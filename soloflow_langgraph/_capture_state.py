@@ -3,15 +3,21 @@ trace, turned into a ``TaskRun`` when it ends. Private to :mod:`soloflow_langgra
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from soloflow_core.ledger import MAX_TOKENS
 from soloflow_core.models import ModelCall, TaskRun
 from soloflow_langgraph._callback_events import tool_call
 from soloflow_langgraph.agent_trace import AgentTrace, DeferredAgentTrace
+
+if TYPE_CHECKING:
+    from soloflow_core.tracing import Span
+
+logger = logging.getLogger("soloflow_langgraph.callbacks")
 
 NO_POSITION = 1 << 30
 """Sort position of a tool call no model asked for: after the calls a model asked for."""
@@ -117,9 +123,32 @@ class RunCapture:
         self.open_calls[key] = call
 
 
-def build_task_run(state: RunCapture, error: str | None, *, user_id: str, agent_id: str) -> TaskRun:
+def finished_trace(state: RunCapture, run: TaskRun, error: str | None) -> list[Span]:
+    """The spans of a root that ended, ``run``'s cost set from them; none when the root has
+    no trace, or when making it fails (logged: the run is kept without its trace, never lost
+    with it)."""
+    if state.trace is None:
+        return []
+    try:
+        spans = list(state.trace.finish(error))
+        run.cost = state.trace.run_cost
+    except Exception:
+        logger.exception("SoloFlow capture: run %s's trace failed; run kept", run.run_id)
+        return []
+    return spans
+
+
+def build_task_run(
+    state: RunCapture,
+    error: str | None,
+    *,
+    user_id: str,
+    agent_id: str,
+    routed: dict[str, Any] | None = None,
+) -> TaskRun:
     """The ``TaskRun`` of a root that ended (``error``: why it failed, None if it did not);
-    ``user_id`` / ``agent_id``: the handler's namespace, unless the invocation named one."""
+    ``user_id`` / ``agent_id``: the handler's namespace, unless the invocation named one;
+    ``routed``: the flow that answered it, kept as ``meta["routed"]``."""
     models: list[ModelCall] = []
     tokens: int | None = None
     for name, usage, ms, requested in state.models:
@@ -138,6 +167,8 @@ def build_task_run(state: RunCapture, error: str | None, *, user_id: str, agent_
             )
         )
     meta: dict[str, Any] = {"agent_name": state.name}
+    if routed is not None:  # a flow answered: which, so the run does not look empty
+        meta["routed"] = routed
     if error is not None:
         meta["error"] = error
     user_ns, agent_ns = state.namespace

@@ -65,6 +65,7 @@ from soloflow_langgraph._capture_state import (
     RunCapture,
     ToolCallCapture,
     build_task_run,
+    finished_trace,
 )
 from soloflow_langgraph._ledger_link import (
     LedgerLink,
@@ -319,9 +320,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         self, outputs: Any, *, run_id: UUID, parent_run_id: UUID | None = None, **kwargs: Any
     ) -> None:
         if parent_run_id is None:
-            self._finish_root(
-                run_id, error=None, answer=answer_from_outputs(outputs), routed=routed_flow(outputs)
-            )
+            self._finish_root(run_id, error=None, outputs=outputs)
 
     @never_raises
     def on_chain_error(
@@ -536,31 +535,19 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
 
     # ------------------------------------------------------------------ the end of a root
 
-    def _finish_root(
-        self,
-        root: UUID,
-        *,
-        error: str | None,
-        answer: str | None = None,
-        routed: dict[str, Any] | None = None,
-    ) -> None:
+    def _finish_root(self, root: UUID, *, error: str | None, outputs: Any = None) -> None:
+        """Store the run of a root that ended: failed (``error``) or with its ``outputs``."""
         with self._lock:
             state = self._runs.pop(root.int, None)
             if state is None:
                 return
-            state.answer = answer
+            state.answer = answer_from_outputs(outputs)
             for member in state.members:
                 self._root_of.pop(member, None)
-        run = build_task_run(state, error, user_id=self.user_id, agent_id=self.agent_id)
-        if routed is not None:  # a flow answered: which, so the run does not look empty
-            run.meta["routed"] = routed
-        spans: Sequence[Span] = []
-        if state.trace is not None:
-            try:
-                spans = state.trace.finish(error)
-                run.cost = state.trace.run_cost
-            except Exception:  # the run is kept without its trace, never lost with it
-                logger.exception("SoloFlow capture: run %s's trace failed; run kept", root)
+        run = build_task_run(
+            state, error, user_id=self.user_id, agent_id=self.agent_id, routed=routed_flow(outputs)
+        )
+        spans = finished_trace(state, run, error)
         if run.task:
             run.classification = classify(self.pm, run.task)
         self._write(run, spans=spans)
