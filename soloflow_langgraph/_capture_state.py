@@ -15,6 +15,8 @@ from soloflow_langgraph._callback_events import tool_call
 from soloflow_langgraph.agent_trace import AgentTrace, DeferredAgentTrace
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from soloflow_core.tracing import Span
 
 logger = logging.getLogger("soloflow_langgraph.callbacks")
@@ -123,14 +125,14 @@ class RunCapture:
         self.open_calls[key] = call
 
 
-def finished_trace(state: RunCapture, run: TaskRun, error: str | None) -> list[Span]:
+def finished_trace(state: RunCapture, run: TaskRun, error: str | None) -> Sequence[Span]:
     """The spans of a root that ended, ``run``'s cost set from them; none when the root has
     no trace, or when making it fails (logged: the run is kept without its trace, never lost
     with it)."""
     if state.trace is None:
         return []
     try:
-        spans = list(state.trace.finish(error))
+        spans = state.trace.finish(error)  # packed as made: the store writes it as is
         run.cost = state.trace.run_cost
     except Exception:
         logger.exception("SoloFlow capture: run %s's trace failed; run kept", run.run_id)

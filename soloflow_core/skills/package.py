@@ -196,10 +196,10 @@ def occurrence_of(fixture: Fixture) -> Occurrence:
         step_calls=[
             [
                 _Call(
-                    s.tool,
-                    dict(c.args),
-                    c.output,
-                    None if s.side_effects is None else {"side_effects": s.side_effects},
+                    name=s.tool,
+                    args=dict(c.args),
+                    output=c.output,
+                    meta=None if s.side_effects is None else {"side_effects": s.side_effects},
                 )
                 for c in s.calls
             ]

@@ -10,7 +10,7 @@ of :class:`Store` are theirs, by the same name. Every method takes the caller's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime
 from os import PathLike
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -520,6 +520,9 @@ class Store:
 
     def revoke_api_token(self, token_id: str, *, user_id: str, agent_id: str) -> ApiToken:
         return self.tokens.revoke_api_token(token_id, user_id=user_id, agent_id=agent_id)
+
+    def active_api_token_ids(self, token_ids: Collection[str]) -> set[str]:
+        return self.tokens.active_api_token_ids(token_ids)
 
     # ------------------------------------------------------------------ skill_imports
     def record_skill_import(
