@@ -58,6 +58,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from soloflow_core.memory.forms import changed_by
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
     ACTION_WORDS,
@@ -151,6 +152,9 @@ class JobEvidence:
     """Terms the texts put just before a value (``reservation``, ``account``, ``user``)."""
     heads: frozenset[str] = frozenset()
     """Terms the texts put just after a value, no value following (``RequestText.around``)."""
+    changes: int = 0
+    """How many texts qualify a value as a change of a quantity (``2 more``, ``by 20``:
+    :func:`~soloflow_core.memory.forms.changed_by`)."""
 
     @classmethod
     def of(
@@ -176,7 +180,7 @@ class JobEvidence:
         targets: Counter[str] = Counter()
         around: set[tuple[str, str]] = set()
         first_hand: set[str] = set()
-        n = seen = 0
+        n = seen = changes = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
         for kind, text in [*every, *(("person", x) for x in confirmed)]:
             if not isinstance(text, str) or not text.strip():
@@ -194,6 +198,7 @@ class JobEvidence:
             objects.update((v, w) for v, *around in read.objects for w in around if w)
             targets.update(read.targets)
             around.update(read.around)
+            changes += bool(changed_by(read.normalized, read.values))
             if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
@@ -218,6 +223,7 @@ class JobEvidence:
             targets=dict(targets),
             namers=frozenset(b for b, _ in around if b),
             heads=frozenset(a for _, a in around if a),
+            changes=changes,
         )
 
     @property
@@ -427,6 +433,12 @@ def judge_intent(
     if acted_on and evidence.objects:
         reasons.append(
             f"it acts on something the job's requests never act on ({', '.join(acted_on)})"
+        )
+    changes = changed_by(request.normalized or request.text, request.values)
+    if changes and evidence.changes < FAMILIAR_MIN:
+        reasons.append(
+            f"it changes a quantity by {', '.join(changes)} (more, another, by…), where the "
+            "job's requests give the quantity itself"
         )
     strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
     if strangers:
