@@ -32,6 +32,7 @@ __all__ = [
     "had_done",
     "joined_letters",
     "objects_of",
+    "quantified",
     "plural_stems",
     "says_send",
     "stranded",
@@ -316,3 +317,29 @@ def changed_by(text: str, values: Collection[str]) -> tuple[str, ...]:
         ):
             out.append(value)
     return tuple(out)
+
+
+_QUANTIFIED = re.compile(
+    r"\b(?:all|every|each|both)\s+(?:of\s+)?(?:(?:my|the|our|your|these|those|his|her|their)\s+)?"
+    r"(?P<noun>[a-z]{3,})\b",
+    re.IGNORECASE,
+)
+_QUANTIFIED_ADVERBS = frozenset("right set done ready good well over along".split())
+
+
+def quantified(text: str) -> tuple[str, ...]:
+    """Stems of the nouns ``text`` quantifies over: the word after ``all``, ``every``,
+    ``each`` or ``both`` and a determiner (``for all my accounts`` → ``account``, ``every
+    payment`` → ``payment``).
+
+    Example:
+        >>> quantified("Show me my transactions on 2022-03-28 for all my accounts")
+        ('account',)
+    """
+    return tuple(
+        dict.fromkeys(
+            stem(m.group("noun").lower())
+            for m in _QUANTIFIED.finditer(text)
+            if m.group("noun").lower() not in _QUANTIFIED_ADVERBS | _THANKED_NOTHING
+        )
+    )
