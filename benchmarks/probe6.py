@@ -40,7 +40,9 @@ def _route(mw: Any, probes: list[dict[str, Any]], label: str, show_all: bool) ->
             n["genuine wrong inputs"] += 1
             print(f"  {label} WRONG INPUTS {d.inputs} | {p['text']!r}")
         if ran and not genuine:
-            print(f"  {label} RAN [{p['kind']}] {d.run.split('→')[-1].strip()[:24]} {d.inputs} | {p['text'][:160]!r}")
+            print(
+                f"  {label} RAN [{p['kind']}] {d.run.split('→')[-1].strip()[:24]} {d.inputs} | {p['text'][:160]!r}"
+            )
         elif show_all and genuine and not ran:
             why = "; ".join(d.checks[0].reasons)[:200] if d.checks else "no match"
             print(f"  {label} miss [{p['job']}] {p['text']!r} :: {why}")
