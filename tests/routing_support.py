@@ -30,8 +30,10 @@ from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
 
 SHOP = "benchmarks.routing_world"
 AIRLINE = "benchmarks.routing_world_airline"
+BANK = "benchmarks.routing_world_bank"
 WORLDS = (SHOP, AIRLINE)
-"""The worlds, sorted (the order the parametrised tests run them in)."""
+"""The worlds, sorted (the order the parametrised tests run them in). The bank world
+(:data:`BANK`) is trained on demand, by the tests that name it."""
 
 CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
 
@@ -53,6 +55,7 @@ class World:
 _NAMESPACES = {
     SHOP: ("shop-user", "shop", "Support."),
     AIRLINE: ("airline-user", "airline", "Airline."),
+    BANK: ("bank-user", "bank", "Bank."),
 }
 
 

@@ -233,7 +233,8 @@ def test_the_listener_as_subject_and_a_value_compared_or_excepted_run_nothing(ba
         assert any("someone else" in why and "you" in why for why in reasons)
         for text in FOUND[1:]:
             reasons = [why for c in mw.route(text).checks for why in c.reasons]
-            assert any("compared or excepted" in why for why in reasons), text
+            # (`all IBANs but …` is also every IBAN, which the job's requests never ask)
+            assert any("compared or excepted" in why or "all or every" in why for why in reasons)
         # still run: the job's own question after "did I", "can you", a value after "to"
         for text in (
             "What transactions did I have on 2022-03-14?",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from soloflow_core.store.fulltext import stem
 
@@ -27,10 +27,12 @@ __all__ = [
     "SENDING",
     "acted_values",
     "around_values",
+    "changed_by",
     "gerund",
     "had_done",
     "joined_letters",
     "objects_of",
+    "quantified",
     "plural_stems",
     "says_send",
     "stranded",
@@ -70,11 +72,24 @@ _TONE_TAG = re.compile(
 )
 
 
+def _mixed_forms(word: str) -> bool:
+    """Whether ``word`` holds both a plain ASCII letter or digit and a compatibility form of
+    one (a full-width ``３``, a superscript ``²``)."""
+    plain = folded = False
+    for ch in word:
+        if ch.isascii():
+            plain = plain or ch.isalnum()
+        else:
+            form = unicodedata.normalize("NFKC", ch)
+            folded = folded or (form != ch and form.isascii() and form.isalnum())
+    return plain and folded
+
+
 def unread_marks(text: str, rest: str) -> list[str]:
     """What in ``text`` (``rest``: the same with its values taken out) says something the
     reading does not read: invisible characters, an emoji, a mathematical sign outside
     ASCII (``≠``, ``¬``), an emoticon (``;)``) or a tone tag (``/s``); a word spelled apart
-    (read as one word, but no plain request)."""
+    (read as one word, but no plain request); a word mixing full-width and plain forms."""
     found: list[str] = []
     kinds = {unicodedata.category(ch) for ch in text if not ch.isascii()}
     if any(unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\n\r\t" for ch in text):
@@ -83,6 +98,11 @@ def unread_marks(text: str, rest: str) -> list[str]:
         found.append("it holds symbols (emoji) whose meaning is not read")
     if kinds & {"Sm", "Sk"}:
         found.append("it holds signs (≠, ¬, ×…) whose meaning is not read")
+    if not text.isascii() and any(_mixed_forms(w) for w in text.split()):
+        found.append(
+            "a word mixes full-width (compatibility) forms with plain letters or digits: "
+            "not written as one value"
+        )
     if _SPELLED.search(text):
         found.append("it spells a word apart (N O T, c-a-n-c-e-l): read, but not plain")
     if _EMOTICON.search(rest) or _TONE_TAG.search(rest):
@@ -270,3 +290,56 @@ def acted_values(
         if m and stem(m.group(1).lower()) in verbs:
             out.append((stem(m.group(1).lower()), value))
     return tuple(dict.fromkeys(out))
+
+
+_MORE = r"(?:more|extra|additional|further|fewer|less)"
+_BY_VERB = r"\b(?:increas|rais|bump|top\s+up|up\b|reduc|lower|decreas|cut|drop)\w*\b[^.;!?\n]{0,40}?\bby\s+"
+
+
+def changed_by(text: str, values: Collection[str]) -> tuple[str, ...]:
+    """The values in ``text`` holding a digit that it qualifies as a change of a quantity,
+    not the quantity: ``2 more bags``, ``2 extra``, ``another 2``, ``an additional 2``,
+    ``increase the order by 20``.
+
+    Example:
+        >>> changed_by("Please add 2 more checked bags to B6HDF4", ["2", "B6HDF4"])
+        ('2',)
+        >>> changed_by("Please set 2 checked bags on B6HDF4", ["2", "B6HDF4"])
+        ()
+    """
+    out: list[str] = []
+    for value in dict.fromkeys(v for v in values if any(ch.isdigit() for ch in v)):
+        v = rf"(?<![\w.,]){re.escape(value)}(?![\w])"
+        if re.search(
+            rf"{v}\s+{_MORE}\b|\b(?:another|an?\s+{_MORE}|{_MORE})\s+[$€£]?{v}|{_BY_VERB}[$€£]?{v}",
+            text,
+            re.IGNORECASE,
+        ):
+            out.append(value)
+    return tuple(out)
+
+
+_QUANTIFIED = re.compile(
+    r"\b(?:all|every|each|both)\s+(?:of\s+)?(?:(?:my|the|our|your|these|those|his|her|their)\s+)?"
+    r"(?P<noun>[a-z]{3,})\b",
+    re.IGNORECASE,
+)
+_QUANTIFIED_ADVERBS = frozenset("right set done ready good well over along".split())
+
+
+def quantified(text: str) -> tuple[str, ...]:
+    """Stems of the nouns ``text`` quantifies over: the word after ``all``, ``every``,
+    ``each`` or ``both`` and a determiner (``for all my accounts`` → ``account``, ``every
+    payment`` → ``payment``).
+
+    Example:
+        >>> quantified("Show me my transactions on 2022-03-28 for all my accounts")
+        ('account',)
+    """
+    return tuple(
+        dict.fromkeys(
+            stem(m.group("noun").lower())
+            for m in _QUANTIFIED.finditer(text)
+            if m.group("noun").lower() not in _QUANTIFIED_ADVERBS | _THANKED_NOTHING
+        )
+    )

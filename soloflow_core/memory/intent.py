@@ -58,6 +58,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from soloflow_core.memory.forms import changed_by, quantified
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
     ACTION_WORDS,
@@ -66,7 +67,7 @@ from soloflow_core.memory.reading import (
     read_request,
     says_send,
 )
-from soloflow_core.store.fulltext import stem
+from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
     "CONFIRMATIONS",
@@ -109,6 +110,19 @@ MYSELF = re.compile(
 )
 """The speaker doing the action (``I can cancel it myself``, ``let me reset…``), opening a
 clause (``how many bags I can check`` is a question's clause)."""
+_LABEL = re.compile(r"^\W*(?P<label>[A-Za-z][A-Za-z'-]*(?:\s+[A-Za-z][A-Za-z'-]*)?)\s*:\s+(?=\S)")
+
+
+def _opening_label(text: str) -> str:
+    """The stem of the label opening ``text`` before a colon (``Log: please reset…`` →
+    ``log``), when no value follows the colon (``Email: bob@…`` names its value); ``""``
+    when there is none."""
+    m = _LABEL.match(text)
+    if m is None or VALUE_PATTERN.match(text, m.end()):
+        return ""
+    return stem(m.group("label").split()[-1].lower())
+
+
 MAX_REQUEST_CHARS = 4000
 """A longer request is never run without the model (it is a conversation, not a request)."""
 
@@ -151,6 +165,14 @@ class JobEvidence:
     """Terms the texts put just before a value (``reservation``, ``account``, ``user``)."""
     heads: frozenset[str] = frozenset()
     """Terms the texts put just after a value, no value following (``RequestText.around``)."""
+    labels: frozenset[str] = frozenset()
+    """Labels the texts open with before a colon (a word and a colon opening them)."""
+    quantified: frozenset[str] = frozenset()
+    """Nouns the texts quantify over (``all my payments``:
+    :func:`~soloflow_core.memory.forms.quantified`)."""
+    changes: int = 0
+    """How many texts qualify a value as a change of a quantity (``2 more``, ``by 20``:
+    :func:`~soloflow_core.memory.forms.changed_by`)."""
 
     @classmethod
     def of(
@@ -176,7 +198,9 @@ class JobEvidence:
         targets: Counter[str] = Counter()
         around: set[tuple[str, str]] = set()
         first_hand: set[str] = set()
-        n = seen = 0
+        every_of: set[str] = set()
+        labels: set[str] = set()
+        n = seen = changes = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
         for kind, text in [*every, *(("person", x) for x in confirmed)]:
             if not isinstance(text, str) or not text.strip():
@@ -194,6 +218,9 @@ class JobEvidence:
             objects.update((v, w) for v, *around in read.objects for w in around if w)
             targets.update(read.targets)
             around.update(read.around)
+            changes += bool(changed_by(read.normalized, read.values))
+            every_of.update(quantified(read.normalized))
+            labels.add(_opening_label(read.normalized))
             if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
@@ -218,6 +245,9 @@ class JobEvidence:
             targets=dict(targets),
             namers=frozenset(b for b, _ in around if b),
             heads=frozenset(a for _, a in around if a),
+            labels=frozenset(labels - {""}),
+            quantified=frozenset(every_of),
+            changes=changes,
         )
 
     @property
@@ -427,6 +457,27 @@ def judge_intent(
     if acted_on and evidence.objects:
         reasons.append(
             f"it acts on something the job's requests never act on ({', '.join(acted_on)})"
+        )
+    changes = changed_by(request.normalized or request.text, request.values)
+    if changes and evidence.changes < FAMILIAR_MIN:
+        reasons.append(
+            f"it changes a quantity by {', '.join(changes)} (more, another, by…), where the "
+            "job's requests give the quantity itself"
+        )
+    wide = [
+        q
+        for q in quantified(request.normalized or request.text)
+        if q in evidence.df and q not in evidence.quantified
+    ]
+    if wide:
+        reasons.append(
+            f"it asks for all or every {', '.join(wide)}, which the job's requests never do"
+        )
+    label = _opening_label(request.normalized or request.text)
+    if label and label not in REQUEST_STEMS | evidence.labels:
+        reasons.append(
+            f"it opens with a label ({label}:) that frames what follows (a log, a note, a "
+            "question), which the job's requests never do"
         )
     strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
     if strangers:

@@ -65,6 +65,8 @@ _RETRACTION = re.compile(
     r"|nah|nope|no,?\s+wait|wait,?\s+no|actually,?\s+no|not\s+really|cancel\s+that"
     r"|ignore\s+(?:that|this|the\s+above|previous|all)|disregard|hold\s+(?:on|off|it|that)"
     r"|don'?t\s+bother|on\s+second\s+thought"
+    r"|(?:^|(?<=[.!?,;:…—–-])|(?<=[.!?,;:…—–-]\s))"  # `wait` standing alone: `…, wait.`
+    r"(?:wait|hang\s+on|hold\s+up)(?=\s*(?:[.!?,;…—–-]|$))"
     r"|(?:cancel|withdraw|drop|revoke|delete|scrap|void|retract)\s+(?:my|this|that|the|our|your)\s+"
     r"(?:(?:last|previous|earlier|above|own|current)\s+)?request)\b",
     re.IGNORECASE,
