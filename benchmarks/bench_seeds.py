@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soloflow_core.generalize.align import find_occurrences
+from soloflow_core.generalize.align import TOLERATED_GAP, find_occurrences
 from soloflow_core.ledger import dump_run
 from soloflow_core.mining.detector import detect_candidates
 from soloflow_core.models import DetectorConfig
@@ -202,7 +202,9 @@ def run_seed(setting: str, seed: int, tally: Tally, tmp: Path) -> None:
                     tally.wrong.append(
                         f"{where}: wf {wf.index} verify fidelity {report.fidelity:.2f}: {dict(kinds)}"
                     )
-            held = find_occurrences(runs[cut:], cand.tool_sequence, repeated_steps="any")
+            held = find_occurrences(
+                runs[cut:], cand.tool_sequence, repeated_steps="any", max_gap=TOLERATED_GAP
+            )
             unseen = verify_flow(cand.proposed_flow, held)
             ok = sum(o.reproduced for o in unseen.outcomes)
             tally.unseen_ok += ok

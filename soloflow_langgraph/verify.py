@@ -36,13 +36,14 @@ from typing import TYPE_CHECKING, Any
 from soloflow_core.errors import PatternTimeoutError, ReplayMiss, SoloFlowError
 from soloflow_core.flow.executors import ExecutorRegistry
 from soloflow_core.flow.templates import Reference, iter_references
-from soloflow_core.generalize.align import find_occurrences
+from soloflow_core.generalize.align import TOLERATED_GAP, find_occurrences
 from soloflow_core.generalize.arguments import Occurrence, extract_value
 from soloflow_core.generalize.dataflow import side_effects_from_calls
 from soloflow_core.generalize.flow_calls import (
     explored_steps,
     flow_occurrence,
     known_side_effects,
+    split_by_task,
     step_calls,
 )
 from soloflow_core.generalize.propose import propose
@@ -480,11 +481,13 @@ def verify_occurrences(
         [c for _, o in occurrences for calls in o.step_calls for c in calls]
     )
     effects = {**recorded, **{k: v for k, v in (side_effects or {}).items() if v is not None}}
-    train, held = split_holdout(len(occurrences), holdout_every)
-    trained_tasks = {occurrences[k][1].task for k in train}
-    replays = [
-        k for k in held if occurrences[k][1].task not in trained_tasks or not occurrences[k][1].task
-    ]
+    # Split by task: a held-out occurrence never replays a training one's task (values).
+    train, replays, set_aside = split_by_task([o.task for _, o in occurrences], every=holdout_every)
+    if len(train) < 2 or not replays:
+        tasks = len({o.task or k for k, (_, o) in enumerate(occurrences)})
+        why = f"cannot verify: the {len(occurrences)} occurrence(s) are of {tasks} task(s) (one"
+        why += " task text, one task); 2 to generalise from and 1 other to replay are needed"
+        return VerificationReport(flow=None, fidelity=None, notes=[why])
     try:
         proposal = propose(
             tool_sequence,
@@ -501,10 +504,10 @@ def verify_occurrences(
         trained_on=len(train),
         side_effects=effects,
     )
-    if len(replays) < len(held):
+    if set_aside:
         report.notes.append(
-            f"{len(held) - len(replays)} held-out occurrence(s) replay the task of "
-            "a training occurrence: not counted"
+            f"{set_aside} held-out occurrence(s) replay the task of another held-out one: "
+            "not counted"
         )
     report.confidence = proposal.overall_confidence
     report.free_inputs = proposal.free_inputs
@@ -532,7 +535,8 @@ def verify_candidate(
     # Every step takes its run of calls of its tool, whether or not the miner saw it repeat:
     # aligned strictly, the agent's own call of that tool beside the step could be taken for
     # it. Calls that take none of the step's arguments are then left out (step_calls).
-    occs = find_occurrences(runs, cand.tool_sequence, repeated_steps="any")
+    # One stray call between two steps is tolerated, as the miner tolerated it (noisy runs).
+    occs = find_occurrences(runs, cand.tool_sequence, repeated_steps="any", max_gap=TOLERATED_GAP)
     # The same side effects whoever asks (in process, `soloflow flows verify`, the REST API):
     # the candidate's steps' own flags, else ``side_effects``, else any of its runs' calls.
     effects = known_side_effects(

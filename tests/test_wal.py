@@ -91,3 +91,24 @@ def test_requests_while_one_runs_are_all_served_and_close_stops_the_thread(store
         checkpoints.close()
     assert not [t for t in threading.enumerate() if t.name == "wal-test"]
     checkpoints.wait()  # nothing running: returns at once
+
+
+def test_ctrl_c_as_the_thread_starts_leaves_close_nothing_to_trip_on(store_file, monkeypatch):
+    """A Ctrl-C that lands while the checkpoint thread starts (seen in `soloflow ingest`):
+    the KeyboardInterrupt reaches the caller, and close() does not replace it with 'cannot
+    join thread before it is started'."""
+    store, _writer, _db = store_file
+    checkpoints = WalCheckpointer(store.db, name="wal-interrupted")
+
+    def interrupted(self: threading.Thread) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(threading.Thread, "start", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            checkpoints.request()
+    checkpoints.close()  # no RuntimeError
+    checkpoints.request()  # and it can still be asked once the interrupt is handled
+    checkpoints.wait()
+    checkpoints.close()
+    assert not [t for t in threading.enumerate() if t.name == "wal-interrupted"]

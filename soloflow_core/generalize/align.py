@@ -18,7 +18,18 @@ from typing import Any, Literal
 
 from soloflow_core.generalize.arguments import Occurrence
 
-__all__ = ["find_occurrence", "find_occurrences", "related_calls", "without_unrelated_calls"]
+__all__ = [
+    "TOLERATED_GAP",
+    "find_occurrence",
+    "find_occurrences",
+    "related_calls",
+    "without_unrelated_calls",
+]
+
+TOLERATED_GAP = 1
+"""Stray calls tolerated between two steps where a flow is read against recorded runs
+(verification, promotion, export): the miner's own default
+(``RankingOptions.max_gap``), so a flow mined from noisy runs is verified on them."""
 
 
 def find_occurrence(
@@ -27,31 +38,55 @@ def find_occurrence(
     *,
     task: str = "",
     repeated_steps: Collection[int] | Literal["any"] = "any",
+    max_gap: int = 0,
 ) -> Occurrence | None:
-    """The first contiguous occurrence of ``tool_sequence`` among ``calls`` (ToolCalls)."""
+    """The first occurrence of ``tool_sequence`` among ``calls`` (ToolCalls): contiguous,
+    else — when ``max_gap`` > 0 — the first with at most ``max_gap`` stray calls between two
+    consecutive steps (the miner's tolerance, :attr:`RankingOptions.max_gap
+    <soloflow_core.mining.options.RankingOptions.max_gap>`: an agent's stray lookup between
+    two steps does not hide the flow's occurrence). Stray calls are no step's: their
+    outputs are not the flow's, and a step that read one does not replay."""
     ok = [c for c in calls if not getattr(c, "error", False)]
     names = [c.name for c in ok]
-    n = len(tool_sequence)
-    for start in range(len(ok)):
-        pos, spans = start, []
-        for i, tool in enumerate(tool_sequence):
-            if pos >= len(ok) or names[pos] != tool:
-                break
-            end = pos + 1
-            loopable = repeated_steps == "any" or i in repeated_steps
-            if loopable and (i + 1 == n or tool_sequence[i + 1] != tool):
-                while end < len(ok) and names[end] == tool:
-                    end += 1
-            spans.append(ok[pos:end])
-            pos = end
-        if len(spans) == n:
-            return Occurrence(
-                task=task,
-                args=[dict(s[-1].args or {}) for s in spans],
-                outputs=[s[-1].output for s in spans],
-                step_calls=[list(s) for s in spans],
-            )
+    for gap in range(max(0, max_gap) + 1):
+        for start in range(len(ok)):
+            spans = _spans_from(names, tool_sequence, start, gap=gap, repeated=repeated_steps)
+            if spans is not None:
+                picked = [ok[a:b] for a, b in spans]
+                return Occurrence(
+                    task=task,
+                    args=[dict(s[-1].args or {}) for s in picked],
+                    outputs=[s[-1].output for s in picked],
+                    step_calls=[list(s) for s in picked],
+                )
     return None
+
+
+def _spans_from(
+    names: Sequence[str],
+    tool_sequence: Sequence[str],
+    start: int,
+    *,
+    gap: int,
+    repeated: Collection[int] | Literal["any"],
+) -> list[tuple[int, int]] | None:
+    """(start, end) of each step's run of calls when ``tool_sequence`` occurs from
+    ``start``, with at most ``gap`` stray calls between two steps (the nearest next call of
+    the step's tool is taken); None when it does not."""
+    n, pos, spans = len(tool_sequence), start, []
+    for i, tool in enumerate(tool_sequence):
+        reach = pos if i == 0 else min(pos + gap, len(names) - 1)
+        at = next((k for k in range(pos, reach + 1) if k < len(names) and names[k] == tool), None)
+        if at is None:
+            return None
+        end = at + 1
+        loopable = repeated == "any" or i in repeated
+        if loopable and (i + 1 == n or tool_sequence[i + 1] != tool):
+            while end < len(names) and names[end] == tool:
+                end += 1
+        spans.append((at, end))
+        pos = end
+    return spans
 
 
 def find_occurrences(
@@ -59,12 +94,18 @@ def find_occurrences(
     tool_sequence: Sequence[str],
     *,
     repeated_steps: Collection[int] | Literal["any"] = "any",
+    max_gap: int = 0,
 ) -> list[tuple[str, Occurrence]]:
-    """(run id, occurrence) for every run (``TaskRun``) that holds the sequence (first one)."""
+    """(run id, occurrence) for every run (``TaskRun``) that holds the sequence (first one;
+    ``max_gap`` as :func:`find_occurrence`)."""
     out = []
     for run in runs:
         occ = find_occurrence(
-            run.tool_calls, tool_sequence, task=run.task or "", repeated_steps=repeated_steps
+            run.tool_calls,
+            tool_sequence,
+            task=run.task or "",
+            repeated_steps=repeated_steps,
+            max_gap=max_gap,
         )
         if occ is not None:
             out.append((run.run_id, occ))

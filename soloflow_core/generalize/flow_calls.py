@@ -5,7 +5,8 @@ verification (``soloflow_langgraph.verify``), the reply template learned on prom
 (:mod:`soloflow_core.learning.promotion`), the fixtures of an exported skill
 (:mod:`soloflow_core.skills.exporter`) — so that they judge the same calls:
 
-- every step takes its *run* of consecutive calls of its tool (:func:`flow_occurrences`);
+- every step takes its *run* of consecutive calls of its tool, and one stray call between two
+  steps does not hide an occurrence, as in mining (:func:`flow_occurrences`);
 - a call of the step's tool taking none of the step's arguments is the agent's own, not the
   step's (:func:`step_calls`);
 - an occurrence whose calls at some step take none of the step's arguments is the tools met
@@ -24,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from soloflow_core.generalize.align import find_occurrences, related_calls
+from soloflow_core.generalize.align import TOLERATED_GAP, find_occurrences, related_calls
 from soloflow_core.generalize.arguments import Occurrence
 from soloflow_core.generalize.dataflow import side_effects_from_calls
 from soloflow_core.generalize.loops import step_calls_of
@@ -36,6 +37,7 @@ __all__ = [
     "flow_occurrences",
     "known_side_effects",
     "of_flow",
+    "split_by_task",
     "step_calls",
 ]
 
@@ -102,7 +104,7 @@ def flow_occurrences(
     sequence = (
         list(tool_sequence) if tool_sequence is not None else [s.skill_key for s in flow.steps]
     )
-    found = find_occurrences(runs, sequence, repeated_steps="any")
+    found = find_occurrences(runs, sequence, repeated_steps="any", max_gap=TOLERATED_GAP)
     if len(sequence) != len(flow.steps):  # not this flow's tools: nothing to narrow by
         return found, []
     kept: list[tuple[str, Occurrence]] = []
@@ -161,3 +163,27 @@ def explored_steps(
         and len(occ.step_calls[i]) > 1
         and any(e is not False for e in effects[i + 1 :])
     }
+
+
+def split_by_task(tasks: Sequence[str], every: int = 3) -> tuple[list[int], list[int], int]:
+    """(train, held out, replays set aside): indices into occurrences whose task texts are
+    ``tasks``, split by *task*, so that no held-out occurrence replays a training one.
+
+    Occurrences of one task (the same text, so the same values: a retried or re-run task)
+    go to one side. A third of the distinct tasks (``1 / every``, rounded, one at the least
+    when there are two) are held out, evenly spread and the last one first; each is replayed
+    once (its first occurrence), its other occurrences are counted as set aside. An empty
+    task text is a task of its own: nothing tells its replays apart. Splitting by index
+    instead holds out occurrences of tasks already trained on when a few tasks repeat often,
+    and a flow that hard-coded their values would pass."""
+    groups: dict[str, list[int]] = {}
+    for k, task in enumerate(tasks):
+        groups.setdefault(task or f"\x00{k}", []).append(k)
+    order = list(groups.values())
+    n = len(order)
+    count = max(1, round(n / every)) if n >= 2 else 0
+    chosen = {n - 1 - round(i * n / count) for i in range(count)}
+    held_groups = [order[k] for k in sorted(chosen)]
+    train = sorted(k for pos, g in enumerate(order) if pos not in chosen for k in g)
+    held = sorted(g[0] for g in held_groups)
+    return train, held, sum(len(g) - 1 for g in held_groups)

@@ -59,9 +59,9 @@ class DetectionWatcher:
             return False
         if self.background:
             t = threading.Thread(target=self._detect, args=ns, daemon=True, name="soloflow-detect")
+            t.start()  # before it is listed: wait() never joins a thread not started
             with self._lock:
                 self._threads.append(t)
-            t.start()
         else:
             self._detect(*ns)
         return True

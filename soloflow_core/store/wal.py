@@ -49,8 +49,11 @@ class WalCheckpointer:
         with self._cv:
             self._requested += 1
             if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self.thread.start()
+                # Kept once started: a Ctrl-C between the two must not leave close() a thread
+                # it cannot join (RuntimeError in place of the KeyboardInterrupt).
+                thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                thread.start()
+                self.thread = thread
             self._cv.notify_all()
 
     def wait(self) -> None:
@@ -68,7 +71,7 @@ class WalCheckpointer:
             self._closing = True
             self._cv.notify_all()
             thread = self.thread
-        if thread is not None:
+        if thread is not None and thread.ident is not None:  # started
             thread.join(timeout=timeout)
 
     def _run(self) -> None:
