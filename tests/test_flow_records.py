@@ -179,8 +179,26 @@ def test_a_retried_call_still_does_the_sequence():
     calls = _did(5)
     retried = [calls[0].model_copy(update={"error": True}), *calls]
     assert flows_done_by(_agent_run(5, retried), [FLOW]) == ["Refund"]
-    other = [calls[0], ToolCall(name="unrelated"), calls[1]]
-    assert flows_done_by(_agent_run(6, other), [FLOW]) == []
+    # One stray call between two steps, as verification and mining tolerate it: the steps
+    # still worked. Two, or a failure not retried, and it is not the flow's sequence.
+    stray = [calls[0], ToolCall(name="unrelated"), calls[1]]
+    assert flows_done_by(_agent_run(6, stray), [FLOW]) == ["Refund"]
+    two = [calls[0], ToolCall(name="unrelated"), ToolCall(name="other"), calls[1]]
+    assert flows_done_by(_agent_run(7, two), [FLOW]) == []
+    failed = [calls[0], ToolCall(name="unrelated", error=True), calls[1]]
+    assert flows_done_by(_agent_run(8, failed), [FLOW]) == []
+
+
+def test_a_stray_call_credits_the_confidence_but_is_no_evidence_of_the_job(store: Store):
+    """The run did more than the job (a stray lookup): its steps count in the confidence,
+    its task text is not taught to routing as the flow's job."""
+    submit_flow(store, FLOW, **NS)
+    calls = _did(9)
+    run = _agent_run(9, [calls[0], ToolCall(name="weather", args={"city": "Oslo"}), calls[1]])
+    store.add_run(run)
+    assert record_agent_run(store, run) == ["Refund"]
+    assert flow_stats(store, "Refund", **NS).agent_successes == 1
+    assert store.flow_evidence(["Refund"], **NS).get("Refund", []) == []
 
 
 def _candidate(store: Store, name: str, i: int) -> FlowCandidate:

@@ -9,7 +9,8 @@
   failed the flow's input check) is not an execution.
 - :func:`record_agent_run` — a captured agent run. A flow whose whole sequence the agent did
   itself, successfully, gains a success in its confidence
-  (:func:`~soloflow_core.learning.outcomes.record_agent_run`). The run's task becomes
+  (:func:`~soloflow_core.learning.outcomes.record_agent_run`; one stray call between two
+  steps is tolerated, as verification tolerates it). The run's task becomes
   evidence of the flow's job only when the run was that job and nothing else: its calls were
   exactly the flow's sequence, or one successful call of the flow's own tool.
 
@@ -183,13 +184,39 @@ def _fits(window: Sequence[tuple[str, int]], want: Sequence[tuple[str, int, bool
 
 
 def _does(calls: Sequence[str], flow: FlowDefinition, *, whole: bool = False) -> bool:
-    """Whether ``calls`` (tool names, in order) hold the flow's steps contiguously — with
-    ``whole``, are exactly them; a map step may be called any number of times in a row."""
+    """Whether ``calls`` (tool names, in order) hold the flow's steps — with ``whole``,
+    are exactly them; otherwise one stray call between two steps is tolerated, as
+    verification tolerates it (:data:`~soloflow_core.generalize.align.TOLERATED_GAP`). A map
+    step may be called any number of times in a row."""
     want = _want(flow)
     units = _units(calls)
     if whole:
         return len(units) == len(want) and _fits(units, want)
-    return any(_fits(units[i : i + len(want)], want) for i in range(len(units) - len(want) + 1))
+    return any(_fits_from(units, want, start) for start in range(len(units)))
+
+
+def _fits_from(
+    units: Sequence[tuple[str, int]], want: Sequence[tuple[str, int, bool]], at: int
+) -> bool:
+    """Whether ``want`` is held from unit ``at`` on, each next step right after the last or
+    one stray unit later (a break, ``\x00``, is never a stray)."""
+    pos = at
+    for k, (tool, count, mapped) in enumerate(want):
+        reach = [pos] if k == 0 else [pos, pos + 1]
+        hit = next(
+            (
+                j
+                for j in reach
+                if j < len(units)
+                and _fits([units[j]], [(tool, count, mapped)])
+                and (j == pos or units[pos][0] != "\x00")
+            ),
+            None,
+        )
+        if hit is None:
+            return False
+        pos = hit + 1
+    return True
 
 
 def _successful(names: Sequence[str], errors: Sequence[bool]) -> list[str]:
@@ -212,7 +239,8 @@ def _ended_well(run: TaskRun) -> bool:
 def flows_done_by(run: TaskRun, flows: Iterable[FlowDefinition]) -> list[str]:
     """The names of ``flows`` whose whole sequence ``run`` did itself, successfully: the run
     succeeded (or ended with success unknown) and the calls of the sequence raised nothing
-    (a failed attempt retried at once by the same tool counts as that retry)."""
+    (a failed attempt retried at once by the same tool counts as that retry); one stray call
+    between two steps is tolerated, as in verification."""
     if not _ended_well(run):
         return []
     calls = _successful([c.name for c in run.tool_calls], [c.error is True for c in run.tool_calls])
