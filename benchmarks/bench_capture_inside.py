@@ -3,7 +3,9 @@ callback of ``SoloFlowCallbackHandler`` (``time.thread_time`` of the thread that
 inside the end-of-run write (on the writer thread), per tool call, in the real loop and in a
 replay of one invocation's events; with ``trace=False``, with the trace stored, and with the
 trace stored and exported to OpenTelemetry (an exporter that drops every batch), the agent
-run's spans handed over when it ends (``otel``) and span by span (``otel-live``).
+run's spans handed over when it ends through the tracer (``otel``), as finished spans straight
+to the batch processor (``otel-direct``: ``configure_tracing(..., span_processor=)``, what the
+``OTEL_EXPORTER_OTLP_*`` pipeline does) and span by span (``otel-live``).
 
 A replay calls the handler in a tight loop; in the real loop LangGraph's own work runs between
 two callbacks, so the same code finds cold caches. The figures are the handler's own CPU, not a
@@ -72,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     agent.invoke({"messages": [("user", "record me")]}, config={"callbacks": [recorder]})
     n = opts.invokes
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(DropExporter()))
-    variants: tuple[bool | str, ...] = (False, True, "otel", "otel-live")
+    processor = BatchSpanProcessor(DropExporter())
+    provider.add_span_processor(processor)
+    variants: tuple[bool | str, ...] = (False, True, "otel", "otel-direct", "otel-live")
     spent = {v: collections.Counter[str]() for v in variants}
     handlers = {
         v: timed(
@@ -90,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     def export(v: bool | str) -> None:
-        configure_tracing(provider if isinstance(v, str) else None, live=v == "otel-live")
+        configure_tracing(
+            provider if isinstance(v, str) else None,
+            live=v == "otel-live",
+            span_processor=processor if v == "otel-direct" else None,
+        )
 
     def invoke(v: bool | str, text: str) -> float:
         """One invocation with variant ``v``; the handler's CPU in it, µs per tool call."""

@@ -10,6 +10,9 @@ tool-call turns per invocation; round-robin; the medians of the reps and of pair
 (v)   (iv) with OpenTelemetry export on (the SDK's batch processor, an exporter that accepts
       and drops every batch: the export's cost on the agent's threads); an agent run's spans
       handed to the SDK when the run ends (the default);
+(v-direct) (v) with ``configure_tracing(..., span_processor=)``: the run's ended spans
+      handed straight to the batch processor as finished spans (what the pipeline built from
+      the ``OTEL_EXPORTER_OTLP_*`` variables does);
 (v-live) (v) with ``configure_tracing(..., live=True)``: each span started and ended in the
       SDK as it happens.
 
@@ -58,6 +61,7 @@ NOOP, BASE, TRACED, OTEL = (
 )
 UNWRITTEN = "(iv-a) (iv), spans built, not written"
 OTEL_LIVE = "(v-live) (v), span by span"
+OTEL_DIRECT = "(v-direct) (v), to the processor"
 TURNS = 10
 
 
@@ -167,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     store = Store.open(f"sqlite:///{tmp / 'bench.db'}")
     pm = get_plugin_manager()
     provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(DropExporter()))
+    processor = BatchSpanProcessor(DropExporter())
+    provider.add_span_processor(processor)
     agent: Any = create_agent(ScriptedChatModel(script=script), tools=[add], name="bench_agent")
     print(
         f"bench_traces: Python {sys.version.split()[0]}, {reps} reps, median of CPU time reported"
@@ -184,7 +189,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def loop(handler: Any, export: str = "") -> Callable[[], int]:
         def run() -> int:
-            configure_tracing(provider if export else None, live=export == "live")
+            configure_tracing(
+                provider if export else None,
+                live=export == "live",
+                span_processor=processor if export == "direct" else None,
+            )
             for i in range(invokes):
                 agent.invoke(
                     {"messages": [("user", f"add things {i}")]}, config={"callbacks": [handler]}
@@ -200,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def replay(handler: Any, export: str = "") -> Callable[[], int]:
         def run() -> int:
-            configure_tracing(provider if export else None, live=export == "live")
+            configure_tracing(
+                provider if export else None,
+                live=export == "live",
+                span_processor=processor if export == "direct" else None,
+            )
             for _ in range(copies):
                 ids: dict[Any, uuid.UUID] = {}
                 for name, args, kw in recorder.events:
@@ -223,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                     BASE: loop(solo(False)),
                     TRACED: loop(solo(True)),
                     OTEL: loop(solo(True), export="end"),
+                    OTEL_DIRECT: loop(solo(True), export="direct"),
                     OTEL_LIVE: loop(solo(True), export="live"),
                 },
                 reps,
@@ -237,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
                     UNWRITTEN: replay(unwritten),
                     TRACED: replay(solo(True)),
                     OTEL: replay(solo(True), export="end"),
+                    OTEL_DIRECT: replay(solo(True), export="direct"),
                     OTEL_LIVE: replay(solo(True), export="live"),
                 },
                 reps,
@@ -247,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"\n  {title}: traces stored {d[TRACED]:+.1f} µs per tool call over trace=False "
                 f"({d[TRACED + ' vs (ii)']:+.1f} over the no-op handler; target ≤ +50), with "
                 f"OpenTelemetry {d[OTEL]:+.1f} ({d[OTEL + ' vs (ii)']:+.1f}; target ≤ +100; "
+                f"finished spans to the processor {d[OTEL_DIRECT]:+.1f}, "
                 f"span by span {d[OTEL_LIVE]:+.1f}); "
                 f"trace=False alone {d[BASE]:+.1f} over the no-op handler"
             )

@@ -35,11 +35,15 @@ def _no_export_after() -> Iterator[None]:
     configure_tracing(None)
 
 
-def _export(*, live: bool) -> tuple[TracerProvider, InMemorySpanExporter]:
+MODES = ("at the end", "at the end, finished spans to the processor", "live")
+
+
+def _export(*, live: bool, direct: bool = False) -> tuple[TracerProvider, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))  # exported as each span ends
-    configure_tracing(provider, live=live)
+    processor = SimpleSpanProcessor(exporter)  # exported as each span ends
+    provider.add_span_processor(processor)
+    configure_tracing(provider, live=live, span_processor=processor if direct else None)
     return provider, exporter
 
 
@@ -98,8 +102,9 @@ def _shape(spans: Any) -> list[tuple[Any, ...]]:
 
 def test_spans_are_exported_when_the_run_ends_or_live_the_same_spans(store: Store) -> None:
     shapes = {}
-    for live in (False, True):
-        provider, exporter = _export(live=live)
+    for mode in MODES:
+        live = mode == "live"
+        provider, exporter = _export(live=live, direct="processor" in mode)
         seen: list[int] = []
         handler = _run(store, seen, exporter)
         spans = exporter.get_finished_spans()
@@ -107,7 +112,7 @@ def test_spans_are_exported_when_the_run_ends_or_live_the_same_spans(store: Stor
         # the second model call before the second. At the end: nothing until the run ends.
         assert seen == ([1, 3] if live else [0, 0])
         assert len(spans) == 6 and len({s.context.trace_id for s in spans}) == 1
-        shapes[live] = _shape(spans)
+        shapes[mode] = _shape(spans)
         bridge = active_listener()
         assert bridge is not None and bridge.live is live and bridge.pending == 0
         # The exported times are the stored trace's.
@@ -118,15 +123,15 @@ def test_spans_are_exported_when_the_run_ends_or_live_the_same_spans(store: Stor
         for s in spans:
             assert s.start_time <= s.end_time
         provider.shutdown()
-    assert shapes[False] == shapes[True]
-    chats = [s for s in shapes[False] if s[0] == "chat scripted-request"]
-    assert len(chats) == 3 and all(s[4] == StatusCode.OK for s in shapes[False])
+    assert shapes[MODES[0]] == shapes[MODES[1]] == shapes[MODES[2]]
+    chats = [s for s in shapes[MODES[0]] if s[0] == "chat scripted-request"]
+    assert len(chats) == 3 and all(s[4] == StatusCode.OK for s in shapes[MODES[0]])
 
 
 def test_a_failed_runs_spans_are_exported_with_the_error(store: Store) -> None:
     shapes = {}
-    for live in (False, True):
-        provider, exporter = _export(live=live)
+    for mode in MODES:
+        provider, exporter = _export(live=mode == "live", direct="processor" in mode)
         _run(store, [], exporter, fail=True)
         spans = exporter.get_finished_spans()
         by_name: dict[str, list[Any]] = {}
@@ -140,15 +145,16 @@ def test_a_failed_runs_spans_are_exported_with_the_error(store: Store) -> None:
         assert "carrier API down" in (tools[1].status.description or "")
         bridge = active_listener()
         assert bridge is not None and bridge.pending == 0
-        shapes[live] = _shape(spans)
+        shapes[mode] = _shape(spans)
         provider.shutdown()
-    assert shapes[False] == shapes[True]
+    assert shapes[MODES[0]] == shapes[MODES[1]] == shapes[MODES[2]]
 
 
+@pytest.mark.parametrize("direct", [False, True], ids=["tracer", "processor"])
 def test_a_flow_called_as_a_tool_nests_under_a_tool_call_not_yet_exported(
-    store: Store,
+    store: Store, direct: bool
 ) -> None:
-    provider, exporter = _export(live=False)
+    provider, exporter = _export(live=False, direct=direct)
     rt = FlowRuntime(store, tools=_tools({}))
     try:
         for _ in range(3):
