@@ -58,7 +58,7 @@ from numpy.random import default_rng  # at import: numpy loads it lazily, ~5 ms
 
 from soloflow_core.mining._packing import distinct_values
 from soloflow_core.mining.cover import greedy_cover, rank_coded, replay_cover
-from soloflow_core.mining.fast import CodedPatterns, MinedPattern, mine_levels
+from soloflow_core.mining.fast import CodedLedger, CodedPatterns, MinedPattern, mine_levels
 from soloflow_core.mining.matching import ChainIndex
 from soloflow_core.mining.options import SOURCE_RUN_TOTALS, SOURCE_UNKNOWN, RankingOptions
 from soloflow_core.mining.positions import CodePositions, PairPositions, positions
@@ -309,7 +309,9 @@ def mine_ranked(
                 report=report,
             )
     report("mine", 0.0)
-    levels = mine_levels(ledger.coded(), min_length=min_length, min_support=min_support)
+    coded = ledger.coded()
+    levels = mine_levels(coded, min_length=min_length, min_support=min_support)
+    levels = [*_broken_seeds(coded, min_length=min_length, min_support=min_support), *levels]
     report("mine", 1.0)
     report("rank", 0.0)
     cands = _Candidates(levels, ledger.names)
@@ -394,6 +396,30 @@ def _mine_sampled(
         )
     report("rank", 1.0)
     return ranked
+
+
+def _broken_seeds(
+    coded: CodedLedger, *, min_length: int, min_support: int
+) -> list[CodedPatterns]:
+    """The ``min_length``-grams held exactly by 2 to ``min_support - 1`` runs: more
+    candidates for the cover, which counts their noise-tolerant occurrences (and grows them).
+
+    A short workflow run a handful of times is often held exactly by fewer than
+    ``min_support`` runs (a stray call or a swap breaks each of the others), and no part of
+    it is mined (its parts are shorter than ``min_length``), so growing cannot find it
+    either. Seeded here, it is proposed when its tolerant occurrences are in
+    ``min_support`` runs, as any pattern is."""
+    if min_support <= 2:
+        return []
+    seeds = mine_levels(coded, min_length=min_length, min_support=2, max_length=min_length)
+    out = []
+    for lv in seeds:
+        rare = lv.support < min_support
+        # Support 0 (unknown): the cover's quick test of worth reads exact support, which
+        # is what these lack; it judges them on their tolerant occurrences instead.
+        unknown = np.zeros(int(rare.sum()), dtype=np.int64)
+        out.append(CodedPatterns(lv.codes[rare], unknown, lv.exact_support[rare], truncated=False))
+    return out
 
 
 FILL_POOL = 500
