@@ -104,8 +104,37 @@ SETTINGS: dict[str, dict[str, Any]] = {
     },
     # Runs without token usage or cost.
     "nousage": {"runs": 450, "workflows": 4, "min_len": 3, "max_len": 8, "with_usage": False},
+    # Two- to three-step workflows over 20 tools: chance pairs of popular tools compete.
+    "shortshared": {"runs": 450, "workflows": 4, "min_len": 2, "max_len": 3, "vocabulary": 20},
+    # Twelve workflows, the rarest run a handful of times.
+    "manyrare": {"runs": 600, "workflows": 12, "min_len": 3, "max_len": 8},
+    # Few runs with a stray call in a quarter of the gaps and a quarter swapped.
+    "fewnoisy": {
+        "runs": 200,
+        "workflows": 4,
+        "min_len": 3,
+        "max_len": 6,
+        "noise": 0.25,
+        "swap_rate": 0.25,
+    },
+    # A quarter planted, 25 tools, a steep popularity.
+    "sparseshared": {
+        "runs": 600,
+        "workflows": 5,
+        "min_len": 3,
+        "max_len": 6,
+        "vocabulary": 25,
+        "planted_fraction": 0.25,
+        "zipf_exponent": 1.5,
+    },
 }
-ORIGINAL = ("default", "wide", "short", "noisy", "long")
+GROUPS = {
+    "original": ("default", "wide", "short", "noisy", "long"),
+    "variants": tuple(
+        k for k in SETTINGS if k not in ("default", "wide", "short", "noisy", "long")
+    ),
+}
+"""Shorthands for ``--settings``: the first five settings, and those added after them."""
 MIN_SUPPORT = 3
 """A planted workflow needs this many complete runs in the stored two thirds to be findable
 (the detector's default ``min_support``); one with fewer is reported as unsatisfiable."""
@@ -368,20 +397,25 @@ def cli_check(setting: str, seed: int, tmp: Path) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="100-139", help="e.g. 100-139 or 1,2,5-9")
-    ap.add_argument("--settings", default="default,wide,short,noisy,long")
+    ap.add_argument(
+        "--settings",
+        default="original,variants",
+        help=f"comma-separated: {', '.join(SETTINGS)}, or the groups {', '.join(GROUPS)}",
+    )
     ap.add_argument("--show", type=int, default=60, help="wrong items printed per setting")
     ap.add_argument("--cli", action="store_true", help="also check the CLI path on one seed")
     args = ap.parse_args(argv)
     seeds = _seeds(args.seeds)
     with tempfile.TemporaryDirectory(prefix="soloflow-seeds-") as tmpdir:
         tmp = Path(tmpdir)
-        for setting in args.settings.split(","):
+        chosen = [n for part in args.settings.split(",") for n in GROUPS.get(part, (part,))]
+        for setting in chosen:
             tally, t0 = Tally(), time.perf_counter()
             for seed in seeds:
                 run_seed(setting, seed, tally, tmp)
             report(setting, tally, time.perf_counter() - t0, args.show)
         if args.cli:
-            cli_check(args.settings.split(",")[0], seeds[0], tmp)
+            cli_check(chosen[0], seeds[0], tmp)
 
 
 if __name__ == "__main__":
