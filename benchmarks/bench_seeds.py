@@ -17,13 +17,28 @@ fresh SQLite store and the real pipeline runs on it, as a user would:
    candidate's complete occurrences, replay the rest) and a replay of the proposed flow
    against the complete occurrences in the last third of the ledger (runs never stored).
 
+Settings: the first five (``--settings original``: default, wide, short, noisy, long) are
+those tuned on seeds 100-139. The others (``--settings variants``, 2026-11-28) stress other
+axes of the generator and were first run on seeds 300-339: a vocabulary of 24 tools shared
+by all (``shared``), 160 runs (``few``), 11 workflows (``many``), a quarter of the runs
+planted among a steep popularity (``sparse``), 30 % retried steps with many cut and failed
+runs (``flaky``), no token usage (``nousage``), and harsher ones: two- or three-step
+workflows over 20 tools (``shortshared``), twelve workflows in 600 runs (``manyrare``),
+200 runs with a stray call in a quarter of the gaps and a quarter of the runs swapped
+(``fewnoisy``), five workflows in a quarter of 600 runs over 25 tools (``sparseshared``).
+
+A planted workflow with fewer than ``MIN_SUPPORT`` complete runs among the stored two thirds
+cannot be found in principle: it is listed as such and left out of recall and of the
+argument and verification counts (precision still counts every candidate).
+
 Every wrong item is printed. ``--cli`` also runs ``soloflow ingest`` / ``detect --json`` /
 ``flows verify --json`` as subprocesses on one generated ledger file and checks they give
 the same candidates, flows and fidelities as the in-process calls.
 
 Usage::
 
-    python benchmarks/bench_seeds.py [--seeds 100-139] [--settings default,wide,short,noisy,long]
+    python benchmarks/bench_seeds.py [--seeds 100-139] [--settings original,variants]
+    python benchmarks/bench_seeds.py --seeds 300-339 --settings fewnoisy,manyrare --show 100
     python benchmarks/bench_seeds.py --seeds 100 --settings default --cli
 """
 
