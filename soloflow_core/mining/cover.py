@@ -36,7 +36,7 @@ import numpy as np
 from soloflow_core.mining._packing import pattern_matrix
 from soloflow_core.mining.growing import grow_pattern, grown_pattern
 from soloflow_core.mining.matching import ChainIndex, match_pattern, match_patterns
-from soloflow_core.mining.options import COVERED, FloatArray, IntArray
+from soloflow_core.mining.options import COVERED, BoolArray, FloatArray, IntArray
 from soloflow_core.mining.positions import CodePositions, PairPositions, positions
 from soloflow_core.mining.results import one_source, ranked_pattern
 from soloflow_core.mining.units import UnitLedger, prepare_ledger
@@ -68,9 +68,11 @@ def rank_patterns(
     if top_k < 1 or ledger.unit_count == 0:
         return []
     cands = _candidates(ledger, patterns)
+    supports = np.asarray([_support(c[1]) for c in cands], dtype=np.int64)
     return rank_coded(
         ledger,
         [c[0] for c in cands],
+        supports,
         pattern_of=lambda i: cands[i][1],
         top_k=top_k,
         min_support=min_support,
@@ -80,18 +82,20 @@ def rank_patterns(
 def rank_coded(
     ledger: UnitLedger,
     pats: Sequence[IntArray],
+    supports: IntArray,
     *,
     pattern_of: Callable[[int], Any],
     top_k: int,
     min_support: int,
 ) -> list[RankedPattern]:
     """:func:`rank_patterns` on candidates given as unit codes (each with ≥ 2 steps,
-    distinct); ``pattern_of(i)`` is the mined pattern reported for candidate ``i``."""
+    distinct), with each one's distinct-run support (0: unknown); ``pattern_of(i)`` is the
+    mined pattern reported for candidate ``i``."""
     out: list[RankedPattern] = []
     if top_k < 1:
         return out
     source = one_source(ledger)
-    for i, pat, gain, occ in greedy_cover(ledger, pats):
+    for i, pat, gain, occ in greedy_cover(ledger, pats, supports):
         mined = pattern_of(i) if pat is pats[i] else grown_pattern(ledger, pat)
         ranked = ranked_pattern(
             ledger, mined, pat, gain=gain, occ=occ, rank=len(out) + 1, source=source
@@ -106,6 +110,7 @@ def rank_coded(
 def greedy_cover(
     ledger: UnitLedger,
     pats: Sequence[IntArray],
+    supports: IntArray,
     *,
     index: ChainIndex | None = None,
 ) -> Iterator[tuple[int, IntArray, float, TolerantOccurrences]]:
@@ -120,9 +125,7 @@ def greedy_cover(
     opt = ledger.options
     index = index or ChainIndex(ledger.code, ledger.err)
     bounds = _Bounds(ledger, index, list(pats))
-    # Every candidate starts from its bound, however few runs hold it exactly: with agent
-    # noise, a workflow's exact occurrences can be far fewer than its tolerant ones.
-    first = bounds.of(slice(None))
+    first = np.where(bounds.worthless(supports), 0.0, bounds.of(slice(None)))
     # Entries: (-value, candidate, cover version, exact?). A bound is refreshed when stale,
     # a match is made when a fresh bound tops the heap, a choice when a fresh gain does.
     heap = [(-g, i, 0, False) for i, g in enumerate(first.tolist()) if g > 0]
@@ -368,6 +371,21 @@ class _Bounds:
             "FloatArray",
             np.maximum(saved - uses * np.log2(self.n_units / u), 0.0) - self.model[rows],
         )
+
+    def worthless(self, supports: IntArray) -> BoolArray:
+        """Candidates whose exact occurrences (the miner's ``support``, 0 when it gives none)
+        are no more than their tools' frequencies alone predict."""
+        exact = np.asarray(supports, dtype=np.float64)
+        e = np.maximum(exact, 1.0)
+        total = self.bits.sum(axis=1)
+        return cast(
+            "BoolArray", (exact > 0) & (e * (total - np.log2(self.n_units / e)) <= self.model)
+        )
+
+
+def _support(pattern: Any) -> int:
+    s = getattr(pattern, "support", None)
+    return s if isinstance(s, int) else 0
 
 
 def _candidates(ledger: UnitLedger, patterns: Iterable[HasNames]) -> list[tuple[IntArray, Any]]:

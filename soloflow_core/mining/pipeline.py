@@ -318,6 +318,7 @@ def mine_ranked(
     ranked = rank_coded(
         ledger,
         cands.rows,
+        cands.support,
         pattern_of=cands.mined,
         top_k=top_k,
         min_support=min_support,
@@ -369,7 +370,9 @@ def _mine_sampled(
     order: list[IntArray] = []
 
     def choices() -> Iterator[IntArray]:
-        for _i, pat, _gain, occ in greedy_cover(ledger, cands.rows, index=index.result()):
+        for _i, pat, _gain, occ in greedy_cover(
+            ledger, cands.rows, cands.support, index=index.result()
+        ):
             if _run_support(ledger, occ.pos) >= 2:
                 order.append(pat)
                 yield pat
@@ -395,7 +398,9 @@ def _mine_sampled(
     return ranked
 
 
-def _broken_seeds(coded: CodedLedger, *, min_length: int, min_support: int) -> list[CodedPatterns]:
+def _broken_seeds(
+    coded: CodedLedger, *, min_length: int, min_support: int
+) -> list[CodedPatterns]:
     """The ``min_length``-grams held exactly by 2 to ``min_support - 1`` runs: more
     candidates for the cover, which counts their noise-tolerant occurrences (and grows them).
 
@@ -410,9 +415,10 @@ def _broken_seeds(coded: CodedLedger, *, min_length: int, min_support: int) -> l
     out = []
     for lv in seeds:
         rare = lv.support < min_support
-        out.append(
-            CodedPatterns(lv.codes[rare], lv.support[rare], lv.exact_support[rare], truncated=False)
-        )
+        # Support 0 (unknown): the cover's quick test of worth reads exact support, which
+        # is what these lack; it judges them on their tolerant occurrences instead.
+        unknown = np.zeros(int(rare.sum()), dtype=np.int64)
+        out.append(CodedPatterns(lv.codes[rare], unknown, lv.exact_support[rare], truncated=False))
     return out
 
 
