@@ -398,9 +398,7 @@ def _mine_sampled(
     return ranked
 
 
-def _broken_seeds(
-    coded: CodedLedger, *, min_length: int, min_support: int
-) -> list[CodedPatterns]:
+def _broken_seeds(coded: CodedLedger, *, min_length: int, min_support: int) -> list[CodedPatterns]:
     """The ``min_length``-grams held exactly by 2 to ``min_support - 1`` runs: more
     candidates for the cover, which counts their noise-tolerant occurrences (and grows them).
 
