@@ -318,7 +318,7 @@ def mine_ranked(
     ranked = rank_coded(
         ledger,
         cands.rows,
-        cands.support,
+        _with_seed_orders(cands),
         pattern_of=cands.mined,
         top_k=top_k,
         min_support=min_support,
@@ -418,6 +418,26 @@ def _broken_seeds(coded: CodedLedger, *, min_length: int, min_support: int) -> l
         unknown = np.zeros(int(rare.sum()), dtype=np.int64)
         out.append(CodedPatterns(lv.codes[rare], unknown, lv.exact_support[rare], truncated=False))
     return out
+
+
+def _with_seed_orders(cands: _Candidates) -> IntArray:
+    """The candidates' supports, 0 (unknown, so weighed by the cover on their tolerant
+    occurrences) for each seed (:func:`_broken_seeds`) and each candidate that is a seed with
+    two adjacent steps swapped: the cover reads a swap as noise, so both orders of the same
+    steps are weighed alike and the one more occurrences show wins."""
+    support = cands.support.copy()
+    seeds = np.flatnonzero(support == 0)
+    if not len(seeds):
+        return support
+    where = {tuple(row.tolist()): i for i, row in enumerate(cands.rows)}
+    for i in seeds.tolist():
+        row = cands.rows[i].tolist()
+        for j in range(len(row) - 1):
+            swapped = (*row[:j], row[j + 1], row[j], *row[j + 2 :])
+            k = where.get(swapped)
+            if k is not None:
+                support[k] = 0
+    return support
 
 
 FILL_POOL = 500
