@@ -58,7 +58,7 @@ from numpy.random import default_rng  # at import: numpy loads it lazily, ~5 ms
 
 from soloflow_core.mining._packing import distinct_values
 from soloflow_core.mining.cover import greedy_cover, rank_coded, replay_cover
-from soloflow_core.mining.fast import CodedPatterns, MinedPattern, mine_levels
+from soloflow_core.mining.fast import CodedLedger, CodedPatterns, MinedPattern, mine_levels
 from soloflow_core.mining.matching import ChainIndex
 from soloflow_core.mining.options import SOURCE_RUN_TOTALS, SOURCE_UNKNOWN, RankingOptions
 from soloflow_core.mining.positions import CodePositions, PairPositions, positions
@@ -309,14 +309,16 @@ def mine_ranked(
                 report=report,
             )
     report("mine", 0.0)
-    levels = mine_levels(ledger.coded(), min_length=min_length, min_support=min_support)
+    coded = ledger.coded()
+    levels = mine_levels(coded, min_length=min_length, min_support=min_support)
+    levels = [*_broken_seeds(coded, min_length=min_length, min_support=min_support), *levels]
     report("mine", 1.0)
     report("rank", 0.0)
     cands = _Candidates(levels, ledger.names)
     ranked = rank_coded(
         ledger,
         cands.rows,
-        cands.support,
+        _with_seed_orders(cands),
         pattern_of=cands.mined,
         top_k=top_k,
         min_support=min_support,
@@ -394,6 +396,48 @@ def _mine_sampled(
         )
     report("rank", 1.0)
     return ranked
+
+
+def _broken_seeds(coded: CodedLedger, *, min_length: int, min_support: int) -> list[CodedPatterns]:
+    """The ``min_length``-grams held exactly by 2 to ``min_support - 1`` runs: more
+    candidates for the cover, which counts their noise-tolerant occurrences (and grows them).
+
+    A short workflow run a handful of times is often held exactly by fewer than
+    ``min_support`` runs (a stray call or a swap breaks each of the others), and no part of
+    it is mined (its parts are shorter than ``min_length``), so growing cannot find it
+    either. Seeded here, it is proposed when its tolerant occurrences are in
+    ``min_support`` runs, as any pattern is."""
+    if min_support <= 2:
+        return []
+    seeds = mine_levels(coded, min_length=min_length, min_support=2, max_length=min_length)
+    out = []
+    for lv in seeds:
+        rare = lv.support < min_support
+        # Support 0 (unknown): the cover's quick test of worth reads exact support, which
+        # is what these lack; it judges them on their tolerant occurrences instead.
+        unknown = np.zeros(int(rare.sum()), dtype=np.int64)
+        out.append(CodedPatterns(lv.codes[rare], unknown, lv.exact_support[rare], truncated=False))
+    return out
+
+
+def _with_seed_orders(cands: _Candidates) -> IntArray:
+    """The candidates' supports, 0 (unknown, so weighed by the cover on their tolerant
+    occurrences) for each seed (:func:`_broken_seeds`) and each candidate that is a seed with
+    two adjacent steps swapped: the cover reads a swap as noise, so both orders of the same
+    steps are weighed alike and the one more occurrences show wins."""
+    support = cands.support.copy()
+    seeds = np.flatnonzero(support == 0)
+    if not len(seeds):
+        return support
+    where = {tuple(row.tolist()): i for i, row in enumerate(cands.rows)}
+    for i in seeds.tolist():
+        row = cands.rows[i].tolist()
+        for j in range(len(row) - 1):
+            swapped = (*row[:j], row[j + 1], row[j], *row[j + 2 :])
+            k = where.get(swapped)
+            if k is not None:
+                support[k] = 0
+    return support
 
 
 FILL_POOL = 500
