@@ -39,10 +39,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soloflow_core.errors import SoloFlowError
-from soloflow_core.flow import patterns
 from soloflow_core.flow.templates import TRIGGER, escape_literal, maybe_json
 from soloflow_core.generalize.composed import compose_template, leaf_texts
-from soloflow_core.generalize.shapes import learn_bounds, learn_shape
+from soloflow_core.generalize.extraction import extract_inputs as extract_inputs
+from soloflow_core.generalize.extraction import extract_value as extract_value
+from soloflow_core.generalize.extraction import learn_extraction
 
 _MAX_LEAVES = 2000
 _MAX_DEPTH = 6
@@ -191,98 +192,6 @@ NEAR_CONSTANT_SHARE = 0.9
 """A value this share of the occurrences agree on is a constant (the rest are outliers)."""
 NEAR_CONSTANT_MIN = 5
 """Occurrences needed before a value that is not the same everywhere can be a constant."""
-
-_SHAPES = [
-    ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
-    ("integer", r"\d+"),
-    ("integer", r"-?\d+"),
-    ("number", r"-?\d+(?:\.\d+)?"),
-    ("token", r"[^\W_][\w\-./:]*"),
-]
-
-
-def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
-    """A rule that finds the value in a task text: a value shape and, when every occurrence
-    has the same word before the value, that word as an anchor. It keeps the words seen
-    right before the value (``labels``: ``reservation``, ``booking``): routing sets aside a
-    value introduced by another noun (``flight HAT170`` is no reservation); and the bounds of
-    the values (:func:`~soloflow_core.generalize.shapes.learn_bounds`: ``digits``,
-    ``date_format``), outside which routing sets a value aside (``999`` bags, ``2024-02-30``)."""
-    rule = _shape_rule(values, tasks)
-    if rule is not None and rule["shape"] != "email":  # an address is nothing but an address
-        rule["labels"] = sorted({_word_before(v, t) for v, t in zip(values, tasks, strict=True)})
-        rule.update(learn_bounds(values))
-    return rule
-
-
-def _standalone(value: str, task: str) -> int:
-    """Where ``value`` stands alone in ``task`` (not inside a longer word: the ``2`` of
-    ``to 2``, not of ``PY7FF2``), else its first occurrence."""
-    m = re.search(rf"(?<![\w]){re.escape(value)}(?![\w])", task)
-    return m.start() if m else task.find(value)
-
-
-def _word_before(value: str, task: str) -> str:
-    words = re.findall(r"[^\W\d_]+$", task[: _standalone(value, task)].rstrip(" :=#'\"("))
-    return words[0].lower() if words else ""
-
-
-def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
-    shape = next((s for s in _SHAPES if all(re.fullmatch(s[1], v) for v in values)), None)
-    if shape is None:
-        return _learned_rule(values, tasks)
-    if shape[0] == "token":  # any word is a token: a shape of the values' own says more
-        learned = _learned_rule(values, tasks)
-        if learned is not None:
-            return learned
-    prefixes = set()
-    for v, t in zip(values, tasks, strict=True):
-        i = _standalone(v, t)  # not inside a longer word: the 170 of "amount 170", not of an id
-        before = t[:i].rstrip(" :=#'\"(")
-        words = re.findall(r"[\w-]+$", before)
-        prefixes.add(words[0].lower() if words else "")
-    anchor = prefixes.pop() if len(prefixes) == 1 else ""
-    rule = {"shape": shape[0], "pattern": shape[1], "anchor": anchor}
-    # The rule must give back the recorded value from every recorded task.
-    if _gives_back(rule, values, tasks):
-        return rule
-    if anchor:
-        rule["anchor"] = ""
-        if _gives_back(rule, values, tasks):
-            return rule
-    return _learned_rule(values, tasks)
-
-
-def _learned_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
-    """The rule of the values' learned shape (:func:`learn_shape`), when it finds each value
-    first in its task."""
-    if len(values) < 2:
-        return None
-    pattern = learn_shape(values)
-    if pattern is None:
-        return None
-    rule = {"shape": "learned", "pattern": pattern, "anchor": ""}
-    return rule if _gives_back(rule, values, tasks) else None
-
-
-def _gives_back(rule: dict[str, Any], values: list[str], tasks: list[str]) -> bool:
-    return all(extract_value(rule, t) == v for v, t in zip(values, tasks, strict=True))
-
-
-def extract_value(
-    rule: dict[str, Any],
-    task: str,
-    *,
-    field: str = "extraction pattern",
-    flow: str | None = None,
-) -> str | None:
-    """Apply an extraction rule to a task text (its pattern matched with a time limit).
-
-    Raises:
-        PatternTimeoutError: the pattern ran past its time limit; names ``flow`` and ``field``.
-    """
-    m = patterns.search(rule, task, field=field, flow=flow)
-    return m.group("v") if m else None
 
 
 def _parsed_outputs(occ: Occurrence, n_steps: int, loops: Mapping[int, str]) -> list[Any]:
@@ -555,25 +464,3 @@ def generalize(
         sources=sources,
         notes=notes,
     )
-
-
-def extract_inputs(
-    extraction: dict[str, dict[str, Any]], task: str, *, flow: str | None = None
-) -> dict[str, Any]:
-    """Recover flow inputs from a new task text with the learned rules (missing ones left out).
-
-    Raises:
-        PatternTimeoutError: a rule's pattern ran past its time limit (names ``flow``, the
-            rule's field path and the pattern).
-    """
-    out: dict[str, Any] = {}
-    for name, rule in extraction.items():
-        v = extract_value(rule, task, field=f"extraction.{name}.pattern", flow=flow)
-        if v is None:
-            continue
-        t = rule.get("type")
-        try:
-            out[name] = int(v) if t == "integer" else float(v) if t == "number" else v
-        except ValueError:
-            out[name] = v
-    return out
