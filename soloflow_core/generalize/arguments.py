@@ -15,7 +15,9 @@ argument of every step gets one explanation, checked against every occurrence:
    occurrence (``"Your invoice: https://x/INV-31.pdf"``) → a string template
    (``"Your invoice: {{step_2.url}}"``, see :mod:`.composed`);
 5. ``constant`` too when one value holds in at least :data:`NEAR_CONSTANT_SHARE` of the
-   occurrences: the others are reported as outliers in the notes;
+   occurrences: the others are reported as outliers in the notes; unless an outlier's own
+   task text names its value (``EUR`` nine times, ``USD`` once when the task said ``USD``):
+   then the tasks choose it, and it is an input;
 6. ``free``      — none of these → ``{{_trigger.<name>}}``, to be given by the caller.
 
 Upstream is preferred over task when both hold: data that flows between steps stays
@@ -264,6 +266,15 @@ def _near_constant(canon: list[str]) -> tuple[int, list[int]] | None:
     return canon.index(best), [k for k, c in enumerate(canon) if c != best]
 
 
+def _asked_for(strs: list[str], outliers: list[int], tasks: list[str]) -> int | None:
+    """The first outlier whose value stands alone in its own task text: the task asked for
+    it, so the common value is the usual request, not the flow's constant."""
+    for k in outliers:
+        if strs[k].strip() and re.search(rf"(?<![\w]){re.escape(strs[k])}(?![\w])", tasks[k]):
+            return k
+    return None
+
+
 def _composed(
     values: list[Any], i: int, *, parsed: list[list[Any]], inputs: Mapping[str, list[Any]]
 ) -> str | None:
@@ -413,6 +424,13 @@ def generalize(
                     continue
             rule = learn_extraction(strs, tasks) if in_task else None
             near = None if rule is not None or one_task or told else _near_constant(canon)
+            asked = _asked_for(strs, near[1], tasks) if near is not None else None
+            if asked is not None:
+                near = None
+                notes.append(
+                    f"step_{i + 1}.{key}: the same value in most occurrences, but occurrence "
+                    f"{asked + 1}'s task asks for its own ({strs[asked]!r}): an input, not a constant"
+                )
             if near is not None:
                 k0, outliers = near
                 imap[key] = values[k0]

@@ -20,6 +20,7 @@ _SHAPES = [
     ("integer", r"\d+"),
     ("integer", r"-?\d+"),
     ("number", r"-?\d+(?:\.\d+)?"),
+    ("phone", r"\+\d{6,15}"),
     ("token", r"[^\W_][\w\-./:]*"),
 ]
 
@@ -52,40 +53,75 @@ def _word_before(value: str, task: str) -> str:
 
 def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
     shape = next((s for s in _SHAPES if all(re.fullmatch(s[1], v) for v in values)), None)
-    if shape is None:
-        return _learned_rule(values, tasks)
-    if shape[0] == "token":  # any word is a token: a shape of the values' own says more
-        learned = _learned_rule(values, tasks)
-        if learned is not None:
+    anchors = _anchors(values, tasks)
+    if shape is None or shape[0] == "token":  # any word is a token: the values' own shape says more
+        learned = _learned_rule(values, tasks, anchors)
+        if learned is not None or shape is None:
             return learned
-    prefixes = set()
-    for v, t in zip(values, tasks, strict=True):
-        i = _standalone(v, t)  # not inside a longer word: the 170 of "amount 170", not of an id
-        before = t[:i].rstrip(" :=#'\"(")
-        words = re.findall(r"[\w-]+$", before)
-        prefixes.add(words[0].lower() if words else "")
-    anchor = prefixes.pop() if len(prefixes) == 1 else ""
-    rule = {"shape": shape[0], "pattern": shape[1], "anchor": anchor}
     # The rule must give back the recorded value from every recorded task.
-    if _gives_back(rule, values, tasks):
-        return rule
-    if anchor:
-        rule["anchor"] = ""
+    for anchor in (*anchors[:1], "", *anchors[1:]):
+        rule = {"shape": shape[0], "pattern": shape[1], "anchor": anchor}
         if _gives_back(rule, values, tasks):
             return rule
-    return _learned_rule(values, tasks)
+    return None if shape[0] == "token" else _learned_rule(values, tasks, anchors)
 
 
-def _learned_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
+def _anchors(values: list[str], tasks: list[str]) -> list[str]:
+    """The words that stand right before the value in every task: one word when a single one
+    does (``from``), then the two words before it (``to account``) when those are the same
+    in every task. Every place the value stands alone counts, so a value a task names twice
+    (``to cid from cid's account``) is introduced by the word its every task shares."""
+    found = []
+    for width in (1, 2):
+        common: set[str] | None = None
+        for v, t in zip(values, tasks, strict=True):
+            words = _words_before(v, t, width)
+            common = words if common is None else common & words
+        if common and len(common) == 1:
+            found.append(common.pop())
+    return found
+
+
+def _words_before(value: str, task: str, width: int) -> set[str]:
+    """The ``width`` words before each place ``value`` stands alone in ``task`` (its first
+    place when it never stands alone), lowercased; "" when there are none."""
+    starts = [m.start() for m in re.finditer(rf"(?<![\w]){re.escape(value)}(?![\w])", task)]
+    out = set()
+    for i in starts or [task.find(value)]:
+        before = task[:i].rstrip(" :=#'\"(")
+        m = re.search(rf"[\w-]+(?: [\w-]+){{{width - 1}}}$", before)
+        out.add(m.group().lower() if m else "")
+    return out
+
+
+def _learned_rule(values: list[str], tasks: list[str], anchors: list[str]) -> dict[str, Any] | None:
     """The rule of the values' learned shape (:func:`learn_shape`), when it finds each value
-    first in its task."""
+    first in its task. When some task holds another value of that shape (two account
+    numbers: where each stands is all that tells them apart, and a rephrased task swaps
+    them), an anchor that gives back every value is preferred to the value's position."""
     if len(values) < 2:
         return None
     pattern = learn_shape(values)
     if pattern is None:
         return None
     rule = {"shape": "learned", "pattern": pattern, "anchor": ""}
-    return rule if _gives_back(rule, values, tasks) else None
+    plain = _gives_back(rule, values, tasks)
+    if plain and not _another_of_the_shape(rule, tasks):
+        return rule
+    for anchor in anchors:
+        anchored = {**rule, "anchor": anchor}
+        if _gives_back(anchored, values, tasks):
+            return anchored
+    return rule if plain else None
+
+
+def _another_of_the_shape(rule: dict[str, Any], tasks: list[str]) -> bool:
+    """Whether some task holds two different values the (unanchored) rule matches."""
+    for t in tasks:
+        found = {m.group("v") for m in patterns.find_all(rule, t, field="extraction pattern")}
+        if len(found) > 1:
+            return True
+    return False
 
 
 def _gives_back(rule: dict[str, Any], values: list[str], tasks: list[str]) -> bool:
