@@ -79,3 +79,32 @@ def test_an_unasked_outlier_still_leaves_a_constant():
     g = generalize(occs, side_effects=[False])
     assert g.input_maps[0]["page_size"] == 50
     assert g.sources[0]["page_size"].kind == "constant"
+
+
+def test_a_list_item_the_task_names_is_read_from_the_task_not_its_index():
+    # Each task names the order to cancel; it was the newest (first) order every time.
+    lists = [("O-19", ["O-19", "O-11"]), ("O-28", ["O-28"]), ("O-37", ["O-37", "O-30"])]
+    occs = [
+        Occurrence(
+            task=f"Cancel order {o} for me",
+            args=[{"user": "ann"}, {"order_id": o}],
+            outputs=[{"orders": [{"id": x} for x in orders]}, {"ok": True}],
+        )
+        for o, orders in lists
+    ]
+    g = generalize(occs, side_effects=[False, True])
+    assert g.input_maps[1]["order_id"] == "{{_trigger.order_id}}"
+    assert extract_value(g.extraction["order_id"], "Cancel order O-61 for me") == "O-61"
+
+
+def test_a_list_item_no_task_names_is_still_read_from_the_list():
+    occs = [
+        Occurrence(
+            task="Cancel my latest order",
+            args=[{"user": u}, {"order_id": o}],
+            outputs=[{"orders": [{"id": o}, {"id": "O-1"}]}, {"ok": True}],
+        )
+        for u, o in (("ann", "O-19"), ("bob", "O-28"), ("cid", "O-37"))
+    ]
+    g = generalize(occs, side_effects=[False, True])
+    assert g.input_maps[1]["order_id"] == "{{step_1.orders.0.id}}"

@@ -21,7 +21,8 @@ argument of every step gets one explanation, checked against every occurrence:
 6. ``free``      — none of these → ``{{_trigger.<name>}}``, to be given by the caller.
 
 Upstream is preferred over task when both hold: data that flows between steps stays
-correct even when the task text is phrased differently.
+correct even when the task text is phrased differently; but not a list item the task names
+(``cancel order O-61`` with the orders listed): its index in the recordings is chance.
 
 A step that may have side effects gets no constant seen in one task only (occurrences that
 replay the same task text): a reservation id from three replays of one task is that task's
@@ -266,6 +267,13 @@ def _near_constant(canon: list[str]) -> tuple[int, list[int]] | None:
     return canon.index(best), [k for k, c in enumerate(canon) if c != best]
 
 
+def _picked_from_list(path: tuple[str, ...], strs: list[str], tasks: list[str]) -> bool:
+    """Whether a value every task names is read through a list index (``orders.0.id``) and a
+    rule finds it in the tasks: the task picked the item, and it stood at that index in the
+    recordings by chance (the newest order first); the next task's item may stand elsewhere."""
+    return any(seg.isdigit() for seg in path) and learn_extraction(strs, tasks) is not None
+
+
 def _asked_for(strs: list[str], outliers: list[int], tasks: list[str]) -> int | None:
     """The first outlier whose value stands alone in its own task text: the task asked for
     it, so the common value is the usual request, not the flow's constant."""
@@ -388,6 +396,13 @@ def generalize(
                     break
             strs = [v if isinstance(v, str) else canonical_json(v) for v in values]
             in_task = all(s and s in t for s, t in zip(strs, tasks, strict=True))
+            if found is not None and in_task and _picked_from_list(found[1], strs, tasks):
+                notes.append(
+                    f"step_{i + 1}.{key}: named by every task and found at one place of a list "
+                    f"(step_{found[0] + 1}.{'.'.join(found[1])}): the task's choice, read from "
+                    "the task; the list's order is chance"
+                )
+                found = None
             if found is not None:
                 j, path = found
                 tmpl = "{{" + ".".join((f"step_{j + 1}", *path)) + "}}"
