@@ -3,6 +3,7 @@
 - :mod:`.align` — a candidate's tool sequence found again in each run;
 - :mod:`.arguments` — each argument's source: a constant, an input read from the task, or an
   earlier step's output;
+- :mod:`.extraction` — the rules that find an input's value again in a new task text;
 - :mod:`.dataflow` — which steps feed which, and which have side effects;
 - :mod:`.loops` — a step repeated over a list, as a map step;
 - :mod:`.propose` — the flow definition proposed for a candidate.

@@ -15,11 +15,14 @@ argument of every step gets one explanation, checked against every occurrence:
    occurrence (``"Your invoice: https://x/INV-31.pdf"``) → a string template
    (``"Your invoice: {{step_2.url}}"``, see :mod:`.composed`);
 5. ``constant`` too when one value holds in at least :data:`NEAR_CONSTANT_SHARE` of the
-   occurrences: the others are reported as outliers in the notes;
+   occurrences: the others are reported as outliers in the notes; unless an outlier's own
+   task text names its value (``EUR`` nine times, ``USD`` once when the task said ``USD``):
+   then the tasks choose it, and it is an input;
 6. ``free``      — none of these → ``{{_trigger.<name>}}``, to be given by the caller.
 
 Upstream is preferred over task when both hold: data that flows between steps stays
-correct even when the task text is phrased differently.
+correct even when the task text is phrased differently; but not a list item the task names
+(``cancel order O-61`` with the orders listed): its index in the recordings is chance.
 
 A step that may have side effects gets no constant seen in one task only (occurrences that
 replay the same task text): a reservation id from three replays of one task is that task's
@@ -39,10 +42,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soloflow_core.errors import SoloFlowError
-from soloflow_core.flow import patterns
 from soloflow_core.flow.templates import TRIGGER, escape_literal, maybe_json
 from soloflow_core.generalize.composed import compose_template, leaf_texts
-from soloflow_core.generalize.shapes import learn_bounds, learn_shape
+from soloflow_core.generalize.extraction import extract_inputs as extract_inputs
+from soloflow_core.generalize.extraction import extract_value as extract_value
+from soloflow_core.generalize.extraction import learn_extraction
 
 _MAX_LEAVES = 2000
 _MAX_DEPTH = 6
@@ -192,98 +196,6 @@ NEAR_CONSTANT_SHARE = 0.9
 NEAR_CONSTANT_MIN = 5
 """Occurrences needed before a value that is not the same everywhere can be a constant."""
 
-_SHAPES = [
-    ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
-    ("integer", r"\d+"),
-    ("integer", r"-?\d+"),
-    ("number", r"-?\d+(?:\.\d+)?"),
-    ("token", r"[^\W_][\w\-./:]*"),
-]
-
-
-def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
-    """A rule that finds the value in a task text: a value shape and, when every occurrence
-    has the same word before the value, that word as an anchor. It keeps the words seen
-    right before the value (``labels``: ``reservation``, ``booking``): routing sets aside a
-    value introduced by another noun (``flight HAT170`` is no reservation); and the bounds of
-    the values (:func:`~soloflow_core.generalize.shapes.learn_bounds`: ``digits``,
-    ``date_format``), outside which routing sets a value aside (``999`` bags, ``2024-02-30``)."""
-    rule = _shape_rule(values, tasks)
-    if rule is not None and rule["shape"] != "email":  # an address is nothing but an address
-        rule["labels"] = sorted({_word_before(v, t) for v, t in zip(values, tasks, strict=True)})
-        rule.update(learn_bounds(values))
-    return rule
-
-
-def _standalone(value: str, task: str) -> int:
-    """Where ``value`` stands alone in ``task`` (not inside a longer word: the ``2`` of
-    ``to 2``, not of ``PY7FF2``), else its first occurrence."""
-    m = re.search(rf"(?<![\w]){re.escape(value)}(?![\w])", task)
-    return m.start() if m else task.find(value)
-
-
-def _word_before(value: str, task: str) -> str:
-    words = re.findall(r"[^\W\d_]+$", task[: _standalone(value, task)].rstrip(" :=#'\"("))
-    return words[0].lower() if words else ""
-
-
-def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
-    shape = next((s for s in _SHAPES if all(re.fullmatch(s[1], v) for v in values)), None)
-    if shape is None:
-        return _learned_rule(values, tasks)
-    if shape[0] == "token":  # any word is a token: a shape of the values' own says more
-        learned = _learned_rule(values, tasks)
-        if learned is not None:
-            return learned
-    prefixes = set()
-    for v, t in zip(values, tasks, strict=True):
-        i = _standalone(v, t)  # not inside a longer word: the 170 of "amount 170", not of an id
-        before = t[:i].rstrip(" :=#'\"(")
-        words = re.findall(r"[\w-]+$", before)
-        prefixes.add(words[0].lower() if words else "")
-    anchor = prefixes.pop() if len(prefixes) == 1 else ""
-    rule = {"shape": shape[0], "pattern": shape[1], "anchor": anchor}
-    # The rule must give back the recorded value from every recorded task.
-    if _gives_back(rule, values, tasks):
-        return rule
-    if anchor:
-        rule["anchor"] = ""
-        if _gives_back(rule, values, tasks):
-            return rule
-    return _learned_rule(values, tasks)
-
-
-def _learned_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
-    """The rule of the values' learned shape (:func:`learn_shape`), when it finds each value
-    first in its task."""
-    if len(values) < 2:
-        return None
-    pattern = learn_shape(values)
-    if pattern is None:
-        return None
-    rule = {"shape": "learned", "pattern": pattern, "anchor": ""}
-    return rule if _gives_back(rule, values, tasks) else None
-
-
-def _gives_back(rule: dict[str, Any], values: list[str], tasks: list[str]) -> bool:
-    return all(extract_value(rule, t) == v for v, t in zip(values, tasks, strict=True))
-
-
-def extract_value(
-    rule: dict[str, Any],
-    task: str,
-    *,
-    field: str = "extraction pattern",
-    flow: str | None = None,
-) -> str | None:
-    """Apply an extraction rule to a task text (its pattern matched with a time limit).
-
-    Raises:
-        PatternTimeoutError: the pattern ran past its time limit; names ``flow`` and ``field``.
-    """
-    m = patterns.search(rule, task, field=field, flow=flow)
-    return m.group("v") if m else None
-
 
 def _parsed_outputs(occ: Occurrence, n_steps: int, loops: Mapping[int, str]) -> list[Any]:
     """Each step's output parsed once; a loop step's is the list of its calls' outputs;
@@ -353,6 +265,22 @@ def _near_constant(canon: list[str]) -> tuple[int, list[int]] | None:
     if counts[best] < NEAR_CONSTANT_SHARE * len(canon):
         return None
     return canon.index(best), [k for k, c in enumerate(canon) if c != best]
+
+
+def _picked_from_list(path: tuple[str, ...], strs: list[str], tasks: list[str]) -> bool:
+    """Whether a value every task names is read through a list index (``orders.0.id``) and a
+    rule finds it in the tasks: the task picked the item, and it stood at that index in the
+    recordings by chance (the newest order first); the next task's item may stand elsewhere."""
+    return any(seg.isdigit() for seg in path) and learn_extraction(strs, tasks) is not None
+
+
+def _asked_for(strs: list[str], outliers: list[int], tasks: list[str]) -> int | None:
+    """The first outlier whose value stands alone in its own task text: the task asked for
+    it, so the common value is the usual request, not the flow's constant."""
+    for k in outliers:
+        if strs[k].strip() and re.search(rf"(?<![\w]){re.escape(strs[k])}(?![\w])", tasks[k]):
+            return k
+    return None
 
 
 def _composed(
@@ -468,6 +396,13 @@ def generalize(
                     break
             strs = [v if isinstance(v, str) else canonical_json(v) for v in values]
             in_task = all(s and s in t for s, t in zip(strs, tasks, strict=True))
+            if found is not None and in_task and _picked_from_list(found[1], strs, tasks):
+                notes.append(
+                    f"step_{i + 1}.{key}: named by every task and found at one place of a list "
+                    f"(step_{found[0] + 1}.{'.'.join(found[1])}): the task's choice, read from "
+                    "the task; the list's order is chance"
+                )
+                found = None
             if found is not None:
                 j, path = found
                 tmpl = "{{" + ".".join((f"step_{j + 1}", *path)) + "}}"
@@ -504,6 +439,13 @@ def generalize(
                     continue
             rule = learn_extraction(strs, tasks) if in_task else None
             near = None if rule is not None or one_task or told else _near_constant(canon)
+            asked = _asked_for(strs, near[1], tasks) if near is not None else None
+            if asked is not None:
+                near = None
+                notes.append(
+                    f"step_{i + 1}.{key}: the same value in most occurrences, but occurrence "
+                    f"{asked + 1}'s task asks for its own ({strs[asked]!r}): an input, not a constant"
+                )
             if near is not None:
                 k0, outliers = near
                 imap[key] = values[k0]
@@ -555,25 +497,3 @@ def generalize(
         sources=sources,
         notes=notes,
     )
-
-
-def extract_inputs(
-    extraction: dict[str, dict[str, Any]], task: str, *, flow: str | None = None
-) -> dict[str, Any]:
-    """Recover flow inputs from a new task text with the learned rules (missing ones left out).
-
-    Raises:
-        PatternTimeoutError: a rule's pattern ran past its time limit (names ``flow``, the
-            rule's field path and the pattern).
-    """
-    out: dict[str, Any] = {}
-    for name, rule in extraction.items():
-        v = extract_value(rule, task, field=f"extraction.{name}.pattern", flow=flow)
-        if v is None:
-            continue
-        t = rule.get("type")
-        try:
-            out[name] = int(v) if t == "integer" else float(v) if t == "number" else v
-        except ValueError:
-            out[name] = v
-    return out

@@ -1,0 +1,166 @@
+"""Extraction rules: how an input's value is found again in a new task text.
+
+A rule is a value shape (a regex) and, when the values are always introduced by the same
+words, those words as an anchor (:func:`~soloflow_core.flow.patterns.extraction_regex`).
+A rule is learned only when it gives back every recorded value from its task text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from soloflow_core.flow import patterns
+from soloflow_core.generalize.shapes import learn_bounds, learn_shape
+
+__all__ = ["extract_inputs", "extract_value", "learn_extraction"]
+
+_SHAPES = [
+    ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
+    ("integer", r"\d+"),
+    ("integer", r"-?\d+"),
+    ("number", r"-?\d+(?:\.\d+)?"),
+    ("phone", r"\+\d{6,15}"),
+    ("token", r"[^\W_][\w\-./:]*"),
+]
+
+
+def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
+    """A rule that finds the value in a task text: a value shape and, when every occurrence
+    has the same word before the value, that word as an anchor. It keeps the words seen
+    right before the value (``labels``: ``reservation``, ``booking``): routing sets aside a
+    value introduced by another noun (``flight HAT170`` is no reservation); and the bounds of
+    the values (:func:`~soloflow_core.generalize.shapes.learn_bounds`: ``digits``,
+    ``date_format``), outside which routing sets a value aside (``999`` bags, ``2024-02-30``)."""
+    rule = _shape_rule(values, tasks)
+    if rule is not None and rule["shape"] != "email":  # an address is nothing but an address
+        rule["labels"] = sorted({_word_before(v, t) for v, t in zip(values, tasks, strict=True)})
+        rule.update(learn_bounds(values))
+    return rule
+
+
+def _standalone(value: str, task: str) -> int:
+    """Where ``value`` stands alone in ``task`` (not inside a longer word: the ``2`` of
+    ``to 2``, not of ``PY7FF2``), else its first occurrence."""
+    m = re.search(rf"(?<![\w]){re.escape(value)}(?![\w])", task)
+    return m.start() if m else task.find(value)
+
+
+def _word_before(value: str, task: str) -> str:
+    words = re.findall(r"[^\W\d_]+$", task[: _standalone(value, task)].rstrip(" :=#'\"("))
+    return words[0].lower() if words else ""
+
+
+def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
+    shape = next((s for s in _SHAPES if all(re.fullmatch(s[1], v) for v in values)), None)
+    anchors = _anchors(values, tasks)
+    if shape is None or shape[0] == "token":  # any word is a token: the values' own shape says more
+        learned = _learned_rule(values, tasks, anchors)
+        if learned is not None or shape is None:
+            return learned
+    # The rule must give back the recorded value from every recorded task.
+    for anchor in (*anchors[:1], "", *anchors[1:]):
+        rule = {"shape": shape[0], "pattern": shape[1], "anchor": anchor}
+        if _gives_back(rule, values, tasks):
+            return rule
+    return None if shape[0] == "token" else _learned_rule(values, tasks, anchors)
+
+
+def _anchors(values: list[str], tasks: list[str]) -> list[str]:
+    """The words that stand right before the value in every task: one word when a single one
+    does (``from``), then the two words before it (``to account``) when those are the same
+    in every task. Every place the value stands alone counts, so a value a task names twice
+    (``to cid from cid's account``) is introduced by the word its every task shares."""
+    found = []
+    for width in (1, 2):
+        common: set[str] | None = None
+        for v, t in zip(values, tasks, strict=True):
+            words = _words_before(v, t, width)
+            common = words if common is None else common & words
+        if common and len(common) == 1:
+            found.append(common.pop())
+    return found
+
+
+def _words_before(value: str, task: str, width: int) -> set[str]:
+    """The ``width`` words before each place ``value`` stands alone in ``task`` (its first
+    place when it never stands alone), lowercased; "" when there are none."""
+    starts = [m.start() for m in re.finditer(rf"(?<![\w]){re.escape(value)}(?![\w])", task)]
+    out = set()
+    for i in starts or [task.find(value)]:
+        before = task[:i].rstrip(" :=#'\"(")
+        m = re.search(rf"[\w-]+(?: [\w-]+){{{width - 1}}}$", before)
+        out.add(m.group().lower() if m else "")
+    return out
+
+
+def _learned_rule(values: list[str], tasks: list[str], anchors: list[str]) -> dict[str, Any] | None:
+    """The rule of the values' learned shape (:func:`learn_shape`), when it finds each value
+    first in its task. When some task holds another value of that shape (two account
+    numbers: where each stands is all that tells them apart, and a rephrased task swaps
+    them), an anchor that gives back every value is preferred to the value's position."""
+    if len(values) < 2:
+        return None
+    pattern = learn_shape(values)
+    if pattern is None:
+        return None
+    rule = {"shape": "learned", "pattern": pattern, "anchor": ""}
+    plain = _gives_back(rule, values, tasks)
+    if plain and not _another_of_the_shape(rule, tasks):
+        return rule
+    for anchor in anchors:
+        anchored = {**rule, "anchor": anchor}
+        if _gives_back(anchored, values, tasks):
+            return anchored
+    return rule if plain else None
+
+
+def _another_of_the_shape(rule: dict[str, Any], tasks: list[str]) -> bool:
+    """Whether some task holds two different values the (unanchored) rule matches."""
+    for t in tasks:
+        found = {m.group("v") for m in patterns.find_all(rule, t, field="extraction pattern")}
+        if len(found) > 1:
+            return True
+    return False
+
+
+def _gives_back(rule: dict[str, Any], values: list[str], tasks: list[str]) -> bool:
+    return all(extract_value(rule, t) == v for v, t in zip(values, tasks, strict=True))
+
+
+def extract_value(
+    rule: dict[str, Any],
+    task: str,
+    *,
+    field: str = "extraction pattern",
+    flow: str | None = None,
+) -> str | None:
+    """Apply an extraction rule to a task text (its pattern matched with a time limit).
+
+    Raises:
+        PatternTimeoutError: the pattern ran past its time limit; names ``flow`` and ``field``.
+    """
+    m = patterns.search(rule, task, field=field, flow=flow)
+    return m.group("v") if m else None
+
+
+def extract_inputs(
+    extraction: dict[str, dict[str, Any]], task: str, *, flow: str | None = None
+) -> dict[str, Any]:
+    """Recover flow inputs from a new task text with the learned rules (missing ones left out).
+
+    Raises:
+        PatternTimeoutError: a rule's pattern ran past its time limit (names ``flow``, the
+            rule's field path and the pattern).
+    """
+    out: dict[str, Any] = {}
+    for name, rule in extraction.items():
+        v = extract_value(rule, task, field=f"extraction.{name}.pattern", flow=flow)
+        if v is None:
+            continue
+        t = rule.get("type")
+        try:
+            out[name] = int(v) if t == "integer" else float(v) if t == "number" else v
+        except ValueError:
+            out[name] = v
+    return out
