@@ -38,6 +38,7 @@ import sqlalchemy as sa
 
 from soloflow_core.errors import FlowValidationError
 from soloflow_core.models.flows import SOURCE_USER
+from soloflow_core.models.names import check_name, check_namespace
 from soloflow_core.store import schema as t
 from soloflow_core.store.evidence import MAX_EVIDENCE, insert_evidence
 from soloflow_core.store.flow_lookup import FLOW_SEARCH
@@ -279,7 +280,12 @@ def insert_flow_version(
     ``confidence`` defaults to 1.0 for a user-submitted flow, else the candidate's replay
     fidelity, else 0.5. ``trigger_keywords`` default to :func:`derive_trigger_keywords` (with
     the words the candidate's runs' tasks share, for a learned flow).
+
+    Raises:
+        InvalidNameError: the namespace or the flow's name holds a control character.
     """
+    check_namespace(user_id, agent_id)
+    check_name(flow.name, "flow name")
     c = t.flows.c
     same = (c.user_id == user_id, c.agent_id == agent_id, c.name == flow.name)
     latest = conn.execute(sa.select(sa.func.max(c.version)).where(*same)).scalar()
