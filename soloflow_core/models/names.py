@@ -21,13 +21,13 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
 from soloflow_core.errors import InvalidNameError
 
-__all__ = ["CONTROL_CHARACTER", "Name", "check_name", "check_namespace", "printable"]
+__all__ = ["CONTROL_CHARACTER", "Name", "check_name", "check_namespace", "find_nul", "printable"]
 
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 """What no name or id may hold: the C0 and C1 control characters and DEL."""
@@ -70,6 +70,27 @@ def check_namespace(user_id: str, agent_id: str) -> None:
     """Both parts of a namespace, checked by :func:`check_name`."""
     check_name(user_id, "user_id")
     check_name(agent_id, "agent_id")
+
+
+def find_nul(value: Any, path: str = "") -> tuple[str, int] | None:
+    """Where the first NUL of a JSON-like ``value`` (dicts, lists, text) is: the dotted path
+    of the text holding it (``steps[0].input_map.q``; a key's path ends with the key) and
+    its position in that text; None when there is none."""
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        at, item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return at, item.index("\x00")
+        elif isinstance(item, dict):
+            for k, v in reversed(item.items()):
+                key = f"{at}.{k}" if at else str(k)
+                if isinstance(k, str) and "\x00" in k:
+                    return key, k.index("\x00")
+                stack.append((key, v))
+        elif isinstance(item, list | tuple):
+            stack.extend((f"{at}[{i}]", v) for i, v in reversed(list(enumerate(item))))
+    return None
 
 
 def printable(text: str) -> str:

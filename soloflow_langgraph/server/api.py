@@ -107,7 +107,7 @@ def _path(loc: Sequence[Any]) -> str:
 def _message(error: dict[str, Any]) -> str:
     """pydantic's message, and for an unknown field of a submitted flow or step the field
     meant (``depend_on``: did you mean ``depends_on``?)."""
-    message = str(error.get("msg", ""))
+    message = str(error.get("msg", "")).removeprefix("Value error, ")
     loc = tuple(error.get("loc", ()))
     if error.get("type") != "extra_forbidden" or loc[:2] != ("body", "workflow"):
         return message
