@@ -149,7 +149,11 @@ def checked_identifier(value: str, where: str, limit: int) -> str:
     if len(value) > limit:
         fail(where, f"at most {limit} characters", got=f"a string of {len(value)} characters")
     if "\x00" in value:
-        fail(where, "must not contain NUL (\\u0000) characters", value)
+        fail(
+            where,
+            f"must not contain NUL (\\u0000) characters: one at position {value.index(chr(0))}",
+            value,
+        )
     if not value.isascii():
         try:
             value.encode("utf-8")
