@@ -285,3 +285,11 @@ def test_capture_refuses_a_bad_namespace_and_escapes_one_an_invocation_names(
     (run,) = sqlite_store.list_runs(user_id="eve\\x1b[2J", agent_id="bot")
     assert run.task == "hello"
     assert sqlite_store.list_runs(**NS) == []  # never the handler's own namespace
+
+
+def test_a_learned_flow_is_named_after_its_tools_with_control_characters_escaped() -> None:
+    from soloflow_core.generalize.propose import flow_name_for
+
+    name = flow_name_for(["find\nuser", "book\x1b[2J"])
+    assert name == "Auto: find\\nuser → book\\x1b[2J"
+    assert _flow(name).name == name  # a valid name
