@@ -4,6 +4,7 @@ Every error names the thing at fault and says how to fix it::
 
     SoloFlowError
     ├── ConfigError                  bad configuration value (names the setting)
+    │   └── InvalidNameError         a name or id holds a control character (field, position)
     ├── PluginError                  a plugin failed to load or misbehaved (names the plugin)
     ├── StoreError                   the database could not be opened or used
     │   └── SchemaVersionError       the database schema is from another SoloFlow version
@@ -51,6 +52,7 @@ __all__ = [
     "FlowFileProblem",
     "FlowRunError",
     "FlowValidationError",
+    "InvalidNameError",
     "InvalidTransitionError",
     "LedgerError",
     "MissingAgentsError",
@@ -75,6 +77,22 @@ class SoloFlowError(Exception):
 
 class ConfigError(SoloFlowError):
     """A configuration value is missing or invalid."""
+
+
+class InvalidNameError(ConfigError, ValueError):
+    """A name or id (a user or agent id, a run id, a flow name...) holds a control character.
+
+    Attributes:
+        field: what the value is (``user_id``, ``flow name``).
+        position: where the first control character is, counting from 0.
+        character: that character.
+    """
+
+    def __init__(self, message: str, *, field: str, position: int, character: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.position = position
+        self.character = character
 
 
 class PluginError(SoloFlowError):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from soloflow_core.ledger.tokens import token_usage
 from soloflow_core.models import ToolCall
+from soloflow_core.models.names import printable
 from soloflow_core.plugins import call_hook
 from soloflow_core.store.json_values import MAX_JSON_DEPTH, cut_value
 from soloflow_langgraph._messages import content_text
@@ -204,10 +205,25 @@ def namespace_of(metadata: Any) -> tuple[str | None, str | None]:
     if not isinstance(metadata, dict):
         return None, None
     user, agent = metadata.get(USER_KEY), metadata.get(AGENT_KEY)
-    return (
-        user if isinstance(user, str) and user else None,
-        agent if isinstance(agent, str) and agent else None,
-    )
+    return _own_id(user, USER_KEY), _own_id(agent, AGENT_KEY)
+
+
+def _own_id(value: Any, key: str) -> str | None:
+    """A namespace part an invocation names; one holding a control character (which no id
+    may hold) is kept with the character escaped (``alice\\n``), a namespace of its own, with
+    a warning: capture never fails the agent, and never writes into another namespace."""
+    if not isinstance(value, str) or not value:
+        return None
+    shown = printable(value)
+    if shown != value:
+        logger.warning(
+            "SoloFlow capture: metadata %s %r holds a control character; the run is stored "
+            "under %r (an id is one line of printable text)",
+            key,
+            value,
+            shown,
+        )
+    return shown
 
 
 def effects(metadata: Any) -> dict[str, Any] | None:

@@ -40,6 +40,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from soloflow_core.ledger.spill import SPILL_LIMIT_BYTES
 from soloflow_core.mining.watch import DetectionWatcher
 from soloflow_core.models import DetectorConfig, StepRecord, TaskRun
+from soloflow_core.models.names import check_namespace
 from soloflow_core.plugins import call_hook, get_plugin_manager
 from soloflow_core.store import Store
 from soloflow_core.tracing import PriceTable, Span
@@ -110,7 +111,8 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         store: an open :class:`~soloflow_core.store.Store` to write to.
         user_id: namespace of the runs, unless an invocation's ``metadata`` names another
             (``config={"metadata": {"soloflow_user_id": ..., "soloflow_agent_id": ...}}``):
-            one handler can serve a multi-tenant app.
+            one handler can serve a multi-tenant app. No id holds a control character
+            (``InvalidNameError`` here; a ``metadata`` one is stored with it escaped).
         agent_id: namespace of the runs (the same ``metadata`` override).
         plugin_manager: where ``soloflow_classify_task``, ``soloflow_step_finished`` and
             ``soloflow_run_finished`` are called; defaults to ``get_plugin_manager()``.
@@ -155,6 +157,7 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
         prices: dict[str, ModelPrice] | None = None,
         trace: bool = True,
     ) -> None:
+        check_namespace(user_id, agent_id)
         self.user_id = user_id
         self.agent_id = agent_id
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()

@@ -97,6 +97,7 @@ EXPECTED_ALL = [
     "FlowRunError",
     "FlowStep",
     "FlowValidationError",
+    "InvalidNameError",
     "InvalidTransitionError",
     "LedgerError",
     "MissingAgentsError",

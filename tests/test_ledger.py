@@ -518,6 +518,8 @@ texts = st.text(max_size=12)
 identifiers = st.text(
     st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), min_size=1, max_size=20
 )
+names = st.text(st.characters(exclude_categories=("Cs", "Cc")), min_size=1, max_size=20)
+"""Run, user and agent ids: no control character (soloflow_core.models.names)."""
 json_values = st.recursive(
     st.none()
     | st.booleans()
@@ -558,9 +560,9 @@ model_calls = st.builds(
 )
 task_runs = st.builds(
     TaskRun,
-    run_id=identifiers,
-    user_id=identifiers,
-    agent_id=identifiers,
+    run_id=names,
+    user_id=names,
+    agent_id=names,
     task=st.none() | st.text(max_size=40),
     success=st.none() | st.booleans(),
     cost=st.none() | st.floats(allow_nan=False, allow_infinity=False),

@@ -25,6 +25,7 @@ def test_a_routed_run_names_the_flow_and_its_flow_run(
         got = desk.ask(first["text"])
         assert got["calls"] == 0 and got["flow"] is not None, got  # a flow answered
         routed = store.list_runs(**NS, limit=1)[0]
+        assert routed.routed_flow == got["flow"]  # the listing tells it from an agent's run
         run = store.get_run(routed.run_id, **NS)
         assert run is not None and run.model_calls == [] and run.tool_calls == []
         (flow_run,) = store.list_flow_runs(**NS)
@@ -37,7 +38,7 @@ def test_a_routed_run_names_the_flow_and_its_flow_run(
         got = desk.ask("What's the weather like in Lisbon?")
         assert got["calls"] > 0 and got["flow"] is None  # the agent answered
         answered = store.list_runs(**NS, limit=1)[0]
-        assert answered.run_id != routed.run_id
+        assert answered.run_id != routed.run_id and answered.routed_flow is None
         run = store.get_run(answered.run_id, **NS)
         assert run is not None and "routed" not in run.meta
 

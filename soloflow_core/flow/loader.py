@@ -484,6 +484,8 @@ def _pydantic_problem(err: Any, positions: dict[Loc, Position]) -> FlowFileProbl
         message += f"; did you mean {close[0]!r}?" if close else "; remove it"
         if allowed:
             message += f" (allowed: {', '.join(allowed)})"
+    elif kind == "value_error":  # a check of ours: its message names the value already
+        message = str(err["msg"]).removeprefix("Value error, ")
     else:
         message = f"{err['msg']} (got {_short(value)})"
     return _problem(loc, message, positions)

@@ -16,12 +16,14 @@ from soloflow_core.generalize.arguments import Occurrence, generalize
 from soloflow_core.generalize.dataflow import dataflow_depends_on, side_effects_from_calls
 from soloflow_core.generalize.loops import ListWalk, find_list_walk
 from soloflow_core.models import FlowDefinition, FlowStep
+from soloflow_core.models.names import printable
 
 __all__ = ["FlowProposal", "flow_name_for", "propose", "propose_flow", "title_case"]
 
 
 def flow_name_for(tool_sequence: Sequence[str]) -> str:
-    return "Auto: " + " → ".join(tool_sequence)
+    """``Auto: a → b``; a control character of a tool's name written as its escape."""
+    return printable("Auto: " + " → ".join(tool_sequence))
 
 
 def title_case(tool_name: str) -> str:

@@ -22,6 +22,7 @@ from soloflow_core.ledger._rows import (
     MAX_NAMESPACE,
 )
 from soloflow_core.models.ledger import ModelCall, TaskRun, ToolCall
+from soloflow_core.models.names import CONTROL_CHARACTER
 
 # The store's column widths (MAX_*, in soloflow_core/store/schema.py; a test pins them) are
 # defined with the fast lane, which imports nothing of SoloFlow (see _rows): a value
@@ -148,7 +149,11 @@ def checked_identifier(value: str, where: str, limit: int) -> str:
     if len(value) > limit:
         fail(where, f"at most {limit} characters", got=f"a string of {len(value)} characters")
     if "\x00" in value:
-        fail(where, "must not contain NUL (\\u0000) characters", value)
+        fail(
+            where,
+            f"must not contain NUL (\\u0000) characters: one at position {value.index(chr(0))}",
+            value,
+        )
     if not value.isascii():
         try:
             value.encode("utf-8")
@@ -162,7 +167,22 @@ def namespace(value: Any, where: str, default: str) -> str:
         return default
     if not isinstance(value, str) or not value:
         fail(where, "must be a non-empty string, or null for the caller's default", value)
-    return checked_identifier(value, where, MAX_NAMESPACE)
+    return printable_name(checked_identifier(value, where, MAX_NAMESPACE), where)
+
+
+def printable_name(value: str, where: str) -> str:
+    """``value`` (a run id, a user or agent id) when it holds no control character (see
+    :mod:`soloflow_core.models.names`)."""
+    found = CONTROL_CHARACTER.search(value)
+    if found is not None:
+        fail(
+            where,
+            f"must not contain control characters (U+0000-U+001F, U+007F-U+009F): "
+            f"U+{ord(found.group()):04X} at position {found.start()}",
+            value,
+            hint="a name or id is one line of printable text: remove the character",
+        )
+    return value
 
 
 def optional_text(value: Any, where: str) -> str | None:

@@ -22,6 +22,7 @@ from soloflow_core.ledger._fields import (
     namespace,
     optional_datetime,
     optional_identifier,
+    printable_name,
     tokens,
     with_extras,
 )
@@ -106,7 +107,7 @@ def _plain_run(obj: dict[str, Any], default_user: str, default_agent: str) -> Ru
     if not obj.keys() <= RUN_FIELDS:
         meta = with_extras(meta, {k: v for k, v in obj.items() if k not in RUN_FIELDS}, "meta")
     return RunRow(
-        run_id=identifier(get("run_id", MISSING), "run_id", MAX_RUN_ID),
+        run_id=printable_name(identifier(get("run_id", MISSING), "run_id", MAX_RUN_ID), "run_id"),
         user_id=namespace(get("user_id"), "user_id", default_user),
         agent_id=namespace(get("agent_id"), "agent_id", default_agent),
         task=task,

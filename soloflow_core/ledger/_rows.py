@@ -39,6 +39,8 @@ from typing import Annotated, Any, cast
 import msgspec
 from msgspec import Meta, Raw, Struct
 
+from soloflow_core.models.names import CONTROL_CHARACTER
+
 MAX_RUN_ID = 512
 MAX_NAMESPACE = 255
 MAX_TOOL_NAME = 512
@@ -290,6 +292,8 @@ def _add_run(
     run_id = run.run_id
     own_user = user if run.user_id is None else run.user_id
     own_agent = agent if run.agent_id is None else run.agent_id
+    if CONTROL_CHARACTER.search(f"{run_id}{own_user}{own_agent}") is not None:
+        raise _Unusual  # the checked path names the field and the character
     meta = {} if run.meta is None else run.meta
     if keep_namespaces:
         user, agent = own_user, own_agent

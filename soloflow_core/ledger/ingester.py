@@ -23,6 +23,7 @@ from soloflow_core.ledger._sqlite import ingest_sqlite
 from soloflow_core.ledger.reader import StrPath, claim, read_records
 from soloflow_core.ledger.report import IngestReport, ProgressCallback
 from soloflow_core.models.ledger import TaskRun
+from soloflow_core.models.names import check_namespace
 from soloflow_core.store.writer import RunRow
 
 if TYPE_CHECKING:
@@ -62,7 +63,9 @@ def ingest(
 
     Raises:
         LedgerError: a file does not exist or cannot be read; nothing was written.
+        InvalidNameError: ``default_user`` or ``default_agent`` holds a control character.
     """
+    check_namespace(default_user, default_agent)
     files = [os.fspath(p) for p in paths]
     sizes: list[int] = []
     for name in files:

@@ -45,6 +45,7 @@ from soloflow_core.ledger._fields import (
     optional_identifier,
     optional_number,
     optional_text,
+    printable_name,
     read_int,
     tokens,
     with_extras,
@@ -89,7 +90,9 @@ def parse_record(obj: dict[str, Any], *, default_user: str, default_agent: str) 
     calls = as_list(obj.get("tool_calls"), "tool_calls")
     model_calls = as_list(obj.get("model_calls"), "model_calls")
     values = {
-        "run_id": identifier(obj.get("run_id", MISSING), "run_id", MAX_RUN_ID),
+        "run_id": printable_name(
+            identifier(obj.get("run_id", MISSING), "run_id", MAX_RUN_ID), "run_id"
+        ),
         "user_id": namespace(obj.get("user_id"), "user_id", default_user),
         "agent_id": namespace(obj.get("agent_id"), "agent_id", default_agent),
         "task": optional_text(obj.get("task"), "task"),

@@ -24,6 +24,7 @@ from soloflow_core.models.ledger import (
     TaskRun,
     ToolCall,
 )
+from soloflow_core.models.names import Name, check_name, check_namespace
 
 __all__ = [
     "DEFAULT_AGENT",
@@ -38,6 +39,7 @@ __all__ = [
     "FlowSource",
     "FlowStep",
     "MatchType",
+    "Name",
     "ModelCall",
     "ModelPrice",
     "SoloFlowConfig",
@@ -45,5 +47,7 @@ __all__ = [
     "TaskRun",
     "ToolCall",
     "candidate_id_for",
+    "check_name",
+    "check_namespace",
     "dedupe_key_for",
 ]

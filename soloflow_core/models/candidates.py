@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from soloflow_core.models.flows import FlowDefinition
+from soloflow_core.models.names import Name, check_namespace
 
 CandidateStatus = Literal["pending", "approved", "rejected"]
 MatchType = Literal["exact", "subsequence"]
@@ -22,7 +23,14 @@ def dedupe_key_for(tool_sequence: list[str] | tuple[str, ...]) -> str:
 
 
 def candidate_id_for(user_id: str, agent_id: str, dedupe_key: str) -> str:
-    """A stable id: the same pattern in the same namespace always gets the same id."""
+    """A stable id: the same pattern in the same namespace always gets the same id, and two
+    namespaces never share one: the key joins the parts with U+001F, which neither namespace
+    part may hold.
+
+    Raises:
+        InvalidNameError: ``user_id`` or ``agent_id`` holds a control character.
+    """
+    check_namespace(user_id, agent_id)
     digest = hashlib.sha256(f"{user_id}\x1f{agent_id}\x1f{dedupe_key}".encode()).hexdigest()
     return "cand_" + digest[:12]
 
@@ -32,9 +40,9 @@ class FlowCandidate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str
-    user_id: str
-    agent_id: str
+    id: Name
+    user_id: Name
+    agent_id: Name
     tool_sequence: list[str]
     occurrence_count: int
     """Distinct task runs that contain the sequence."""

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from soloflow_core.models.names import Name
+
 FlowSource = Literal["auto-learned", "user-submitted"]
 """Where a registered flow came from: learned from the ledger, or written by a person."""
 SOURCE_LEARNED: FlowSource = "auto-learned"
@@ -90,7 +92,9 @@ class FlowDefinition(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    name: Name = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    """Unique in its namespace (each name has versions); no control character (see
+    :mod:`soloflow_core.models.names`)."""
     description: str = ""
     version: int = Field(default=1, ge=1)
     steps: list[FlowStep] = Field(min_length=1)

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from soloflow_core.models.names import Name
+
 DEFAULT_USER = "default"
 DEFAULT_AGENT = "default"
 
@@ -52,9 +54,11 @@ class TaskRun(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    run_id: str = Field(min_length=1)
-    user_id: str = DEFAULT_USER
-    agent_id: str = DEFAULT_AGENT
+    run_id: Name = Field(min_length=1)
+    """Unique in its namespace; like the namespace's ids, no control character (see
+    :mod:`soloflow_core.models.names`)."""
+    user_id: Name = DEFAULT_USER
+    agent_id: Name = DEFAULT_AGENT
     task: str | None = None
     """The task text: the first human message."""
     answer: str | None = None

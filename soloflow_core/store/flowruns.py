@@ -23,6 +23,7 @@ from soloflow_core.flow.fsm import (
     check_run_transition,
 )
 from soloflow_core.flow.journal import StepJournal
+from soloflow_core.models.names import check_name, check_namespace
 from soloflow_core.store import schema as t
 from soloflow_core.store.driver_journal import (
     PG_COMPLETE_THEN_FINISH,
@@ -193,6 +194,9 @@ class FlowRunRepository:
         definition_json: str | None,
         if_latest: bool,
     ) -> str | None:
+        check_namespace(user_id, agent_id)
+        if run_id is not None:
+            check_name(run_id, "flow run id")
         run = NewRun(
             flow=flow,
             inputs=inputs,

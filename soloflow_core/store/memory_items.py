@@ -38,6 +38,7 @@ from soloflow_core.memory.decay import (
     reinforce,
     retention,
 )
+from soloflow_core.models.names import check_namespace
 from soloflow_core.store import schema as t
 from soloflow_core.store.fulltext import (
     index_text,
@@ -121,6 +122,7 @@ class MemoryRepository:
         at: datetime,
     ) -> str:
         """Store one item a caller records (not from the ledger); returns its key."""
+        check_namespace(user_id, agent_id)
         key = "rec:" + uuid.uuid4().hex
         text = storable_text(text)
         item = NewItem(

@@ -38,6 +38,7 @@ import sqlalchemy as sa
 
 from soloflow_core.errors import FlowValidationError
 from soloflow_core.models.flows import SOURCE_USER
+from soloflow_core.models.names import check_name, check_namespace, find_nul
 from soloflow_core.store import schema as t
 from soloflow_core.store.evidence import MAX_EVIDENCE, insert_evidence
 from soloflow_core.store.flow_lookup import FLOW_SEARCH
@@ -279,7 +280,22 @@ def insert_flow_version(
     ``confidence`` defaults to 1.0 for a user-submitted flow, else the candidate's replay
     fidelity, else 0.5. ``trigger_keywords`` default to :func:`derive_trigger_keywords` (with
     the words the candidate's runs' tasks share, for a learned flow).
+
+    Raises:
+        InvalidNameError: the namespace or the flow's name holds a control character.
     """
+    check_namespace(user_id, agent_id)
+    check_name(flow.name, "flow name")
+    definition = flow.model_dump(mode="json")
+    nul = find_nul({"definition": definition, "trigger_keywords": list(trigger_keywords or ())})
+    if nul is not None:
+        field = nul[0].removeprefix("definition.")
+        raise FlowValidationError(
+            f"flow {flow.name!r}: {field} holds a NUL character (U+0000) at position {nul[1]}; "
+            "no store keeps one (PostgreSQL refuses it): remove it",
+            flow=flow.name,
+            field=field,
+        )
     c = t.flows.c
     same = (c.user_id == user_id, c.agent_id == agent_id, c.name == flow.name)
     latest = conn.execute(sa.select(sa.func.max(c.version)).where(*same)).scalar()
@@ -320,7 +336,7 @@ def insert_flow_version(
             version=versioned.version,
             source=source,
             candidate_id=candidate_id,
-            definition=versioned.model_dump(mode="json"),
+            definition={**definition, "version": versioned.version},
             created_at=now(),
             is_latest=True,
             status="active",

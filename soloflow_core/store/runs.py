@@ -134,6 +134,9 @@ class RunSummary:
     cost: float | None
     classification: str | None
     created_at: datetime
+    routed_flow: str | None = None
+    """The flow that answered the request in the agent's place, with no model call (the
+    ``flow`` of the run's ``meta["routed"]``); None when the agent answered it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,7 +251,9 @@ class RunRepository:
     def list_runs(
         self, *, user_id: str, agent_id: str, limit: int = 50, offset: int = 0
     ) -> list[RunSummary]:
-        """Newest first."""
+        """The last stored first (by store key: an ingested ledger's last line first, whatever
+        its runs' ``started_at``), on every database. ``routed_flow`` is read by the database
+        from the listed rows' ``meta`` (a JSON path), not by decoding it here."""
         c = t.task_runs.c
         q = (
             sa.select(
@@ -261,6 +266,7 @@ class RunRepository:
                 c.cost,
                 c.classification,
                 c.created_at,
+                c.meta[("routed", "flow")].as_string(),
             )
             .where(c.user_id == user_id, c.agent_id == agent_id)
             .order_by(c.id.desc())

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import sqlalchemy as sa
 
 from soloflow_core.errors import ConfigError, NotFoundError
+from soloflow_core.models.names import check_namespace
 from soloflow_core.store import schema as t
 from soloflow_core.store.writer import now
 
@@ -147,6 +148,7 @@ class TokenRepository:
             raise ConfigError(f"token scope {scope!r} is not one of {', '.join(SCOPES)}")
         if not user_id or not agent_id:
             raise ConfigError("a token needs a user id and an agent id (--user, --agent)")
+        check_namespace(user_id, agent_id)
         if label is not None and len(label) > MAX_LABEL:
             raise ConfigError(f"token label: {len(label)} characters, at most {MAX_LABEL}")
         token_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)

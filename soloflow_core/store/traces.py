@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from soloflow_core.models.names import check_namespace
 from soloflow_core.store import schema as t
 from soloflow_core.store.json_values import flat_json_text, jsonable, storable_text
 from soloflow_core.store.packed_spans import (
@@ -57,6 +58,7 @@ class TraceRepository:
         whose id is already kept for the run is left as it is. Returns how many were added."""
         if not spans:
             return 0
+        check_namespace(user_id, agent_id)
         if self._stamp is not None:
             stamp = self._stamp
             with _driver_cursor(self.db) as (db, cur):

@@ -15,7 +15,8 @@ from rich.errors import MarkupError
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from soloflow_core.errors import ExecutorNotFoundError, SoloFlowError
+from soloflow_core.errors import ExecutorNotFoundError, InvalidNameError, SoloFlowError
+from soloflow_core.models.names import check_name
 
 if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig
@@ -187,8 +188,14 @@ def _check_namespace(option: str, value: str) -> None:
         raise typer.BadParameter(
             f"is {len(value):,} characters; at most {MAX_NAMESPACE}", param_hint=option
         )
-    if _CONTROL.search(value):
-        raise typer.BadParameter("holds a control character", param_hint=option)
+    try:
+        check_name(value, option)
+    except InvalidNameError as exc:
+        raise typer.BadParameter(
+            f"holds a control character (U+{ord(exc.character):04X}) at position "
+            f"{exc.position}; a user or agent id is one line of printable text: remove it",
+            param_hint=option,
+        ) from None
 
 
 def print_json(value: Any) -> None:

@@ -29,6 +29,8 @@ from soloflow_langgraph.cli.namespaces_cmd import hint_other_namespaces
 
 TASK_SHOWN = 80
 """How much of a task `runs list` shows (`runs show` and `--json` give it whole)."""
+FLOW_SHOWN = 60
+"""How much of the name of the flow that answered a run `runs list` shows before its task."""
 
 runs_app = typer.Typer(help="The captured task runs (the ledger).", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
@@ -169,7 +171,7 @@ def runs_list(
     limit: int = typer.Option(50, "--limit", min=1, max=MAX_LIMIT, help="How many (newest first)."),
     as_json: bool = typer.Option(False, "--json", help="JSON only."),
 ) -> None:
-    """List task runs, newest first."""
+    """List task runs, the last stored first; a run a flow answered is marked [flow: NAME]."""
     c: Context = ctx.obj
     rows = c.store().list_runs(limit=limit, **c.ns)
     if as_json:
@@ -185,6 +187,7 @@ def runs_list(
                     "cost": r.cost,
                     "classification": r.classification,
                     "created_at": r.created_at,
+                    "routed_flow": r.routed_flow,
                 }
                 for r in rows
             ]
@@ -197,6 +200,10 @@ def runs_list(
     listed = []
     for r in rows:
         task = " ".join((r.task or "").split())
+        task = task[:TASK_SHOWN] + ("…" if len(task) > TASK_SHOWN else "")
+        if r.routed_flow is not None:  # a flow answered, with no model call: say which
+            flow = " ".join(r.routed_flow.split())
+            task = f"[flow: {flow[:FLOW_SHOWN]}{'…' if len(flow) > FLOW_SHOWN else ''}] {task}"
         priced = (
             f"${r.cost:.4f}" if r.cost is not None else ("unpriced" if r.model_call_count else "")
         )
@@ -210,7 +217,7 @@ def runs_list(
                     "" if r.tokens is None else str(r.tokens),
                     priced,
                 ),
-                task[:TASK_SHOWN] + ("…" if len(task) > TASK_SHOWN else ""),
+                task,
             )
         )
     print_listing(

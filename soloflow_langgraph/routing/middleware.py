@@ -65,6 +65,7 @@ from soloflow_core.learning.service import LearningService
 from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
 from soloflow_core.memory.router import RouteDecision, decide_route
 from soloflow_core.models import FlowDefinition
+from soloflow_core.models.names import check_namespace
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_langgraph._messages import task_of
 from soloflow_langgraph.routing.capture import HookCapture, capture_id
@@ -106,7 +107,8 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
 
     Args:
         store: the SoloFlow store (runs, flows, flow runs).
-        user_id: the namespace's user; nothing of another namespace is ever offered.
+        user_id: the namespace's user; nothing of another namespace is ever offered. No
+            id holds a control character (else ``InvalidNameError``).
         agent_id: the namespace's agent.
         tools: the agent's tools (the same list given to ``create_agent``): flows run them,
             and flows needing any other tool are not offered. Their LangChain ``metadata``
@@ -142,6 +144,7 @@ class SoloFlowMiddleware(AgentMiddleware[SoloFlowState, Any, Any]):
         max_flows: int = 3,
     ) -> None:
         super().__init__()
+        check_namespace(user_id, agent_id)
         self.store, self.user_id, self.agent_id = store, user_id, agent_id
         self.config = config or LearningConfig()
         self.pm = plugin_manager if plugin_manager is not None else get_plugin_manager()

@@ -40,10 +40,12 @@ from soloflow_core.errors import (
     AccessDeniedError,
     ConfigError,
     FlowValidationError,
+    InvalidNameError,
     InvalidTransitionError,
     NotFoundError,
     SoloFlowError,
 )
+from soloflow_core.models.names import CONTROL_CHARACTER, check_name
 from soloflow_langgraph.server.auth import principal_for_token
 from soloflow_langgraph.server.principal import Principal
 from soloflow_langgraph.server.service import SoloFlowService
@@ -107,7 +109,7 @@ def _path(loc: Sequence[Any]) -> str:
 def _message(error: dict[str, Any]) -> str:
     """pydantic's message, and for an unknown field of a submitted flow or step the field
     meant (``depend_on``: did you mean ``depends_on``?)."""
-    message = str(error.get("msg", ""))
+    message = str(error.get("msg", "")).removeprefix("Value error, ")
     loc = tuple(error.get("loc", ()))
     if error.get("type") != "extra_forbidden" or loc[:2] != ("body", "workflow"):
         return message
@@ -151,6 +153,17 @@ def _unstorable(exc: DataError) -> JSONResponse:
     return _error(422, "Invalid", f"the database cannot hold a value of the request: {reason}")
 
 
+def _control_in_path(path: str) -> JSONResponse:
+    """A path holding a control character: no name or id holds one (the routes' patterns do
+    not even match a line feed), so bad input, said so, rather than "no such route"."""
+    try:
+        check_name(path, "")
+    except InvalidNameError as exc:
+        problem = {"path": "path", "message": str(exc)}
+        return _error(422, "Invalid", f"invalid request: path: {exc}", problems=[problem])
+    raise AssertionError("a path with a control character passed check_name")
+
+
 def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(Unauthorized)
     async def unauthorized(_: Request, exc: Unauthorized) -> Response:
@@ -183,7 +196,10 @@ def _install_errors(app: FastAPI) -> None:
         return _error(409, "Conflict", str(exc))
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        path = str(request.scope.get("path", ""))  # decoded (request.url quotes it again)
+        if exc.status_code == 404 and CONTROL_CHARACTER.search(path):
+            return _control_in_path(path)  # no route's pattern matches a line feed
         try:
             kind = HTTPStatus(exc.status_code).phrase
         except ValueError:  # not a status the standard library names

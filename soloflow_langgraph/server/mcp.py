@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from soloflow_core import __version__
 from soloflow_core.errors import AccessDeniedError, SoloFlowError
 from soloflow_core.flow.validate import validate_flow
+from soloflow_core.models.names import Name
 from soloflow_core.store.tokens import scope_allows
 from soloflow_langgraph.routing.tools import flow_args_schema, flow_tool_name
 from soloflow_langgraph.server.auth import principal_of_access_token
@@ -89,7 +90,7 @@ class _Args(BaseModel):
 
 
 class RunArgs(_Args):
-    flow: str = Field(min_length=1, description="The flow's name (soloflow_list, soloflow_find)")
+    flow: Name = Field(min_length=1, description="The flow's name (soloflow_list, soloflow_find)")
     inputs: dict[str, Any] = Field(default_factory=dict, description="The flow's inputs")
     task: str | None = Field(
         default=None, description="A task text: missing inputs are recovered from it"
@@ -103,7 +104,7 @@ class RunArgs(_Args):
 
 
 class RunIdArgs(_Args):
-    run_id: str = Field(min_length=1, description="A flow run id (frun_…)")
+    run_id: Name = Field(min_length=1, description="A flow run id (frun_…)")
 
 
 class ListArgs(_Args):

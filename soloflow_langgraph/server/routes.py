@@ -13,6 +13,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from soloflow_core.learning.outcomes import DEFAULT_PROMOTION_THRESHOLD
 from soloflow_core.memory.procedural import DEFAULT_MIN_CONFIDENCE
 from soloflow_core.models import FlowDefinition
+from soloflow_core.models.names import Name
 from soloflow_core.store.tokens import TokenScope
 from soloflow_langgraph.server.api import ERRORS, NO_NUL, check_named
 from soloflow_langgraph.server.driver import DEFAULT_WAIT, MAX_WAIT
@@ -49,12 +50,11 @@ Wait = Annotated[
     ),
 ]
 FlowName = Annotated[
-    str,
-    Path(min_length=1, max_length=512, pattern=NO_NUL, description="The flow's name (URL-encoded)"),
+    Name, Path(min_length=1, max_length=512, description="The flow's name (URL-encoded)")
 ]
-RunId = Annotated[
-    str, Path(min_length=1, max_length=64, pattern=NO_NUL, description="A flow run id (frun_…)")
-]
+RunId = Annotated[Name, Path(min_length=1, max_length=64, description="A flow run id (frun_…)")]
+CandidateId = Annotated[Name, Path(max_length=64, description="A candidate id (cand_…)")]
+"""Names and ids in paths: no control character (a clear 422 naming it and its position)."""
 
 
 class _Body(BaseModel):
@@ -64,12 +64,12 @@ class _Body(BaseModel):
 class SubmitWorkflowBody(_Body):
     """The PRD's ``{userId, agentId, workflow}``: a flow definition (docs/flows.md)."""
 
-    user_id: str | None = Field(
+    user_id: Name | None = Field(
         default=None,
         validation_alias=AliasChoices("userId", "user_id"),
         description="When given, must be the token's user (else 401)",
     )
-    agent_id: str | None = Field(
+    agent_id: Name | None = Field(
         default=None,
         validation_alias=AliasChoices("agentId", "agent_id"),
         description="When given, must be the token's agent (else 401)",
@@ -247,15 +247,13 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
         return service.list_candidates(p, status=status, limit=limit, offset=offset)
 
     @r.get("/candidates/{candidate_id}", response_model=CandidateView, tags=["candidates"])
-    def show_candidate(
-        p: Caller, candidate_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
-    ) -> CandidateView:
+    def show_candidate(p: Caller, candidate_id: CandidateId) -> CandidateView:
         return service.candidate(p, candidate_id)
 
     @r.post("/candidates/{candidate_id}/verify", response_model=VerifyView, tags=["candidates"])
     def verify_candidate(
         p: Caller,
-        candidate_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)],
+        candidate_id: CandidateId,
         body: Annotated[VerifyBody, Body()] = VerifyBody(),  # noqa: B008
     ) -> VerifyView:
         """Replay the candidate's flow against held-out runs; promote it when asked and earned."""
@@ -268,16 +266,12 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
         )
 
     @r.post("/candidates/{candidate_id}/approve", response_model=WorkflowView, tags=["candidates"])
-    def approve_candidate(
-        p: Caller, candidate_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
-    ) -> WorkflowView:
+    def approve_candidate(p: Caller, candidate_id: CandidateId) -> WorkflowView:
         """Register the candidate's flow."""
         return service.approve_candidate(p, candidate_id)
 
     @r.post("/candidates/{candidate_id}/reject", response_model=CandidateView, tags=["candidates"])
-    def reject_candidate(
-        p: Caller, candidate_id: Annotated[str, Path(max_length=64, pattern=NO_NUL)]
-    ) -> CandidateView:
+    def reject_candidate(p: Caller, candidate_id: CandidateId) -> CandidateView:
         """Reject the candidate: its sequence is not proposed again."""
         return service.reject_candidate(p, candidate_id)
 
@@ -288,7 +282,7 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
         p: Caller,
         limit: Limit = 50,
         offset: Offset = 0,
-        flow: Annotated[str | None, Query(max_length=512, pattern=NO_NUL)] = None,
+        flow: Annotated[Name | None, Query(max_length=512)] = None,
         state: Literal[
             "draft", "active", "running", "interrupted", "completed", "failed", "cancelled"
         ]
@@ -378,16 +372,12 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
         return service.list_runs(p, limit=limit, offset=offset)
 
     @r.get("/runs/{run_id}", response_model=TaskRunView, tags=["runs"])
-    def show_run(
-        p: Caller, run_id: Annotated[str, Path(max_length=512, pattern=NO_NUL)]
-    ) -> TaskRunView:
+    def show_run(p: Caller, run_id: Annotated[Name, Path(max_length=512)]) -> TaskRunView:
         """A captured run with its tool calls and model calls."""
         return service.task_run(p, run_id)
 
     @r.get("/runs/{run_id}/trace", response_model=TraceView, tags=["runs"])
-    def trace_run(
-        p: Caller, run_id: Annotated[str, Path(max_length=512, pattern=NO_NUL)]
-    ) -> TraceView:
+    def trace_run(p: Caller, run_id: Annotated[Name, Path(max_length=512)]) -> TraceView:
         """A captured run as a trace: model turns, each followed by the tool calls it asked for."""
         return service.trace(p, run_id)
 
@@ -404,9 +394,7 @@ def build_router(service: SoloFlowService, caller: Callable[..., Any]) -> APIRou
         return service.create_token(p, scope=body.scope, label=body.label)
 
     @r.post("/tokens/{token_id}/revoke", response_model=TokenView, tags=["tokens"])
-    def revoke_token(
-        p: Caller, token_id: Annotated[str, Path(max_length=32, pattern=NO_NUL)]
-    ) -> TokenView:
+    def revoke_token(p: Caller, token_id: Annotated[Name, Path(max_length=32)]) -> TokenView:
         """Revoke one of the namespace's tokens. Needs an admin token."""
         return service.revoke_token(p, token_id)
 

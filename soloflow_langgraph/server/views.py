@@ -392,6 +392,9 @@ class RunSummaryView(_View):
     tokens: int | None
     cost: float | None
     created_at: datetime
+    routed_flow: str | None
+    """The flow that answered the request in the agent's place (no model call); null when
+    the agent answered it."""
 
     @classmethod
     def of(cls, r: RunSummary) -> RunSummaryView:
@@ -404,6 +407,7 @@ class RunSummaryView(_View):
             tokens=r.tokens,
             cost=r.cost,
             created_at=r.created_at,
+            routed_flow=r.routed_flow,
         )
 
 
