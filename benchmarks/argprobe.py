@@ -82,7 +82,9 @@ def judge(got: str, spec: str) -> str:
     return "WRONG"
 
 
-def learned_flow(case: dict[str, Any], runs: list[TaskRun], tmp: Path) -> tuple[FlowDefinition, str]:
+def learned_flow(
+    case: dict[str, Any], runs: list[TaskRun], tmp: Path
+) -> tuple[FlowDefinition, str]:
     """The flow a user gets from the detector (or from ``propose``, when not detected)."""
     seq = case["sequence"]
     store = Store.open(f"sqlite:///{tmp / (case['name'] + '.db')}")

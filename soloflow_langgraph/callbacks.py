@@ -39,8 +39,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 
 from soloflow_core.ledger.spill import SPILL_LIMIT_BYTES
 from soloflow_core.mining.watch import DetectionWatcher
-from soloflow_core.models import DetectorConfig, StepRecord, TaskRun
-from soloflow_core.models.names import check_namespace
+from soloflow_core.models import DetectorConfig, StepRecord, TaskRun, check_namespace
 from soloflow_core.plugins import call_hook, get_plugin_manager
 from soloflow_core.store import Store
 from soloflow_core.tracing import PriceTable, Span
@@ -106,14 +105,13 @@ class SoloFlowCallbackHandler(BaseCallbackHandler):
     inline on the event loop (``run_inline``), and so does the run's write at the end.
 
     Args:
-        database_url: where to store runs (see ``resolve_database_url``); ignored when
-            ``store`` is given. With neither, the embedded default database.
+        database_url: where to store runs (``resolve_database_url``), unless ``store`` is
+            given; with neither, the embedded default database.
         store: an open :class:`~soloflow_core.store.Store` to write to.
         user_id: namespace of the runs, unless an invocation's ``metadata`` names another
             (``config={"metadata": {"soloflow_user_id": ..., "soloflow_agent_id": ...}}``):
-            one handler can serve a multi-tenant app. No id holds a control character
-            (``InvalidNameError`` here; a ``metadata`` one is stored with it escaped).
-        agent_id: namespace of the runs (the same ``metadata`` override).
+            one handler serves a multi-tenant app. No control character (InvalidNameError).
+        agent_id: likewise (a ``metadata`` id with a control character is stored escaped).
         plugin_manager: where ``soloflow_classify_task``, ``soloflow_step_finished`` and
             ``soloflow_run_finished`` are called; defaults to ``get_plugin_manager()``.
         detect: watch for repeated sequences as runs arrive (True, or a ``DetectorConfig``):

@@ -274,7 +274,7 @@ class RunRepository:
             .offset(offset)
         )
         with self.db.read() as conn:
-            return [RunSummary(*row) for row in conn.execute(q)]
+            return [RunSummary(*tuple(row)) for row in conn.execute(q)]
 
     def get_run(self, run_id: str, *, user_id: str, agent_id: str) -> TaskRun:
         runs = self.load_runs([run_id], user_id=user_id, agent_id=agent_id)
