@@ -11,6 +11,7 @@ change. (``test_serve_api.py`` pins the plain id of every route.)
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -129,12 +130,13 @@ def _alice(store: Store) -> dict[str, Any]:
 
 
 def _answer(response: httpx.Response, *names: str) -> tuple[int, str]:
-    """Status and body (and redirect target), each name in it replaced by ``<id>``."""
+    """Status and body (and redirect target), each name in it replaced by ``<id>``, and the
+    position of a bad character in it (the caller's own input's length) by ``<n>``."""
     text = response.text + response.headers.get("location", "")
     for name in sorted(names, key=len, reverse=True):
         for form in (name, name.upper(), _fullwidth(name), quote(name), name[:-1]):
             text = text.replace(form, "<id>")
-    return response.status_code, text
+    return response.status_code, re.sub(r"at position \d+ of", "at position <n> of", text)
 
 
 ID_ROUTES = [

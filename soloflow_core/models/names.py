@@ -27,7 +27,15 @@ from pydantic import AfterValidator
 
 from soloflow_core.errors import InvalidNameError
 
-__all__ = ["CONTROL_CHARACTER", "Name", "check_name", "check_namespace", "find_nul", "printable"]
+__all__ = [
+    "CONTROL_CHARACTER",
+    "NAME_PATTERN",
+    "Name",
+    "check_name",
+    "check_namespace",
+    "find_nul",
+    "printable",
+]
 
 CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 """What no name or id may hold: the C0 and C1 control characters and DEL."""
@@ -105,5 +113,20 @@ def _checked(value: str) -> str:
     return check_name(value, "")  # pydantic names the field (its path) itself
 
 
-Name = Annotated[str, AfterValidator(_checked)]
+NAME_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
+""":data:`CONTROL_CHARACTER` refused, as a JSON Schema ``pattern`` (ECMA-262)."""
+
+
+class _NameSchema:
+    """Writes :data:`NAME_PATTERN` into a name's JSON Schema (an API's OpenAPI document), so
+    that a client reading it knows what :func:`check_name` refuses; the check itself stays
+    the validator's (its message names the character and its position)."""
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> Any:
+        out = handler(schema)
+        out.setdefault("pattern", NAME_PATTERN)
+        return out
+
+
+Name = Annotated[str, AfterValidator(_checked), _NameSchema()]
 """A ``str`` field of a model that is a name or id (see :func:`check_name`)."""
