@@ -293,3 +293,25 @@ def test_a_learned_flow_is_named_after_its_tools_with_control_characters_escaped
     name = flow_name_for(["find\nuser", "book\x1b[2J"])
     assert name == "Auto: find\\nuser → book\\x1b[2J"
     assert _flow(name).name == name  # a valid name
+
+
+def test_rows_an_older_version_stored_with_control_characters_stay_readable(
+    store: Store, db_url: str
+) -> None:
+    """Names are checked where they enter, not where they are read back: a run whose id and
+    tool name an older version stored with an escape character is still loaded (nothing
+    recorded is lost), on both stores."""
+    import sqlalchemy as sa
+
+    store.add_run(TaskRun(run_id="r1", task="t", tool_calls=[ToolCall(name="find")], **NS))
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("UPDATE sf_task_runs SET run_id = :v"), {"v": "r\x1b1"})
+            conn.execute(sa.text("UPDATE sf_tool_calls SET name = :v"), {"v": "fi\x1bnd"})
+    finally:
+        engine.dispose()
+    (run,) = store.load_runs(["r\x1b1"], **NS)
+    assert run.run_id == "r\x1b1" and run.tool_calls[0].name == "fi\x1bnd"
+    with pytest.raises(ValidationError, match="U\\+001B"):  # entering again: refused
+        TaskRun(run_id="r\x1b1")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, ValidationInfo
 
 from soloflow_core.errors import InvalidNameError
 
@@ -109,7 +109,15 @@ def printable(text: str) -> str:
     return CONTROL_CHARACTER.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
 
 
-def _checked(value: str) -> str:
+STORED: dict[str, Any] = {"soloflow_stored": True}
+"""The validation context of what the store reads back (``model_validate(x,
+context=STORED)``): a name is checked where it enters, not again where it is read, so a row
+an older version stored with a control character stays readable (nothing recorded is lost)."""
+
+
+def _checked(value: str, info: ValidationInfo) -> str:
+    if info.context and info.context.get("soloflow_stored"):
+        return value
     return check_name(value, "")  # pydantic names the field (its path) itself
 
 

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from soloflow_core.errors import NotFoundError
 from soloflow_core.models import FlowCandidate
+from soloflow_core.models.names import STORED
 from soloflow_core.store import schema as t
 from soloflow_core.store.writer import now
 
@@ -63,7 +64,7 @@ class CandidateRepository:
         body = dict(row["body"])
         body["status"] = row["status"]
         body["created_at"] = row["created_at"]
-        return FlowCandidate.model_validate(body)
+        return FlowCandidate.model_validate(body, context=STORED)
 
     def get_candidate(self, candidate_id: str, *, user_id: str, agent_id: str) -> FlowCandidate:
         c = t.candidates.c

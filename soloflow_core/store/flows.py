@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from soloflow_core.errors import NotFoundError
 from soloflow_core.models import FlowDefinition
+from soloflow_core.models.names import STORED
 from soloflow_core.store import schema as t
 from soloflow_core.store.evidence import EvidenceSource, insert_evidence, read_evidence
 from soloflow_core.store.flow_lookup import FLOW_SEARCH, LookupCandidate, find_candidates
@@ -124,7 +125,7 @@ class FlowRepository:
                 f"{user_id!r}, agent {agent_id!r}; list flows with `soloflow flows list`"
             )
         return FlowRecord(
-            flow=FlowDefinition.model_validate(row["definition"]),
+            flow=FlowDefinition.model_validate(row["definition"], context=STORED),
             source=row["source"],
             candidate_id=row["candidate_id"],
             created_at=row["created_at"],
@@ -148,7 +149,7 @@ class FlowRepository:
         with self.db.read() as conn:
             return [
                 FlowRecord(
-                    flow=FlowDefinition.model_validate(r["definition"]),
+                    flow=FlowDefinition.model_validate(r["definition"], context=STORED),
                     source=r["source"],
                     candidate_id=r["candidate_id"],
                     created_at=r["created_at"],
@@ -456,7 +457,7 @@ class FlowRepository:
             if keywords is not None:
                 from soloflow_core.models import FlowDefinition
 
-                flow = FlowDefinition.model_validate(row.definition)
+                flow = FlowDefinition.model_validate(row.definition, context=STORED)
                 values["trigger_keywords"] = keywords
                 values["search_text"] = flow_search_text(flow, keywords)
             if values:

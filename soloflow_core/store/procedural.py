@@ -38,7 +38,7 @@ import sqlalchemy as sa
 
 from soloflow_core.errors import FlowValidationError
 from soloflow_core.models.flows import SOURCE_USER
-from soloflow_core.models.names import check_name, check_namespace, find_nul
+from soloflow_core.models.names import STORED, check_name, check_namespace, find_nul
 from soloflow_core.store import schema as t
 from soloflow_core.store.evidence import MAX_EVIDENCE, insert_evidence
 from soloflow_core.store.flow_lookup import FLOW_SEARCH
@@ -434,7 +434,7 @@ def reindex_flow_rows(conn: Connection) -> int:
     ).all()
     indexed: list[tuple[int, str, str]] = []
     for pk, user, agent, definition, keywords, latest, source in rows:
-        flow = FlowDefinition.model_validate(definition)
+        flow = FlowDefinition.model_validate(definition, context=STORED)
         if keywords is None:
             keywords = derive_trigger_keywords(flow, learned=source != SOURCE_USER)
         text = flow_search_text(flow, keywords)

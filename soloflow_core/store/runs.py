@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from soloflow_core.errors import NotFoundError
 from soloflow_core.models import TaskRun
+from soloflow_core.models.names import STORED
 from soloflow_core.store import schema as t
 from soloflow_core.store.columns import (
     EvidenceRun,
@@ -320,7 +321,8 @@ class RunRepository:
                             "ended_at": r["ended_at"],
                             "classification": r["classification"],
                             "meta": r["meta"] or {},
-                        }
+                        },
+                        context=STORED,
                     )
         return [out[rid] for rid in run_ids if rid in out]
 

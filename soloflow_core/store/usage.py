@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from soloflow_core.models.names import STORED
 from soloflow_core.store import schema as t
 
 if TYPE_CHECKING:
@@ -110,5 +111,7 @@ class UsageRepository:
                 )
                 for name, version, definition in conn.execute(q):
                     if (name, version) in wanted:
-                        out[(name, version)] = FlowDefinition.model_validate(definition)
+                        out[(name, version)] = FlowDefinition.model_validate(
+                            definition, context=STORED
+                        )
         return out
