@@ -362,5 +362,18 @@ def test_ctrl_c_while_the_command_loads_prints_no_traceback(tmp_path: Path):
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)
-        assert "Traceback" not in err, (delay, err)
+        assert "Traceback" not in err or _in_python_start_up(err), (delay, err)
         assert proc.returncode in (130, 1, -signal.SIGINT), (delay, proc.returncode, err)
+
+
+def _in_python_start_up(err: str) -> bool:
+    """Whether a traceback is Python's own, from before the command's first line ran: the
+    console script's one frame, importing the entry point (a busy machine started this
+    process slower than the start-up measured), then the KeyboardInterrupt."""
+    frames = [line for line in err.splitlines() if line.strip().startswith("File ")]
+    return (
+        len(frames) == 1
+        and "bin/soloflow" in frames[0]
+        and "from soloflow_langgraph.__main__ import main" in err
+        and err.rstrip().endswith("KeyboardInterrupt")
+    )

@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +79,20 @@ class OwnedCheckpointer:
         self.close()
 
 
+def _set_up(saver: Any, *, tries: int = 20) -> None:
+    """``saver.setup()``, tried again while another process holds the file: its script
+    (``PRAGMA journal_mode=WAL``, ``CREATE TABLE IF NOT EXISTS``) can meet "database is
+    locked" at once, past the busy timeout, when two processes open one file together."""
+    for attempt in range(tries):
+        try:
+            saver.setup()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+
+
 def open_checkpointer(store: Store | None) -> OwnedCheckpointer:
     """LangGraph's checkpointer for ``store``'s database: ``SqliteSaver`` on a file next to a
     SQLite file store, ``PostgresSaver`` in a PostgreSQL store's database (connected as
@@ -101,7 +116,7 @@ def open_checkpointer(store: Store | None) -> OwnedCheckpointer:
         )
         conn.execute("PRAGMA busy_timeout = 30000")
         saver = SqliteSaver(conn)
-        saver.setup()
+        _set_up(saver)
         return OwnedCheckpointer(saver, stack)
     if url.get_backend_name() == "postgresql":
         from langgraph.checkpoint.postgres import PostgresSaver
