@@ -19,7 +19,8 @@ requests (8 per job) while SoloFlow watches; a person approves every flow it pro
    With ``--why``, the reasons the gate gave the job's flow for each one it missed;
 3. **new phrasings, warm** — the same requests as a stream (seeded order): a request the
    flow did not take is done by the agent (which calls the offered flow tool when the
-   middleware hints it, as a model would), and its text becomes evidence of the job.
+   middleware hints it, as a model would), and its text becomes evidence of the job;
+4. **near misses, warm** — the near misses of 1. again, against the store the stream taught.
 
 Side by side, the model calls per request of the agent alone, of the agent with the hinted
 flow tool, and of a routed run. Run: ``python benchmarks/bench_routing.py [--db URL]``.
@@ -225,7 +226,17 @@ def main() -> None:
         if not routed and got["flow"] is None and got["calls"] <= 2:
             hinted_calls.append(got["calls"])
     mw.close()
+    # 4. the near misses again, against the store the stream taught (its evidence grown)
+    agent, mw, model = _agent(store, learn=False, use_flow_tools=True)
+    warm_ran = 0
+    for text in near:
+        got = _ask(agent, mw, model, text)
+        if got["flow"] is not None or got["calls"] == 0:
+            warm_ran += 1
+            print(f"  RAN for a near miss, warm ({got['flow']}): {text[:160]!r}")
+    mw.close()
     store.close()
+    print(f"\nnear misses against the warm store: {len(near)} requests; flows run: {warm_ran}")
 
     total = len(paraphrases)
     print(f"\nnew phrasings of learned jobs (new ids): {total}")
