@@ -12,7 +12,9 @@
   (:func:`~soloflow_core.learning.outcomes.record_agent_run`; one stray call between two
   steps is tolerated, as verification tolerates it). The run's task becomes
   evidence of the flow's job only when the run was that job and nothing else: its calls were
-  exactly the flow's sequence, or one successful call of the flow's own tool.
+  exactly the flow's sequence (source ``agent_run``), or one successful call of the flow's
+  own tool (``flow_tool``: the model chose the flow it was offered, and a word only such
+  texts hold is known once :data:`~soloflow_core.memory.intent.CONFIRMATIONS` hold it).
 
 Each record is changed in one transaction with its row locked
 (:meth:`~soloflow_core.store.flows.FlowRepository.change_flow_record`): outcomes from
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig
     from soloflow_core.models import FlowDefinition, TaskRun
     from soloflow_core.store import Store
+    from soloflow_core.store.evidence import EvidenceSource
     from soloflow_core.store.procedural import FlowMeta
 
 __all__ = [
@@ -247,18 +250,19 @@ def flows_done_by(run: TaskRun, flows: Iterable[FlowDefinition]) -> list[str]:
     return [f.name for f in flows if len(f.steps) >= 2 and _does(calls, f)]
 
 
-def _only_the_job(run: TaskRun, flow: FlowDefinition) -> bool:
-    """Whether the run was the flow's job and nothing else: its calls are exactly the
-    flow's sequence (retries aside), or one successful call of the flow's own tool."""
+def _only_the_job(run: TaskRun, flow: FlowDefinition) -> EvidenceSource | None:
+    """How the run was the flow's job and nothing else, if it was: ``agent_run`` when its
+    calls are exactly the flow's sequence (retries aside), ``flow_tool`` when it is one
+    successful call of the flow's own tool (the model chose the offered flow); None."""
     calls = run.tool_calls
     if len(calls) == 1 and calls[0].error is not True:
         call = calls[0]
         if call.meta.get("soloflow_flow") == flow.name:
-            return True
+            return "flow_tool"
         if call.name == FLOW_RUN_TOOL and call.args.get("name") == flow.name:
-            return True
+            return "flow_tool"
     names = _successful([c.name for c in calls], [c.error is True for c in calls])
-    return "\x00" not in names and _does(names, flow, whole=True)
+    return "agent_run" if "\x00" not in names and _does(names, flow, whole=True) else None
 
 
 def record_agent_run(store: Store, run: TaskRun) -> list[str]:
@@ -284,11 +288,13 @@ def record_agent_run(store: Store, run: TaskRun) -> list[str]:
     for meta in metas:
         flow = store.get_flow(meta.name, user_id=user_id, agent_id=agent_id).flow
         did = len(flow.steps) >= 2 and flow.name in flows_done_by(run, [flow])
-        if run.task and run.task.strip() and _only_the_job(run, flow):
+        task = run.task or ""
+        source = _only_the_job(run, flow) if task.strip() else None
+        if source is not None:
             store.add_flow_evidence(
                 flow.name,
-                [(run.run_id, run.task)],
-                source="agent_run",
+                [(run.run_id, task)],
+                source=source,
                 user_id=user_id,
                 agent_id=agent_id,
             )

@@ -38,8 +38,12 @@ the model, with the flow offered as a tool:
 - the job's own verb acting on a word of the job its texts never put next to it (``cancel
   my account`` where the texts cancel a reservation and name an account);
 - no value named by a noun before it and, governing, another after it that the job's texts
-  put before values but never after one nor act on (``cancel my reservation ZFA04Y
-  account``);
+  never put after a value: a noun they put before values but never act on (``cancel my
+  reservation ZFA04Y account``) or a noun made from a verb (``… ZFA04Y cancellation``,
+  ``… ZFA04Y payment``);
+- no noun the job's texts know picked out of several of its kind in a way they never do
+  (``the password on my old account``, ``my other reservation``:
+  :func:`~soloflow_core.memory.forms.picked_out`);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).
@@ -58,10 +62,11 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from soloflow_core.memory.forms import changed_by, quantified
+from soloflow_core.memory.forms import changed_by, picked_out, quantified
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
     ACTION_WORDS,
+    NOUN_ENDINGS,
     REQUEST_STEMS,
     RequestText,
     read_request,
@@ -173,6 +178,9 @@ class JobEvidence:
     changes: int = 0
     """How many texts qualify a value as a change of a quantity (``2 more``, ``by 20``:
     :func:`~soloflow_core.memory.forms.changed_by`)."""
+    picked: frozenset[tuple[str, str]] = frozenset()
+    """(word, noun) pairs the texts pick a thing out of several by (``old account``:
+    :func:`~soloflow_core.memory.forms.picked_out`)."""
 
     @classmethod
     def of(
@@ -200,6 +208,7 @@ class JobEvidence:
         first_hand: set[str] = set()
         every_of: set[str] = set()
         labels: set[str] = set()
+        picked: set[tuple[str, str]] = set()
         n = seen = changes = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
         for kind, text in [*every, *(("person", x) for x in confirmed)]:
@@ -220,6 +229,7 @@ class JobEvidence:
             around.update(read.around)
             changes += bool(changed_by(read.normalized, read.values))
             every_of.update(quantified(read.normalized))
+            picked.update(picked_out(read.normalized))
             labels.add(_opening_label(read.normalized))
             if kind != "hint":
                 first_hand.update(read.terms)
@@ -248,6 +258,7 @@ class JobEvidence:
             labels=frozenset(labels - {""}),
             quantified=frozenset(every_of),
             changes=changes,
+            picked=frozenset(picked),
         )
 
     @property
@@ -417,10 +428,13 @@ def judge_intent(
                 f"its action is done to {', '.join(things)}, which the job's requests know "
                 "but never act on"
             )
-    heads = [  # `reservation ZFA04Y account`: named twice, the noun after it governs
+    heads = [  # `reservation ZFA04Y account` / `… cancellation`: the noun after it governs
         a
         for b, a in request.around
-        if b and a != b and a in evidence.namers - evidence.heads - set(evidence.targets)
+        if b
+        and a != b
+        and a not in evidence.heads
+        and (a in evidence.namers - set(evidence.targets) or a.endswith(NOUN_ENDINGS))
     ]
     if heads:
         reasons.append(
@@ -472,6 +486,16 @@ def judge_intent(
     if wide:
         reasons.append(
             f"it asks for all or every {', '.join(wide)}, which the job's requests never do"
+        )
+    other = [
+        f"{w} {n}"
+        for w, n in picked_out(request.normalized or request.text)
+        if n in evidence.df and (w, n) not in evidence.picked
+    ]
+    if other:
+        reasons.append(
+            f"it picks one out of several ({', '.join(other)}), which the job's requests "
+            "never do: the value may name another one"
         )
     label = _opening_label(request.normalized or request.text)
     if label and label not in REQUEST_STEMS | evidence.labels:

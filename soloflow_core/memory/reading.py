@@ -43,6 +43,7 @@ __all__ = [
     "IRREGULAR",
     "NEGATION",
     "NEGATION_SCOPE",
+    "NOUN_ENDINGS",
     "PARTY_WORDS",
     "REQUEST_STEMS",
     "REQUEST_VERBS",
@@ -186,7 +187,7 @@ a run."""
 _FILLER_STEMS = frozenset(stem(w) for w in FILLER | _FILLER_EXTRA) | FILLER | _FILLER_EXTRA
 
 
-_NOUN_ENDINGS = ("tion", "tions", "sion", "sions", "ment", "ments", "ance", "ances", "ence")
+NOUN_ENDINGS = ("tion", "tions", "sion", "sions", "ment", "ments", "ance", "ances", "ence")
 """Endings of nouns made from verbs (``cancellation``, ``payment``): the stemmer gives them
 the verb's stem, but they name a thing, not the action (``cancel my cancellation``): such a
 noun is its own word."""
@@ -250,7 +251,7 @@ def _content(word: str) -> str | None:
         return None
     base = word.split("'", 1)[0] if "'" in word else word
     s = stem(IRREGULAR.get(base, base))
-    if s in ACTION_STEMS and base.endswith(_NOUN_ENDINGS):
+    if s in ACTION_STEMS and base.endswith(NOUN_ENDINGS):
         return base.removesuffix("s")  # a cancellation is not the verb cancel
     return s if s and s not in _FILLER_STEMS and (len(s) > 1 or not s.isascii()) else None
 
@@ -291,7 +292,7 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             continue
         first = words[0].split("'", 1)[0]
         # neither a gerund (`Cancelling …`: narrates) nor `reservation` opens a request
-        verb = not first.endswith(_NOUN_ENDINGS) and not gerund(first, verbs=_DOING)
+        verb = not first.endswith(NOUN_ENDINGS) and not gerund(first, verbs=_DOING)
         openers.append(stem(first) if verb else first)
         clauses = [words]
         if asked and "," in sentence:
