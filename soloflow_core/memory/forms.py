@@ -14,7 +14,10 @@ abbreviations, signs, emoticons and tone tags, tag questions, thanks, plural nou
 - a noun in a plural form (``orders``, ``invoices``) names several things: a job whose
   requests always name one is not asked for (``refund my orders``);
 - a noun picked out from others of its kind (``my old account``, ``the other
-  reservation``: :func:`picked_out`) may not be the one the request's value names.
+  reservation``: :func:`picked_out`) may not be the one the request's value names;
+- ``again``, ``once more`` ask for the job a second time (:func:`repeated`), and ``every
+  month``, ``weekly``, ``from now on`` for it on a schedule (:func:`recurring`): neither is the
+  one-off job, unless the job's own requests say so.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ __all__ = [
     "joined_letters",
     "objects_of",
     "picked_out",
+    "recurring",
+    "repeated",
     "quantified",
     "plural_stems",
     "says_send",
@@ -382,3 +387,51 @@ def picked_out(text: str) -> tuple[tuple[str, str], ...]:
 
 
 _NOT_NOUNS = frozenset("one ones and but the that this then than for from with was were".split())
+
+
+_REPEATED = re.compile(
+    r"\b(?:again|once\s+more|one\s+more\s+time|another\s+time|a\s+second\s+time|"
+    r"twice|re-?do|repeat)\b",
+    re.IGNORECASE,
+)
+_RECURRING = re.compile(
+    r"\b(?:hourly|daily|nightly|weekly|fortnightly|biweekly|monthly|quarterly|yearly|annually|"
+    r"(?:every|each)\s+(?:other\s+)?(?:\d+\s+)?(?:hour|day|night|morning|evening|week|"
+    r"month|quarter|year|time|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?|"
+    r"from\s+now\s+on|going\s+forward|on\s+a\s+(?:regular|recurring)\s+basis|"
+    r"regularly|recurring|repeatedly|automatically|whenever)\b",
+    re.IGNORECASE,
+)
+
+
+def repeated(text: str, *, verbs: Collection[str]) -> bool:
+    """Whether ``text`` asks for something a second time: ``again``, ``once more``… in a
+    clause holding one of ``verbs`` (stems of verbs of request or action: ``refund my order
+    again``, ``send it once more``; ``I forgot my password again, please reset it`` does not).
+
+    Example:
+        >>> v = {"refund", "reset"}
+        >>> repeated("Please refund my latest order again", verbs=v)
+        True
+        >>> repeated("I forgot my password again, please reset it", verbs=v)
+        False
+    """
+    for clause in re.split(r"[.,;:!?()\n\u2014\u2013]|\b(?:and|but|then)\b", text):
+        if _REPEATED.search(clause) and any(
+            stem(w.lower()) in verbs for w in re.findall(r"[A-Za-z]+", clause)
+        ):
+            return True
+    return False
+
+
+def recurring(text: str) -> tuple[str, ...]:
+    """How ``text`` asks for something on a schedule (``every month``, ``weekly``, ``from
+    now on``), as written, lowercased.
+
+    Example:
+        >>> recurring("Send my latest invoice monthly, and every Monday from now on")
+        ('monthly', 'every monday', 'from now on')
+    """
+    return tuple(
+        dict.fromkeys(" ".join(m.group(0).lower().split()) for m in _RECURRING.finditer(text))
+    )

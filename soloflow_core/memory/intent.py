@@ -44,6 +44,10 @@ the model, with the flow offered as a tool:
 - no noun the job's texts know picked out of several of its kind in a way they never do
   (``the password on my old account``, ``my other reservation``:
   :func:`~soloflow_core.memory.forms.picked_out`);
+- not asked for again (``again``, ``once more``) nor on a schedule (``every month``,
+  ``weekly``, ``from now on``) unless three of the job's texts are
+  (:func:`~soloflow_core.memory.forms.repeated`,
+  :func:`~soloflow_core.memory.forms.recurring`): ``refund my order again`` may refund twice;
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).
@@ -62,7 +66,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from soloflow_core.memory.forms import changed_by, picked_out, quantified
+from soloflow_core.memory.forms import changed_by, picked_out, quantified, recurring, repeated
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
     ACTION_WORDS,
@@ -181,6 +185,10 @@ class JobEvidence:
     picked: frozenset[tuple[str, str]] = frozenset()
     """(word, noun) pairs the texts pick a thing out of several by (``old account``:
     :func:`~soloflow_core.memory.forms.picked_out`)."""
+    repeats: int = 0
+    """How many texts ask for the job again (:func:`~soloflow_core.memory.forms.repeated`)."""
+    recurs: int = 0
+    """How many texts ask for it on a schedule (:func:`~soloflow_core.memory.forms.recurring`)."""
 
     @classmethod
     def of(
@@ -209,7 +217,7 @@ class JobEvidence:
         every_of: set[str] = set()
         labels: set[str] = set()
         picked: set[tuple[str, str]] = set()
-        n = seen = changes = 0
+        n = seen = changes = repeats = recurs = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
         for kind, text in [*every, *(("person", x) for x in confirmed)]:
             if not isinstance(text, str) or not text.strip():
@@ -230,6 +238,8 @@ class JobEvidence:
             changes += bool(changed_by(read.normalized, read.values))
             every_of.update(quantified(read.normalized))
             picked.update(picked_out(read.normalized))
+            repeats += repeated(read.normalized, verbs=_DOING)
+            recurs += bool(recurring(read.normalized))
             labels.add(_opening_label(read.normalized))
             if kind != "hint":
                 first_hand.update(read.terms)
@@ -259,6 +269,8 @@ class JobEvidence:
             quantified=frozenset(every_of),
             changes=changes,
             picked=frozenset(picked),
+            repeats=repeats,
+            recurs=recurs,
         )
 
     @property
@@ -497,6 +509,17 @@ def judge_intent(
             f"it picks one out of several ({', '.join(other)}), which the job's requests "
             "never do: the value may name another one"
         )
+    plain = request.normalized or request.text
+    if repeated(plain, verbs=_DOING) and evidence.repeats < FAMILIAR_MIN:
+        reasons.append(
+            "it asks for the job again (again, once more…), which the job's requests never do"
+        )
+    schedule = recurring(plain)
+    if schedule and evidence.recurs < FAMILIAR_MIN:
+        reasons.append(
+            f"it asks for the job on a schedule ({', '.join(schedule)}), where the job's "
+            "requests ask for it once"
+        )
     label = _opening_label(request.normalized or request.text)
     if label and label not in REQUEST_STEMS | evidence.labels:
         reasons.append(
@@ -527,5 +550,7 @@ def tool_actions(tool_names: Iterable[str]) -> frozenset[str]:
 
 _ACTION_WORDS = frozenset(ACTION_WORDS)
 
+
+_DOING = REQUEST_STEMS | ACTION_STEMS
 
 _TOOL_NAME_PARTS = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")

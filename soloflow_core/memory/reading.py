@@ -151,13 +151,14 @@ _S_CONTRACTIONS = frozenset(
 )
 
 ACTION_WORDS = (
-    "add activate apply approve archive block book buy cancel change close confirm create "
-    "deactivate decline delete deliver deny disable dispute downgrade drop edit enable erase "
-    "escalate export forward freeze grant hold import install invite issue merge modify move "
-    "notify open pause pay process publish reactivate reject remove rename renew reopen replace "
-    "reschedule reserve reset restart restore resume return revoke schedule sell send share "
-    "ship submit subscribe suspend switch terminate transfer unblock unfreeze uninstall "
-    "unsubscribe update upgrade upload void withdraw wipe"
+    "add activate apply approve archive assign ban block book buy cancel change close confirm "
+    "create deactivate decline delete deliver deny deploy disable dispute downgrade drop edit "
+    "enable erase escalate export forward freeze grant hold import install invite issue link "
+    "lock merge modify move notify open pause pay process publish reactivate rebook reject "
+    "remove rename renew reopen replace reschedule reserve reset restart restore resume return "
+    "revert revoke schedule sell send share ship submit subscribe suspend switch terminate "
+    "transfer unassign unban unblock unfreeze uninstall unlink unlock unsubscribe update "
+    "upgrade upload void withdraw wipe"
 ).split()
 """Verbs that change the world. Words that are mostly nouns in requests (``order``,
 ``purchase``, ``charge``) are not here."""
