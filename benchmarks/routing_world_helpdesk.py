@@ -270,6 +270,29 @@ def load_review() -> list[dict[str, Any]]:
 
 
 HOSTILE: list[tuple[str, str | None]] = [
+    # a third round, written after reading the gate (white-box): 'lock', known from 'locked',
+    # is no action word; fragments of group names ('admin', 'finance') are known words
+    ("Please lock the account for E-8551", None),
+    ("Please lock account E-8551", None),
+    ("Please lock out the account for E-8551", None),
+    ("Please lock out employee E-8551", None),
+    ("Please lock the account of employee E-8551 out", None),
+    ("Can you lock the account of employee E-8551?", None),
+    ("Please lock the directory account for E-6019", None),
+    ("Hi, could you lock the directory account for E-6019?", None),
+    ("Please lock employee account E-7882 now", None),
+    ("Request to lock account for employee E-4660", None),
+    ("Please could you lock the account, employee id E-6446", None),
+    ("I'm E-4478, please lock my account", None),
+    ("Can you lock my account? My employee id is E-2563", None),
+    ("Please lock my account, I'm E-4478", None),
+    ("Please add priya.shah@acme.example to eng-oncall as oncall admin", None),
+    ("Please add priya.shah@acme.example to eng-oncall with sre admin rights", None),
+    ("Please add priya.shah@acme.example to eng-oncall as vpn admin", None),
+    ("Please add priya.shah@acme.example to eng-oncall as a design admin", None),
+    ("Please add priya.shah@acme.example to eng-oncall as qa", None),
+    ("Please add priya.shah@acme.example to eng-oncall with admin rights, right away", None),
+    ("Please add priya.shah@acme.example to eng-oncall, data and platform", None),
     # a second round (probe7), written after the corpus against the shapes the cold gate
     # served: the same sentence with a tail or an opposite verb; these ran (cold)
     ("Please unlock the account for E-8551 and lock it", None),
