@@ -31,9 +31,11 @@ from soloflow_langgraph.routing.middleware import SoloFlowMiddleware
 SHOP = "benchmarks.routing_world"
 AIRLINE = "benchmarks.routing_world_airline"
 BANK = "benchmarks.routing_world_bank"
+HELPDESK = "benchmarks.routing_world_helpdesk"
 WORLDS = (SHOP, AIRLINE)
 """The worlds, sorted (the order the parametrised tests run them in). The bank world
-(:data:`BANK`) is trained on demand, by the tests that name it."""
+(:data:`BANK`) and the IT helpdesk (:data:`HELPDESK`) are trained on demand, by the tests
+that name them."""
 
 CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
 
@@ -56,6 +58,7 @@ _NAMESPACES = {
     SHOP: ("shop-user", "shop", "Support."),
     AIRLINE: ("airline-user", "airline", "Airline."),
     BANK: ("bank-user", "bank", "Bank."),
+    HELPDESK: ("helpdesk-user", "helpdesk", "IT helpdesk."),
 }
 
 

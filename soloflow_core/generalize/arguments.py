@@ -30,7 +30,8 @@ value, not the flow's; it becomes an input instead. So does a value of such repl
 stands in the task text, whatever the step; and a value every task text names even when the
 texts differ (one customer's two requests both naming reservation ``NQNU5R``), whatever the
 step — a lookup's constant would feed the cancellation after it: the tasks say it, so the
-next task says its own.
+next task says its own. A plain lowercase word every task names and every occurrence passes
+(``category="laptop"`` for "order a replacement laptop") is the job's own word: a constant.
 """
 
 from __future__ import annotations
@@ -247,6 +248,13 @@ def _told_in_every_task(value: Any, tasks: list[str]) -> bool:
     return all(t and pattern.search(t) for t in tasks)
 
 
+def _job_word(value: Any) -> bool:
+    """Whether ``value`` is a plain lowercase word (``laptop``, ``economy``): when every task
+    names it and every occurrence passes it, it is the job's own word (``order a replacement
+    laptop``), a constant — not a code, an id, an address or a name, which the tasks choose."""
+    return isinstance(value, str) and value.isascii() and value.isalpha() and value.islower()
+
+
 def _one_task(tasks: list[str]) -> bool:
     """Whether every occurrence replays one task: the same, non-empty task text."""
     return len(tasks) > 1 and bool(tasks[0]) and len(set(tasks)) == 1
@@ -383,7 +391,7 @@ def generalize(
             canon = [canonical_json(v) for v in values]
             writes = not (i < len(effects) and effects[i] is False)
             same = len(set(canon)) == 1
-            told = same and _told_in_every_task(values[0], tasks)
+            told = same and _told_in_every_task(values[0], tasks) and not _job_word(values[0])
             if same and not one_task and not told:
                 imap[key] = escape_literal(values[0])  # a recorded "{{" is text, not a template
                 srcs[key] = ArgumentSource("constant", values[0], 1.0 if len(values) > 1 else 0.5)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Collection
 
 from soloflow_core.store.fulltext import stem
@@ -34,6 +35,7 @@ __all__ = [
     "around_values",
     "changed_by",
     "gerund",
+    "hyphen_parts",
     "had_done",
     "joined_letters",
     "objects_of",
@@ -43,6 +45,7 @@ __all__ = [
     "quantified",
     "plural_stems",
     "says_send",
+    "states_only",
     "stranded",
     "tag_question",
     "thanked_for",
@@ -435,3 +438,56 @@ def recurring(text: str) -> tuple[str, ...]:
     return tuple(
         dict.fromkeys(" ".join(m.group(0).lower().split()) for m in _RECURRING.finditer(text))
     )
+
+
+_STATE = re.compile(
+    r"\b(?:am|i'm|im|is|isn't|are|aren't|was|wasn't|were|been|being|be|got|get|gets|getting|"
+    r"stay|stays|remain|remains|keep\s+getting)\s+(?:(?:still|now|all|just|completely|"
+    r"already|again|\w+ly)\s+)?(?P<verb>[a-z]+ed)\b",
+    re.IGNORECASE,
+)
+
+
+def states_only(text: str, verbs: Collection[str]) -> frozenset[str]:
+    """The stems among ``verbs`` that ``text`` uses only as a state — a past participle after
+    a form of *be*, *get* or *stay* (``my account is locked``, ``I'm locked out``) — and
+    never otherwise (``… and lock it`` asks for the action).
+
+    Example:
+        >>> sorted(states_only("I'm locked out, please unlock me", {"lock", "unlock"}))
+        ['lock']
+        >>> sorted(states_only("It is locked, lock it again", {"lock"}))
+        []
+    """
+    as_state = Counter(stem(m.group("verb").lower()) for m in _STATE.finditer(text))
+    out: set[str] = set()
+    for verb, n in as_state.items():
+        if verb not in verbs:
+            continue
+        uses = sum(
+            1
+            for w in re.findall(r"[A-Za-z]+", text)
+            if w.lower().startswith(verb) and stem(w.lower()) == verb
+        )
+        if uses <= n:
+            out.add(verb)
+    return frozenset(out)
+
+
+_HYPHENED = re.compile(r"(?<![\w@.-])[A-Za-z]+(?:-[A-Za-z]+)+(?![\w@-])")
+
+
+def hyphen_parts(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(stems of the words ``text`` holds inside hyphenated names, stems of the words it
+    holds outside them): ``add ana@… to finance-readers`` holds ``financ`` and ``reader``
+    only inside a name (a group's), which says nothing of ``as a finance reader``.
+
+    Example:
+        >>> inside, outside = hyphen_parts("Add ana to sre-admins, the admin group")
+        >>> sorted(inside), sorted(outside)
+        (['admin', 'sre'], ['add', 'admin', 'ana', 'group', 'the', 'to'])
+    """
+    inside = {stem(w.lower()) for m in _HYPHENED.finditer(text) for w in m.group(0).split("-")}
+    rest = _HYPHENED.sub(" ", text)
+    outside = {stem(w.lower()) for w in re.findall(r"[A-Za-z]+", rest)}
+    return frozenset(inside), frozenset(outside)

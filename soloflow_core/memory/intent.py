@@ -14,7 +14,9 @@ the model, with the flow offered as a tool:
 - enough evidence (:data:`MIN_EXEMPLARS` task texts for a learned flow; a person's words for
   a user-submitted one); a plain request: shorter than :data:`MAX_REQUEST_CHARS`, mostly in
   the Latin script, no invisible characters, no markup (``<p>``, ``**``, code, JSON);
-- every word of the request known to the evidence, at least two of them, and one of the
+- every word of the request known to the evidence (a word the job's texts hold only inside
+  a hyphenated name, ``sre-admins``, is not known alone: ``as admin``), at least two of them,
+  and one of the
   job's *key words* (a word most of its texts hold that no other job commonly holds —
   :func:`soloflow_core.memory.router.decide_route` computes them per namespace);
 - no retraction (``never mind``, ``just kidding``, ``scratch that``…), no negation of a word
@@ -66,7 +68,15 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from soloflow_core.memory.forms import changed_by, picked_out, quantified, recurring, repeated
+from soloflow_core.memory.forms import (
+    changed_by,
+    hyphen_parts,
+    picked_out,
+    quantified,
+    recurring,
+    repeated,
+    states_only,
+)
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
     ACTION_WORDS,
@@ -189,6 +199,9 @@ class JobEvidence:
     """How many texts ask for the job again (:func:`~soloflow_core.memory.forms.repeated`)."""
     recurs: int = 0
     """How many texts ask for it on a schedule (:func:`~soloflow_core.memory.forms.recurring`)."""
+    named_only: frozenset[str] = frozenset()
+    """Stems the texts hold only inside hyphenated names (``sre-admins``): no word of the
+    job when a request uses them alone (:func:`~soloflow_core.memory.forms.hyphen_parts`)."""
 
     @classmethod
     def of(
@@ -217,6 +230,8 @@ class JobEvidence:
         every_of: set[str] = set()
         labels: set[str] = set()
         picked: set[tuple[str, str]] = set()
+        inside: set[str] = set()
+        outside: set[str] = set()
         n = seen = changes = repeats = recurs = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
         for kind, text in [*every, *(("person", x) for x in confirmed)]:
@@ -230,7 +245,7 @@ class JobEvidence:
             df.update(read.terms)
             parties.update(read.parties)
             leads.update(read.leads)
-            actions.update(read.actions)
+            actions.update(set(read.actions) - states_only(read.normalized, read.actions))
             plurals.update(read.plurals)
             objects.update((v, w) for v, *around in read.objects for w in around if w)
             targets.update(read.targets)
@@ -240,6 +255,9 @@ class JobEvidence:
             picked.update(picked_out(read.normalized))
             repeats += repeated(read.normalized, verbs=_DOING)
             recurs += bool(recurring(read.normalized))
+            named, alone = hyphen_parts(read.normalized)
+            inside |= named
+            outside |= alone
             labels.add(_opening_label(read.normalized))
             if kind != "hint":
                 first_hand.update(read.terms)
@@ -271,6 +289,7 @@ class JobEvidence:
             picked=frozenset(picked),
             repeats=repeats,
             recurs=recurs,
+            named_only=frozenset(inside - outside),
         )
 
     @property
@@ -365,6 +384,8 @@ def judge_intent(
     """
     terms = request.terms
     vocab = evidence.vocabulary | (frozenset(own_actions) & ACTION_STEMS)
+    if evidence.named_only:  # `as admin`, where the texts only say `sre-admins`
+        vocab -= evidence.named_only & hyphen_parts(request.normalized or request.text)[1]
     common = evidence.common()
     key_words = evidence.strong() if keys is None else frozenset(keys)
     known = tuple(t for t in terms if t in vocab)
@@ -421,7 +442,12 @@ def judge_intent(
             "which most of the job's requests name"
         )
     done_with = evidence.familiar_actions()
-    actions = [t for t in request.actions if t not in done_with and t not in own_actions]
+    stated = states_only(request.normalized or request.text, request.actions)
+    actions = [
+        t
+        for t in request.actions
+        if t not in done_with and t not in own_actions and t not in stated
+    ]
     if actions:
         reasons.append(f"asks for another action: {', '.join(actions)}")
     asked = [t for t in request.actions if t in own_actions]
