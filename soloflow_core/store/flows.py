@@ -37,6 +37,7 @@ from soloflow_core.store.procedural import (
     flow_search_text,
     insert_flow_version,
     reindex_flow_rows,
+    written_meta,
 )
 from soloflow_core.store.writer import now
 
@@ -480,7 +481,8 @@ class FlowRepository:
         ``change(meta, learning)`` returns (``success_count``, ``total_executions``,
         ``confidence``, ``status``, ``learning``, ``last_used``), in one transaction with the
         row locked (``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE`` on PostgreSQL): concurrent
-        outcomes of one flow, from any process, are never lost. Returns the record written.
+        outcomes of one flow, from any process, are never lost. Returns the record written
+        (the locked row with ``change``'s columns, not read again).
 
         Raises:
             NotFoundError: no such flow in the namespace.
@@ -518,7 +520,8 @@ class FlowRepository:
             if "status" in values:
                 check_status(values["status"])
             conn.execute(sa.update(t.flows).where(c.id == row[14]).values(**values))
-        return self.get_flow_meta(name, user_id=user_id, agent_id=agent_id)
+        # The record as written, from the row read under the lock: no read after the write.
+        return written_meta(meta, values)
 
     def reindex_flows(self) -> int:
         """Recompute every flow version's ``search_text`` from its definition and keywords,

@@ -307,3 +307,34 @@ def driver_statement(db: Database, statement: str, params: Sequence[Any]) -> lis
         raise StoreError(f"flow-run store write failed: {exc}") from exc
     finally:
         raw.close()
+
+
+def durable_pipeline(db: Database, work: Callable[[Any], Callable[[], Any]]) -> Any:
+    """PostgreSQL: ``work(cursor)`` in one transaction whose commit waits for its WAL flush
+    (as the main pool's do), on ``db``'s driver connection — the journal's pool
+    (:meth:`~soloflow_core.store.database.Database.journal`): no pre-ping — sent as one
+    pipeline: ``BEGIN``, ``SET LOCAL synchronous_commit TO ON``, ``work``'s statements and
+    ``COMMIT`` wait for the server once, not once each. ``work`` reads no result: it returns
+    a function that reads them once the pipeline has ended; what that returns is returned."""
+    raw = db.driver_connection()
+    try:
+        conn: Any = raw.driver_connection
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                try:
+                    with conn.pipeline():  # work's cursor keeps its own results
+                        conn.execute("BEGIN")
+                        conn.execute("SET LOCAL synchronous_commit TO ON")
+                        results = work(cur)
+                        conn.execute("COMMIT")
+                except BaseException:
+                    conn.rollback()  # the pipeline stopped at the error: end its transaction
+                    raise
+                return results()
+        finally:
+            conn.autocommit = False
+    except db.engine.dialect.dbapi.Error as exc:  # type: ignore[union-attr]
+        raise StoreError(f"store write failed: {exc}") from exc
+    finally:
+        raw.close()
