@@ -1,18 +1,27 @@
-"""A registered flow's record changed on PostgreSQL through the driver
-(:func:`change_flow_record_pg`): the locked read and the write in two round trips, where
+"""A registered flow's record changed through the driver: on PostgreSQL
+(:func:`change_flow_record_pg`) the locked read and the write in two round trips, where
 SQLAlchemy's transaction on the main pool takes five (pre-ping, ``BEGIN``, read, write,
-``COMMIT``). Used by :meth:`~soloflow_core.store.flows.FlowRepository.change_flow_record`,
+``COMMIT``); on SQLite (:func:`change_flow_record_sqlite`) in one ``BEGIN IMMEDIATE``
+transaction on the journal's writing connection, without SQLAlchemy's statement layer and a
+pool checkout. Used by :meth:`~soloflow_core.store.flows.FlowRepository.change_flow_record`,
 which documents what it does.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from soloflow_core.errors import NotFoundError
-from soloflow_core.store.journal_io import DURABLE_BEGIN, durable_transaction
+from soloflow_core.store.journal_io import (
+    DURABLE_BEGIN,
+    JournalSql,
+    driver_transaction,
+    durable_transaction,
+    stamper,
+)
 from soloflow_core.store.json_values import json_text
 from soloflow_core.store.procedural import (
     FlowMeta,
@@ -90,6 +99,73 @@ def change_flow_record_pg(
         return written_meta(meta, values)
 
     return durable_transaction(db, work)  # type: ignore[no-any-return]
+
+
+def change_flow_record_sqlite(
+    db: Database,
+    name: str,
+    *,
+    user_id: str,
+    agent_id: str,
+    change: Callable[[FlowMeta, dict[str, Any] | None], dict[str, Any]],
+) -> FlowMeta:
+    """SQLite: ``change_flow_record`` in one ``BEGIN IMMEDIATE`` transaction on the journal's
+    writing connection (:func:`~soloflow_core.store.journal_io.driver_transaction`)."""
+    stamp = stamper(db.engine)
+
+    def work(cur: Any) -> FlowMeta:
+        cur.execute(_SQLITE_READ, (user_id, agent_id, name))
+        got = cur.fetchone()
+        if got is None:
+            raise NotFoundError(
+                f"no flow {name!r} for user {user_id!r}, agent {agent_id!r}; "
+                "list flows with `soloflow flows list`"
+            )
+        row = (
+            *got[:7],
+            _json(got[7]),
+            _json(got[8]),
+            bool(got[9]),
+            _stored_time(got[10]),
+            _stored_time(got[11]),
+            got[12],
+            _json(got[13]),
+            got[14],
+        )
+        meta = flow_meta(row)
+        learning = row[13] if isinstance(row[13], dict) else None
+        values = checked_values(change(meta, learning))
+        if values:
+            sets = ", ".join(f"{k} = ?" for k in values)
+            params = [_sqlite_value(k, v, stamp) for k, v in values.items()]
+            cur.execute(f"UPDATE sf_flows SET {sets} WHERE id = ?", (*params, row[14]))
+        return written_meta(meta, values)
+
+    return driver_transaction(db, JournalSql.build("sqlite"), work)  # type: ignore[no-any-return]
+
+
+_SQLITE_READ = _PG_LOCK.removesuffix(" FOR UPDATE").replace("%s", "?")
+"""The latest version's record, its ``learning`` and its row id (locked by ``BEGIN
+IMMEDIATE``)."""
+
+
+def _json(text: Any) -> Any:
+    return json.loads(text) if isinstance(text, str) else text
+
+
+def _stored_time(text: Any) -> datetime | None:
+    """A time as SQLite stores it (SQLAlchemy's text, in UTC), timezone-aware."""
+    if text is None or isinstance(text, datetime):
+        return _utc(text)
+    return _utc(datetime.fromisoformat(text))
+
+
+def _sqlite_value(column: str, value: Any, stamp: Callable[[datetime], Any]) -> Any:
+    if column == "learning":
+        return json_text(value)
+    if isinstance(value, datetime):
+        return stamp(value)
+    return value
 
 
 def _utc(value: datetime | None) -> datetime | None:

@@ -23,7 +23,7 @@ from soloflow_core.models.names import STORED
 from soloflow_core.store import schema as t
 from soloflow_core.store.evidence import EvidenceSource, insert_evidence, read_evidence
 from soloflow_core.store.flow_lookup import FLOW_SEARCH, LookupCandidate, find_candidates
-from soloflow_core.store.flow_records import change_flow_record_pg, checked_values
+from soloflow_core.store.flow_records import change_flow_record_pg, change_flow_record_sqlite
 from soloflow_core.store.fulltext import namespace_token
 from soloflow_core.store.inverted_index import IndexCache
 from soloflow_core.store.journal_io import driver_statement
@@ -38,7 +38,6 @@ from soloflow_core.store.procedural import (
     flow_search_text,
     insert_flow_version,
     reindex_flow_rows,
-    written_meta,
 )
 from soloflow_core.store.writer import now
 
@@ -493,23 +492,9 @@ class FlowRepository:
             return change_flow_record_pg(
                 self.db.journal(), name, user_id=user_id, agent_id=agent_id, change=change
             )
-        c = t.flows.c
-        with self.db.write() as conn:
-            q = sa.select(*META_COLUMNS, c.learning, c.id).where(
-                c.user_id == user_id, c.agent_id == agent_id, c.name == name, c.is_latest
-            )
-            row = conn.execute(q).first()  # the row is locked by BEGIN IMMEDIATE
-            if row is None:
-                raise NotFoundError(
-                    f"no flow {name!r} for user {user_id!r}, agent {agent_id!r}; "
-                    "list flows with `soloflow flows list`"
-                )
-            meta = flow_meta(row)
-            learning = row[13] if isinstance(row[13], dict) else None
-            values = checked_values(change(meta, learning))
-            conn.execute(sa.update(t.flows).where(c.id == row[14]).values(**values))
-        # The record as written, from the row read under the lock: no read after the write.
-        return written_meta(meta, values)
+        return change_flow_record_sqlite(
+            self.db, name, user_id=user_id, agent_id=agent_id, change=change
+        )
 
     def reindex_flows(self) -> int:
         """Recompute every flow version's ``search_text`` from its definition and keywords,
