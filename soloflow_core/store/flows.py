@@ -23,6 +23,7 @@ from soloflow_core.models.names import STORED
 from soloflow_core.store import schema as t
 from soloflow_core.store.evidence import EvidenceSource, insert_evidence, read_evidence
 from soloflow_core.store.flow_lookup import FLOW_SEARCH, LookupCandidate, find_candidates
+from soloflow_core.store.flow_records import change_flow_record_pg, change_flow_record_sqlite
 from soloflow_core.store.fulltext import namespace_token
 from soloflow_core.store.inverted_index import IndexCache
 from soloflow_core.store.journal_io import driver_statement
@@ -480,45 +481,20 @@ class FlowRepository:
         ``change(meta, learning)`` returns (``success_count``, ``total_executions``,
         ``confidence``, ``status``, ``learning``, ``last_used``), in one transaction with the
         row locked (``BEGIN IMMEDIATE`` on SQLite, ``FOR UPDATE`` on PostgreSQL): concurrent
-        outcomes of one flow, from any process, are never lost. Returns the record written.
+        outcomes of one flow, from any process, are never lost. Returns the record written
+        (the locked row with ``change``'s columns, not read again).
 
         Raises:
             NotFoundError: no such flow in the namespace.
             FlowValidationError: ``change`` gave a confidence or status out of range.
         """
-        c = t.flows.c
-        allowed = {
-            "success_count",
-            "total_executions",
-            "confidence",
-            "status",
-            "learning",
-            "last_used",
-        }
-        with self.db.write() as conn:
-            q = sa.select(*META_COLUMNS, c.learning, c.id).where(
-                c.user_id == user_id, c.agent_id == agent_id, c.name == name, c.is_latest
+        if self.db.dialect == "postgresql":  # two round trips instead of five
+            return change_flow_record_pg(
+                self.db.journal(), name, user_id=user_id, agent_id=agent_id, change=change
             )
-            if conn.dialect.name == "postgresql":
-                q = q.with_for_update()
-            row = conn.execute(q).first()
-            if row is None:
-                raise NotFoundError(
-                    f"no flow {name!r} for user {user_id!r}, agent {agent_id!r}; "
-                    "list flows with `soloflow flows list`"
-                )
-            meta = flow_meta(row)
-            learning = row[13] if isinstance(row[13], dict) else None
-            values = change(meta, learning)
-            unknown = set(values) - allowed
-            if unknown:
-                raise ValueError(f"change_flow_record cannot set {', '.join(sorted(unknown))}")
-            if "confidence" in values:
-                check_confidence(values["confidence"])
-            if "status" in values:
-                check_status(values["status"])
-            conn.execute(sa.update(t.flows).where(c.id == row[14]).values(**values))
-        return self.get_flow_meta(name, user_id=user_id, agent_id=agent_id)
+        return change_flow_record_sqlite(
+            self.db, name, user_id=user_id, agent_id=agent_id, change=change
+        )
 
     def reindex_flows(self) -> int:
         """Recompute every flow version's ``search_text`` from its definition and keywords,

@@ -307,3 +307,51 @@ def driver_statement(db: Database, statement: str, params: Sequence[Any]) -> lis
         raise StoreError(f"flow-run store write failed: {exc}") from exc
     finally:
         raw.close()
+
+
+DURABLE_BEGIN = ("BEGIN", "SET LOCAL synchronous_commit TO ON")
+"""The statements that open a :func:`durable_transaction` (send them in its first pipeline)."""
+
+
+def durable_transaction(db: Database, work: Callable[[Any, Any], Any]) -> Any:
+    """PostgreSQL: ``work(connection, cursor)`` on ``db``'s driver connection in autocommit
+    mode — on the journal's pool (:meth:`~soloflow_core.store.database.Database.journal`):
+    no pre-ping. ``work`` opens its transaction with :data:`DURABLE_BEGIN` (its commit then
+    waits for its WAL flush, as the main pool's do) and ends it with ``COMMIT``, sending its
+    statements in pipelines (``connection.pipeline()``) so that they wait for the server
+    once, not once each. If ``work`` fails, its transaction is rolled back. Returns what
+    ``work`` returns."""
+    raw = db.driver_connection()
+    try:
+        conn: Any = raw.driver_connection
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                try:
+                    return work(conn, cur)
+                except BaseException:
+                    conn.rollback()  # a pipeline stops at an error: end the transaction
+                    raise
+        finally:
+            conn.autocommit = False
+    except db.engine.dialect.dbapi.Error as exc:  # type: ignore[union-attr]
+        raise StoreError(f"store write failed: {exc}") from exc
+    finally:
+        raw.close()
+
+
+def durable_pipeline(db: Database, work: Callable[[Any], Callable[[], Any]]) -> Any:
+    """PostgreSQL: ``work(cursor)`` in one :func:`durable_transaction` sent as one pipeline:
+    ``BEGIN``, ``SET LOCAL synchronous_commit TO ON``, ``work``'s statements and ``COMMIT``
+    wait for the server once. ``work`` reads no result: it returns a function that reads
+    them once the pipeline has ended; what that returns is returned."""
+
+    def run(conn: Any, cur: Any) -> Any:
+        with conn.pipeline():  # work's cursor keeps its own results
+            for statement in DURABLE_BEGIN:
+                conn.execute(statement)
+            results = work(cur)
+            conn.execute("COMMIT")
+        return results()
+
+    return durable_transaction(db, run)

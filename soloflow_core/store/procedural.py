@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from datetime import datetime
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import sqlalchemy as sa
@@ -419,6 +419,25 @@ def flow_meta(row: Sequence[Any]) -> FlowMeta:
         last_used=used,
         candidate_id=candidate,
     )
+
+
+def written_meta(meta: FlowMeta, values: dict[str, Any]) -> FlowMeta:
+    """``meta`` with the columns ``values`` wrote (``learning`` is not part of it), as a read
+    of the row would give them back: a confidence as a float, a time in UTC."""
+    kept = {k: v for k, v in values.items() if k in _WRITABLE_META}
+    if "confidence" in kept:
+        kept["confidence"] = float(kept["confidence"])
+    used = kept.get("last_used")
+    if used is not None:
+        kept["last_used"] = (
+            used.replace(tzinfo=UTC) if used.tzinfo is None else used.astimezone(UTC)
+        )
+    return replace(meta, **kept)
+
+
+_WRITABLE_META = frozenset(
+    {"success_count", "total_executions", "confidence", "status", "last_used"}
+)
 
 
 def reindex_flow_rows(conn: Connection) -> int:

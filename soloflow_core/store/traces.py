@@ -8,13 +8,14 @@ import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from soloflow_core.models.names import check_namespace
 from soloflow_core.store import schema as t
+from soloflow_core.store.journal_io import durable_pipeline
 from soloflow_core.store.json_values import flat_json_text, jsonable, storable_text
 from soloflow_core.store.packed_spans import (
     PackedSpans,
@@ -73,6 +74,15 @@ class TraceRepository:
                         db.rollback()
                     raise
             return added
+        if self.db.dialect == "postgresql":  # one round trip, no pre-ping; committed durably
+            return int(
+                durable_pipeline(
+                    self.db.journal(),
+                    lambda cur: _insert_spans_pg(
+                        cur, run_id, spans, user_id=user_id, agent_id=agent_id
+                    ),
+                )
+            )
         with self.db.write() as conn:
             return _insert_spans(conn, run_id, spans, user_id=user_id, agent_id=agent_id)
 
@@ -301,6 +311,41 @@ def _insert_spans_sqlite(
     return int(db.total_changes - before)
 
 
+def _insert_spans_pg(
+    cur: Any, run_id: str, spans: Sequence[Span], *, user_id: str, agent_id: str
+) -> Callable[[], int]:
+    """PostgreSQL, in the cursor's pipelined transaction: :func:`_insert_spans` with no read
+    first. Each row takes the place after the run's last kept row (read by its own statement,
+    which sees the rows inserted before it); a span whose id is kept already is left as it is.
+    Returns what reads the rows inserted, once the pipeline has ended."""
+    text = storable_text
+    cur.executemany(
+        _PG_INSERT,
+        [
+            (
+                user_id,
+                agent_id,
+                run_id,
+                s.id,
+                user_id,
+                agent_id,
+                run_id,
+                s.trace_id,
+                s.parent,
+                text(s.name),
+                s.kind,
+                s.start if s.start.tzinfo is not None else s.start.replace(tzinfo=UTC),
+                s.duration_ms,
+                s.status,
+                None if s.error is None else text(s.error),
+                flat_json_text(s.attributes),
+            )
+            for s in spans
+        ],
+    )
+    return lambda: max(int(cur.rowcount), 0)
+
+
 def _insert_packed_sqlite(
     cur: sqlite3.Cursor,
     run_id: str,
@@ -358,6 +403,12 @@ _SQLITE_INSERT = (
     "duration_ms, status, error, attributes, descendants) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT DO NOTHING"
+)
+_PG_INSERT = (
+    "INSERT INTO sf_spans (user_id, agent_id, run_id, span_id, pos, trace_id, parent_id, name, kind, start_at, "
+    "duration_ms, status, error, attributes) SELECT %s, %s, %s, %s, (SELECT COALESCE(MAX(pos), -1) + 1 "
+    "FROM sf_spans WHERE user_id = %s AND agent_id = %s AND run_id = %s), %s, %s, %s, %s, %s, %s, %s, %s, "
+    "CAST(%s AS jsonb) ON CONFLICT DO NOTHING"
 )
 _SQLITE_INSERT_PACKED = (
     "INSERT INTO sf_spans (user_id, agent_id, run_id, span_id, trace_id, parent_id, name, kind, start_at, "
