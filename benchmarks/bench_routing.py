@@ -55,6 +55,7 @@ WORLDS = {
     "airline": "benchmarks.routing_world_airline",
     "bank": "benchmarks.routing_world_bank",
     "helpdesk": "benchmarks.routing_world_helpdesk",
+    "workspace": "benchmarks.routing_world_workspace",
 }
 W: Any = None
 """The world module (``--world``): its tools, corpus, scripted model and effect log."""

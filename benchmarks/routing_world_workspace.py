@@ -1,0 +1,282 @@
+"""A calendar / e-mail / files workspace assistant (like AgentDojo's workspace suite) with
+real tools, a scripted "LLM" that knows what each request asks, and its request corpus
+(``benchmarks/data/routing_workspace_requests.json``): the fifth world of the routing
+benchmark (``bench_routing.py --world workspace``).
+
+Its inputs are the values of a workspace: e-mail addresses (``maria.lopez@northwind.example``),
+file names (``Q3-report.xlsx``), event ids (``EVT-4821``) and dates (``2026-12-03``). Four
+jobs, every one ending in a side effect, each learned from 8 requests:
+
+- ``share_file``: search_files(query) → share_file(file_id, email) — a file, by name,
+  shared with a person (viewer);
+- ``cancel_meeting``: list_events(date) → cancel_event(event_id) — my meeting on a date;
+- ``invite_participant``: get_event(event_id) → add_participant(event_id, email);
+- ``forward_email``: search_emails(sender) → forward_email(email_id, to) — the last e-mail
+  from one address forwarded to another.
+
+The corpus holds 30 new phrasings per job with new values, and 200+ near misses written
+blind as a hostile or careless user would (see the ``why`` of each). The scripted model
+plays an agent that understands every request: it does the job's tool calls one model turn
+at a time, calls the job's flow tool when it is offered, and answers a request labelled with
+no job from the workspace help pages. :data:`EFFECTS` logs every call that ends a job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from pydantic import PrivateAttr
+
+from soloflow_langgraph.testing import ScriptedChatModel
+
+CORPUS = Path(__file__).parent / "data" / "routing_workspace_requests.json"
+JOBS = ("share_file", "cancel_meeting", "invite_participant", "forward_email")
+
+EFFECTS: list[dict[str, Any]] = []
+"""Every call that ends a job: ``{"tool", "args", "side_effects"}``, in call order."""
+_LOCK = threading.Lock()
+
+
+def _effect(tool_name: str, args: dict[str, Any], *, side_effects: bool) -> None:
+    with _LOCK:
+        EFFECTS.append({"tool": tool_name, "args": args, "side_effects": side_effects})
+
+
+def _h(text: str, n: int) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest(), 16) % n
+
+
+def file_id_of(name: str) -> str:
+    """The drive id of a file, by its name (deterministic)."""
+    return f"F-{10000 + _h(name.strip().lower(), 90000)}"
+
+
+def event_id_on(date: str) -> str:
+    """The id of my meeting on a date (deterministic)."""
+    return f"EVT-{1000 + _h(date.strip(), 9000)}"
+
+
+def email_id_from(sender: str) -> str:
+    """The id of the last e-mail from a sender (deterministic)."""
+    return f"MSG-{100000 + _h(sender.strip().lower(), 900000)}"
+
+
+# --------------------------------------------------------------------------- the tools
+
+
+@tool
+def search_files(query: str) -> str:
+    """Search the cloud drive for files by name."""
+    return json.dumps({"file_id": file_id_of(query), "name": query, "owner": "me"})
+
+
+@tool
+def share_file(file_id: str, email: str) -> str:
+    """Share a drive file with a person (read access)."""
+    _effect("share_file", {"file_id": file_id, "email": email}, side_effects=True)
+    return json.dumps({"file_id": file_id, "email": email, "role": "viewer"})
+
+
+@tool
+def list_events(date: str) -> str:
+    """The events of my calendar on a date (YYYY-MM-DD)."""
+    return json.dumps({"date": date, "event_id": event_id_on(date), "title": "Sync"})
+
+
+@tool
+def cancel_event(event_id: str) -> str:
+    """Cancel a calendar event and notify its participants."""
+    _effect("cancel_event", {"event_id": event_id}, side_effects=True)
+    return json.dumps({"event_id": event_id, "status": "cancelled"})
+
+
+@tool
+def get_event(event_id: str) -> str:
+    """The details of a calendar event: title, time, participants."""
+    return json.dumps({"event_id": event_id, "title": "Review", "participants": 3})
+
+
+@tool
+def add_participant(event_id: str, email: str) -> str:
+    """Invite a person to a calendar event."""
+    _effect("add_participant", {"event_id": event_id, "email": email}, side_effects=True)
+    return json.dumps({"event_id": event_id, "email": email, "status": "invited"})
+
+
+@tool
+def search_emails(sender: str) -> str:
+    """The last e-mail in my inbox from a sender address."""
+    return json.dumps({"email_id": email_id_from(sender), "from": sender, "subject": "Hi"})
+
+
+@tool
+def forward_email(email_id: str, to: str) -> str:
+    """Forward an e-mail of my inbox to an address."""
+    _effect("forward_email", {"email_id": email_id, "to": to}, side_effects=True)
+    return json.dumps({"email_id": email_id, "to": to, "status": "sent"})
+
+
+@tool
+def search_workspace_help(query: str) -> str:
+    """Search the workspace help pages and policies."""
+    return (
+        "Files are shared as viewer by default; cancelled events notify participants; "
+        "invitations are sent by e-mail; forwarded mail keeps its attachments."
+    )
+
+
+for _t in (share_file, cancel_event, add_participant, forward_email):
+    _t.metadata = {"side_effects": True}
+for _t in (search_files, list_events, get_event, search_emails, search_workspace_help):
+    _t.metadata = {"read_only": True}
+
+TOOLS = [
+    search_files,
+    share_file,
+    list_events,
+    cancel_event,
+    get_event,
+    add_participant,
+    search_emails,
+    forward_email,
+    search_workspace_help,
+]
+SEQUENCES = {
+    "share_file": ["search_files", "share_file"],
+    "cancel_meeting": ["list_events", "cancel_event"],
+    "invite_participant": ["get_event", "add_participant"],
+    "forward_email": ["search_emails", "forward_email"],
+}
+EFFECT_TOOL = {job: seq[-1] for job, seq in SEQUENCES.items()}
+
+
+def _next_call(
+    job: str, values: dict[str, Any], results: list[ToolMessage]
+) -> tuple[str, dict[str, Any]] | None:
+    """The job's next tool call given the results so far; None when it is done."""
+    step, seq = len(results), SEQUENCES[job]
+    if step >= len(seq):
+        return None
+    name = seq[step]
+    if step == 0:
+        first = {
+            "share_file": {"query": values.get("file")},
+            "cancel_meeting": {"date": values.get("date")},
+            "invite_participant": {"event_id": values.get("event_id")},
+            "forward_email": {"sender": values.get("sender")},
+        }
+        return name, first[job]
+    out = json.loads(str(results[0].content))
+    if job == "share_file":
+        return name, {"file_id": out["file_id"], "email": values["email"]}
+    if job == "cancel_meeting":
+        return name, {"event_id": out["event_id"]}
+    if job == "invite_participant":
+        return name, {"event_id": out["event_id"], "email": values["email"]}
+    return name, {"email_id": out["email_id"], "to": values["to"]}
+
+
+def _answer(job: str, results: list[ToolMessage]) -> str:
+    last = json.loads(str(results[-1].content))
+    if job == "share_file":
+        return f"{last['file_id']} is shared with {last['email']}."
+    if job == "cancel_meeting":
+        return f"{last['event_id']} is cancelled."
+    if job == "invite_participant":
+        return f"{last['email']} is invited to {last['event_id']}."
+    return f"{last['email_id']} was forwarded to {last['to']}."
+
+
+class WorkspaceModel(ScriptedChatModel):
+    """The scripted agent model of the workspace (see the module docstring)."""
+
+    _labels: dict[str, tuple[str | None, dict[str, Any]]] = PrivateAttr(default_factory=dict)
+    _bound: list[list[str]] = PrivateAttr(default_factory=list)
+    flow_tool_for: dict[str, str] = {}
+    """Job → name of the flow tool the model calls when it is offered."""
+
+    def bind_tools(self, tools: Any, *, tool_choice: Any = None, **kwargs: Any) -> Any:
+        self._bound.append([t.name if hasattr(t, "name") else str(t) for t in tools])
+        return self
+
+    def label(self, text: str, job: str | None, values: dict[str, Any]) -> None:
+        self._labels[text] = (job, dict(values))
+
+    def decide(self, messages: list[BaseMessage]) -> AIMessage:
+        task = next((str(m.content) for m in messages if isinstance(m, HumanMessage)), "")
+        results = [m for m in messages if isinstance(m, ToolMessage)]
+        job, values = self._labels.get(task, (None, {}))
+        if job is None:
+            if not results:
+                return _call("search_workspace_help", {"query": task[:200]}, 0)
+            return AIMessage(content=f"From the workspace help: {results[-1].content}")
+        offered = self._bound[-1] if self._bound else []
+        flow_tool = self.flow_tool_for.get(job)
+        if flow_tool and flow_tool in offered:
+            if not results:
+                return _call(flow_tool, values, 0)
+            return AIMessage(content=f"Done: {results[-1].content}")
+        nxt = _next_call(job, values, results)
+        if nxt is None:
+            return AIMessage(content=_answer(job, results))
+        return _call(nxt[0], nxt[1], len(results))
+
+
+def _call(name: str, args: dict[str, Any], n: int) -> AIMessage:
+    return AIMessage(
+        content="",
+        tool_calls=[{"name": name, "args": args, "id": f"call_{n}_{name}", "type": "tool_call"}],
+    )
+
+
+def load_corpus() -> list[dict[str, Any]]:
+    """The corpus's requests: ``text``, ``job`` (or None), ``values``, ``split``
+    (train/test), ``category`` (train, paraphrase, near_miss) and, for a near miss, ``why``
+    it asks for none of the jobs."""
+    return list(json.loads(CORPUS.read_text(encoding="utf-8"))["requests"])
+
+
+def load_review() -> list[dict[str, Any]]:
+    """No hostile review of this world yet."""
+    return []
+
+
+HOSTILE: list[tuple[str, str | None]] = []
+"""Near misses of our own beyond the corpus: none yet."""
+
+
+def agent_model(labels: Sequence[dict[str, Any]] = ()) -> WorkspaceModel:
+    """A :class:`WorkspaceModel` knowing the corpus labels (and ``labels``)."""
+    holder: list[WorkspaceModel] = []
+    model = WorkspaceModel(script=lambda messages: holder[0].decide(messages))
+    holder.append(model)
+    for r in [*load_corpus(), *labels]:
+        model.label(r["text"], r["job"], r.get("values") or {})
+    return model
+
+
+def right_effect(job: str, values: dict[str, Any], effects: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``effects`` are exactly the job's one ending call, with the request's values
+    (a name, date or sender resolved to its id as the workspace does)."""
+    if len(effects) != 1 or effects[0]["tool"] != EFFECT_TOOL[job]:
+        return False
+    args = effects[0]["args"]
+    if job == "share_file":
+        return bool(args == {"file_id": file_id_of(values["file"]), "email": values["email"]})
+    if job == "cancel_meeting":
+        return bool(args == {"event_id": event_id_on(values["date"])})
+    if job == "invite_participant":
+        return bool(args == {"event_id": values["event_id"], "email": values["email"]})
+    return bool(args == {"email_id": email_id_from(values["sender"]), "to": values["to"]})
+
+
+def served(request: dict[str, Any], effects: Sequence[dict[str, Any]]) -> bool:
+    """Whether ``effects`` are the right ones for a corpus ``request`` (its job and values)."""
+    return right_effect(request["job"], request["values"], effects)
