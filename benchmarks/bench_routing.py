@@ -4,7 +4,8 @@ of learned jobs are served with no model call, and rightly.
 The world is the support shop of ``routing_world.py`` and its blind corpus (or, with
 ``--world airline``, the airline desk of ``routing_world_airline.py``; with ``--world bank``,
 the banking desk of ``routing_world_bank.py``; with ``--world helpdesk``, the IT helpdesk of
-``routing_world_helpdesk.py``): a real
+``routing_world_helpdesk.py``; with ``--world workspace``, the calendar/e-mail/files assistant
+of ``routing_world_workspace.py``): a real
 ``create_agent`` agent with ``SoloFlowMiddleware(auto_execute=True)`` does the 32 training
 requests (8 per job) while SoloFlow watches; a person approves every flow it proposes. Then:
 
@@ -55,6 +56,7 @@ WORLDS = {
     "airline": "benchmarks.routing_world_airline",
     "bank": "benchmarks.routing_world_bank",
     "helpdesk": "benchmarks.routing_world_helpdesk",
+    "workspace": "benchmarks.routing_world_workspace",
 }
 W: Any = None
 """The world module (``--world``): its tools, corpus, scripted model and effect log."""
