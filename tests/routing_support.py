@@ -32,10 +32,11 @@ SHOP = "benchmarks.routing_world"
 AIRLINE = "benchmarks.routing_world_airline"
 BANK = "benchmarks.routing_world_bank"
 HELPDESK = "benchmarks.routing_world_helpdesk"
+WORKSPACE = "benchmarks.routing_world_workspace"
 WORLDS = (SHOP, AIRLINE)
 """The worlds, sorted (the order the parametrised tests run them in). The bank world
-(:data:`BANK`) and the IT helpdesk (:data:`HELPDESK`) are trained on demand, by the tests
-that name them."""
+(:data:`BANK`), the IT helpdesk (:data:`HELPDESK`) and the workspace (:data:`WORKSPACE`) are
+trained on demand, by the tests that name them."""
 
 CONFIG = LearningConfig(auto_execute=True, learning_timeout=120, min_steps_to_learn=2)
 
@@ -59,6 +60,7 @@ _NAMESPACES = {
     AIRLINE: ("airline-user", "airline", "Airline."),
     BANK: ("bank-user", "bank", "Bank."),
     HELPDESK: ("helpdesk-user", "helpdesk", "IT helpdesk."),
+    WORKSPACE: ("workspace-user", "workspace", "Workspace assistant."),
 }
 
 

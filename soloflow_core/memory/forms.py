@@ -44,6 +44,7 @@ __all__ = [
     "repeated",
     "quantified",
     "plural_stems",
+    "asks_yes_or_no",
     "says_send",
     "states_only",
     "stranded",
@@ -491,3 +492,20 @@ def hyphen_parts(text: str) -> tuple[frozenset[str], frozenset[str]]:
     rest = _HYPHENED.sub(" ", text)
     outside = {stem(w.lower()) for w in re.findall(r"[A-Za-z]+", rest)}
     return frozenset(inside), frozenset(outside)
+
+
+_YES_OR_NO = re.compile(
+    r"(?<![\w/.-])(?:y|yes)\s*(?:/|\bor\b)\s*(?:n|no)(?![\w/-]|\.\w)|\(\s*\?+\s*\)",
+    re.IGNORECASE,
+)
+
+
+def asks_yes_or_no(text: str) -> bool:
+    """Whether ``text`` asks to be answered yes or no (``Cancel my meeting on … ? Y/N``,
+    ``… (y/n)``, ``… y or n``, ``… (?)``): a question put to someone, not the job asked for.
+
+    Example:
+        >>> asks_yes_or_no("Cancel my meeting on 2027-01-04? (y/n)"), asks_yes_or_no("yes, cancel it")
+        (True, False)
+    """
+    return _YES_OR_NO.search(text) is not None

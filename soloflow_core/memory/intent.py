@@ -46,6 +46,8 @@ the model, with the flow offered as a tool:
 - no noun the job's texts know picked out of several of its kind in a way they never do
   (``the password on my old account``, ``my other reservation``:
   :func:`~soloflow_core.memory.forms.picked_out`);
+- no yes-or-no prompt (``? Y/N``, ``(y/n)``, ``y or n``, ``(?)``:
+  :func:`~soloflow_core.memory.forms.asks_yes_or_no`);
 - not asked for again (``again``, ``once more``) nor on a schedule (``every month``,
   ``weekly``, ``from now on``) unless three of the job's texts are
   (:func:`~soloflow_core.memory.forms.repeated`,
@@ -69,6 +71,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from soloflow_core.memory.forms import (
+    asks_yes_or_no,
     changed_by,
     hyphen_parts,
     picked_out,
@@ -536,6 +539,8 @@ def judge_intent(
             "never do: the value may name another one"
         )
     plain = request.normalized or request.text
+    if asks_yes_or_no(plain):
+        reasons.append("it asks to be answered yes or no (Y/N, y or n, (?)), not for the job")
     if repeated(plain, verbs=_DOING) and evidence.repeats < FAMILIAR_MIN:
         reasons.append(
             "it asks for the job again (again, once more…), which the job's requests never do"
