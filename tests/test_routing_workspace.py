@@ -70,3 +70,20 @@ def test_no_near_miss_runs_but_the_five_arguably_genuine(trained_store: Trained)
 )
 def test_a_yes_or_no_prompt_is_read(text: str, asks: bool):
     assert asks_yes_or_no(text) is asks
+
+
+def test_a_sender_named_after_from_is_the_inputs_own_role(trained_store: Trained):
+    store = trained_store(WORKSPACE)
+    approve(store, WS)
+    with Desk(store, WS) as desk:
+        got = desk.mw.route(
+            "Please forward the last e-mail from ann@contoso.example to bo@contoso.example"
+        )
+        assert got.run is not None, got
+        assert set(got.inputs.values()) == {"ann@contoso.example", "bo@contoso.example"}
+        # one address in both roles, which the job's requests never did: the model decides
+        same = desk.mw.route(
+            "Forward the last e-mail from tom.baker@northwind.example to tom.baker@northwind.example"
+        )
+        assert same.run is None
+        assert any("are both" in r for c in same.checks for r in c.reasons), same

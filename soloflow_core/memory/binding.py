@@ -274,7 +274,10 @@ def bind_inputs(
         except PatternTimeoutError as exc:
             problems.append(f"input {name!r}: {exc}")
             continue
-        labels = frozenset(stem(w) for w in rule.get("labels") or () if w)
+        # the words the job's requests put before the value: its labels, and the anchor a
+        # rule always finds it after (`from` for a sender: its own role, not another one)
+        said = [*(rule.get("labels") or ()), *str(rule.get("anchor") or "").split()]
+        labels = frozenset(stem(w) for w in said if w)
         spec = props.get(name) if isinstance(props.get(name), Mapping) else {}
         examples = spec.get("examples") if isinstance(spec, Mapping) else None
         own = [str(e) for e in examples] if isinstance(examples, list) else []
@@ -313,6 +316,8 @@ def bind_inputs(
         inputs[name] = value
         used.add(found[0])
     if not problems:
+        problems.extend(_one_value_twice(inputs, props))
+    if not problems:
         spare = [v for v in request.values if v not in used]
         if spare:
             problems.append(
@@ -321,3 +326,27 @@ def bind_inputs(
                 + ", which no input of the flow takes"
             )
     return Binding(inputs=inputs, problems=tuple(problems))
+
+
+def _one_value_twice(inputs: Mapping[str, Any], props: Mapping[str, Any]) -> list[str]:
+    """Two inputs bound to one value (``forward the e-mail from tom@… to tom@…``) where the
+    job's examples never gave them one: the request likely names the wrong one."""
+    names = sorted(inputs)
+    out: list[str] = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            if inputs[a] != inputs[b]:
+                continue
+            ea, eb = (_examples(props.get(n)) for n in (a, b))
+            pairs = list(zip(ea, eb, strict=False))
+            if len(pairs) >= 2 and all(x != y for x, y in pairs):
+                out.append(
+                    f"inputs {a!r} and {b!r} are both {inputs[a]!r}, where the job's "
+                    "requests always gave them different values"
+                )
+    return out
+
+
+def _examples(spec: Any) -> list[Any]:
+    got = spec.get("examples") if isinstance(spec, Mapping) else None
+    return list(got) if isinstance(got, list) else []
