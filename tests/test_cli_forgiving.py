@@ -368,12 +368,27 @@ def test_ctrl_c_while_the_command_loads_prints_no_traceback(tmp_path: Path):
 
 def _in_python_start_up(err: str) -> bool:
     """Whether a traceback is Python's own, from before the command's first line ran: the
-    console script's one frame, importing the entry point (a busy machine started this
-    process slower than the start-up measured), then the KeyboardInterrupt."""
+    console script importing the entry point (a busy machine started this process slower
+    than the start-up measured: the interrupt may land inside the standard library's
+    ``typing`` that the package imports first), then the KeyboardInterrupt — and no frame of
+    ``main``, where the command's own handling begins."""
     frames = [line for line in err.splitlines() if line.strip().startswith("File ")]
     return (
-        len(frames) == 1
+        bool(frames)
         and "bin/soloflow" in frames[0]
         and "from soloflow_langgraph.__main__ import main" in err
+        and not any(f.rstrip().endswith(", in main") for f in frames)
+        and not any("soloflow_langgraph/cli" in f for f in frames)
         and err.rstrip().endswith("KeyboardInterrupt")
     )
+
+
+def test_a_traceback_counts_as_start_up_only_before_main():
+    head = 'Traceback (most recent call last):\n  File "/v/bin/soloflow", line 3, in <module>\n'
+    head += "    from soloflow_langgraph.__main__ import main\n"
+    typing = '  File "/py/lib/python3.11/typing.py", line 278, in _collect_parameters\n'
+    assert _in_python_start_up(head + "KeyboardInterrupt\n")
+    assert _in_python_start_up(head + typing + "KeyboardInterrupt\n")
+    in_main = '  File "/v/soloflow_langgraph/__main__.py", line 20, in main\n'
+    assert not _in_python_start_up(head + in_main + "KeyboardInterrupt\n")
+    assert not _in_python_start_up(head + typing + "ValueError: x\n")

@@ -20,6 +20,7 @@ from typing import Any
 import regex
 
 from soloflow_core.errors import PatternTimeoutError
+from soloflow_core.flow.phrases import find_phrases
 
 __all__ = [
     "MATCH_TIMEOUT",
@@ -191,6 +192,9 @@ def search(rule: dict[str, Any], text: str, *, field: str, flow: str | None = No
     Raises:
         PatternTimeoutError: the match ran past :data:`MATCH_TIMEOUT`.
     """
+    if rule.get("shape") == "phrase":  # a label's free text: scanned, no pattern
+        found = find_phrases(rule, text)
+        return found[0] if found else None
     pattern = str(rule["pattern"])
     rx = extraction_regex(pattern, str(rule.get("anchor") or ""))
     try:
@@ -206,6 +210,8 @@ def find_all(rule: dict[str, Any], text: str, *, field: str, flow: str | None = 
     Raises:
         PatternTimeoutError: the matching ran past :data:`MATCH_TIMEOUT`.
     """
+    if rule.get("shape") == "phrase":
+        return list(find_phrases(rule, text))
     pattern = str(rule["pattern"])
     rx = extraction_regex(pattern, str(rule.get("anchor") or ""))
     try:

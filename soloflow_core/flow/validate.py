@@ -13,6 +13,7 @@ from typing import Any
 
 from soloflow_core.errors import ExecutorNotFoundError, FlowValidationError
 from soloflow_core.flow.patterns import pattern_problem
+from soloflow_core.flow.phrases import phrase_problem
 from soloflow_core.flow.templates import Reference, TemplateError, iter_references
 from soloflow_core.models import FlowDefinition, FlowStep
 
@@ -105,6 +106,10 @@ def _check_extraction(extraction: Mapping[str, Mapping[str, Any]]) -> list[Probl
             problems.append(
                 (None, f"{where}.anchor", "anchor must be text (the word before the value)")
             )
+        if rule.get("shape") == "phrase":  # labelled free text: no pattern, its own fields
+            if (why := phrase_problem(dict(rule))) is not None:
+                problems.append((None, where, why))
+            continue
         if pattern is None:
             continue
         if not isinstance(pattern, str):

@@ -47,7 +47,7 @@ from soloflow_core.flow.templates import TRIGGER, escape_literal, maybe_json
 from soloflow_core.generalize.composed import compose_template, leaf_texts
 from soloflow_core.generalize.extraction import extract_inputs as extract_inputs
 from soloflow_core.generalize.extraction import extract_value as extract_value
-from soloflow_core.generalize.extraction import learn_extraction
+from soloflow_core.generalize.extraction import learn_extraction, names_number
 
 _MAX_LEAVES = 2000
 _MAX_DEPTH = 6
@@ -403,7 +403,10 @@ def generalize(
                     found = (j, path)
                     break
             strs = [v if isinstance(v, str) else canonical_json(v) for v in values]
-            in_task = all(s and s in t for s, t in zip(strs, tasks, strict=True))
+            in_task = all(
+                s and (s in t or names_number(v, t))
+                for s, v, t in zip(strs, values, tasks, strict=True)
+            )
             if found is not None and in_task and _picked_from_list(found[1], strs, tasks):
                 notes.append(
                     f"step_{i + 1}.{key}: named by every task and found at one place of a list "

@@ -8,12 +8,20 @@ A rule is learned only when it gives back every recorded value from its task tex
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
 from soloflow_core.flow import patterns
-from soloflow_core.generalize.shapes import learn_bounds, learn_shape
+from soloflow_core.flow.phrases import MAX_PHRASE_CHARS, MAX_PHRASE_WORDS, QUOTES
+from soloflow_core.generalize.shapes import (
+    CURRENCY_SIGNS,
+    IBAN_PATTERN,
+    MOD97,
+    learn_bounds,
+    learn_shape,
+)
 
-__all__ = ["extract_inputs", "extract_value", "learn_extraction"]
+__all__ = ["extract_inputs", "extract_value", "learn_extraction", "names_number"]
 
 _SHAPES = [
     ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
@@ -32,11 +40,34 @@ def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | No
     value introduced by another noun (``flight HAT170`` is no reservation); and the bounds of
     the values (:func:`~soloflow_core.generalize.shapes.learn_bounds`: ``digits``,
     ``date_format``), outside which routing sets a value aside (``999`` bags, ``2024-02-30``)."""
-    rule = _shape_rule(values, tasks)
-    if rule is not None and rule["shape"] != "email":  # an address is nothing but an address
+    rule = _shape_rule(values, tasks) or _phrase_rule(values, tasks)
+    if rule is not None and rule["shape"] not in (
+        "email",
+        "phrase",
+    ):  # an address is nothing but an address
         rule["labels"] = sorted({_word_before(v, t) for v, t in zip(values, tasks, strict=True)})
-        rule.update(learn_bounds(values))
+        numeric = rule["shape"] in ("integer", "number")
+        # a number's bounds as the tasks wrote it (`42.50` has two decimals; JSON says 42.5)
+        written = [extract_value(rule, t) or v for v, t in zip(values, tasks, strict=True)]
+        rule.update(learn_bounds(written if numeric else values))
+        signs = _signs(written, tasks) if numeric else ""
+        if signs:
+            rule["signs"] = signs
+        wide = {**rule, "pattern": IBAN_PATTERN}  # any IBAN's length: check digits decide
+        if rule.get("check_digits") == MOD97 and rule["shape"] == "learned":
+            rule = wide if _gives_back(wide, values, tasks) else rule
     return rule
+
+
+_NUMBER = re.compile(r"(?<![\w.-])\d+(?:\.\d+)?(?![\w@]|\.\d)")
+
+
+def names_number(value: Any, task: str) -> bool:
+    """Whether ``task`` names the number ``value`` standing alone, however written
+    (``42.50`` or ``42.5`` for ``42.5``, ``1200`` for ``1200.0``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return any(float(m.group()) == value for m in _NUMBER.finditer(task))
 
 
 def _standalone(value: str, task: str) -> int:
@@ -64,6 +95,57 @@ def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
         if _gives_back(rule, values, tasks):
             return rule
     return None if shape[0] == "token" else _learned_rule(values, tasks, anchors)
+
+
+def _signs(values: list[str], tasks: list[str]) -> str:
+    """The currency signs the tasks write against the value (``€15``, ``35€``)."""
+    found: set[str] = set()
+    for v, t in zip(values, tasks, strict=True):
+        for m in re.finditer(rf"(?<![\w.]){re.escape(v)}(?:0*)(?![\w])", t):
+            around = t[m.start() - 1 : m.start()] + t[m.end() : m.end() + 1]
+            found.update(c for c in around if c in CURRENCY_SIGNS)
+    return "".join(sorted(found))
+
+
+def _phrase_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
+    """A phrase rule (:mod:`~soloflow_core.flow.phrases`) for free-text values a label
+    introduces in every task (``subject 'Rent'``, ``reference: Cinema``): its labels, those
+    that introduced an unquoted value (``bare``), and one word more than the longest value
+    held. Learned from three values or more when one label introduces most of them, no label
+    is a verb of action or of request, and it gives back every value."""
+    if len(values) < PHRASE_MIN:
+        return None
+    # here, not at the top: the CLI imports this module and starts without the store's stack
+    from soloflow_core.memory.reading import ACTION_STEMS, REQUEST_STEMS
+    from soloflow_core.store.fulltext import stem
+
+    labels: list[str] = []
+    bare: set[str] = set()
+    for v, t in zip(values, tasks, strict=True):
+        i = t.find(v)
+        if not v.strip() or len(v) > MAX_PHRASE_CHARS or i < 0 or len(v.split()) > MAX_PHRASE_WORDS:
+            return None
+        found = re.findall(r"[^\W\d_]+$", t[:i].rstrip(" \t:=#'\"(-\u2013\u2018\u201c"))
+        label = found[0].lower() if found else ""
+        if not label or stem(label) in ACTION_STEMS | REQUEST_STEMS:
+            return None
+        labels.append(label)
+        if t[i - 1 : i] not in QUOTES:
+            bare.add(label)
+    if Counter(labels).most_common(1)[0][1] * 2 < len(labels):
+        return None
+    rule: dict[str, Any] = {
+        "shape": "phrase",
+        "anchor": "",
+        "labels": sorted(set(labels)),
+        "bare": sorted(bare),
+        "words": min(MAX_PHRASE_WORDS, max(len(v.split()) for v in values) + 1),
+    }
+    return rule if _gives_back(rule, values, tasks) else None
+
+
+PHRASE_MIN = 3
+"""Values a phrase rule is learned from, at least."""
 
 
 def _anchors(values: list[str], tasks: list[str]) -> list[str]:
@@ -125,7 +207,24 @@ def _another_of_the_shape(rule: dict[str, Any], tasks: list[str]) -> bool:
 
 
 def _gives_back(rule: dict[str, Any], values: list[str], tasks: list[str]) -> bool:
-    return all(extract_value(rule, t) == v for v, t in zip(values, tasks, strict=True))
+    numeric = rule["shape"] in ("integer", "number")
+    return all(
+        _same(extract_value(rule, t), v, numeric=numeric)
+        for v, t in zip(values, tasks, strict=True)
+    )
+
+
+def _same(found: str | None, value: str, *, numeric: bool) -> bool:
+    """Whether the text a rule found is the recorded value: the same text, or for a number
+    shape the same number (``42.50`` in the task for the recorded ``42.5``)."""
+    if found is None or found == value:
+        return found is not None
+    if not numeric:
+        return False
+    try:
+        return float(found) == float(value)
+    except ValueError:
+        return False
 
 
 def extract_value(

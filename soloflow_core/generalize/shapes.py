@@ -9,7 +9,15 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-__all__ = ["DATE_FORMATS", "MOD97", "bound_problem", "learn_bounds", "learn_shape"]
+__all__ = [
+    "CURRENCY_SIGNS",
+    "DATE_FORMATS",
+    "IBAN_PATTERN",
+    "MOD97",
+    "bound_problem",
+    "learn_bounds",
+    "learn_shape",
+]
 
 _CLASSES = (
     ("[a-z]+", re.compile(r"[a-z]+")),
@@ -220,7 +228,10 @@ def learn_bounds(values: Sequence[str]) -> dict[str, Any]:
     """What a value of the examples' kind may be beyond its shape, as extraction-rule keys:
     integers have at most as many digits as the longest example (``digits``; ``padded`` when
     an example was written with a leading zero); dates are real dates in the examples' form
-    (``date_format``, one of :data:`DATE_FORMATS`); codes that all carry the check digits
+    (``date_format``, one of :data:`DATE_FORMATS`); numbers have at most as many decimals
+    as the most precise example (``decimals``: ``12.345`` is no amount of ``42.5``,
+    ``89.99``), as many whole digits as the largest (``digits``) and are above zero when
+    every example was (``positive``); codes that all carry the check digits
     of IBANs carry valid ones (``check_digits``: :data:`MOD97`). Empty for other values.
 
     Example:
@@ -235,6 +246,15 @@ def learn_bounds(values: Sequence[str]) -> dict[str, Any]:
         if any(len(v) > 1 and v.startswith("0") for v in plain):
             bounds["padded"] = True
         return bounds
+    if all(_DECIMAL.fullmatch(v) for v in values):  # amounts: 250, 42.5, 89.99
+        whole = [v.lstrip("-").partition(".")[0] for v in values]
+        bounds = {
+            "decimals": max(len(v.partition(".")[2]) for v in values),
+            "digits": max(len(w) for w in whole),
+        }
+        if all(float(v) > 0 for v in values):
+            bounds["positive"] = True
+        return bounds
     fmt = next((f for f in DATE_FORMATS if all(_is_date(v, f) for v in values)), None)
     if fmt:
         return {"date_format": fmt}
@@ -243,6 +263,13 @@ def learn_bounds(values: Sequence[str]) -> dict[str, Any]:
     return {}
 
 
+CURRENCY_SIGNS = "$€£¥"
+"""Signs a number may be written against (``€15``, ``35€``) when the job's requests did."""
+_DECIMAL = re.compile(r"-?\d+(?:\.\d+)?")
+IBAN_PATTERN = r"[A-Z]{2}\d{2}[A-Z0-9]{11,30}"
+"""Every IBAN's shape (15 to 34 characters): the pattern of a rule whose examples all carry
+the check digits of IBANs, whatever lengths the examples had (a Belgian IBAN is 16, a
+Maltese one 31); the check digits keep other codes out."""
 MOD97 = "iso7064-mod97-10"
 """The check digits of IBANs (ISO 13616): two letters, two check digits, then the account;
 moved to the end and read as a number (a letter as 10–35), the code leaves 1 modulo 97."""
@@ -271,6 +298,18 @@ def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
             return f"{value!r} has more digits than any example of the input ({digits})"
         if len(plain) > 1 and plain.startswith("0") and rule.get("padded") is not True:
             return f"{value!r} is written with a leading zero, as no example of the input was"
+    places = rule.get("decimals")
+    if isinstance(places, int) and not isinstance(places, bool) and _DECIMAL.fullmatch(value):
+        whole, _, fraction = value.lstrip("-").partition(".")
+        if len(fraction) > places:
+            return (
+                f"{value!r} has more decimals than any example of the input ({places}): "
+                "a thousands separator, or another number"
+            )
+        if isinstance(digits, int) and not isinstance(digits, bool) and len(whole) > digits:
+            return f"{value!r} has more digits than any example of the input ({digits})"
+        if rule.get("positive") is True and float(value) <= 0:
+            return f"{value!r} is not above zero, as every example of the input was"
     fmt = rule.get("date_format")
     if isinstance(fmt, str) and fmt in DATE_FORMATS and not _is_date(value, fmt):
         return f"{value!r} is no real date in the form of the input's examples ({fmt})"

@@ -7,7 +7,9 @@ the input's shape and type, plain ASCII, not inside a URL, not negated or set as
 examples (no more digits, a real date: ``999`` bags, ``2024-02-30``), not of the narrower shape
 of another kind of value the namespace knows (a flight number ``HAT170`` for a reservation
 code), no value just after ``by``, ``from`` or ``as``, and no value of the request
-left unused. See ``docs/agents.md`` ("Routing").
+left unused. A free text a label introduces (a phrase rule: ``subject 'Rent'``) is bound only
+when it says nothing more than a subject (:func:`phrase_asks`). See ``docs/agents.md``
+("Routing").
 """
 
 from __future__ import annotations
@@ -20,17 +22,20 @@ from typing import Any
 
 from soloflow_core.errors import PatternTimeoutError
 from soloflow_core.flow import patterns
-from soloflow_core.generalize.shapes import bound_problem
+from soloflow_core.flow.phrases import QUOTES
+from soloflow_core.generalize.shapes import CURRENCY_SIGNS, bound_problem
 from soloflow_core.memory.reading import (
+    ACTION_STEMS,
     FILLER,
     NEGATION,
     REQUEST_STEMS,
     RequestText,
+    read_request,
     words_of,
 )
 from soloflow_core.store.fulltext import stem
 
-__all__ = ["Binding", "ValueKind", "bind_inputs", "value_kinds"]
+__all__ = ["Binding", "ValueKind", "bind_inputs", "phrase_asks", "phrase_words", "value_kinds"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,16 +93,23 @@ def _matches(rule: Mapping[str, Any], text: str, field: str) -> list[tuple[str, 
     Raises:
         PatternTimeoutError: its pattern ran past its time limit.
     """
-    if not rule.get("pattern"):
+    if not rule.get("pattern") and rule.get("shape") != "phrase":
         return []
     found = patterns.find_all(dict(rule), text, field=field)
     return [(m.group("v"), m.start("v"), m.end("v")) for m in found]
 
 
 def _set_aside(
-    text: str, start: int, end: int, *, urls: list[tuple[int, int]], labels: frozenset[str]
+    text: str,
+    start: int,
+    end: int,
+    *,
+    urls: list[tuple[int, int]],
+    labels: frozenset[str],
+    signs: str = "",
 ) -> str | None:
-    """Why a value found at ``text[start:end]`` may not be bound, or None."""
+    """Why a value found at ``text[start:end]`` may not be bound, or None. ``signs``: the
+    currency signs the job's own requests wrote against the value (``€15``)."""
     value = text[start:end]
     if not value.isascii():
         return f"{value!r} holds characters outside ASCII"
@@ -105,7 +117,8 @@ def _set_aside(
         return f"{value!r} stands inside a link"
     if (start > 0 and text[start - 1].isalnum()) or (end < len(text) and text[end].isalnum()):
         return f"{value!r} runs into the text around it"
-    if (start > 0 and text[start - 1] in _GLUE) or (end < len(text) and text[end] in _GLUE):
+    glue = _GLUE - set(signs)
+    if (start > 0 and text[start - 1] in glue) or (end < len(text) and text[end] in glue):
         return f"{value!r} is glued to a sign or symbol ({text[max(0, start - 1) : end + 1]!r})"
     before = text[:start]
     clause = re.split(r"[.;!?()\n\u2014]|\s-\s", before)[-1]
@@ -281,13 +294,20 @@ def bind_inputs(
         spec = props.get(name) if isinstance(props.get(name), Mapping) else {}
         examples = spec.get("examples") if isinstance(spec, Mapping) else None
         own = [str(e) for e in examples] if isinstance(examples, list) else []
+        phrase = rule.get("shape") == "phrase"
         for value, start, end in matches:
-            why = _set_aside(text, start, end, urls=urls, labels=labels)
+            signs = "".join(c for c in rule.get("signs") or () if c in CURRENCY_SIGNS)
+            why = _set_aside(text, start, end, urls=urls, labels=labels, signs=signs)
+            why = why or (
+                phrase_asks(value, quoted=text[start - 1 : start] in QUOTES) if phrase else None
+            )
             try:
                 why = why or _bounded(text, start, end, rule=rule)
                 why = why or _other_kind(value, rule, examples=own, kinds=kinds)
             except PatternTimeoutError as exc:
                 why = str(exc)
+            if why is None and value in found:  # `250 and 250`, `to A and A`: once or twice?
+                why = f"{value!r} is named more than once: once, or twice?"
             if why is not None:
                 problems.append(f"input {name!r}: {why}")
             elif value not in found:
@@ -315,6 +335,8 @@ def bind_inputs(
             continue
         inputs[name] = value
         used.add(found[0])
+        if phrase:  # the values a phrase holds are its own (`reference "Invoice 2022-118"`)
+            used.update(v for v in request.values if v in found[0])
     if not problems:
         problems.extend(_one_value_twice(inputs, props))
     if not problems:
@@ -326,6 +348,72 @@ def bind_inputs(
                 + ", which no input of the flow takes"
             )
     return Binding(inputs=inputs, problems=tuple(problems))
+
+
+_JOINING = frozenset({"and", "then", "also", "plus", "or", "but"})
+_ASIDES = frozenset("please pls plz thanks thank thx now today tomorrow asap".split())
+"""Words an unquoted phrase ends on that are said to the listener, not of the subject."""
+
+
+def phrase_words(
+    input_schema: Mapping[str, Any] | None,
+    extraction: Mapping[str, Mapping[str, Any]],
+    request: RequestText,
+) -> frozenset[str]:
+    """The stems of the words of each required input's phrase (:mod:`~soloflow_core.flow.
+    phrases`) the request holds once: a subject's words are its data, not words of the job."""
+    required = (input_schema or {}).get("required") or []
+    text = request.normalized or request.text
+    out: set[str] = set()
+    for name in required:
+        rule = extraction.get(name) if isinstance(name, str) else None
+        if not isinstance(rule, Mapping) or rule.get("shape") != "phrase":
+            continue
+        found = {m.group("v") for m in patterns.find_all(dict(rule), text, field=name)}
+        if len(found) == 1:
+            out.update(read_request(found.pop()).terms)
+    return frozenset(out)
+
+
+def phrase_asks(value: str, *, quoted: bool) -> str | None:
+    """Why a phrase's free text may not be bound without the model, or None: it holds a verb
+    of action or of request, a negation, another person; quoted, a question mark or an
+    object pronoun (``'Rent (double it)'``); unquoted, any word but its content words after
+    a determiner — no word that joins a second request (``subject: rent and cancel my card``),
+    qualifies when, whether or how much (``Rent later``, ``Rent if possible``, ``Rent in
+    dollars``, ``Rent x2``) or asks (``subject: what is my balance``), since an unquoted
+    subject runs to the end of its sentence and would take them in."""
+    read = read_request(value)
+    words = [w.lower() for w in words_of(value)]
+    said = (
+        {t for t in read.terms if t in ACTION_STEMS | REQUEST_STEMS}
+        | {w for w in words if NEGATION.fullmatch(w)}
+        | set(read.parties)
+    )
+    if quoted:
+        said |= {w for w in words if w in _OBJECTS} | ({"?"} if "?" in value else set())
+    else:
+        rest = words[1:] if words and words[0] in _DETERMINERS else words
+        said |= {w for w in rest if w in _JOINING | _ASIDES | _QUALIFIERS | FILLER}
+        said |= {m.group() for m in _TIMES.finditer(value)}
+    if said:
+        return (
+            f"its text {value!r} says {', '.join(sorted(said))}: more than a subject; "
+            "the model decides"
+        )
+    return None
+
+
+_DETERMINERS = frozenset({"the", "a", "an", "my", "our", "your"})
+_OBJECTS = frozenset({"it", "them", "everything", "anything"})
+_QUALIFIERS = frozenset(
+    """later tonight tomorrow today yesterday soon next last first after before until till
+    during when whenever if unless whether maybe perhaps possibly probably hypothetically only
+    minus per times plus instead either what which who whom whose why how where is are was
+    were do does did has have had should shall might must""".split()
+)
+"""Words that, in an unquoted subject, say when, whether, how much or ask: not its text."""
+_TIMES = re.compile(r"\b(?:x\d+|\d+x)\b", re.IGNORECASE)
 
 
 def _one_value_twice(inputs: Mapping[str, Any], props: Mapping[str, Any]) -> list[str]:

@@ -14,9 +14,9 @@ the model, with the flow offered as a tool:
 - enough evidence (:data:`MIN_EXEMPLARS` task texts for a learned flow; a person's words for
   a user-submitted one); a plain request: shorter than :data:`MAX_REQUEST_CHARS`, mostly in
   the Latin script, no invisible characters, no markup (``<p>``, ``**``, code, JSON);
-- every word of the request known to the evidence (a word the job's texts hold only inside
-  a hyphenated name, ``sre-admins``, is not known alone: ``as admin``), at least two of them,
-  and one of the
+- every word of the request known to the evidence, a free text's aside (``data``: a
+  payment's subject; a word the job's texts hold only inside a hyphenated name,
+  ``sre-admins``, is not known alone: ``as admin``), at least two of them, and one of the
   job's *key words* (a word most of its texts hold that no other job commonly holds —
   :func:`soloflow_core.memory.router.decide_route` computes them per namespace);
 - no retraction (``never mind``, ``just kidding``, ``scratch that``…), no negation of a word
@@ -374,6 +374,7 @@ def judge_intent(
     keys: Collection[str] | None = None,
     other_jobs: Collection[str] = (),
     own_actions: Collection[str] = (),
+    data: Collection[str] = (),
 ) -> IntentVerdict:
     """Whether ``request`` is the job of ``evidence`` (see the module docstring).
 
@@ -384,8 +385,11 @@ def judge_intent(
         own_actions: stems of the actions the job itself performs (:func:`tool_actions` of
             its side-effecting tools: ``send`` for ``send_email``): known words, never
             "another action". They are no key words and no anchors.
+        data: stems of the request's free-text values (a payment's subject:
+            :func:`~soloflow_core.memory.binding.phrase_words`): no words of the request's
+            intent, neither known nor unknown; every other rule still reads them.
     """
-    terms = request.terms
+    terms = tuple(t for t in request.terms if t not in data)
     vocab = evidence.vocabulary | (frozenset(own_actions) & ACTION_STEMS)
     if evidence.named_only:  # `as admin`, where the texts only say `sre-admins`
         vocab -= evidence.named_only & hyphen_parts(request.normalized or request.text)[1]

@@ -6,8 +6,8 @@ how its sentences open, whom it names — the reading both a request and a job's
 - courtesy is read plainly: ``would you mind``, ``could I have`` ask (as ``please``);
   greetings, thanks, a closing and the writer's name, and the words that introduce the
   address (``you can reach me at``, ``account holder:``) say nothing;
-- the rest is split into words, lowercased, accents dropped, irregular past forms read as
-  their verb (``sent`` → ``send``; ``did`` stays: a question about the past), stemmed
+- the rest is split into words (quotes no apostrophes), lowercased, accents dropped,
+  irregular past forms read as their verb (``sent`` → ``send``; ``did`` stays: a question about the past), stemmed
   (Snowball, ``orders`` → ``order``) — a noun made from a verb of action stays whole
   (``cancellation``); filler words (articles, pronouns of the speaker, "please", "could
   you") are left out. Question words, auxiliaries that open a question (``has my order
@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]*)?")
+_QUOTED = re.compile(r"(?<![\w'’])['‘’]([^'‘’\n]{1,80}?)['’](?![\w'’])")
 NEGATION = re.compile(
     r"\b(?:not|no|never|none|nothing|nobody|neither|nor|without|cannot|unless|instead|"
     r"stop|avoid|refrain|dont|doesnt|didnt|wont|cant|shouldnt|isnt|arent|wasnt|"
@@ -243,7 +244,7 @@ def _fold(text: str) -> str:
 
 
 def words_of(text: str) -> list[str]:
-    return [w.replace("’", "'") for w in _WORD.findall(_fold(text))]
+    return [w.replace("’", "'") for w in _WORD.findall(_QUOTED.sub(r" \1 ", _fold(text)))]
 
 
 def _content(word: str) -> str | None:

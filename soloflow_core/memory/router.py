@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from soloflow_core.learning.outcomes import FlowStats, may_auto_execute
-from soloflow_core.memory.binding import ValueKind, bind_inputs, value_kinds
+from soloflow_core.memory.binding import ValueKind, bind_inputs, phrase_words, value_kinds
 from soloflow_core.memory.forms import acted_values
 from soloflow_core.memory.intent import JobEvidence, Verdict, judge_intent, tool_actions
 from soloflow_core.memory.reading import ACTION_STEMS, RequestText, read_request
@@ -135,12 +135,14 @@ def decide_route(
             evidence[o.name] for o in matches if o.name != m.name and jobs[o.name] != jobs[m.name]
         ]
         keys = key_words(evidence[m.name], rivals)
+        flow = definition(m.name)
         verdict = judge_intent(
             evidence[m.name],
             read,
             keys=keys,
             other_jobs=others,
             own_actions=tool_actions(jobs[m.name]),
+            data=phrase_words(flow.input_schema, flow.extraction, read),
         )
         reasons = list(verdict.reasons)
         inputs: dict[str, Any] = {}
@@ -153,7 +155,6 @@ def decide_route(
                 "executions failed)"
             )
         if verdict.verdict == "run":
-            flow = definition(m.name)
             if kinds is None:  # every kind of value the namespace's flows take, once
                 kinds = store.derived_from_flows(_kinds_of, user_id=user_id, agent_id=agent_id)
             binding = bind_inputs(flow.input_schema, flow.extraction, read, kinds=kinds)
