@@ -25,7 +25,17 @@ PROBES = Path(__file__).parent / "data" / "probe6_probes.json"
 
 
 def _bound_right(inputs: dict[str, Any], values: dict[str, Any]) -> bool:
-    return all(str(inputs.get(k)) == str(v) for k, v in values.items() if k in inputs)
+    return all(_same(inputs.get(k), v) for k, v in values.items() if k in inputs)
+
+
+def _same(got: Any, want: Any) -> bool:
+    """Equal as text, or as numbers (an amount bound as 130.0 is the probe's ``"130"``)."""
+    if str(got) == str(want):
+        return True
+    try:
+        return float(got) == float(want)
+    except (TypeError, ValueError):
+        return False
 
 
 def _route(mw: Any, probes: list[dict[str, Any]], label: str, show_all: bool) -> Counter[str]:

@@ -132,7 +132,7 @@ def test_amounts_are_found_however_written_and_bounded_by_the_examples():
     assert bind_inputs(schema, {"amount": rule}, read_request("send €18 now")).inputs == {
         "amount": 18.0
     }
-    for text in ("send $18 now", "send -18 now", "send 18% now", "send 18 and 18"):
+    for text in ("send $18 now", "send -18 now", "send 18% now", "send 18 and 18", "send １８ now"):
         got = bind_inputs(schema, {"amount": rule}, read_request(text))
         assert got.inputs == {} and got.problems, text
     plain = learn_extraction(["250", "15", "42.5"], ["send 250 to x", "Send 15 to y", "pay 42.50"])

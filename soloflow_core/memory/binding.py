@@ -306,6 +306,8 @@ def bind_inputs(
                 why = why or _other_kind(value, rule, examples=own, kinds=kinds)
             except PatternTimeoutError as exc:
                 why = str(exc)
+            if why is None and request.text and value not in request.text:
+                why = f"{value!r} is written in other forms in the request (full-width, look-alike)"
             if why is None and value in found:  # `250 and 250`, `to A and A`: once or twice?
                 why = f"{value!r} is named more than once: once, or twice?"
             if why is not None:
