@@ -852,7 +852,7 @@ def profile(opts: argparse.Namespace, tmp: Path, store: Store) -> None:
     for i in range(3):
         rt.run("bench-profile", {"x": i})
     runs = 30 if opts.quick else 100
-    import soloflow_langgraph.runtime.flow_runtime as runtime_module
+    import soloflow_langgraph.runtime.invocation as runtime_module
 
     # The run's own thread (run_watch) is profiled too: one profiler per thread, merged.
     prof, in_run = cProfile.Profile(), cProfile.Profile()
