@@ -10,7 +10,12 @@ compiled with a checkpointer and invoked with ``durability="sync"`` and a fresh
 * ``SF graph``: ``compile_flow`` + ``graph.invoke`` with the same checkpointer and no store:
   templates, skip checks, the per-call thread and the final node, but no step journal;
 * ``SF runtime``: ``FlowRuntime.run(name, inputs)`` on a store, ``retention="keep"``: the
-  durable path (run record, step journal, the run's end). Each invocation runs on one
+  durable path (run record, step journal, the run's end) with the runtime's default
+  ``durability="exit"`` — LangGraph saves the run's checkpoint when the invocation ends, and
+  the step journal (one synchronous commit per step on PostgreSQL) is what keeps completed
+  steps from running again after a crash; the baseline's ``"sync"`` is LangGraph's way to the
+  same guarantee (two commits per step). Both survive a kill mid-run without repeating a
+  completed step; neither row is compared with LangGraph's non-durable ``"exit"``. Each invocation runs on one
   watched daemon thread and the steps of one-task supersteps call their tool in line
   (``soloflow_langgraph.compile.run_watch``): one thread hand-off per run instead of per step. On a
   SQLite file store its
@@ -22,6 +27,8 @@ compiled with a checkpointer and invoked with ``durability="sync"`` and a fresh
   ``postgres``.
 * ``SF runtime, retention``: the same with the default retention — the runtime deletes each
   run's checkpoints as it ends (batched, on a background thread), inside the timing.
+* ``SF runtime, sync``: the same with ``durability="sync"`` (LangGraph's checkpoint before every
+  superstep as well as the journal; the default until 2026-11-28).
 
 Configurations: no checkpointer, ``InMemorySaver``, ``SqliteSaver`` on a file, and
 ``PostgresSaver`` when ``--pg`` is reachable. Shapes: chains of 5 and 10 steps and a
@@ -267,6 +274,9 @@ def graph_variant(config: str, who: str, graph: Any, saver: Any, runs: int) -> V
 
 
 RETAINING = "SF runtime, retention"
+SYNC = "SF runtime, sync"
+"""The runtime with ``durability="sync"``: LangGraph's checkpoint before every superstep as well
+as the journal (the default before 2026-11-28), shown beside the target row."""
 """The runtime with its default retention (checkpoints deleted by the runtime as runs end,
 inside the timing): shown beside the target row, whose checkpoints go untimed like LG's."""
 
@@ -479,8 +489,16 @@ def per_step(
                 store, registry=registry, user_id="bench", agent_id=AGENT, retention="keep"
             )
             rt_del = FlowRuntime(store, registry=registry, user_id="bench", agent_id=AGENT)
+            rt_sync = FlowRuntime(
+                store,
+                registry=registry,
+                user_id="bench",
+                agent_id=AGENT,
+                retention="keep",
+                durability="sync",
+            )
             savers += [s1, s2]
-            runtimes += [rt, rt_del]
+            runtimes += [rt, rt_del, rt_sync]
             variants += [
                 graph_variant("sqlite", "LG", hand_written(shape, fn, is_tool, s1), s1, runs),
                 *(
@@ -498,6 +516,7 @@ def per_step(
                 ),
                 runtime_variant("sqlite", "SF runtime", rt, name),
                 *([runtime_variant("sqlite", RETAINING, rt_del, name)] if full else []),
+                *([runtime_variant("sqlite", SYNC, rt_sync, name)] if full else []),
             ]
             # (d) PostgreSQL
             if pg is not None:
@@ -507,8 +526,16 @@ def per_step(
                     pg, registry=registry, user_id=pg_user, agent_id=AGENT, retention="keep"
                 )
                 prt_del = FlowRuntime(pg, registry=registry, user_id=pg_user, agent_id=AGENT)
+                prt_sync = FlowRuntime(
+                    pg,
+                    registry=registry,
+                    user_id=pg_user,
+                    agent_id=AGENT,
+                    retention="keep",
+                    durability="sync",
+                )
                 savers += [p1, p2]
-                runtimes += [prt, prt_del]
+                runtimes += [prt, prt_del, prt_sync]
                 variants += [
                     graph_variant("postgres", "LG", hand_written(shape, fn, is_tool, p1), p1, runs),
                     *(
@@ -526,6 +553,7 @@ def per_step(
                     ),
                     runtime_variant("postgres", "SF runtime", prt, name),
                     *([runtime_variant("postgres", RETAINING, prt_del, name)] if full else []),
+                    *([runtime_variant("postgres", SYNC, prt_sync, name)] if full else []),
                 ]
             t0 = time.perf_counter()
             times = measure(variants, reps, runs, deletes, opts.interleave)
@@ -588,11 +616,12 @@ def print_per_step(rows: list[dict[str, Any]]) -> None:
         "rep's SF and LG times together)"
     )
     print(
-        "\nSummary, like-for-like (same checkpointer, durability=sync, checkpoints deleted untimed after "
-        "each rep on every row; SF runtime = run record + step journal):"
+        "\nSummary (same checkpointer, checkpoints deleted untimed after each rep on every row; LG = "
+        "durability=sync, LangGraph's durable mode; SF runtime = its default durability=exit, the run "
+        "record and the synchronous step journal keeping steps exactly-once):"
     )
     for config in ("sqlite", "postgres"):
-        for who in ("SF runtime", RETAINING):
+        for who in ("SF runtime", RETAINING, SYNC):
             sel = [r for r in rows if r["config"] == config and r["who"] == who]
             if not sel:
                 continue

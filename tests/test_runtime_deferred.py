@@ -266,7 +266,11 @@ _CHILD = textwrap.dedent("""
         return fn
 
     store = Store.open(sys.argv[1])
-    rt = FlowRuntime(store, tools=[make(s) for s in "abc"], user_id="deferred-user", agent_id="deferred-agent")
+    durability = sys.argv[5] if len(sys.argv) > 5 else "exit"
+    rt = FlowRuntime(
+        store, tools=[make(s) for s in "abc"], user_id="deferred-user", agent_id="deferred-agent",
+        durability=durability,
+    )
     if sys.argv[3] == "kill":
         inner = rt.checkpointer.put
         last = sys.argv[4]
@@ -288,6 +292,8 @@ _CHILD = textwrap.dedent("""
 def test_a_process_ending_after_a_call_returned_leaves_it_to_be_recovered_not_called_again(
     db_url: str, tmp_path: Path
 ) -> None:
+    """``durability="sync"``: the process ends once the last step's output is in a checkpoint
+    (its completion still deferred); resume recovers it from there."""
     store = Store.open(db_url)
     try:
         store.register_flow(_chain("resume-me", "a", "b", "c"), source="user", **NS)
@@ -296,7 +302,7 @@ def test_a_process_ending_after_a_call_returned_leaves_it_to_be_recovered_not_ca
         # The last step's completion is deferred to the run's end (no step waits for it): the
         # process ends once its output is checkpointed.
         child = subprocess.run(
-            [sys.executable, "-c", _CHILD, db_url, str(log), "kill", "c"],
+            [sys.executable, "-c", _CHILD, db_url, str(log), "kill", "c", "sync"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -308,7 +314,7 @@ def test_a_process_ending_after_a_call_returned_leaves_it_to_be_recovered_not_ca
         assert _states(store, run_id) == {"a": "completed", "b": "completed", "c": "running"}
 
         resumed = subprocess.run(
-            [sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id],
+            [sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id, "sync"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -332,16 +338,16 @@ def test_a_process_ending_after_a_call_returned_leaves_it_to_be_recovered_not_ca
 
 
 def test_a_step_never_called_runs_once_after_the_process_ends(db_url: str, tmp_path: Path) -> None:
-    """The process ends once a's output is checkpointed, before b is called (a's completion
-    still deferred). The resumed run recovers a from the checkpoint, calls b once, with its
-    idempotency key, and never calls a again."""
+    """``durability="sync"``: the process ends once a's output is checkpointed, before b is
+    called (a's completion still deferred). The resumed run recovers a from the checkpoint,
+    calls b once, with its idempotency key, and never calls a again."""
     store = Store.open(db_url)
     try:
         store.register_flow(_chain("resume-me", "a", "b", "c"), source="user", **NS)
         log = tmp_path / "calls.log"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         child = subprocess.run(
-            [sys.executable, "-c", _CHILD, db_url, str(log), "kill", "a"],
+            [sys.executable, "-c", _CHILD, db_url, str(log), "kill", "a", "sync"],
             capture_output=True,
             text=True,
             timeout=120,
@@ -355,7 +361,7 @@ def test_a_step_never_called_runs_once_after_the_process_ends(db_url: str, tmp_p
         assert _states(store, run_id) == {"a": "running"}
 
         resumed = subprocess.run(
-            [sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id],
+            [sys.executable, "-c", _CHILD, db_url, str(log), "resume", run_id, "sync"],
             capture_output=True,
             text=True,
             timeout=120,

@@ -44,6 +44,11 @@ class StepBegin:
     cancelled: bool
     """The run was cancelled: don't start the step."""
     idempotency_key: str
+    failed: str | None = None
+    """The step failed for good in an earlier attempt (no retry was left): its error. Don't
+    call it again; the step fails as it did. Set when a run is carried on by running its graph
+    again from an earlier point (a resume, or a run whose checkpoints are saved only when an
+    invocation ends), which reaches a step that had already failed."""
 
     @classmethod
     def start(cls, key: str, *, attempt: int) -> StepBegin:
@@ -54,6 +59,19 @@ class StepBegin:
     def completed_before(cls, key: str, *, output: Any, attempt: int) -> StepBegin:
         """The step completed in an earlier attempt: use ``output``, don't call it again."""
         return cls(done=True, output=output, attempt=attempt, cancelled=False, idempotency_key=key)
+
+    @classmethod
+    def failed_before(cls, key: str, *, error: str, attempt: int) -> StepBegin:
+        """The step failed for good in an earlier attempt: fail it with ``error`` again,
+        without a call."""
+        return cls(
+            done=False,
+            output=None,
+            attempt=attempt,
+            cancelled=False,
+            idempotency_key=key,
+            failed=error,
+        )
 
     @classmethod
     def run_cancelled(cls, key: str) -> StepBegin:
@@ -68,8 +86,11 @@ class StepJournal:
     run_id: str
 
     def begin(self, step_key: str, step_id: str) -> StepBegin:
-        """Record the step as running (``pending``/``failed`` → ``ready`` → ``running``)
-        before its call, or report that it completed already or that the run was cancelled."""
+        """Record the step as running (``pending`` → ``ready`` → ``running``; a step left
+        ``running`` by an ended process: → ``failed`` → ``ready`` → ``running``) before its
+        call, or report that it completed already, that it failed for good already (it is
+        ``failed``: a failure with a retry left goes back to ``ready``), or that the run was
+        cancelled."""
         raise NotImplementedError("implement begin(step_key, step_id) -> StepBegin")
 
     def succeeded(self, step_key: str, output: Any) -> None:
@@ -115,6 +136,7 @@ class _Entry:
     attempts: int = 0
     output: Any = None
     seq: int | None = None
+    error: str | None = None
 
 
 class InMemoryStepJournal(StepJournal):
@@ -143,6 +165,8 @@ class InMemoryStepJournal(StepJournal):
             e = self._steps.get(step_key)
             if e is not None and e.state is StepState.COMPLETED:
                 return StepBegin.completed_before(key, output=e.output, attempt=e.attempts)
+            if e is not None and e.state is StepState.FAILED:
+                return StepBegin.failed_before(key, error=e.error or "", attempt=e.attempts)
             if self.cancel_requested:
                 return StepBegin.run_cancelled(key)
             if e is None:
@@ -152,7 +176,7 @@ class InMemoryStepJournal(StepJournal):
                 e = self._steps[step_key] = _Entry(step_id, StepState.PENDING)
             if e.state is StepState.RUNNING:
                 self._move(step_key, e, new=StepState.FAILED, detail=RERUN)
-            if e.state in (StepState.PENDING, StepState.FAILED):
+            if e.state in (StepState.PENDING, StepState.FAILED):  # failed: left running
                 self._move(step_key, e, new=StepState.READY)
             self._move(step_key, e, new=StepState.RUNNING)
             e.attempts += 1
@@ -169,6 +193,7 @@ class InMemoryStepJournal(StepJournal):
         with self._lock:
             e = self._steps[step_key]
             self._move(step_key, e, new=StepState.FAILED, detail=error)
+            e.error = error
             if retry:
                 self._move(step_key, e, new=StepState.READY)
 

@@ -93,21 +93,15 @@ class Database:
     def journal(self) -> Database:
         """The database of the hot paths: flow-run records, flow lookups, latest versions.
 
-        On SQLite this database. On PostgreSQL the same database through a pool of its own,
-        whose sessions commit with ``synchronous_commit=off`` (see
-        :meth:`~soloflow_core.store.journal_io.JournalSql.build` for why that is safe) and
-        skip the pre-ping: a round trip fewer per use. Closed with this one."""
+        On SQLite this database. On PostgreSQL the same database through a pool of its own
+        that skips the pre-ping: a round trip fewer per use. Its commits are synchronous (the
+        server's setting): with the runtime's ``durability="exit"`` the step journal is what
+        keeps a run's steps exactly-once, so each of its writes is durable when it returns
+        (see :meth:`~soloflow_core.store.journal_io.JournalSql.build`). Closed with this one."""
         if self.dialect != "postgresql":
             return self
         if self._journal is None:
             engine = sa.create_engine(self.engine.url, pool_pre_ping=False, pool_size=4)
-
-            @sa.event.listens_for(engine, "connect")
-            def _async_commit(dbapi_conn, _record):  # type: ignore[no-untyped-def]
-                with dbapi_conn.cursor() as cur:
-                    cur.execute("SET synchronous_commit TO OFF")
-                dbapi_conn.commit()
-
             self._journal = Database(engine)
         return self._journal
 

@@ -297,7 +297,7 @@ class DriverStepJournal(FinishingJournal):
             row = cur.fetchone()
             if row is None:
                 raise NotFoundError(f"no flow run {self.run_id!r}")
-            cancel, state, attempts, output = row
+            cancel, state, attempts, output, error = row
             # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
             # string output is a str that is not JSON text).
             done = self._sqlite and state == StepState.COMPLETED
@@ -306,6 +306,7 @@ class DriverStepJournal(FinishingJournal):
                 step_key,
                 recorded=(cancel, state, attempts),
                 output=_json_load(output) if done else output,
+                error=error,
             )
             if isinstance(start, StepBegin):
                 return start

@@ -236,10 +236,8 @@ class FlowRunRepository:
         ``journal``: the run's journal; the completions it holds back are written first, in
         the same transaction (on PostgreSQL, for one deferred completion, the same statement).
 
-        On PostgreSQL the end commits asynchronously, like the journal, unless
-        ``synchronous``: the run's checkpoints are deleted after it by a synchronous commit
-        in the same database, which flushes this one first. A caller whose checkpoints live
-        elsewhere passes ``synchronous=True``.
+        ``synchronous``: write through the main pool instead of the journal's (both commit
+        synchronously; kept for callers that pass it).
 
         Raises:
             NotFoundError: no such run.
@@ -313,10 +311,6 @@ class FlowRunRepository:
             )
             cur.execute(sql.transition, (run_id, None, row[0], str(status), at, note_text))
 
-        # Like the journal, on the async-commit pool: the deletion of the run's checkpoints
-        # comes later and commits synchronously, which flushes this commit first (WAL is
-        # flushed in order); a server crash before either loses both, and the run, whose
-        # last checkpoint is kept, is resumed to the same end.
         if deferring is None:
             driver_transaction(db, sql, work)
         else:  # its deferred completions are given back if this fails

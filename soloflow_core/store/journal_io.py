@@ -61,7 +61,7 @@ class JournalSql:
             "WHERE r.id = ?"
         )
         sql = {
-            "begin_read": f"SELECT r.cancel_requested, s.state, s.attempts, s.output {join}{lock}",
+            "begin_read": f"SELECT r.cancel_requested, s.state, s.attempts, s.output, s.error {join}{lock}",
             "finish_read": (
                 "SELECT s.state, (SELECT MAX(completed_seq) FROM sf_flow_step_runs "
                 f"WHERE run_id = r.id) {join}{lock}"
@@ -96,12 +96,13 @@ class JournalSql:
             ),
         }
         done = {k: v.replace("?", ph).replace("JSONPH", json_ph) for k, v in sql.items()}
-        # PostgreSQL: the journal's commits need not wait for their WAL flush. WAL is
-        # flushed in order, so once LangGraph's next checkpoint (a synchronous commit) is
-        # durable, every journal write before it is too; a server crash can lose only the
-        # writes after the last checkpoint, whose step then runs again with the same
-        # idempotency key — what a crash mid-call does anyway. SQLite's WAL with
-        # synchronous=NORMAL already commits without an fsync.
+        # PostgreSQL: each journal write commits synchronously (one WAL flush per step): with
+        # the runtime's default durability ("exit") LangGraph saves no checkpoint between
+        # steps, so the journal alone says which steps completed, and a completion lost in a
+        # server crash would run its step again. (Until 2026-11-28 the journal committed
+        # asynchronously, made durable by LangGraph's next synchronous checkpoint.) SQLite's
+        # WAL with synchronous=NORMAL commits without an fsync: durable against a process
+        # crash, not a power loss.
         return cls(begin="BEGIN IMMEDIATE" if dialect == "sqlite" else "", **done)
 
 

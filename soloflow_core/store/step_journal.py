@@ -91,7 +91,7 @@ class StoreStepJournal(FinishingJournal):
     def _step(self, conn: Connection, step_key: str) -> Any:
         s = t.flow_step_runs.c
         return conn.execute(
-            sa.select(s.state, s.attempts, s.output, s.completed_seq).where(
+            sa.select(s.state, s.attempts, s.output, s.completed_seq, s.error).where(
                 s.run_id == self.run_id, s.step_key == step_key
             )
         ).first()
@@ -126,7 +126,11 @@ class StoreStepJournal(FinishingJournal):
             row = self._step(conn, step_key)
             recorded = (cancel, None, None) if row is None else (cancel, row.state, row.attempts)
             start = begin_decision(
-                self.run_id, step_key, recorded=recorded, output=None if row is None else row.output
+                self.run_id,
+                step_key,
+                recorded=recorded,
+                output=None if row is None else row.output,
+                error=None if row is None else row.error,
             )
             if isinstance(start, StepBegin):
                 return start
@@ -253,16 +257,24 @@ class StepStart(NamedTuple):
 
 
 def begin_decision(
-    run_id: str, step_key: str, *, recorded: tuple[bool, str | None, int | None], output: Any
+    run_id: str,
+    step_key: str,
+    *,
+    recorded: tuple[bool, str | None, int | None],
+    output: Any,
+    error: str | None = None,
 ) -> StepBegin | StepStart:
     """What a step's begin does, given the run's cancel flag and the step's recorded state
     and attempts (``recorded``; state None: not recorded yet): a completed step is not run
-    again (its ``output`` is reused), a step of a cancelled run does not start, any other
-    starts its next attempt."""
+    again (its ``output`` is reused), nor is a step that failed for good (state ``failed``:
+    a failure with a retry left is ``ready``; its recorded ``error`` is given back), a step of
+    a cancelled run does not start, any other starts its next attempt."""
     cancel, state, attempts = recorded
     key = idempotency_key(run_id, step_key)
     if state == StepState.COMPLETED:
         return StepBegin.completed_before(key, output=output, attempt=attempts or 0)
+    if state == StepState.FAILED:
+        return StepBegin.failed_before(key, error=error or "", attempt=attempts or 0)
     if cancel:
         return StepBegin.run_cancelled(key)
     return StepStart(

@@ -128,6 +128,11 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+class FailedBefore(Exception):  # noqa: N818 - it is the recorded failure, not a new kind
+    """A step's failure recorded in an earlier invocation of its run (the journal's error
+    text, ``StepTimeoutError: …``): the step is not called again, it fails with this."""
+
+
 @dataclass(slots=True)
 class StepSpec:
     """One step, ready to run: its definition, executor and position."""
@@ -237,7 +242,8 @@ class StepNode:
             begun = ctx.journal.begin(key, step.id)
             if begun.done:
                 return self._done(state, begun.output)
-            ctx.journal.failed(key, str(exc), retry=False)
+            if begun.failed is None:
+                ctx.journal.failed(key, str(exc), retry=False)
             return self._give_up(state, key, exc)
         stop_if_fenced(ctx)
         watch = ctx.watch
@@ -253,6 +259,8 @@ class StepNode:
             begun = ctx.journal.begin(key, step.id)
             if begun.done:
                 return self._done(state, begun.output)
+            if begun.failed is not None:  # it failed for good before: it fails as it did
+                return self._give_up(state, key, FailedBefore(begun.failed))
             if begun.cancelled:
                 ctx.journal.skipped(key, step.id, "the run was cancelled")
                 return {
@@ -327,7 +335,7 @@ class StepNode:
 
     def _give_up(self, state: Mapping[str, Any], key: str, exc: BaseException) -> dict[str, Any]:
         step, flow = self.spec.step, self.spec.flow
-        text = _error_text(exc)
+        text = str(exc) if isinstance(exc, FailedBefore) else _error_text(exc)
         policy = step.on_failure
         if policy == "stop":
             raise StepFailedError(
@@ -447,7 +455,14 @@ class ApprovalGate:
         if state.get("halt"):
             ctx.journal.skipped(GATE_NODE, GATE_NODE, "the run stopped before its approval")
             return {}
-        if ctx.journal.state_of(GATE_NODE) is None:
+        recorded = ctx.journal.state_of(GATE_NODE)
+        if recorded == "completed":
+            # Approved in an earlier invocation whose later checkpoints were not saved (a run
+            # checkpointed only when an invocation ends, carried on after a crash): not asked
+            # again.
+            given = ctx.journal.begin(GATE_NODE, GATE_NODE).output
+            return {"approval": given if isinstance(given, dict) else {"approved": True}}
+        if recorded is None:
             begun = ctx.journal.begin(GATE_NODE, GATE_NODE)
             if begun.cancelled:
                 return {"halt": {"kind": "cancelled", "step": GATE_NODE, "error": "cancelled"}}
@@ -523,6 +538,8 @@ class Finalize:
         if begun.done:
             ctx.journal.compensated(spec.step.id, "compensated")
             return None
+        if begun.failed is not None:  # it failed for good in an earlier invocation
+            return f"{where}: {begun.failed}"
         delay = spec.step.retry_backoff
         attempt = begun.attempt
         while True:

@@ -1,13 +1,13 @@
 """The flow runtime: durable runs of compiled flows that survive crashes, wait for
 approval, and can be resumed, inspected or cancelled from any process.
 
-A run is a LangGraph thread (its id is the flow run id) checkpointed with
-``durability="sync"`` — in a SQLite file next to a SQLite store, in the PostgreSQL
-database of a PostgreSQL store, in memory for an in-memory store — plus the store's
-record of the run: its state, every step's state and every transition. A step recorded
-``completed`` is never called again, even when the crash came between the call and the
-checkpoint; a step that was running when its process died runs again with the same
-idempotency key.
+A run is a LangGraph thread (its id is the run id) checkpointed when an invocation ends —
+in a SQLite file next to a SQLite store, in the PostgreSQL database of a PostgreSQL store, in
+memory for an in-memory store — plus the store's record of the run: its state, every step's
+state and every transition. A step recorded ``completed`` (or failed for good) is never
+called again: a run carried on after a crash runs its graph again from its last checkpoint
+or its inputs, each step the journal holds answered from it; a step that was running when
+its process died runs again with the same idempotency key.
 
 When a run ends its checkpoints are deleted, or kept until :meth:`FlowRuntime.prune`
 (:mod:`~soloflow_langgraph.runtime.retention`); the store keeps the run's steps, outputs and
@@ -51,6 +51,7 @@ from soloflow_core.store.json_values import json_text
 from soloflow_langgraph.compile.graph import compile_flow
 from soloflow_langgraph.compile.nodes import HALTED, FlowContext
 from soloflow_langgraph.runtime.ending import failed_result, record_outcome, state_result
+from soloflow_langgraph.runtime.fenced_saver import fenced
 from soloflow_langgraph.runtime.flow_trace import FlowTrace
 from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs
 from soloflow_langgraph.runtime.invocation import (
@@ -93,8 +94,8 @@ class FlowRuntime:
         registry: a ready executor registry instead of ``tools``/``plugin_manager``; with a
             registry and no plugin manager, no hook is called.
         checkpointer: a LangGraph checkpointer; by default one on the store's database.
-        durability: LangGraph's durability; ``"sync"`` writes each checkpoint before the
-            next step starts.
+        durability: ``"exit"`` (default): checkpoints saved as an invocation ends, the journal
+            keeping steps exactly-once; ``"sync"``: also each superstep's (docs/flows.md).
         retention: what happens to a run's checkpoints when it ends.
         on_finished: called with the result of every run that ends (not one that waits for
             approval). Its errors are logged, never raised into the run.
@@ -114,7 +115,7 @@ class FlowRuntime:
         user_id: str = "default",
         agent_id: str = "default",
         checkpointer: Any = None,
-        durability: Literal["sync", "async", "exit"] = "sync",
+        durability: Literal["sync", "async", "exit"] = "exit",
         retention: Retention = "delete_on_finish",
         on_finished: Callable[[FlowRunResult], None] | None = None,
         learning_config: LearningConfig | None = None,
@@ -134,6 +135,7 @@ class FlowRuntime:
             store, self.checkpointer, owned=self._owned, retention=retention
         )
         self._invoker = Invoker(self.checkpointer, durability)
+        self._graph_saver = fenced(self.checkpointer, durability)
         self.owner = process_owner()
         self.on_finished = on_finished
         self.learning_config = learning_config or LearningConfig()
@@ -187,7 +189,7 @@ class FlowRuntime:
             hit = self._graphs.get(key)
             if hit is not None and (hit[0] is flow or hit[0] == flow):
                 return hit[1]
-        graph = compile_flow(flow, registry=self.registry, checkpointer=self.checkpointer)
+        graph = compile_flow(flow, registry=self.registry, checkpointer=self._graph_saver)
         with self._lock:
             self._graphs[key] = (flow, graph)
         return graph
@@ -426,9 +428,7 @@ class FlowRuntime:
         return self._record(run_id)
 
     def history(self, run_id: str) -> list[Transition]:
-        return self._need_store().flow_run_history(
-            run_id, user_id=self.user_id, agent_id=self.agent_id
-        )
+        return self._need_store().flow_run_history(run_id, **self._ns)
 
     def prune(self, *, older_than: datetime) -> int:
         """Delete the checkpoints of runs that ended before ``older_than``; how many runs."""
@@ -464,8 +464,7 @@ class FlowRuntime:
         journal = self._journal(rec.id)
         if command is None:
             snapshot = graph.get_state(cfg)  # type: ignore[arg-type]
-            # No checkpoint yet (the process died before the first one): start over; the
-            # journal keeps completed steps from running again.
+            # No checkpoint saved before the process died: from the inputs, the journal answering.
             payload = None if snapshot.next or snapshot.values else {"inputs": rec.inputs or {}}
             recover_completions(rec, snapshot, journal)
         return self._drive(flow, graph, run_id=rec.id, journal=journal, payload=payload)

@@ -1,4 +1,4 @@
-"""Invoking a flow run's graph: with ``durability="sync"`` on a watched thread (each call's
+"""Invoking a flow run's graph: with ``durability="exit"`` or ``"sync"`` on a watched thread (each call's
 time limit kept by the caller, a call that overruns abandoned: see
 :mod:`~soloflow_langgraph.compile.run_watch`), and what is left of an invocation whose caller
 was interrupted, until its run goes on. Also the config a run's graph is invoked with and the
@@ -25,6 +25,7 @@ from soloflow_langgraph.compile.run_watch import (
     poll_for,
     run_watched,
 )
+from soloflow_langgraph.runtime.fenced_saver import WATCH_KEY
 
 if TYPE_CHECKING:
     import pluggy
@@ -95,8 +96,8 @@ class Invoker:
         self, flow: FlowDefinition, invoke: Any, *, payload: Any, cfg: Any, ctx: FlowContext
     ) -> Any:
         """``invoke(payload, cfg, ...)`` as the runtime's durability asks: watched with
-        ``"sync"`` and a checkpointer, else directly."""
-        if self.checkpointer and self.durability == "sync":
+        ``"exit"`` or ``"sync"`` and a checkpointer, else directly."""
+        if self.checkpointer and self.durability in ("exit", "sync"):
             return self._watched(flow, invoke, payload=payload, cfg=cfg, ctx=ctx)
         if self.checkpointer:
             return invoke(payload, cfg, context=ctx, durability=self.durability)
@@ -107,18 +108,39 @@ class Invoker:
     ) -> Any:
         """``invoke`` on a watched thread, sync steps in line (``run_watch``); after a call
         that ran past its limit, the run goes on from its last checkpoint in a new
-        invocation, whose node of that step takes the attempt as timed out."""
+        invocation, whose node of that step takes the attempt as timed out.
+
+        With ``"sync"`` the last checkpoint is the abandoned invocation's last superstep's
+        (the new invocation continues it: payload None). With ``"exit"`` the abandoned
+        invocation saves nothing (its config carries its watch, and the runtime's
+        :class:`~soloflow_langgraph.runtime.fenced_saver.FencedSaver` drops a fenced
+        invocation's writes), so the thread is as it was before it: the new invocation is
+        given the same payload, and the steps the journal holds as completed are not called
+        again."""
         poll = poll_for([s.timeout_seconds for s in flow.steps])
         run_id = str(ctx.run_id)
+        first = payload
+        at_exit = self.durability == "exit"
+        serde = getattr(self.checkpointer, "serde", None)
+        if at_exit and isinstance(payload, dict) and serde is not None:
+            # What "sync" finds at its first save, before any step: an input the checkpointer
+            # cannot keep (it would fail the run's save at exit, after its steps ran).
+            serde.dumps_typed(payload)
         while True:
             watch = ctx.watch = RunWatch(poll)
             with self._lock:
                 if self._stopped:
                     raise RunStopped("stopped by its process (a server shutting down)")
                 self._watching[run_id] = watch
+            run_cfg = cfg
+            if at_exit:
+                run_cfg = {**cfg, "configurable": {**cfg["configurable"], WATCH_KEY: watch}}
             try:
                 return run_watched(
-                    functools.partial(invoke, payload, cfg, context=ctx, durability="sync"), watch
+                    functools.partial(
+                        invoke, payload, run_cfg, context=ctx, durability=self.durability
+                    ),
+                    watch,
                 )
             except CallTimedOut as over:
                 log.info("flow run %r: %s; the run goes on without it", ctx.run_id, over)
@@ -129,7 +151,7 @@ class Invoker:
                     timed_out={over.call.step_key: over.call},
                     tracer=ctx.tracer,
                 )
-                payload = None
+                payload = first if at_exit else None
             except BaseException as exc:
                 if not isinstance(exc, Exception):  # the caller was interrupted: it is stopping
                     with self._lock:
