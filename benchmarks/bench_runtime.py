@@ -637,6 +637,8 @@ def print_per_step(rows: list[dict[str, Any]]) -> None:
                 f"target ≤ {TARGET_RATIO}x: {'met' if max(ratios) <= TARGET_RATIO else 'NOT met'}"
                 if who == "SF runtime"
                 else "(retention's deletions inside the timing; not the target row)"
+                if who == RETAINING
+                else "(LangGraph's checkpoint before every superstep too; not the target row)"
             )
             vs_graph = (
                 f"; runtime − SF graph: {statistics.median(journal):+.2f} ms/step"

@@ -94,13 +94,14 @@ class _Unsaveable:
 def test_a_first_save_that_fails_before_sending_anything_leaves_a_failed_run_and_no_running_step(
     store, runtimes
 ):
-    """LangGraph's first save of a run raises on the client side (an input it cannot
-    serialise): the run ends recorded ``failed``, its first step never called nor left
-    ``running``."""
+    """``durability="sync"``: LangGraph's first save of a run raises on the client side (an
+    input it cannot serialise): the run ends recorded ``failed``, its first step never called
+    nor left ``running``. (With the default ``"exit"`` a run's inputs are what its record
+    keeps — the value's text — see tests/test_runtime_exit.py.)"""
     calls: list[str] = []
     flow = FlowDefinition(name="odd", steps=[_step("a")])
     store.register_flow(flow, source="user-submitted", **NS)
-    rt = _runtime(store, runtimes, [_tool("a", calls)], retention="keep")
+    rt = _runtime(store, runtimes, [_tool("a", calls)], retention="keep", durability="sync")
     result = rt.run("odd", {"x": _Unsaveable()})
     assert result.status == "failed" and calls == []
     rec = rt.status(result.run_id)

@@ -17,10 +17,13 @@ import sys
 import textwrap
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
-from soloflow_core.models import FlowDefinition, FlowStep
+from soloflow_core.flow.journal import InMemoryStepJournal
+from soloflow_core.models import Compensation, FlowDefinition, FlowStep
 from soloflow_core.store import Store
+from soloflow_core.store.step_journal import StoreStepJournal
 from soloflow_langgraph.runtime.fenced_saver import FencedSaver
 from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 
@@ -40,7 +43,7 @@ _CHILD = textwrap.dedent("""
                 f.write(f"{sid} {idempotency_key}\\n")
             if sid == kill_in:
                 os._exit(17)  # inside the call: no journal write, no checkpoint
-            if sid == "bad":
+            if sid in ("bad", "badc"):
                 raise ValueError("bad input, for good")
             return v.upper()
         fn.__name__ = sid
@@ -48,7 +51,8 @@ _CHILD = textwrap.dedent("""
 
     store = Store.open(url)
     rt = FlowRuntime(
-        store, tools=[make(s) for s in ("a", "bad", "b", "c")], user_id="exit-user",
+        store, tools=[make(s) for s in ("a", "bad", "b", "c", "badc", "undoa", "undob")],
+        user_id="exit-user",
         agent_id="exit-agent",
     )
     if what == "run":
@@ -163,6 +167,75 @@ def test_an_approved_run_killed_after_its_approval_is_not_asked_again(
         store.close()
 
 
+def test_a_kill_during_compensation_resumes_the_compensations_left(
+    db_url: str, tmp_path: Path
+) -> None:
+    """``badc`` fails with ``on_failure: compensate``: b is undone, then the process dies in
+    a's compensation. The resumed run replays from its inputs — b, recorded ``compensated``,
+    is answered as the completed step it was — and undoes a (again, with its key), not b."""
+    store = Store.open(db_url)
+    try:
+        steps = [
+            FlowStep(
+                id="a",
+                skill_key="a",
+                input_map={"v": "a"},
+                compensation=Compensation(skill_key="undoa", input_map={"v": "{{a}}"}),
+            ),
+            FlowStep(
+                id="b",
+                skill_key="b",
+                depends_on=["a"],
+                input_map={"v": "b"},
+                compensation=Compensation(skill_key="undob", input_map={"v": "{{b}}"}),
+            ),
+            FlowStep(
+                id="badc",
+                skill_key="badc",
+                depends_on=["b"],
+                input_map={"v": "x"},
+                retry_max=0,
+                on_failure="compensate",
+            ),
+        ]
+        store.register_flow(FlowDefinition(name="undo", steps=steps), source="user", **NS)
+        log = tmp_path / "calls.log"
+        run_id = _child(db_url, log, "run", "undo", kill_in="undoa")[0]
+        assert _child(db_url, log, "resume", run_id)[-1] == "failed"
+        assert [n for n, _ in _calls(log)] == ["a", "b", "badc", "undob", "undoa", "undoa"]
+        rec = store.get_flow_run(run_id, **NS)
+        assert rec.outcome == "compensated"
+        states = {s.step_key: s.state for s in rec.steps}
+        assert states["a"] == states["b"] == "compensated" and states["badc"] == "failed"
+    finally:
+        store.close()
+
+
+def test_a_runs_inputs_are_what_its_record_keeps_whether_resumed_or_not(store: Store) -> None:
+    """A ``datetime`` input reaches the steps as the text the run's record keeps: a run
+    carried on from its inputs after a crash reads the record, so an uninterrupted one does
+    too (with ``durability="sync"`` the first checkpoint keeps the object itself)."""
+    seen: list[object] = []
+
+    def stamp(v: object) -> str:
+        seen.append(v)
+        return "ok"
+
+    flow = FlowDefinition(
+        name="when", steps=[FlowStep(id="s", skill_key="stamp", input_map={"v": "{{_trigger.at}}"})]
+    )
+    at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    for durability, expected in (("exit", str(at)), ("sync", at)):
+        seen.clear()
+        rt = FlowRuntime(store, tools=[stamp], durability=durability, **NS)  # type: ignore[arg-type]
+        try:
+            result = rt.run(flow, {"at": at})
+        finally:
+            rt.close()
+        assert result.status == "completed" and seen == [expected], durability
+        assert store.get_flow_run(result.run_id, **NS).inputs == {"at": str(at)}
+
+
 def test_an_invocation_abandoned_at_a_time_limit_saves_no_checkpoint_of_its_own(
     store: Store,
 ) -> None:
@@ -232,3 +305,86 @@ def test_a_run_saves_one_checkpoint_per_invocation(store: Store) -> None:
     finally:
         rt.close()
         rt_sync.close()
+
+
+def test_every_journal_reports_a_step_that_failed_for_good_instead_of_starting_it(
+    store: Store,
+) -> None:
+    """``begin`` of a step recorded ``failed`` with no retry left gives back its error (no new
+    attempt); one failed with a retry left starts its next attempt — the in-memory journal,
+    the driver journal and the SQLAlchemy one alike."""
+    flow = _flow("j", "x", "y")
+    journals = {
+        "memory": InMemoryStepJournal("frun_mem"),
+        "driver": store.step_journal(store.start_flow_run(flow, {}, owner="t", **NS)),
+        "sqlalchemy": StoreStepJournal(store.db, store.start_flow_run(flow, {}, owner="t", **NS)),
+    }
+    for name, journal in journals.items():
+        assert journal.begin("x", "x").attempt == 1, name
+        journal.failed("x", "ValueError: no", retry=False)
+        again = journal.begin("x", "x")
+        assert (again.failed, again.done, again.attempt) == ("ValueError: no", False, 1), name
+        assert journal.state_of("x") == "failed", name
+        assert journal.begin("y", "y").attempt == 1, name
+        journal.failed("y", "TimeoutError: slow", retry=True)
+        retried = journal.begin("y", "y")
+        assert (retried.failed, retried.attempt) == (None, 2), name
+
+
+def test_a_cancel_reaching_a_step_whose_input_cannot_be_rendered_cancels_the_run(
+    store: Store,
+) -> None:
+    """The run is cancelled while ``bad`` is in its call; ``bad`` then fails (``continue``)
+    and ``c`` reads ``bad``'s missing output: ``c`` does not start and the run ends
+    ``cancelled`` (it ended ``failed``, naming an illegal move of ``c``, before)."""
+    started: list[str] = []
+
+    def bad(v: str) -> str:
+        rt.cancel(started[0])
+        raise ValueError("bad")
+
+    def c(v: str) -> str:
+        return v
+
+    flow = FlowDefinition(
+        name="cu",
+        steps=[
+            FlowStep(
+                id="bad", skill_key="bad", input_map={"v": "x"}, retry_max=0, on_failure="continue"
+            ),
+            FlowStep(id="c", skill_key="c", depends_on=["bad"], input_map={"v": "{{bad.x}}"}),
+        ],
+    )
+    rt = FlowRuntime(store, tools=[bad, c], **NS)
+    try:
+        result = rt.run(flow, {}, on_started=started.append)
+    finally:
+        rt.close()
+    assert result.status == "cancelled", result.error
+    states = {s.step_key: s.state for s in store.get_flow_run(result.run_id, **NS).steps}
+    assert states == {"bad": "failed", "c": "skipped"}
+
+
+def test_a_failed_gated_run_reports_its_steps_results_not_the_gates_answer(store: Store) -> None:
+    def a(v: str) -> str:
+        return v.upper()
+
+    def c(v: str) -> str:
+        raise ValueError("c failed")
+
+    flow = FlowDefinition(
+        name="gated-fail",
+        requires_approval=True,
+        steps=[
+            FlowStep(id="a", skill_key="a", input_map={"v": "a"}, side_effects=False),
+            FlowStep(id="c", skill_key="c", depends_on=["a"], input_map={"v": "c"}, retry_max=0),
+        ],
+    )
+    rt = FlowRuntime(store, tools=[a, c], **NS)
+    try:
+        waiting = rt.run(flow, {})
+        assert waiting.status == "waiting"
+        result = rt.approve(waiting.run_id)
+    finally:
+        rt.close()
+    assert result.status == "failed" and result.results == {"a": "A"}

@@ -163,7 +163,7 @@ class InMemoryStepJournal(StepJournal):
         key = idempotency_key(self.run_id, step_key)
         with self._lock:
             e = self._steps.get(step_key)
-            if e is not None and e.state is StepState.COMPLETED:
+            if e is not None and e.state in (StepState.COMPLETED, StepState.COMPENSATED):
                 return StepBegin.completed_before(key, output=e.output, attempt=e.attempts)
             if e is not None and e.state is StepState.FAILED:
                 return StepBegin.failed_before(key, error=e.error or "", attempt=e.attempts)

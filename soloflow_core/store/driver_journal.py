@@ -300,7 +300,7 @@ class DriverStepJournal(FinishingJournal):
             cancel, state, attempts, output, error = row
             # SQLite hands back the JSON text; psycopg has decoded the jsonb already (a
             # string output is a str that is not JSON text).
-            done = self._sqlite and state == StepState.COMPLETED
+            done = self._sqlite and state in (StepState.COMPLETED, StepState.COMPENSATED)
             start = begin_decision(
                 self.run_id,
                 step_key,

@@ -266,12 +266,13 @@ def begin_decision(
 ) -> StepBegin | StepStart:
     """What a step's begin does, given the run's cancel flag and the step's recorded state
     and attempts (``recorded``; state None: not recorded yet): a completed step is not run
-    again (its ``output`` is reused), nor is a step that failed for good (state ``failed``:
-    a failure with a retry left is ``ready``; its recorded ``error`` is given back), a step of
-    a cancelled run does not start, any other starts its next attempt."""
+    again (its ``output`` is reused; a compensated one completed too), nor is a step that
+    failed for good (state ``failed``: a failure with a retry left is ``ready``; its recorded
+    ``error`` is given back), a step of a cancelled run does not start, any other starts its
+    next attempt."""
     cancel, state, attempts = recorded
     key = idempotency_key(run_id, step_key)
-    if state == StepState.COMPLETED:
+    if state in (StepState.COMPLETED, StepState.COMPENSATED):  # compensated: it completed
         return StepBegin.completed_before(key, output=output, attempt=attempts or 0)
     if state == StepState.FAILED:
         return StepBegin.failed_before(key, error=error or "", attempt=attempts or 0)

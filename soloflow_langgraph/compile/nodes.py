@@ -242,6 +242,8 @@ class StepNode:
             begun = ctx.journal.begin(key, step.id)
             if begun.done:
                 return self._done(state, begun.output)
+            if begun.cancelled:
+                return self._cancelled(ctx, key)
             if begun.failed is None:
                 ctx.journal.failed(key, str(exc), retry=False)
             return self._give_up(state, key, exc)
@@ -262,11 +264,7 @@ class StepNode:
             if begun.failed is not None:  # it failed for good before: it fails as it did
                 return self._give_up(state, key, FailedBefore(begun.failed))
             if begun.cancelled:
-                ctx.journal.skipped(key, step.id, "the run was cancelled")
-                return {
-                    "halt": {"kind": "cancelled", "step": step.id, "error": "cancelled"},
-                    "skipped": {step.id: "the run was cancelled"},
-                }
+                return self._cancelled(ctx, key)
             attempt, idem = begun.attempt, begun.idempotency_key
         delay = step.retry_backoff
         where = f"flow {self.spec.flow.name!r}, step {key!r}"
@@ -332,6 +330,15 @@ class StepNode:
             out = state_value(out)
             ctx.journal.succeeded(key, out)
             return self._done(state, out)
+
+    def _cancelled(self, ctx: FlowContext, key: str) -> dict[str, Any]:
+        """The step does not start: its run was cancelled."""
+        sid = self.spec.step.id
+        ctx.journal.skipped(key, sid, "the run was cancelled")
+        return {
+            "halt": {"kind": "cancelled", "step": sid, "error": "cancelled"},
+            "skipped": {sid: "the run was cancelled"},
+        }
 
     def _give_up(self, state: Mapping[str, Any], key: str, exc: BaseException) -> dict[str, Any]:
         step, flow = self.spec.step, self.spec.flow

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from soloflow_core.errors import NotFoundError, SoloFlowError
 from soloflow_core.flow.fsm import RunState
 from soloflow_core.learning.records import record_flow_outcome
+from soloflow_core.store.flowruns import APPROVAL_STEP
 from soloflow_langgraph.runtime.results import FlowRunResult, RunOutcome
 from soloflow_langgraph.runtime.support import handoff_text
 
@@ -43,7 +44,11 @@ def failed_result(
     step_id = getattr(exc, "step", None)
     err = f"{type(exc).__name__}: {exc}" if step_id is None else str(exc)
     finish(RunState.FAILED, error=err, outcome="failed")
-    done = {sid: out for key, sid, out in journal.completed_order() if key == sid}
+    done = {
+        sid: out
+        for key, sid, out in journal.completed_order()
+        if key == sid and sid != APPROVAL_STEP  # the gate's answer is no step's output
+    }
     return FlowRunResult(
         status="failed",
         outcome="failed",

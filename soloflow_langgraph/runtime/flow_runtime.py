@@ -53,7 +53,7 @@ from soloflow_langgraph.compile.nodes import HALTED, FlowContext
 from soloflow_langgraph.runtime.ending import failed_result, record_outcome, state_result
 from soloflow_langgraph.runtime.fenced_saver import fenced
 from soloflow_langgraph.runtime.flow_trace import FlowTrace
-from soloflow_langgraph.runtime.inputs import apply_input_defaults, check_inputs
+from soloflow_langgraph.runtime.inputs import run_inputs
 from soloflow_langgraph.runtime.invocation import (
     CALLER_CONFIG,
     Invoker,
@@ -234,8 +234,7 @@ class FlowRuntime:
         given = dict(inputs or {})
         if isinstance(flow, str):
             return self._run_by_name(flow, given, run_id=run_id, on_started=on_started)
-        inputs = apply_input_defaults(flow, given)
-        check_inputs(flow, inputs)
+        inputs = run_inputs(flow, given, as_stored=self.durability == "exit")
         graph = self.graph(flow)
         if self.store is not None:
             run_id = self.store.start_flow_run(
@@ -294,8 +293,7 @@ class FlowRuntime:
             cached = self._latest.get(name)
             flow = cached or self.flow(name)
             try:
-                inputs = apply_input_defaults(flow, dict(given))
-                check_inputs(flow, inputs)
+                inputs = run_inputs(flow, dict(given), as_stored=self.durability == "exit")
             except FlowValidationError:
                 if cached is None:
                     raise

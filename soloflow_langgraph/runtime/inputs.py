@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from soloflow_core.errors import FlowValidationError
 from soloflow_core.generalize.arguments import extract_inputs
 from soloflow_core.models import FlowDefinition
+from soloflow_core.store.json_values import json_text
 
-__all__ = ["apply_input_defaults", "check_inputs", "inputs_from_task"]
+__all__ = ["apply_input_defaults", "check_inputs", "inputs_from_task", "run_inputs"]
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -29,6 +31,23 @@ def apply_input_defaults(flow: FlowDefinition, inputs: dict[str, Any]) -> dict[s
         if k not in inputs and isinstance(v, dict) and "default" in v
     }
     return {**missing, **inputs} if missing else inputs
+
+
+def run_inputs(flow: FlowDefinition, given: dict[str, Any], *, as_stored: bool) -> dict[str, Any]:
+    """The inputs a run of ``flow`` starts with: ``given`` with its defaults, checked; with
+    ``as_stored``, as the run's record keeps them (JSON: a ``datetime`` becomes its text, a
+    tuple a list) — what a run carried on from its inputs after a crash reads, so that its
+    steps see the same values whether the run was interrupted or not.
+
+    Raises:
+        FlowValidationError: an input is missing, unknown or of the wrong type.
+    """
+    inputs = apply_input_defaults(flow, given)
+    check_inputs(flow, inputs)
+    if not as_stored:
+        return inputs
+    kept: dict[str, Any] = json.loads(json_text(inputs))
+    return kept
 
 
 def check_inputs(flow: FlowDefinition, inputs: dict[str, Any]) -> None:

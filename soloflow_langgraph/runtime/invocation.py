@@ -121,11 +121,6 @@ class Invoker:
         run_id = str(ctx.run_id)
         first = payload
         at_exit = self.durability == "exit"
-        serde = getattr(self.checkpointer, "serde", None)
-        if at_exit and isinstance(payload, dict) and serde is not None:
-            # What "sync" finds at its first save, before any step: an input the checkpointer
-            # cannot keep (it would fail the run's save at exit, after its steps ran).
-            serde.dumps_typed(payload)
         while True:
             watch = ctx.watch = RunWatch(poll)
             with self._lock:
