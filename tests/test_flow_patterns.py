@@ -30,7 +30,11 @@ STOP_WITHIN = max(2.0, 8 * MATCH_TIMEOUT)
 """What "stops within its limit" allows on this shared 2-core machine (the ``regex``
 package checks its timeout as it backtracks, so a match overshoots it a little)."""
 VALIDATE_WITHIN = 5.0
-"""Validation confirms a suspected pattern with a longer try (``pattern_problem``)."""
+"""Validation confirms a suspected pattern with a longer try (``pattern_problem``).
+
+The limits here bound this process's CPU time, not the wall clock: a pattern that hangs burns
+CPU, while on a shared 2-core machine the wall clock also counts the other processes' turns
+(a CI run with a benchmark beside it took 5.0 s of wall clock for a 0.6 s validation)."""
 
 
 def _flow(pattern: str, name: str = "lookup") -> FlowDefinition:
@@ -61,10 +65,10 @@ def _flow(pattern: str, name: str = "lookup") -> FlowDefinition:
     ],
 )
 def test_validation_refuses_a_pattern_that_would_hang_or_blow_up(pattern: str, says: str) -> None:
-    start = time.monotonic()
+    start = time.process_time()
     with pytest.raises(FlowValidationError) as info:
         validate_flow(_flow(pattern))
-    assert time.monotonic() - start < VALIDATE_WITHIN
+    assert time.process_time() - start < VALIDATE_WITHIN
     assert info.value.field == "extraction.q.pattern"
     assert says in str(info.value), str(info.value)
     if "catastrophically" in says:
@@ -75,19 +79,19 @@ def test_the_classic_nested_quantifier_runs_at_once() -> None:
     # ``re`` would try 2**40 ways; the ``regex`` engine sees there is no match at once.
     flow = _flow("(a+)+$")
     validate_flow(flow)
-    start = time.monotonic()
+    start = time.process_time()
     assert extract_inputs(flow.extraction, "a" * 40 + "b") == {}
     assert extract_inputs(flow.extraction, "a" * 40) == {"q": "a" * 40}
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_a_pattern_that_backtracks_at_run_time_stops_within_its_limit() -> None:
     flow = _flow(SLOW_AT_RUN_TIME, name="slow_lookup")
     validate_flow(flow)  # the texts validation tries do not trigger it
-    start = time.monotonic()
+    start = time.process_time()
     with pytest.raises(PatternTimeoutError) as info:
         inputs_from_task(flow, SLOW_TEXT)
-    assert time.monotonic() - start < STOP_WITHIN
+    assert time.process_time() - start < STOP_WITHIN
     err = info.value
     assert (err.flow, err.field, err.pattern) == (
         "slow_lookup",
@@ -104,9 +108,9 @@ def test_a_pattern_that_backtracks_at_run_time_stops_within_its_limit() -> None:
 
 def test_routing_takes_a_timed_out_pattern_as_a_problem_not_a_hang() -> None:
     flow = _flow(SLOW_AT_RUN_TIME)
-    start = time.monotonic()
+    start = time.process_time()
     binding = bind_inputs(flow.input_schema, flow.extraction, read_request(SLOW_TEXT))
-    assert time.monotonic() - start < STOP_WITHIN
+    assert time.process_time() - start < STOP_WITHIN
     assert not binding.complete
     assert "extraction.q.pattern" in binding.problems[0]
     assert "ran past" in binding.problems[0]
@@ -116,13 +120,13 @@ def test_flows_run_with_such_a_task_is_one_clear_error(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'p.db'}"
     with Store.open(url) as store:
         store.register_flow(_flow(SLOW_AT_RUN_TIME), source="user", user_id="u", agent_id="a")
-    start = time.monotonic()
+    start = time.process_time()
     res = CliRunner().invoke(
         app,
         ["--db", url, "--user", "u", "--agent", "a", "flows", "run", "lookup", "--task", SLOW_TEXT],
         terminal_width=300,
     )
-    assert time.monotonic() - start < 5 * STOP_WITHIN
+    assert time.process_time() - start < 5 * STOP_WITHIN
     assert res.exit_code == 1, res.output
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     assert "Traceback" not in res.output
@@ -132,9 +136,9 @@ def test_flows_run_with_such_a_task_is_one_clear_error(tmp_path: Path) -> None:
 def test_flows_validate_names_the_file_field_and_fix(tmp_path: Path) -> None:
     path = tmp_path / "f.json"
     path.write_text(json.dumps(_flow("(a|aa)+$").model_dump(mode="json")))
-    start = time.monotonic()
+    start = time.process_time()
     res = CliRunner().invoke(app, ["flows", "validate", str(path)], terminal_width=300)
-    assert time.monotonic() - start < 2 * VALIDATE_WITHIN
+    assert time.process_time() - start < 2 * VALIDATE_WITHIN
     assert res.exit_code == 1, res.output
     assert "extraction.q.pattern" in res.output and "catastrophically" in res.output
 

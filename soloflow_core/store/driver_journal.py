@@ -337,10 +337,14 @@ class DriverStepJournal(FinishingJournal):
         preceded by ``held`` completions; whether it applied (False: the run is cancelled or
         missing, or the step was recorded before — the checked path then decides). ``held``
         is written, or given back when it could not be."""
-        if len(held) > 1:  # parallel steps completed: theirs in one transaction, then the begin
-            self._give_back(held)  # (in order; the flush takes them again, or gives them back)
-            self._flush_deferred()
-            held = []
+        if len(held) > 1:  # parallel steps completed: theirs and the begin in one transaction
+            statement, params = self._pg_begin(step_key, step_id, [])
+
+            def begin_after(cur: Any) -> bool:
+                cur.execute(statement, params)
+                return bool(cur.fetchall())
+
+            return bool(self._write(self._flushing(begin_after, held)))
         statement, params = self._pg_begin(step_key, step_id, held)
         try:
             rows = driver_statement(self._db, statement, params)
