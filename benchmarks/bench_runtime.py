@@ -28,7 +28,7 @@ compiled with a checkpointer and invoked with ``durability="sync"`` and a fresh
 * ``SF runtime, retention``: the same with the default retention — the runtime deletes each
   run's checkpoints as it ends (batched, on a background thread), inside the timing.
 * ``SF runtime, sync``: the same with ``durability="sync"`` (LangGraph's checkpoint before every
-  superstep as well as the journal; the default until 2026-11-28).
+  superstep as well as the journal).
 
 Configurations: no checkpointer, ``InMemorySaver``, ``SqliteSaver`` on a file, and
 ``PostgresSaver`` when ``--pg`` is reachable. Shapes: chains of 5 and 10 steps and a
@@ -276,7 +276,7 @@ def graph_variant(config: str, who: str, graph: Any, saver: Any, runs: int) -> V
 RETAINING = "SF runtime, retention"
 SYNC = "SF runtime, sync"
 """The runtime with ``durability="sync"``: LangGraph's checkpoint before every superstep as well
-as the journal (the default before 2026-11-28), shown beside the target row."""
+as the journal, shown beside the target row."""
 """The runtime with its default retention (checkpoints deleted by the runtime as runs end,
 inside the timing): shown beside the target row, whose checkpoints go untimed like LG's."""
 

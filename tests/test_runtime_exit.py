@@ -19,6 +19,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Literal
 
 from soloflow_core.flow.journal import InMemoryStepJournal
 from soloflow_core.models import Compensation, FlowDefinition, FlowStep
@@ -66,7 +67,7 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def _flow(name: str, *ids: str, **kw: object) -> FlowDefinition:
+def _flow(name: str, *ids: str, **kw: Any) -> FlowDefinition:
     steps = [
         FlowStep(
             id=sid,
@@ -79,7 +80,7 @@ def _flow(name: str, *ids: str, **kw: object) -> FlowDefinition:
         )
         for i, sid in enumerate(ids)
     ]
-    return FlowDefinition(name=name, steps=steps, **kw)  # type: ignore[arg-type]
+    return FlowDefinition(name=name, steps=steps, **kw)
 
 
 def _child(db_url: str, log: Path, what: str, arg: str, kill_in: str = "") -> list[str]:
@@ -96,7 +97,11 @@ def _child(db_url: str, log: Path, what: str, arg: str, kill_in: str = "") -> li
 
 
 def _calls(log: Path) -> list[tuple[str, str]]:
-    return [tuple(line.split(" ", 1)) for line in log.read_text().splitlines()]  # type: ignore[misc]
+    """``(tool, idempotency key)`` of every call, in order."""
+    return [
+        (name, key)
+        for name, _, key in (line.partition(" ") for line in log.read_text().splitlines())
+    ]
 
 
 def test_a_kill_mid_call_resumes_with_completed_steps_answered_from_the_journal(
@@ -225,9 +230,10 @@ def test_a_runs_inputs_are_what_its_record_keeps_whether_resumed_or_not(store: S
         name="when", steps=[FlowStep(id="s", skill_key="stamp", input_map={"v": "{{_trigger.at}}"})]
     )
     at = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-    for durability, expected in (("exit", str(at)), ("sync", at)):
+    modes: list[tuple[Literal["exit", "sync"], object]] = [("exit", str(at)), ("sync", at)]
+    for durability, expected in modes:
         seen.clear()
-        rt = FlowRuntime(store, tools=[stamp], durability=durability, **NS)  # type: ignore[arg-type]
+        rt = FlowRuntime(store, tools=[stamp], durability=durability, **NS)
         try:
             result = rt.run(flow, {"at": at})
         finally:

@@ -99,10 +99,8 @@ class JournalSql:
         # PostgreSQL: each journal write commits synchronously (one WAL flush per step): with
         # the runtime's default durability ("exit") LangGraph saves no checkpoint between
         # steps, so the journal alone says which steps completed, and a completion lost in a
-        # server crash would run its step again. (Until 2026-11-28 the journal committed
-        # asynchronously, made durable by LangGraph's next synchronous checkpoint.) SQLite's
-        # WAL with synchronous=NORMAL commits without an fsync: durable against a process
-        # crash, not a power loss.
+        # server crash would run its step again. SQLite's WAL with synchronous=NORMAL commits
+        # without an fsync: durable against a process crash, not a power loss.
         return cls(begin="BEGIN IMMEDIATE" if dialect == "sqlite" else "", **done)
 
 
