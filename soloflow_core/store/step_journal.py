@@ -286,18 +286,14 @@ def begin_decision(
 
 
 def begin_moves(run_id: str, step_key: str, current: str | None) -> list[tuple[str | None, str]]:
-    """The transitions that take a step from ``current`` to ``running``."""
+    """The transitions that take a step from ``current`` to ``running`` (a step ``failed`` for
+    good is not begun again: :func:`begin_decision`)."""
     if current is None:
         return list(_NEW_STEP_MOVES)
     if current == StepState.RUNNING:
         # The process that ran it ended mid-call: the attempt counts as failed.
         return [
             (StepState.RUNNING.value, StepState.FAILED.value),
-            (StepState.FAILED.value, StepState.READY.value),
-            (StepState.READY.value, StepState.RUNNING.value),
-        ]
-    if current == StepState.FAILED:
-        return [
             (StepState.FAILED.value, StepState.READY.value),
             (StepState.READY.value, StepState.RUNNING.value),
         ]
