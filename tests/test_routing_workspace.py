@@ -87,3 +87,52 @@ def test_a_sender_named_after_from_is_the_inputs_own_role(trained_store: Trained
         )
         assert same.run is None
         assert any("are both" in r for c in same.checks for r in c.reasons), same
+
+
+def test_the_jobs_own_verb_with_its_value_as_object_is_enough(trained_store: Trained):
+    """`Invite X to EVT-1` holds one word of the job: enough, because the job's texts give
+    `invite` a value as its whole object (four of them do) and most use the verb. Every
+    near miss of that form still reaches the model."""
+    store = trained_store(WORKSPACE)
+    approve(store, WS)
+    with Desk(store, WS) as desk:
+        got = desk.ask("Invite zoe.clark@contoso.example to EVT-2101")
+        assert got["calls"] == 0, got
+        assert [(e["tool"], e["args"]) for e in got["effects"]] == [
+            ("add_participant", {"event_id": "EVT-2101", "email": "zoe.clark@contoso.example"})
+        ]
+        for text in [
+            "invite zoe.clark@contoso.example",  # no event
+            "invite EVT-2101",  # no one
+            "Uninvite zoe.clark@contoso.example from EVT-2101",
+            "Invite zoe.clark@contoso.example to EVT-2101 and EVT-2102",
+            "Invite zoe.clark@contoso.example and amy.chen@contoso.example to EVT-2101",
+            "Invite zoe.clark@contoso.example to EVT-2101 tomorrow",
+            "Invite zoe.clark@contoso.example to EVT-2101 as organizer",
+            "Don't invite zoe.clark@contoso.example to EVT-2101",
+            "Invited zoe.clark@contoso.example to EVT-2101",
+            "Share zoe.clark@contoso.example to EVT-2101",
+        ]:
+            decision = desk.mw.route(text)
+            assert decision.run is None, (text, decision)
+
+
+def test_asked_again_after_a_dotted_address(trained_store: Trained):
+    """`again` after an address: the address's dots end no clause, so `again` is in the
+    clause of the job's verb (`Invite … again` may invite twice)."""
+    store = trained_store(WORKSPACE)
+    approve(store, WS)
+    with Desk(store, WS) as desk:
+        for text in [
+            "Invite zoe.clark@contoso.example to EVT-2101 again",
+            "Forward the last e-mail from lea.dubois@contoso.example to amy.chen@contoso.example"
+            " again",
+        ]:
+            decision = desk.mw.route(text)
+            assert decision.run is None, (text, decision)
+            assert any("again" in r for c in decision.checks for r in c.reasons), decision
+        # thanks again is no second request
+        assert desk.mw.route(
+            "Forward the last e-mail from lea.dubois@contoso.example to amy.chen@contoso.example."
+            " Thanks again"
+        ).run
