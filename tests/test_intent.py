@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 from soloflow_core.generalize.composed import compose_template, leaf_texts
 from soloflow_core.generalize.reply import describe_run, learn_reply_template, render_reply
 from soloflow_core.memory.binding import bind_inputs
-from soloflow_core.memory.forms import repeated, value_objects
 from soloflow_core.memory.intent import MAX_REQUEST_CHARS, JobEvidence, judge_intent, tool_actions
-from soloflow_core.memory.reading import ACTION_WORDS, read_request
+from soloflow_core.memory.reading import read_request
 from soloflow_core.models import FlowDefinition, FlowStep
 from soloflow_core.store.fulltext import tokenize
 
@@ -296,91 +295,3 @@ def test_a_persons_phrasings_teach_words_not_that_the_job_repeats():
     assert JobEvidence.of(two, confirmed=["zed@example.com", "a"]).texts == 2
     three = JobEvidence.of(EXEMPLARS[:3], confirmed=["send me my latest bill"])
     assert verdict("Please send me my latest bill, zed@example.com", three) == "run"
-
-
-UNLOCKS = [
-    "Unlock E-5120 please",
-    "Can you unlock E-7764? Too many failed logins",
-    "Please unlock the account of employee E-1042",
-    "unlock my account pls, I'm E-4478",
-    "Could you unlock the directory account for E-6019?",
-]
-
-
-@pytest.mark.parametrize(
-    ("texts", "request_text", "runs"),
-    [
-        # two texts give `unlock` a value as its whole object, most use the verb
-        (UNLOCKS, "unlock E-7453", True),
-        (UNLOCKS, "Unlock E-7453, thanks", True),
-        (UNLOCKS, "lock E-7453", False),
-        (UNLOCKS, "unlock E-7453 laptop", False),
-        (UNLOCKS, "unlocking E-7453", False),
-        (UNLOCKS, "unlock for E-7453", False),
-        # one such text is not enough
-        (UNLOCKS[1:], "unlock E-7453", False),
-        # the texts send an invoice: `send` with an address is no invoice
-        (EXEMPLARS, "send tom@x.com", False),
-        (EXEMPLARS, "Send tom@x.com please", False),
-        # a value that is an indirect object (`Send bob@… the invoice`) is no whole object
-        (EXEMPLARS + ["Send bob@x.io the latest invoice"] * 2, "send tom@x.com", False),
-    ],
-)
-def test_one_word_is_enough_only_for_the_jobs_own_verb_with_a_value_as_object(
-    texts: list[str], request_text: str, runs: bool
-):
-    assert (verdict(request_text, JobEvidence.of(texts)) == "run") is runs
-
-
-@pytest.mark.parametrize(
-    ("text", "verbs"),
-    [
-        ("Unlock E-7453", {"unlock"}),
-        ("Invite zoe.clark@contoso.example to EVT-2101", {"invit"}),
-        ("Book C2-015 for 2026-12-10 please", {"book"}),
-        ("Can you unlock E-7764? Too many failed logins", {"unlock"}),
-        ("Send bob@x.io the invoice", set()),  # indirect object
-        ("password reset for heidi@example.org", set()),  # a preposition first
-        ("unlocking E-7453", set()),  # no base form
-        ("", set()),
-        ("unlock", set()),
-    ],
-)
-def test_a_verb_whose_whole_object_is_a_value(text: str, verbs: set[str]):
-    assert value_objects(text, frozenset(ACTION_WORDS)) == verbs
-
-
-@pytest.mark.parametrize(
-    ("text", "again"),
-    [
-        ("Invite zoe.clark@contoso.example to EVT-2101 again", True),
-        ("Refund my order for bo.li@x.example. Thanks again", False),
-        ("Please cancel my meeting on 2027-01-10. Thanks again", False),
-    ],
-)
-def test_a_values_dots_end_no_clause(text: str, again: bool):
-    assert repeated(text, verbs={"invit", "refund", "cancel"}) is again
-
-
-PLANS = [
-    "Please update my plan P-1 to gold",
-    "update plan P-22 to silver please",
-    "Can you update my plan P-3 to bronze?",
-    "update my plan P-4 to gold",
-    "I'd like to update my plan P-5 to silver",
-]
-
-
-@pytest.mark.parametrize(
-    ("text", "runs"),
-    [
-        ("Please update my plan P-9 to gold", True),
-        ("Please change my plan P-9 to gold", True),  # the same action, another verb
-        ("Please modify my plan P-9 to gold", True),
-        ("Please cancel my plan P-9", False),  # another action
-        ("Please reserve my plan P-9 to gold", False),  # another group
-        ("Please don't change my plan P-9 to gold", False),
-    ],
-)
-def test_a_verb_that_asks_for_the_same_change_is_the_jobs_own(text: str, runs: bool):
-    assert (verdict(text, JobEvidence.of(PLANS)) == "run") is runs

@@ -27,14 +27,12 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Collection
 
-from soloflow_core.store.fulltext import VALUE_PATTERN, stem
+from soloflow_core.store.fulltext import stem
 
 __all__ = [
-    "SAME_ACTIONS",
     "SENDING",
     "acted_values",
     "around_values",
-    "blank_value",
     "changed_by",
     "gerund",
     "hyphen_parts",
@@ -44,13 +42,11 @@ __all__ = [
     "picked_out",
     "recurring",
     "repeated",
-    "same_actions",
     "quantified",
     "plural_stems",
     "asks_yes_or_no",
     "says_send",
     "states_only",
-    "value_objects",
     "stranded",
     "tag_question",
     "thanked_for",
@@ -412,14 +408,6 @@ _RECURRING = re.compile(
 )
 
 
-def blank_value(value: re.Match[str]) -> str:
-    """A value (a match of :data:`~soloflow_core.store.fulltext.VALUE_PATTERN`) taken out of
-    the text, the punctuation ending it kept (``… ZFA04Y. Or am I?`` is two sentences; the
-    dots of ``zoe.clark@x.example`` end none)."""
-    text = value.group(0)
-    return " " + text[len(text.rstrip(".,;:!?)")) :]
-
-
 def repeated(text: str, *, verbs: Collection[str]) -> bool:
     """Whether ``text`` asks for something a second time: ``again``, ``once more``… in a
     clause holding one of ``verbs`` (stems of verbs of request or action: ``refund my order
@@ -431,10 +419,7 @@ def repeated(text: str, *, verbs: Collection[str]) -> bool:
         True
         >>> repeated("I forgot my password again, please reset it", verbs=v)
         False
-        >>> repeated("Refund zoe.clark@shop.example again", verbs=v)  # a value's dots end nothing
-        True
     """
-    text = VALUE_PATTERN.sub(blank_value, text)
     for clause in re.split(r"[.,;:!?()\n\u2014\u2013]|\b(?:and|but|then)\b", text):
         if _REPEATED.search(clause) and any(
             stem(w.lower()) in verbs for w in re.findall(r"[A-Za-z]+", clause)
@@ -524,44 +509,3 @@ def asks_yes_or_no(text: str) -> bool:
         (True, False)
     """
     return _YES_OR_NO.search(text) is not None
-
-
-_AFTER_OBJECT = frozenset(
-    "to for on at in from with into as onto please pls plz thanks thank".split()
-)
-
-
-def value_objects(text: str, verbs: Collection[str]) -> frozenset[str]:
-    """Stems of the ``verbs`` (base forms) that take a value as their whole object: the value
-    right after the verb, then the clause's end or a preposition (``Unlock E-7453``,
-    ``Invite zoe@… to EVT-1``; not ``reset for bob@…``, nor ``Send bob@… the invoice``).
-
-    Example:
-        >>> sorted(value_objects("Unlock E-7453? Send bob@x.io the invoice", {"unlock", "send"}))
-        ['unlock']
-    """
-    words = re.findall(r"[a-z]+|\x00|[.?!;:,()]", VALUE_PATTERN.sub(" \x00 ", text.lower()))
-    ends = [*words, ".", "."]
-    return frozenset(
-        stem(a)
-        for a, b, c in zip(words, ends[1:], ends[2:], strict=False)
-        if a in verbs and b == "\x00" and (c in _AFTER_OBJECT or not c.isalpha())
-    )
-
-
-SAME_ACTIONS = tuple(
-    frozenset(stem(w) for w in group.split())
-    for group in ("change update modify edit adjust amend alter", "book reserve")
-)
-"""Verbs of action that ask for the same thing, whatever the object: a job done with one of
-a group is done with any (``change`` a scheduled transaction the job's texts ``update``)."""
-
-
-def same_actions(stems: Collection[str]) -> frozenset[str]:
-    """``stems`` and the verbs of their :data:`SAME_ACTIONS` groups.
-
-    Example:
-        >>> sorted(same_actions({"book", "cancel"}))
-        ['book', 'cancel', 'reserv']
-    """
-    return frozenset(stems).union(*(g for g in SAME_ACTIONS if g & set(stems)))

@@ -16,11 +16,9 @@ the model, with the flow offered as a tool:
   the Latin script, no invisible characters, no markup (``<p>``, ``**``, code, JSON);
 - every word of the request known to the evidence, a free text's aside (``data``: a
   payment's subject; a word the job's texts hold only inside a hyphenated name,
-  ``sre-admins``, is not known alone: ``as admin``), at least two of them (one when it is
-  the job's own verb given a value as its whole object, as two of its texts do and most
-  use that verb: ``Unlock E-7453``, not ``Send tom@x.com`` when they send an invoice), and
-  one of the job's *key words* (a word most of its texts hold that no other job commonly
-  holds — :func:`soloflow_core.memory.router.decide_route` computes them per namespace);
+  ``sre-admins``, is not known alone: ``as admin``), at least two of them, and one of the
+  job's *key words* (a word most of its texts hold that no other job commonly holds —
+  :func:`soloflow_core.memory.router.decide_route` computes them per namespace);
 - no retraction (``never mind``, ``just kidding``, ``scratch that``…), no negation of a word
   of the job or of an action and no negation that governs nothing but the request itself
   (``Refund my order — NOT!``);
@@ -56,10 +54,10 @@ the model, with the flow offered as a tool:
   :func:`~soloflow_core.memory.forms.recurring`): ``refund my order again`` may refund twice;
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
-  *familiar* with (:data:`FAMILIAR_SHARE`); a verb of its action's group
-  (:data:`~soloflow_core.memory.forms.SAME_ACTIONS`: ``change`` for ``update``) is its own.
+  *familiar* with (:data:`FAMILIAR_SHARE`).
 
 ``hint`` needs one common word of the job whatever else the request says; otherwise ``none``.
+
 Every required input must also be bound from the request itself
 (:func:`~soloflow_core.memory.binding.bind_inputs`). See ``docs/agents.md`` ("Routing").
 """
@@ -80,9 +78,7 @@ from soloflow_core.memory.forms import (
     quantified,
     recurring,
     repeated,
-    same_actions,
     states_only,
-    value_objects,
 )
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
@@ -187,8 +183,6 @@ class JobEvidence:
     targets: Mapping[str, int] = field(default_factory=dict)
     """Noun naming the value a verb of action acts on (``RequestText.targets``) → how many
     texts."""
-    direct: Mapping[str, int] = field(default_factory=dict)
-    """Verb of action → how many texts give it a value as its whole object (``Unlock E-1``)."""
     namers: frozenset[str] = frozenset()
     """Terms the texts put just before a value (``reservation``, ``account``, ``user``)."""
     heads: frozenset[str] = frozenset()
@@ -234,7 +228,6 @@ class JobEvidence:
         plurals: Counter[str] = Counter()
         objects: set[tuple[str, str]] = set()
         targets: Counter[str] = Counter()
-        direct: Counter[str] = Counter()
         around: set[tuple[str, str]] = set()
         first_hand: set[str] = set()
         every_of: set[str] = set()
@@ -259,7 +252,6 @@ class JobEvidence:
             plurals.update(read.plurals)
             objects.update((v, w) for v, *around in read.objects for w in around if w)
             targets.update(read.targets)
-            direct.update(value_objects(read.normalized, _ACTION_WORDS))
             around.update(read.around)
             changes += bool(changed_by(read.normalized, read.values))
             every_of.update(quantified(read.normalized))
@@ -292,7 +284,6 @@ class JobEvidence:
             plurals=dict(plurals),
             objects=frozenset(objects),
             targets=dict(targets),
-            direct=dict(direct),
             namers=frozenset(b for b, _ in around if b),
             heads=frozenset(a for _, a in around if a),
             labels=frozenset(labels - {""}),
@@ -399,9 +390,7 @@ def judge_intent(
             intent, neither known nor unknown; every other rule still reads them.
     """
     terms = tuple(t for t in request.terms if t not in data)
-    own, done = frozenset(own_actions) & ACTION_STEMS, evidence.familiar_actions()
-    doing = same_actions(done | own)  # the other verbs of their groups are known words too
-    vocab = evidence.vocabulary | own | (doing - done)
+    vocab = evidence.vocabulary | (frozenset(own_actions) & ACTION_STEMS)
     if evidence.named_only:  # `as admin`, where the texts only say `sre-admins`
         vocab -= evidence.named_only & hyphen_parts(request.normalized or request.text)[1]
     common = evidence.common()
@@ -433,7 +422,7 @@ def judge_intent(
             f"words unknown to the job: {', '.join(unknown)}"
             + (f" (of another flow's job: {', '.join(elsewhere)})" if elsewhere else "")
         )
-    if terms and len(known) < 2 and not _own_verb_alone(evidence, request, known):
+    if terms and len(known) < 2:
         reasons.append("the request holds fewer than two words of the job")
     if terms and not key_words & set(known):
         reasons.append(
@@ -453,15 +442,18 @@ def judge_intent(
         )
     named = frozenset(own_actions) & ACTION_STEMS & evidence.held_by_most()
     sends = says_send(request.normalized or request.text)
-    said = same_actions(set(terms) | ({"send"} if sends else set()))
+    said = set(terms) | ({"send"} if sends else set())
     if terms and named and not named & said:
         reasons.append(
             f"it does not name the job's action ({', '.join(sorted(named))}), "
             "which most of the job's requests name"
         )
+    done_with = evidence.familiar_actions()
     stated = states_only(request.normalized or request.text, request.actions)
     actions = [
-        t for t in request.actions if t not in doing and t not in own_actions and t not in stated
+        t
+        for t in request.actions
+        if t not in done_with and t not in own_actions and t not in stated
     ]
     if actions:
         reasons.append(f"asks for another action: {', '.join(actions)}")
@@ -531,15 +523,18 @@ def judge_intent(
             f"it changes a quantity by {', '.join(changes)} (more, another, by…), where the "
             "job's requests give the quantity itself"
         )
-    plain = request.normalized or request.text
-    wide = [q for q in quantified(plain) if q in evidence.df and q not in evidence.quantified]
+    wide = [
+        q
+        for q in quantified(request.normalized or request.text)
+        if q in evidence.df and q not in evidence.quantified
+    ]
     if wide:
         reasons.append(
             f"it asks for all or every {', '.join(wide)}, which the job's requests never do"
         )
     other = [
         f"{w} {n}"
-        for w, n in picked_out(plain)
+        for w, n in picked_out(request.normalized or request.text)
         if n in evidence.df and (w, n) not in evidence.picked
     ]
     if other:
@@ -547,6 +542,7 @@ def judge_intent(
             f"it picks one out of several ({', '.join(other)}), which the job's requests "
             "never do: the value may name another one"
         )
+    plain = request.normalized or request.text
     if asks_yes_or_no(plain):
         reasons.append("it asks to be answered yes or no (Y/N, y or n, (?)), not for the job")
     if repeated(plain, verbs=_DOING) and evidence.repeats < FAMILIAR_MIN:
@@ -559,7 +555,7 @@ def judge_intent(
             f"it asks for the job on a schedule ({', '.join(schedule)}), where the job's "
             "requests ask for it once"
         )
-    label = _opening_label(plain)
+    label = _opening_label(request.normalized or request.text)
     if label and label not in REQUEST_STEMS | evidence.labels:
         reasons.append(
             f"it opens with a label ({label}:) that frames what follows (a log, a note, a "
@@ -572,13 +568,6 @@ def judge_intent(
         return IntentVerdict("run", round(score, 4), known, unknown=unknown)
     verdict: Verdict = "hint" if anchors else "none"
     return IntentVerdict(verdict, round(score, 4), known, unknown=unknown, reasons=tuple(reasons))
-
-
-def _own_verb_alone(job: JobEvidence, request: RequestText, known: tuple[str, ...]) -> bool:
-    """Whether one known word is enough: the job's verb, its object a value (module docstring)."""
-    verb = known[0] if len(known) == 1 else ""
-    took = verb in value_objects(request.normalized or request.text, _ACTION_WORDS)
-    return took and job.direct.get(verb, 0) >= 2 and job.actions.get(verb, 0) * 2 > job.texts
 
 
 def tool_actions(tool_names: Iterable[str]) -> frozenset[str]:
@@ -595,6 +584,8 @@ def tool_actions(tool_names: Iterable[str]) -> frozenset[str]:
 
 
 _ACTION_WORDS = frozenset(ACTION_WORDS)
+
+
 _DOING = REQUEST_STEMS | ACTION_STEMS
 
 _TOOL_NAME_PARTS = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from soloflow_core.memory.forms import (
     SENDING,
     around_values,
-    blank_value,
     gerund,
     had_done,
     joined_letters,
@@ -418,17 +417,15 @@ def _negation(text: str) -> tuple[tuple[str, ...], bool]:
 _DETERMINERS = frozenset(
     "a an the my your our his her their its this that these those each every any".split()
 )
-VALUE_MARK = "qqvalueqq"
-"""The word a value stands as where words around values are read (``RequestText.objects``)."""
+_VALUE_MARK = "qqvalueqq"
 
 
 _CLAUSE_MARKS = re.compile(r"[.;:!?,()\n\u2014\u2013]")
 
 
 def _blank_marked(value: re.Match[str]) -> str:
-    """A value as the mark of a value, the punctuation ending it kept (see
-    :func:`~soloflow_core.memory.forms.blank_value`)."""
-    return f" {VALUE_MARK}" + blank_value(value)
+    """A value as the mark of a value, the punctuation ending it kept (see :func:`_blank`)."""
+    return f" {_VALUE_MARK}" + _blank(value)
 
 
 def _actions(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -449,7 +446,7 @@ def _actions(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             continue
         before = words[i - 1] if i else ""
         after = words[i + 1] if i + 1 < len(words) else ""
-        if w.endswith("ing") and (before in _DETERMINERS or after == VALUE_MARK):
+        if w.endswith("ing") and (before in _DETERMINERS or after == _VALUE_MARK):
             continue
         found.append(s)
         rest = [x for j, x in enumerate(words[i + 1 :], i + 1) if clause_of[j] == clause_of[i]]
@@ -457,10 +454,10 @@ def _actions(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             rest = rest[1:]
         # the noun naming the value: `cancel user mia_li_3668`, `cancel my upcoming
         # reservation ZFA04Y` (a word before the noun modifies it)
-        head = rest[0] if rest[1:2] == [VALUE_MARK] else None
-        if rest[2:3] == [VALUE_MARK] and VALUE_MARK not in rest[:2] and _content(rest[0]):
+        head = rest[0] if rest[1:2] == [_VALUE_MARK] else None
+        if rest[2:3] == [_VALUE_MARK] and _VALUE_MARK not in rest[:2] and _content(rest[0]):
             head = rest[1]
-        thing = _content(head) if head and head != VALUE_MARK else None
+        thing = _content(head) if head and head != _VALUE_MARK else None
         if thing is not None:
             objects.append(thing)
     return tuple(dict.fromkeys(found)), tuple(dict.fromkeys(objects))
@@ -486,6 +483,13 @@ def _courteous(text: str) -> str:
             text = text[: sign.start()]
     text = _COURTESY_ASK.sub(" please ", text)
     return _COURTESY.sub(" ", text)
+
+
+def _blank(value: re.Match[str]) -> str:
+    """A value taken out of the text, the punctuation ending it kept (``… ZFA04Y. Or am I?``
+    is two sentences)."""
+    text = value.group(0)
+    return " " + text[len(text.rstrip(".,;:!?)")) :]
 
 
 _SUBJECTS = frozenset({"i", "you", "u", "we", "they", "he", "she", "someone", "somebody"})
@@ -529,7 +533,7 @@ def _reported(text: str) -> tuple[str, ...]:
                 s = _past_verb(w)
                 if s is not None:
                     found.append(s)
-            elif before == VALUE_MARK and _past_verb(w) in _ASKED:
+            elif before == _VALUE_MARK and _past_verb(w) in _ASKED:
                 found.append(stem(w))  # `alice@… wanted a reset`: the value is the subject
     return tuple(dict.fromkeys(found))
 
@@ -546,7 +550,7 @@ def read_request(text: str) -> RequestText:
     normalized = _normalized(text)
     values = tuple(m.group(0).rstrip(".,;:!?)") for m in VALUE_PATTERN.finditer(normalized))
     plain = _courteous(normalized)
-    rest = joined_letters(VALUE_PATTERN.sub(blank_value, plain))
+    rest = joined_letters(VALUE_PATTERN.sub(_blank, plain))
     rest = re.sub(r"\be-mail", "email", rest, flags=re.IGNORECASE)
     letters = [ch for ch in rest if ch.isalpha()]
     foreign = bool(letters) and sum(not ch.isascii() for ch in letters) * 2 > len(letters)
@@ -563,7 +567,7 @@ def read_request(text: str) -> RequestText:
     flags += unread_marks(text, rest)
     openers, leads = _openings(rest)
     verbs, targets = _actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE))
-    _marked = VALUE_PATTERN.sub(f" {VALUE_MARK} ", plain)
+    _marked = VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)
     clauses = [words_of(c) for c in re.split(r"[.?!;:,\n]", _marked)]
     return RequestText(
         text=text,
@@ -577,16 +581,16 @@ def read_request(text: str) -> RequestText:
         asking=_ASKING.search(rest) is not None,
         flags=tuple(flags),
         normalized=normalized,
-        narrated=_narrated(VALUE_PATTERN.sub(blank_value, plain)),
+        narrated=_narrated(VALUE_PATTERN.sub(_blank, plain)),
         targets=targets,
         plurals=plural_stems(words, content=_content, skip=_WH | _AUX),
         objects=objects_of(
             clauses,
             content=_content,
             verbs=REQUEST_STEMS | ACTION_STEMS,
-            value=VALUE_MARK,
+            value=_VALUE_MARK,
         ),
-        around=around_values(clauses, content=_content, value=VALUE_MARK),
+        around=around_values(clauses, content=_content, value=_VALUE_MARK),
         reported=_reported(_marked)
         + thanked_for(normalized, verbs=REQUEST_STEMS | ACTION_STEMS)
         + had_done(clauses, past=_past_verb, subjects=_SUBJECTS | {"i've", "we've"}),
