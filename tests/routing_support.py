@@ -116,6 +116,31 @@ def approve(store: Store, w: World, *, only: Iterable[str] | None = None) -> Non
             approve_candidate(store, cand.id, config=CONFIG, **w.ns)
 
 
+def desk_checks(
+    store: Store, w: World, *, genuine: list[str], found: list[str], asked: int = 3
+) -> list[str]:
+    """On a trained ``store`` with every flow approved: each ``genuine`` request routes to a
+    flow and the first runs with no model call and a side effect; the ``found`` near misses
+    that would run a flow are returned (the first ``asked`` go through the agent too, and
+    must reach the model with no flow run)."""
+    approve(store, w)
+    w.module.EFFECTS.clear()
+    try:
+        with Desk(store, w) as desk:
+            for text in genuine:
+                d = desk.mw.route(text)
+                assert d.run is not None, (text, d.checks[0].reasons if d.checks else None)
+            got = desk.ask(genuine[0])
+            assert got["calls"] == 0 and got["flow"] is not None and got["effects"]
+            ran = [text for text in found if desk.mw.route(text).run is not None]
+            for text in found[:asked]:
+                got = desk.ask(text)
+                assert got["flow"] is None and got["calls"] > 0, text
+            return ran
+    finally:
+        w.module.EFFECTS.clear()
+
+
 def train(store: Store, w: World) -> None:
     """The world's agent answers its training requests on ``store`` (learning as it goes)."""
     try:

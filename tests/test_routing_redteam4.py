@@ -145,7 +145,7 @@ def test_a_count_after_by_is_a_change_not_the_count():
 
 
 def test_a_state_thanks_and_the_speaker_acting_are_no_request_and_asking_forms_are():
-    from soloflow_core.memory.intent import MYSELF
+    from soloflow_core.memory.asking import MYSELF
 
     assert read_request("Reservation ZFA04Y is cancelled, please").reported == ("cancel",)
     assert read_request("It will be refunded, please").reported == ("refund",)

@@ -9,6 +9,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from stdnum import iban
+
 __all__ = [
     "CURRENCY_SIGNS",
     "DATE_FORMATS",
@@ -315,4 +317,9 @@ def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
         return f"{value!r} is no real date in the form of the input's examples ({fmt})"
     if rule.get("check_digits") == MOD97 and not _mod97_valid(value):
         return f"{value!r} fails the check digits every example of the input passed ({MOD97})"
+    if rule.get("check_digits") == MOD97 and not iban.is_valid(value, check_country=False):
+        return (
+            f"{value!r} is no IBAN of its country's length and form, as every example of the "
+            "input was (python-stdnum's IBAN registry)"
+        )
     return None

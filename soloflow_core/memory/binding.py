@@ -208,23 +208,80 @@ def _other_kind(
     a narrower kind (each of its examples has the input's shape, none of the input's
     examples has its shape) and the value has that kind's shape and the letters all its
     examples open with, if any (a flight number ``HAT170`` bound as a reservation code;
-    ``KYR131`` is a reservation code that merely has a flight number's shape)."""
+    ``KYR131`` is a reservation code that merely has a flight number's shape), or opens with
+    those letters when they are three or more and no example of the input does (``HAT1O1``:
+    a flight number mistyped)."""
     own = str(rule.get("pattern") or "")
     if not own or not examples:
         return None
     for kind in kinds:
         if kind.pattern == own:
             continue
+        opens_alike = len(kind.prefix) >= 3 and not any(e.startswith(kind.prefix) for e in examples)
         if (
             all(_whole(own, e) for e in kind.examples)
             and not any(_whole(kind.pattern, e) for e in examples)
             and value.startswith(kind.prefix)
-            and _whole(kind.pattern, value)
+            and (_whole(kind.pattern, value) or opens_alike)
         ):
             return (
                 f"{value!r} has the shape of another kind of value, {kind.name!r} "
                 f"({kind.prefix}…, {kind.pattern}), which no example of the input has"
             )
+    return None
+
+
+def _written(value: str, text: str) -> bool:
+    """Whether ``value`` is written in ``text`` as it was bound: as a whole, not only inside
+    a longer word (``２`` read as ``2`` is not the ``2`` of ``H7K2LM``)."""
+    before = r"(?<![A-Za-z0-9])" if value[:1].isalnum() else ""
+    after = r"(?![A-Za-z0-9])" if value[-1:].isalnum() else ""
+    return re.search(before + re.escape(value) + after, text) is not None
+
+
+_ALPHA = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def _mask(value: str) -> str:
+    """``value``'s shape: each letter ``A``, each digit ``9``, the rest as written."""
+    return "".join("A" if c.isalpha() else "9" if c.isdigit() else c for c in value)
+
+
+def _unlike_examples(
+    value: str, name: str, rule: Mapping[str, Any], *, examples: Sequence[str]
+) -> str | None:
+    """Why ``value`` is not the input's kind of value though it has the rule's shape, or None.
+
+    - ids (every example holds a letter and a digit) whose examples open with the same
+      letters (``EVT`` of ``EVT-1234``, ``EVT-2045``; ``E`` of three or more ``E-1042``…)
+      take no value opening with other letters (``F-48213``, ``EE-3141``, ``EVT-2101`` as
+      an employee ``E-…``);
+    - ids whose three or more examples have one shape letter for letter and digit for digit
+      (``EVT-9999``, room ``A9-999``, flight ``AAA999``) take no value of another
+      (``EVT-21``, ``A3-2150``, ``HAT1O1``).
+
+    An address at a domain no example had is an address like any (a colleague at a sister
+    company): the flow generalises the value, not its domain.
+    """
+    distinct = list(dict.fromkeys(examples))
+    if len(distinct) < 2:
+        return None
+    if not all(re.search(r"\d", e) and re.search(r"[^\W\d_]", e) for e in distinct):
+        return None
+    leads = {e[: len(e) - len(e.lstrip(_ALPHA))] for e in distinct}
+    lead = next(iter(leads))
+    if len(leads) == 1 and (len(lead) >= 2 or (lead and len(distinct) >= 3)):
+        if not value.startswith(lead) or value[len(lead) : len(lead) + 1].isalpha():
+            return (
+                f"{value!r} does not open with {lead!r} as every example of the input does "
+                f"({', '.join(distinct[:3])}): another kind of id?"
+            )
+    masks = {_mask(e) for e in distinct}
+    if len(distinct) >= 3 and len(masks) == 1 and _mask(value) not in masks:
+        return (
+            f"{value!r} is not of the shape {next(iter(masks))} every example of the input has "
+            f"({', '.join(distinct[:3])}): another kind of id?"
+        )
     return None
 
 
@@ -304,9 +361,10 @@ def bind_inputs(
             try:
                 why = why or _bounded(text, start, end, rule=rule)
                 why = why or _other_kind(value, rule, examples=own, kinds=kinds)
+                why = why or _unlike_examples(value, name, rule, examples=own)
             except PatternTimeoutError as exc:
                 why = str(exc)
-            if why is None and request.text and value not in request.text:
+            if why is None and request.text and not _written(value, request.text):
                 why = f"{value!r} is written in other forms in the request (full-width, look-alike)"
             if why is None and value in found:  # `250 and 250`, `to A and A`: once or twice?
                 why = f"{value!r} is named more than once: once, or twice?"

@@ -25,11 +25,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
-from soloflow_core.store.fulltext import stem
+from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
+    "IRREGULAR",
     "SENDING",
     "acted_values",
     "around_values",
@@ -45,6 +46,7 @@ __all__ = [
     "quantified",
     "plural_stems",
     "asks_yes_or_no",
+    "blank_value",
     "says_send",
     "states_only",
     "stranded",
@@ -52,6 +54,42 @@ __all__ = [
     "thanked_for",
     "unread_marks",
 ]
+
+IRREGULAR: Mapping[str, str] = {
+    past: base
+    for base, forms in {
+        "send": "sent",
+        "pay": "paid",
+        "buy": "bought",
+        "lose": "lost",
+        "make": "made",
+        "take": "took taken",
+        "tell": "told",
+        "find": "found",
+        "leave": "left",
+        "break": "broke broken",
+        "come": "came",
+        "go": "went gone",
+        "sell": "sold",
+        "spend": "spent",
+        "keep": "kept",
+        "bring": "brought",
+        "write": "wrote written",
+        "choose": "chose chosen",
+        "forget": "forgot forgotten",
+        "give": "gave given",
+        "see": "saw seen",
+        "do": "done",
+        "put": "put",
+        "begin": "began begun",
+        "hold": "held",
+        "freeze": "froze frozen",
+        "steal": "stole stolen",
+        "get": "gotten",
+    }.items()
+    for past in forms.split()
+}
+"""Past forms of irregular verbs → the verb (``sent`` → ``send``): the stemmer leaves them."""
 
 _SPELLED = re.compile(r"(?<![\w@.'’-])[A-Za-z](?:[ .\-][A-Za-z]){2,}\.?(?![\w@'’-])")
 """Three or more single letters apart (``N O T``, ``D-O-N-T``, ``N.O.T.``)."""
@@ -97,12 +135,30 @@ def _mixed_forms(word: str) -> bool:
     return plain and folded
 
 
-def unread_marks(text: str, rest: str) -> list[str]:
+_DOUBT = re.compile("[\u203d\u2e2e\u00bf\u061f]|\\?\\s*\\?")
+"""Marks of irony or doubt (``‽``, ``⸮``, ``??``), an opening ``¿``, the Arabic question
+mark."""
+
+
+def unread_marks(
+    text: str, rest: str, *, verb: Callable[[str], bool] = lambda w: False
+) -> list[str]:
     """What in ``text`` (``rest``: the same with its values taken out) says something the
     reading does not read: invisible characters, an emoji, a mathematical sign outside
-    ASCII (``≠``, ``¬``), an emoticon (``;)``) or a tone tag (``/s``); a word spelled apart
-    (read as one word, but no plain request); a word mixing full-width and plain forms."""
+    ASCII (``≠``, ``¬``), an emoticon (``;)``) or a tone tag (``/s``), a mark of irony or
+    doubt (``‽``, ``⸮``, ``¿``); a word spelled apart (read as one word, but no plain
+    request); a word mixing full-width and plain forms; a word with accents that ``verb``
+    says is a verb of action once its accents are dropped (``invité``, Spanish for *I
+    invited*, is no ``invite``)."""
     found: list[str] = []
+    if _DOUBT.search(text):
+        found.append("it holds a mark of irony or doubt (‽, ⸮, ??, ¿) whose meaning is not read")
+    accented = [w for w in re.findall(r"[^\W\d_]+", rest) if not w.isascii() and verb(w)]
+    if accented:
+        found.append(
+            f"a word with accents reads as a verb of action once they are dropped "
+            f"({', '.join(accented[:3])}): a word of another language?"
+        )
     kinds = {unicodedata.category(ch) for ch in text if not ch.isascii()}
     if any(unicodedata.category(ch) in ("Cf", "Cc") and ch not in "\n\r\t" for ch in text):
         found.append("it holds invisible characters")
@@ -123,7 +179,8 @@ def unread_marks(text: str, rest: str) -> list[str]:
 
 
 _TAG = re.compile(
-    r"\b(?:yes|no|ok|okay|right|correct|true|yeah|yep|eh|huh|agreed|deal)\s*[?!]*\?[?!]*\s*$",
+    r"\b(?:yes|no|ok|okay|right|correct|true|yeah|yep|eh|huh|agreed|deal|really|seriously|sure|"
+    r"alright|for\s+real)\s*[?!]*\?[?!]*\s*$",
     re.IGNORECASE,
 )
 
@@ -408,6 +465,12 @@ _RECURRING = re.compile(
 )
 
 
+def blank_value(value: re.Match[str]) -> str:
+    """A value taken out, the punctuation ending it kept (``… ZFA04Y. Again?``)."""
+    text = value.group(0)
+    return " " + text[len(text.rstrip(".,;:!?)")) :]
+
+
 def repeated(text: str, *, verbs: Collection[str]) -> bool:
     """Whether ``text`` asks for something a second time: ``again``, ``once more``… in a
     clause holding one of ``verbs`` (stems of verbs of request or action: ``refund my order
@@ -420,7 +483,9 @@ def repeated(text: str, *, verbs: Collection[str]) -> bool:
         >>> repeated("I forgot my password again, please reset it", verbs=v)
         False
     """
-    for clause in re.split(r"[.,;:!?()\n\u2014\u2013]|\b(?:and|but|then)\b", text):
+    # a value's own dots and hyphens end no clause (`invite zoe.clark@… to EVT-2101 again`)
+    plain = VALUE_PATTERN.sub(blank_value, text)
+    for clause in re.split(r"[.,;:!?()\n\u2014\u2013]|\b(?:and|but|then)\b", plain):
         if _REPEATED.search(clause) and any(
             stem(w.lower()) in verbs for w in re.findall(r"[A-Za-z]+", clause)
         ):

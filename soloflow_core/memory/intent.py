@@ -52,6 +52,12 @@ the model, with the flow offered as a tool:
   ``weekly``, ``from now on``) unless three of the job's texts are
   (:func:`~soloflow_core.memory.forms.repeated`,
   :func:`~soloflow_core.memory.forms.recurring`): ``refund my order again`` may refund twice;
+- no offer and no speaker doing it (``Want me to add…?``, ``I'll go ahead and add…``:
+  :func:`~soloflow_core.memory.asking.speaker_acts`), and no loose end the job's texts do
+  not have (another person joined to the value, a second destination or action, a time
+  limit, an end cut off, a reply: :func:`~soloflow_core.memory.asking.loose_ends`);
+- every word every one of the job's texts holds, when it has three or more
+  (``Update reservation B6HDF4 to 2`` holds no ``bag``: 2 of what?);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).
@@ -70,6 +76,14 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from soloflow_core.memory.asking import (
+    LOOSE_ENDS,
+    WHETHER,
+    loose_ends,
+    offers,
+    opening_label,
+    speaker_acts,
+)
 from soloflow_core.memory.forms import (
     asks_yes_or_no,
     changed_by,
@@ -89,7 +103,7 @@ from soloflow_core.memory.reading import (
     read_request,
     says_send,
 )
-from soloflow_core.store.fulltext import VALUE_PATTERN, stem
+from soloflow_core.store.fulltext import stem
 
 __all__ = [
     "CONFIRMATIONS",
@@ -114,37 +128,6 @@ FAMILIAR_MIN = 3
 CONFIRMATIONS = 2
 """Hinted texts (the model chose the offered flow tool) that must hold a word before the job
 knows it, when no run of the job and no person gave it."""
-WHETHER = re.compile(
-    r"\b(?:know|wonder(?:ing)?|curious|ask(?:ing)?|tell\s+me|let\s+me\s+know|check)\b"
-    r"[\s,:;-]*(?:\w+\s+){0,3}?(?:if|whether|can\s+you|could\s+you|would\s+you|will\s+you)\b"
-    r"|\bor\s+(?:can|could|should|do|must|may|shall)\s+(?:i|we)\b"
-    r"|\b(?:know|wonder(?:ing)?|curious|tell\s+me)\s*[,:;-]",
-    re.IGNORECASE,
-)
-"""Asking *whether* the job's action can or will be done (``I'd like to know, can you
-cancel…?``, ``tell me if you can refund…``, ``… or can I?``, ``tell me: reset my
-password?``), not asking for it."""
-MYSELF = re.compile(
-    r"(?:^|[,.;:!?(]\s*|\b(?:and|but|so|then)\s+)"
-    r"(?:(?:i|we)\s*(?:can|could|will|shall|'ll|might|may|gonna|(?:am|'m|are|'re)\s+going\s+to)"
-    r"|let\s*(?:me|us|'s))\s+(?P<a>[\w']+)(?:\s+(?P<b>[\w']+))?",
-    re.IGNORECASE,
-)
-"""The speaker doing the action (``I can cancel it myself``, ``let me reset…``), opening a
-clause (``how many bags I can check`` is a question's clause)."""
-_LABEL = re.compile(r"^\W*(?P<label>[A-Za-z][A-Za-z'-]*(?:\s+[A-Za-z][A-Za-z'-]*)?)\s*:\s+(?=\S)")
-
-
-def _opening_label(text: str) -> str:
-    """The stem of the label opening ``text`` before a colon (``Log: please reset…`` →
-    ``log``), when no value follows the colon (``Email: bob@…`` names its value); ``""``
-    when there is none."""
-    m = _LABEL.match(text)
-    if m is None or VALUE_PATTERN.match(text, m.end()):
-        return ""
-    return stem(m.group("label").split()[-1].lower())
-
-
 MAX_REQUEST_CHARS = 4000
 """A longer request is never run without the model (it is a conversation, not a request)."""
 
@@ -202,6 +185,8 @@ class JobEvidence:
     """How many texts ask for the job again (:func:`~soloflow_core.memory.forms.repeated`)."""
     recurs: int = 0
     """How many texts ask for it on a schedule (:func:`~soloflow_core.memory.forms.recurring`)."""
+    loose: Mapping[str, int] = field(default_factory=dict)
+    """Kind of loose end (:func:`~soloflow_core.memory.asking.loose_ends`) → how many texts."""
     named_only: frozenset[str] = frozenset()
     """Stems the texts hold only inside hyphenated names (``sre-admins``): no word of the
     job when a request uses them alone (:func:`~soloflow_core.memory.forms.hyphen_parts`)."""
@@ -235,6 +220,7 @@ class JobEvidence:
         picked: set[tuple[str, str]] = set()
         inside: set[str] = set()
         outside: set[str] = set()
+        loose: Counter[str] = Counter()
         n = seen = changes = repeats = recurs = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
         for kind, text in [*every, *(("person", x) for x in confirmed)]:
@@ -258,10 +244,11 @@ class JobEvidence:
             picked.update(picked_out(read.normalized))
             repeats += repeated(read.normalized, verbs=_DOING)
             recurs += bool(recurring(read.normalized))
+            loose.update(loose_ends(read.normalized, verbs=_THEN_VERBS))
             named, alone = hyphen_parts(read.normalized)
             inside |= named
             outside |= alone
-            labels.add(_opening_label(read.normalized))
+            labels.add(opening_label(read.normalized))
             if kind != "hint":
                 first_hand.update(read.terms)
         words: set[str] = set()
@@ -292,6 +279,7 @@ class JobEvidence:
             picked=frozenset(picked),
             repeats=repeats,
             recurs=recurs,
+            loose=dict(loose),
             named_only=frozenset(inside - outside),
         )
 
@@ -448,6 +436,18 @@ def judge_intent(
             f"it does not name the job's action ({', '.join(sorted(named))}), "
             "which most of the job's requests name"
         )
+    every = [w for w, k in evidence.df.items() if k == evidence.texts >= MIN_EXEMPLARS]
+    if terms and [w for w in every if w not in said]:
+        reasons.append(
+            f"it lacks {', '.join(w for w in every if w not in said)}, which every one of "
+            f"the job's {evidence.texts} requests holds"
+        )
+    plain = request.normalized or request.text
+    reasons += [
+        LOOSE_ENDS[kind]
+        for kind in loose_ends(plain, verbs=_THEN_VERBS)
+        if evidence.loose.get(kind, 0) < FAMILIAR_MIN
+    ]
     done_with = evidence.familiar_actions()
     stated = states_only(request.normalized or request.text, request.actions)
     actions = [
@@ -488,10 +488,11 @@ def judge_intent(
         )
     mine = [
         s
-        for m in MYSELF.finditer(request.normalized or request.text)
-        for s in (stem(m.group("a").lower()), stem((m.group("b") or "").lower()))
-        if s in request.actions or (s in REQUEST_STEMS and s in request.terms)
+        for pair in speaker_acts(request.normalized or request.text)
+        for s in pair
+        if s in request.actions or (s in REQUEST_STEMS | common and s in request.terms)
     ]
+    mine += offers(request.normalized or request.text)
     if mine:
         reasons.append(f"the speaker does the action ({', '.join(mine)}), it asks for nothing")
     if request.reported:
@@ -542,7 +543,6 @@ def judge_intent(
             f"it picks one out of several ({', '.join(other)}), which the job's requests "
             "never do: the value may name another one"
         )
-    plain = request.normalized or request.text
     if asks_yes_or_no(plain):
         reasons.append("it asks to be answered yes or no (Y/N, y or n, (?)), not for the job")
     if repeated(plain, verbs=_DOING) and evidence.repeats < FAMILIAR_MIN:
@@ -555,7 +555,7 @@ def judge_intent(
             f"it asks for the job on a schedule ({', '.join(schedule)}), where the job's "
             "requests ask for it once"
         )
-    label = _opening_label(request.normalized or request.text)
+    label = opening_label(request.normalized or request.text)
     if label and label not in REQUEST_STEMS | evidence.labels:
         reasons.append(
             f"it opens with a label ({label}:) that frames what follows (a log, a note, a "
@@ -587,5 +587,7 @@ _ACTION_WORDS = frozenset(ACTION_WORDS)
 
 
 _DOING = REQUEST_STEMS | ACTION_STEMS
+_THEN_VERBS = _DOING - {stem(w) for w in ("want", "need", "request", "get", "help")}
+"""Verbs a second action after ``and`` is told by (those that only ask are not)."""
 
 _TOOL_NAME_PARTS = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")

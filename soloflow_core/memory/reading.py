@@ -6,8 +6,9 @@ how its sentences open, whom it names — the reading both a request and a job's
 - courtesy is read plainly: ``would you mind``, ``could I have`` ask (as ``please``);
   greetings, thanks, a closing and the writer's name, and the words that introduce the
   address (``you can reach me at``, ``account holder:``) say nothing;
-- the rest is split into words (quotes no apostrophes), lowercased, accents dropped,
-  irregular past forms read as their verb (``sent`` → ``send``; ``did`` stays: a question about the past), stemmed
+- the rest is split into words (quotes no apostrophes), lowercased, accents kept (a word
+  with one is a word of its own: ``méeting`` is no ``meeting``), irregular past forms read
+  as their verb (``sent`` → ``send``; ``did`` stays: a question about the past), stemmed
   (Snowball, ``orders`` → ``order``) — a noun made from a verb of action stays whole
   (``cancellation``); filler words (articles, pronouns of the speaker, "please", "could
   you") are left out. Question words, auxiliaries that open a question (``has my order
@@ -18,12 +19,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from soloflow_core.memory.forms import (
+    IRREGULAR,
     SENDING,
     around_values,
+    blank_value,
     gerund,
     had_done,
     joined_letters,
@@ -83,11 +85,11 @@ _ASKING = re.compile(
 _COURTESY_ASK = re.compile(
     r"\bwould\s+you\s+(?:kindly\s+)?mind\b|\bwould\s+it\s+be\s+possible\s+(?:for\s+you\s+)?to\b"
     r"|\b(?:i\s+am|i'?m)\s+writing\s+to\s+(?:request|ask)(?:\s+(?:that|for|you\s+to))?\b"
-    r"|\b(?:could|may|can)\s+(?:i|we)\s+(?:please\s+)?(?:get|have)\b",
+    r"|\b(?:could|may|can)\s+(?:i|we)\s+(?:please\s+)?(?:get|have)\b|\bgo\s+ahead\s+and\b",
     re.IGNORECASE,
 )
 """Courtesy forms of asking (``would you mind``, ``would it be possible to``, ``could I
-have``): read as ``please``. ``is it possible to…`` is not here: it may ask about a rule."""
+have``, ``go ahead and``): read as ``please``. ``is it possible to…`` is not here: it may ask about a rule."""
 _COURTESY = re.compile(
     r"\bgood\s+(?:morning|afternoon|evening|day)\b|\bhi\s+there\b"
     r"|\bthank(?:s|\s+you)(?:\s+(?:very|so)\s+much)?(?:\s+in\s+advance)?\b"
@@ -116,8 +118,8 @@ _CLAUSE_END = re.compile(
 )
 
 FILLER = frozenset(
-    """a an the this that it its it's i i'm im me my mine myself we us our ours you
-    your yours there here to for of on in at by with from into onto as and or but so also just
+    """a an the this that it its it's i i'm im me my we us our you
+    your there here to for of on in at by with from into onto as and or but so also just
     please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam get
     got give gimme want wanted need needed like would'd let know tell quick quickly asap again
     now right away really very much can could would will u ya be am been being via request
@@ -141,6 +143,7 @@ _AUX = frozenset(
     """is are was were am has have had did does do should shall may might must will would can
     could isn't aren't wasn't hasn't haven't didn't doesn't""".split()
 )
+_PLEASE = frozenset("please pls plz kindly thanks thank thx now asap".split())
 _CONJUNCTIONS = frozenset({"or", "and", "but", "so", "then"})
 """Words a sentence may open with before its question (``Or can I?``)."""
 _POLITE = frozenset({"can", "could", "would", "will"})
@@ -194,42 +197,6 @@ NOUN_ENDINGS = ("tion", "tions", "sion", "sions", "ment", "ments", "ance", "ance
 the verb's stem, but they name a thing, not the action (``cancel my cancellation``): such a
 noun is its own word."""
 
-IRREGULAR: Mapping[str, str] = {
-    past: base
-    for base, forms in {
-        "send": "sent",
-        "pay": "paid",
-        "buy": "bought",
-        "lose": "lost",
-        "make": "made",
-        "take": "took taken",
-        "tell": "told",
-        "find": "found",
-        "leave": "left",
-        "break": "broke broken",
-        "come": "came",
-        "go": "went gone",
-        "sell": "sold",
-        "spend": "spent",
-        "keep": "kept",
-        "bring": "brought",
-        "write": "wrote written",
-        "choose": "chose chosen",
-        "forget": "forgot forgotten",
-        "give": "gave given",
-        "see": "saw seen",
-        "do": "done",
-        "put": "put",
-        "begin": "began begun",
-        "hold": "held",
-        "freeze": "froze frozen",
-        "steal": "stole stolen",
-        "get": "gotten",
-    }.items()
-    for past in forms.split()
-}
-"""Past forms of irregular verbs → the verb (``sent`` → ``send``): the stemmer leaves them."""
-
 
 def _normalized(text: str) -> str:
     """NFKC (fullwidth and compatibility forms to their plain letters)."""
@@ -244,7 +211,10 @@ def _fold(text: str) -> str:
 
 
 def words_of(text: str) -> list[str]:
-    return [w.replace("’", "'") for w in _WORD.findall(_QUOTED.sub(r" \1 ", _fold(text)))]
+    """The words of ``text``, lowercased; accents are kept (``méeting`` is no ``meeting``, a
+    look-alike; negations and retractions are read with them dropped)."""
+    lower = text.lower() if text.isascii() else unicodedata.normalize("NFC", text.casefold())
+    return [w.replace("’", "'") for w in _WORD.findall(_QUOTED.sub(r" \1 ", lower))]
 
 
 def _content(word: str) -> str | None:
@@ -252,10 +222,12 @@ def _content(word: str) -> str | None:
     if word in FILLER or word in _FILLER_EXTRA or NEGATION.fullmatch(word):
         return None
     base = word.split("'", 1)[0] if "'" in word else word
+    if base in ("mine", "yours", "ours", "myself", "ourselves"):
+        return base  # whose, or who does it: not a word of the job (`… and mine`)
     s = stem(IRREGULAR.get(base, base))
     if s in ACTION_STEMS and base.endswith(NOUN_ENDINGS):
         return base.removesuffix("s")  # a cancellation is not the verb cancel
-    return s if s and s not in _FILLER_STEMS and (len(s) > 1 or not s.isascii()) else None
+    return s if s and s not in _FILLER_STEMS else None
 
 
 def _opened(words: list[str]) -> list[str]:
@@ -288,7 +260,13 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         sentence = m.group(0)
         asked = sentence.rstrip().endswith("?")
         words = _opened(words_of(sentence))
-        if asked and (not any(_content(w) for w in words) or tag_question(sentence)):
+        # `…, really?` asks back: a last clause of filler only (`…, please?` asks for it)
+        tail = words_of(sentence.rsplit(",", 1)[1]) if "," in sentence else words
+        if asked and (
+            not any(_content(w) for w in words)
+            or tag_question(sentence)
+            or (tail and not any(_content(w) or w in _PLEASE for w in tail))
+        ):
             leads.append("?")
         if not words:
             continue
@@ -485,11 +463,9 @@ def _courteous(text: str) -> str:
     return _COURTESY.sub(" ", text)
 
 
-def _blank(value: re.Match[str]) -> str:
-    """A value taken out of the text, the punctuation ending it kept (``… ZFA04Y. Or am I?``
-    is two sentences)."""
-    text = value.group(0)
-    return " " + text[len(text.rstrip(".,;:!?)")) :]
+_blank = blank_value
+"""A value taken out of the text, the punctuation ending it kept (``… ZFA04Y. Or am I?``
+is two sentences)."""
 
 
 _SUBJECTS = frozenset({"i", "you", "u", "we", "they", "he", "she", "someone", "somebody"})
@@ -564,7 +540,7 @@ def read_request(text: str) -> RequestText:
         flags.append("a negation governs the request itself")
     if _MARKUP.search(rest):
         flags.append("it is formatted text, not a plain request")
-    flags += unread_marks(text, rest)
+    flags += unread_marks(text, rest, verb=lambda w: _content(_fold(w)) in _DOING)
     openers, leads = _openings(rest)
     verbs, targets = _actions(re.sub(r"\be-mail", "email", plain, flags=re.IGNORECASE))
     _marked = VALUE_PATTERN.sub(f" {_VALUE_MARK} ", plain)

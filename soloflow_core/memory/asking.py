@@ -1,0 +1,202 @@
+"""Who a request asks to act, and whether it asks for exactly one thing, whole.
+
+:func:`~soloflow_core.memory.intent.judge_intent` reads these besides the request's words,
+because they change what the words ask without changing which words there are:
+
+- *whether* the action can be done (:data:`WHETHER`: ``tell me if you can cancel…``) is a
+  question, not a request;
+- the speaker doing the action (:func:`speaker_acts`): ``I can cancel it myself``, ``let me
+  reset…``, and an offer to do it — ``Want me to add priya@… to eng-oncall?``, ``Would you
+  like me to book…``, ``Need us to…``: the speaker is the one who would act;
+- a label opening the text before a colon (:func:`opening_label`: ``Log: reset…``);
+- loose ends (:func:`loose_ends`), each of which leaves part of the request to the flow's
+  guess:
+
+  - **another person besides the value**: ``me``/``us``/``myself`` joined to what the job acts
+    on (``Add priya@… and me to eng-oncall``, ``… to EVT-2101 and me``, ``me too``), or the
+    listener as the one it is for (``… for you``) — the flow takes one person;
+  - **a second destination**: ``… to EVT-2101 and to my meeting``, ``… and with bob``;
+  - **a second action**: a verb of request or action after ``and``/``then``/``also``
+    (``Invite Z to EVT-2101 and add an event``) — the flow does one job;
+  - **for a while**: ``for now``, ``for the time being``, ``temporarily``, ``until…``
+    — the flow makes it lasting;
+  - **cut off**: the text ends on a conjunction, a preposition, a determiner or an open mark
+    (``… and``, ``… or``, ``… to the``, ``…,``, ``… n``): what came next is unknown;
+  - **a reply**: the text ends acknowledging (``- got it``, ``, ok.``, ``on it``, ``will
+    do``): it quotes a request and answers it, it does not ask.
+
+A job whose own requests (:data:`~soloflow_core.memory.intent.FAMILIAR_MIN` of them) have a
+loose end of a kind is not turned down for it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from soloflow_core.memory.forms import blank_value
+from soloflow_core.store.fulltext import VALUE_PATTERN, stem
+
+__all__ = [
+    "LOOSE_ENDS",
+    "MYSELF",
+    "OFFERED",
+    "WHETHER",
+    "loose_ends",
+    "offers",
+    "opening_label",
+    "speaker_acts",
+]
+
+WHETHER = re.compile(
+    r"\b(?:know|wonder(?:ing)?|curious|ask(?:ing)?|tell\s+me|let\s+me\s+know|check)\b"
+    r"[\s,:;-]*(?:\w+\s+){0,3}?(?:if|whether|can\s+you|could\s+you|would\s+you|will\s+you)\b"
+    r"|\bor\s+(?:can|could|should|do|must|may|shall)\s+(?:i|we)\b"
+    r"|\b(?:know|wonder(?:ing)?|curious|tell\s+me)\s*[,:;-]",
+    re.IGNORECASE,
+)
+"""Asking *whether* the job's action can or will be done (``I'd like to know, can you
+cancel…?``, ``tell me if you can refund…``, ``… or can I?``, ``tell me: reset my
+password?``), not asking for it."""
+MYSELF = re.compile(
+    r"(?:^|[,.;:!?(]\s*|\b(?:and|but|so|then)\s+)(?:(?:please|pls|plz|just|ok|okay|so)\s+)?"
+    r"(?:(?:can|could|may)\s+(?:i|we)(?:\s+(?:please|pls|plz))?(?!\s+(?:get|have)\b)"
+    r"|(?:i|we)\s*(?:can|could|will|shall|'ll|might|may|gonna"
+    r"|(?:am|'m|are|'re|was|were)\s+(?:going|about)\s+to)|let\s*(?:me|us|'s))"
+    r"(?:\s+(?:go\s+ahead\s+and|just|also|then|now|quickly|simply|probably))*"
+    r"\s+(?P<a>[\w']+)(?:\s+(?P<b>[\w']+))?",
+    re.IGNORECASE,
+)
+"""The speaker doing the action (``I can cancel it myself``, ``let me reset…``, ``please let
+me book…``, ``I'll go ahead and add…``, ``I was about to book…``, ``can I please unlock…``
+— ``can I get``/``have`` asks), opening a clause (``how many bags I can check`` is a question's clause)."""
+OFFERED = re.compile(
+    r"\b(?:want|wants|wanted|need|needs|needed|like|get|expect|prefer|allow|permit|wish)\s+"
+    r"(?:me|us)\s+to\s+(?:\w+ly\s+)?(?P<a>[\w']+)(?:\s+(?P<b>[\w']+))?",
+    re.IGNORECASE,
+)
+"""An offer: the speaker would do the action if the listener wants it (``want me to add…``,
+``would you like me to book…``, ``need us to cancel…``)."""
+
+
+def speaker_acts(text: str) -> Iterator[tuple[str, str]]:
+    """The stems of the (at most two) words after each place in ``text`` where the speaker
+    does the action (:data:`MYSELF`): the caller keeps those that are the request's verbs
+    of action or words of its job.
+
+    Example:
+        >>> list(speaker_acts("Please let me add priya@acme.example to eng-oncall"))
+        [('add', 'priya')]
+    """
+    for m in MYSELF.finditer(text):
+        yield stem(m.group("a").lower()), stem((m.group("b") or "").lower())
+
+
+def offers(text: str) -> tuple[str, ...]:
+    """How ``text`` offers that the speaker does something (:data:`OFFERED`), as written:
+    whatever the verb, an offer asks the listener, it asks for nothing.
+
+    Example:
+        >>> offers("Would you like me to order a new laptop for E-1618?")
+        ('like me to order',)
+    """
+    return tuple(" ".join(m.group(0).split()[:4]).lower() for m in OFFERED.finditer(text))
+
+
+_LABEL = re.compile(r"^\W*(?P<label>[A-Za-z][A-Za-z'-]*(?:\s+[A-Za-z][A-Za-z'-]*)?)\s*:\s+(?=\S)")
+
+
+def opening_label(text: str) -> str:
+    """The stem of the label opening ``text`` before a colon (``Log: please reset…`` →
+    ``log``), when no value follows the colon (``Email: bob@…`` names its value); ``""``
+    when there is none."""
+    m = _LABEL.match(text)
+    if m is None or VALUE_PATTERN.match(text, m.end()):
+        return ""
+    return stem(m.group("label").split()[-1].lower())
+
+
+_MARK = "qqvalueqq"
+_JOIN = r"(?:and|or|&|\+|plus|nor|as\s+well\s+as|along\s+with|together\s+with)"
+_SELF = r"(?:me|us|myself|ourselves|yourself|yourselves)"
+_NEXT = r"(?:my|our|your|his|her|their|the|a|an|" + _MARK + r")"
+_PERSON = re.compile(
+    rf"\b{_JOIN}\s+(?:also\s+)?{_SELF}\b(?!\s+know\b)"
+    rf"|\b{_SELF}\s*,?\s*{_JOIN}\s+{_NEXT}\b"
+    rf"|\bfor\s+(?:you|u|ya|yourself|yourselves)\b|\b(?:me|us)\s*,?\s+(?:too|as\s+well|also)\b|\b{_JOIN}\s+i\s+(?:to|into|on)\b",
+    re.IGNORECASE,
+)
+_DESTINATION = re.compile(
+    rf"\b{_JOIN}\s+(?:also\s+)?(?:to|into|onto|with|from|for|on|in|at)\s+{_NEXT}\b",
+    re.IGNORECASE,
+)
+_THEN = re.compile(
+    r"(?:\b(?:and|then|also|plus)|&|\+)\s+(?:(?:then|also|please|pls|plz|just|kindly|go|"
+    r"ahead|and)\s+)*(?P<verb>[a-z]+)\b(?=\s+(?:\w|" + _MARK + r"))",
+    re.IGNORECASE,
+)
+_LEAD_IN = re.compile(r"\b(?:go\s+ahead|try|be\s+sure|come|go)\s+and\b", re.IGNORECASE)
+_WHILE = re.compile(
+    r"\bfor\s+(?:now|the\s+(?:time\s+being|moment|meantime|day|week|weekend|night)|a\s+(?:while|"
+    r"bit|day|week|month|few\s+\w+))\b|\btemporar\w*|\buntil\b|\btill\b|\bfor\s+today\b",
+    re.IGNORECASE,
+)
+_CUT_OFF = re.compile(
+    r"(?:\b(?:and|or|but|nor|then|also|plus|so|because|if|when|unless|except|than|to|for|with|"
+    r"from|of|into|onto|the|a|an|my|your|our|their|his|her|its|n|b|c|w)|[&+,:;(/\\-]|"
+    r"[\u2013\u2014])\s*(?:\.{2,}|\u2026)?\s*$|(?:\.{3,}|\u2026)\s*$",
+    re.IGNORECASE,
+)
+_REPLY = re.compile(
+    r"(?:[-\u2013\u2014,.;:!(]|\s)\s*(?:got\s+it|on\s+it|will\s+do|noted|roger(?:\s+that)?|"
+    r"understood|copy\s+that|ok(?:ay)?|k|kk|yes|yep|yeah|yup|alright|all\s+right|"
+    r"sounds\s+good|gotcha)\s*[.!]*\s*$|[-\u2013\u2014,.;:!(]\s*(?:done|sure)\s*[.!]*\s*$",
+    re.IGNORECASE,
+)
+
+LOOSE_ENDS = {
+    "person": "it joins another person (me, us, myself) to what the job acts on",
+    "destination": "it names a second destination (and to…, and with…)",
+    "then": "it asks for a second action after the first",
+    "while": "it asks for the job for a while (for now, until…), where the flow's is lasting",
+    "cut off": "it is cut off (it ends on a conjunction, a preposition or an open mark)",
+    "reply": "it ends acknowledging (got it, ok, will do): a reply, not a request",
+}
+"""The kinds of loose end :func:`loose_ends` finds, and what each says."""
+
+
+def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
+    """The kinds of loose end (:data:`LOOSE_ENDS`) ``text`` has; ``verbs`` are the stems of
+    verbs of request or action (one after ``and``, ``then``… that follows another is a
+    second action; leave out the verbs that only ask, such as ``want`` and ``need``).
+
+    Example:
+        >>> v = frozenset({"add", "invit"})
+        >>> loose_ends("Add priya@acme.example to eng-oncall and me", verbs=v)
+        ('person',)
+        >>> loose_ends("Invite zoe@x.example to EVT-2101 and add an event", verbs=v)
+        ('then',)
+        >>> loose_ends("Add priya@acme.example to eng-oncall and", verbs=v)
+        ('cut off',)
+        >>> loose_ends("Please add priya@acme.example to eng-oncall", verbs=v)
+        ()
+    """
+    marked = VALUE_PATTERN.sub(lambda m: f" {_MARK}" + blank_value(m), text)
+    found: list[str] = []
+    if _PERSON.search(marked):
+        found.append("person")
+    if _DESTINATION.search(marked):
+        found.append("destination")
+    joined = _LEAD_IN.sub(" ", marked)  # `go ahead and add…` is one action
+    for m in _THEN.finditer(joined):
+        before = (stem(w.lower()) for w in re.findall(r"[A-Za-z']+", joined[: m.start()]))
+        if stem(m.group("verb").lower()) in verbs and any(b in verbs for b in before):
+            found.append("then")
+            break
+    if _WHILE.search(marked):
+        found.append("while")
+    if _CUT_OFF.search(marked):
+        found.append("cut off")
+    if _REPLY.search(marked):
+        found.append("reply")
+    return tuple(found)
