@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from routing_support import AIRLINE, HELPDESK, WORKSPACE, desk_checks, world
+from routing_support import AIRLINE, HELPDESK, SHOP, WORKSPACE, desk_checks, world
 
 from soloflow_core.memory.asking import loose_ends, offers, speaker_acts
 from soloflow_core.memory.binding import bind_inputs
@@ -63,6 +63,8 @@ FOUND = {
         "Please unlock the account of employee EE-3141",
         "Please unlock the account of employee E-31415926",
         "Please book room A3-2150 for 2026-12-09",
+        "Please order a new laptop for employee E-3333? Or can you boot it?",
+        "Please unlock the account of employee E-0000",
     ],
     WORKSPACE: [
         "Invite zoe.clark@northwind.example and me to the meeting EVT-2101",
@@ -77,6 +79,7 @@ FOUND = {
         "Please invite zoe.clark@northwind.example to the meeting EVT-2101...",
         "Please cancel my méeting on 2026-12-08",
         "Pleasé cancel my meeting on 2026-12-08",
+        "john.smith@northwind.example invited me to the meeting EVT-1111",
     ],
     AIRLINE: [
         "Need me to update reservation B6HDF4 to 2 checked bags?",
@@ -85,10 +88,20 @@ FOUND = {
         "Update reservation B6HDF4 to 2",
         "Please update reservation H7K2LM to ２ checked bags",
         "Please update reservation HAT1O1 to 2 checked bags",
+        "Please cancel reservation ABC123 for user test_user_0000",
         "Can I please cancel reservation ZX81KQ for user sara_lopez_2231?",
     ],
 }
+FOUND[SHOP] = [  # probe12: the job's object left out, a placeholder, the listener as recipient
+    "Please email me a copy of my latest expense report. My address is zoe@example.com",
+    "Please email me my latest account address. zoe@example.com",
+    "I forgot my email, can you reset it? zoe@example.com",
+    "Please email my latest invoice to you. My address is zoe@example.com",
+    "Please reset my password. test@test.com",
+    "I want a refund for my last order. your-email@example.com",
+]
 GENUINE = {
+    SHOP: ["Please email me my latest invoice. My address is zoe@example.com"],
     HELPDESK: [
         f"Please add {ADD}",
         f"Could you add {ADD}, please?",
@@ -103,7 +116,7 @@ GENUINE = {
 }
 
 
-@pytest.mark.parametrize("name", [HELPDESK, WORKSPACE, AIRLINE])
+@pytest.mark.parametrize("name", [HELPDESK, WORKSPACE, AIRLINE, SHOP])
 def test_offers_loose_ends_other_ids_and_look_alikes_run_no_flow(
     trained_store: Callable[[str], Store], name: str
 ) -> None:
@@ -258,7 +271,7 @@ def test_a_request_lacking_a_word_every_text_of_the_job_holds_does_not_run():
     verdict = judge_intent(ev, read_request("Please update reservation B6HDF4 to 2"))
     assert verdict.verdict != "run"
     assert any(
-        "it lacks check, bag" in r and "every one of the job's 4" in r for r in verdict.reasons
+        "it lacks bag, check" in r and "every one of the job's 4" in r for r in verdict.reasons
     )
     assert (
         judge_intent(ev, read_request("Please update reservation B6HDF4 to 2 checked bags")).verdict
@@ -323,3 +336,82 @@ def test_an_iban_of_the_wrong_length_for_its_country_is_not_bound():
     assert bound_problem("FR7630006000011234567890189", rule) is None
     too_long = "FR76300060000112345678901890000"
     assert "its country's length" in str(bound_problem(too_long, rule))
+
+
+def test_a_third_blind_probes_findings_are_read():
+    """probe12 (mutations of requests that run): an address as the subject of a past verb of
+    action, another way offered, the listener as where it goes, placeholders."""
+    assert "invit" in read_request("bob@x.io invited me to the meeting EVT-1111").reported
+    assert read_request("bob@x.io - need my last invoice emailed pls").reported == ()
+    verbs = frozenset({"order"})
+    assert "otherwise" in loose_ends(
+        "Please order a new laptop for E-3333? Or can you boot it?", verbs=verbs
+    )
+    assert "person" in loose_ends("Please email my latest invoice to you. z@x.io", verbs=verbs)
+    assert loose_ends("Please order a new laptop for E-3333, thanks", verbs=verbs) == ()
+
+
+@pytest.mark.parametrize(
+    "value", ["test@test.com", "your-email@example.com", "XXX@XXX.XXX", "E-0000", "AAAAAA"]
+)
+def test_a_placeholder_is_no_value(value: str) -> None:
+    from soloflow_core.memory.binding import _placeholder
+
+    assert _placeholder(value) is not None, value
+
+
+@pytest.mark.parametrize("value", ["alice@example.com", "E-1111", "111", "2000-01-01", "E-1000"])
+def test_a_real_value_is_no_placeholder(value: str) -> None:
+    from soloflow_core.memory.binding import _placeholder
+
+    assert _placeholder(value) is None, value
+
+
+def test_a_word_every_text_holds_counts_a_typo_of_it():
+    texts = [
+        "Please email me my latest invoice. a@x.io",
+        "send latest invoice to b@x.io",
+        "email me my latest invioce pls, c@x.io",
+        "Can I get a copy of my newest invoice by email? d@x.io",
+    ]
+    ev = JobEvidence.of(texts)
+    assert "invoic" in ev.every
+    verdict = judge_intent(ev, read_request("Please email me my latest copy. e@x.io"))
+    assert any("it lacks invoic" in r for r in verdict.reasons), verdict.reasons
+    # a word most but not all texts hold (a synonym elsewhere) is not required
+    assert "latest" not in ev.every
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [  # probe12: mutations of requests that run
+        ("FR7630006000011234567890189 wants to send 100 to me", "someone"),
+        ("I need E-1111 to unlock my account", "someone"),
+        ("zoe@example.com reset my password", "someone"),
+        ("FR7630006000011234567890189, please send 100 to me", "someone"),
+        ("Please send 100 or so to FR7630006000011234567890189", "vague"),
+        ("Please add a@x.io to eng-oncall and so on", "vague"),
+        ("Please cancel reservation ABC123? for user john_doe_1234", "vague"),
+        ("Please cancel reservation ABC123... for user john_doe_1234", "vague"),
+        ("Please cancel my meeting on 2026-12-09 or that", "vague"),
+        ("Please reset your password. zoe@example.com", "yours"),
+        ("Please cancel the meeting you have on 2026-12-09", "yours"),
+        ("Please send 100 to FR7630006000011234567890189, subject 'Rent', in March", "when"),
+        ("Please book room B2-101 for 2026-12-05 at night", "when"),
+    ],
+)
+def test_probe12_loose_ends(text: str, kind: str) -> None:
+    assert kind in loose_ends(text, verbs=VERBS), loose_ends(text, verbs=VERBS)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "dan@mail.example.com - need my last invoice emailed pls",
+        "Thanks for your help, please reset my password. zoe@example.com",
+        "Please reset my password. zoe@example.com",
+        "zoe@example.com please reset my password",
+    ],
+)
+def test_probe12_plain_requests_have_no_loose_end(text: str) -> None:
+    assert loose_ends(text, verbs=VERBS) == ()

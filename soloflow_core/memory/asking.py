@@ -14,10 +14,21 @@ because they change what the words ask without changing which words there are:
 
   - **another person besides the value**: ``me``/``us``/``myself`` joined to what the job acts
     on (``Add priya@… and me to eng-oncall``, ``… to EVT-2101 and me``, ``me too``), or the
-    listener as the one it is for (``… for you``) — the flow takes one person;
+    listener as the one it is for or the one it goes to (``… for you``, ``… to you``) — the
+    flow takes one person;
   - **a second destination**: ``… to EVT-2101 and to my meeting``, ``… and with bob``;
   - **a second action**: a verb of request or action after ``and``/``then``/``also``
     (``Invite Z to EVT-2101 and add an event``) — the flow does one job;
+  - **someone else** named by a value: ``zoe@… wants to reset my password``, ``I need E-1111
+    to unlock my account``, ``FR76…, please send 100 to me`` — the value is who asks or acts;
+  - **vague**: ``or so``, ``and so on``, ``or that``, ``etc``, ``+/-``, ``-ish``, a ``?`` right
+    after a value mid-sentence (``cancel reservation ABC123? for user…``);
+  - **someone else's thing**: ``your password``, ``its account``, ``the meeting you have on…``
+    (``for your help`` is courtesy);
+  - **a time of its own**: ``in March``, ``tomorrow``, ``at night``, ``on my birthday`` — the
+    flow does it now;
+  - **another way**: a sentence opening with ``Or``/``Otherwise`` or ``…, or can you…``
+    (``Please order a new laptop for E-3333? Or can you boot it?``) — which is asked?
   - **for a while**: ``for now``, ``for the time being``, ``temporarily``, ``until…``
     — the flow makes it lasting;
   - **cut off**: the text ends on a conjunction, a preposition, a determiner or an open mark
@@ -123,7 +134,7 @@ _NEXT = r"(?:my|our|your|his|her|their|the|a|an|" + _MARK + r")"
 _PERSON = re.compile(
     rf"\b{_JOIN}\s+(?:also\s+)?{_SELF}\b(?!\s+know\b)"
     rf"|\b{_SELF}\s*,?\s*{_JOIN}\s+{_NEXT}\b"
-    rf"|\bfor\s+(?:you|u|ya|yourself|yourselves)\b|\b(?:me|us)\s*,?\s+(?:too|as\s+well|also)\b|\b{_JOIN}\s+i\s+(?:to|into|on)\b",
+    rf"|\b(?:for|to)\s+(?:you|u|ya|yourself|yourselves)\b|\b(?:me|us)\s*,?\s+(?:too|as\s+well|also)\b|\b{_JOIN}\s+i\s+(?:to|into|on)\b",
     re.IGNORECASE,
 )
 _DESTINATION = re.compile(
@@ -133,6 +144,40 @@ _DESTINATION = re.compile(
 _THEN = re.compile(
     r"(?:\b(?:and|then|also|plus)|&|\+)\s+(?:(?:then|also|please|pls|plz|just|kindly|go|"
     r"ahead|and)\s+)*(?P<verb>[a-z]+)\b(?=\s+(?:\w|" + _MARK + r"))",
+    re.IGNORECASE,
+)
+_OTHERWISE = re.compile(
+    r"(?:^|[.?!;]\s*)(?:or|otherwise|alternatively|else)\b"
+    r"|,\s*or\s+(?:can|could|would|will|should|maybe|perhaps|else|instead|just|rather)\b",
+    re.IGNORECASE,
+)
+_SOMEONE = re.compile(
+    rf"(?:^\s*|[.!?;:,\-\u2013\u2014(]\s*){_MARK}\s+(?:wants|wanted|needs|needed|would\s+like|'d\s+like|"
+    r"asks|asked|requests|requested|is\s+asking|has\s+to|must|should|will|can|could)\b"
+    rf"|\b(?:need|needs|want|wants|like|ask|asked|tell|told|get|have|let)\s+{_MARK}\s+to\b"
+    rf"|^\s*{_MARK}\s*[,:]\s*(?:please\s+)?\w+\b[^.?!;]*?\b(?:me|us)\b",
+    re.IGNORECASE,
+)
+_VALUE_DOES = re.compile(rf"(?:^\s*|[.!?;]\s*){_MARK}\s+(?P<v>[a-z]+)\b(?!\s*[,:])")
+"""A value opening a sentence and the word after it: a verb there has the value as subject
+(``zoe@… reset my password``)."""
+_VAGUE = re.compile(
+    r"\b(?:or\s+so|and\s+so\s+(?:on|forth)|etc|or\s+something|or\s+whatever|and\s+stuff|"
+    r"or\s+similar|give\s+or\s+take|approximately|roughly|ish)\b|\+/-|"
+    rf"(?:{_MARK}|\w)-ish\b|\b(?:or|and)\s+(?:that|this|it|you)\s*(?=$|[.,;:!?)]|\s+(?:to|for|with|on|"
+    rf"in|from|and|or)\b)|{_MARK}\s*(?:\?|\.{{2,}}|\u2026)(?=\s*[,;]?\s*[a-z])",
+    re.IGNORECASE,
+)
+_YOURS = re.compile(
+    r"\b(?:your|its)\b(?!\s+(?:help|time|patience|assistance|support|understanding|attention|"
+    r"kindness|service|reply|answer|quick|prompt|kind)\b)|\b(?:you|u)\s+have\s+on\b",
+    re.IGNORECASE,
+)
+_WHEN = re.compile(
+    r"\b(?:in|on|by|next|this|every)\s+(?:january|february|march|april|may|june|july|august|"
+    r"september|october|november|december|monday|tuesday|wednesday|thursday|friday|saturday|"
+    r"sunday|week|month|year|weekend)\b|\b(?:tomorrow|tonight|later|at\s+night|in\s+the\s+"
+    r"(?:morning|afternoon|evening)|on\s+my\s+birthday|next\s+time|at\s+noon|at\s+midnight)\b",
     re.IGNORECASE,
 )
 _LEAD_IN = re.compile(r"\b(?:go\s+ahead|try|be\s+sure|come|go)\s+and\b", re.IGNORECASE)
@@ -154,10 +199,28 @@ _REPLY = re.compile(
     re.IGNORECASE,
 )
 
+_KINDS = (
+    ("person", _PERSON),
+    ("destination", _DESTINATION),
+    ("vague", _VAGUE),
+    ("yours", _YOURS),
+    ("when", _WHEN),
+    ("otherwise", _OTHERWISE),
+    ("while", _WHILE),
+    ("cut off", _CUT_OFF),
+    ("reply", _REPLY),
+)
+"""The kinds of loose end found by one pattern each, in the order they are reported."""
+
 LOOSE_ENDS = {
     "person": "it joins another person (me, us, myself) to what the job acts on",
     "destination": "it names a second destination (and to…, and with…)",
     "then": "it asks for a second action after the first",
+    "someone": "a value names someone who wants it or is to do it (X wants to…, I need X to…)",
+    "vague": "it leaves a value or the job vague (or so, and so on, or that, +/-, 100?)",
+    "yours": "it asks for someone else's thing (your password, its account, the meeting you have)",
+    "when": "it asks for the job at a time of its own (in March, tomorrow, at night), not now",
+    "otherwise": "it offers another way (Or can you…?, otherwise…): which one is asked?",
     "while": "it asks for the job for a while (for now, until…), where the flow's is lasting",
     "cut off": "it is cut off (it ends on a conjunction, a preposition or an open mark)",
     "reply": "it ends acknowledging (got it, ok, will do): a reply, not a request",
@@ -182,21 +245,15 @@ def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
         ()
     """
     marked = VALUE_PATTERN.sub(lambda m: f" {_MARK}" + blank_value(m), text)
-    found: list[str] = []
-    if _PERSON.search(marked):
-        found.append("person")
-    if _DESTINATION.search(marked):
-        found.append("destination")
     joined = _LEAD_IN.sub(" ", marked)  # `go ahead and add…` is one action
+    then = False
     for m in _THEN.finditer(joined):
         before = (stem(w.lower()) for w in re.findall(r"[A-Za-z']+", joined[: m.start()]))
         if stem(m.group("verb").lower()) in verbs and any(b in verbs for b in before):
-            found.append("then")
+            then = True
             break
-    if _WHILE.search(marked):
-        found.append("while")
-    if _CUT_OFF.search(marked):
-        found.append("cut off")
-    if _REPLY.search(marked):
-        found.append("reply")
+    subject = (m.group("v").lower() for m in _VALUE_DOES.finditer(marked))
+    someone = _SOMEONE.search(marked) is not None or any(stem(v) in verbs for v in subject)
+    found = [kind for kind, regex in _KINDS if regex.search(marked)]
+    found[2:2] = ["then"] * then + ["someone"] * someone
     return tuple(found)

@@ -240,6 +240,29 @@ def _written(value: str, text: str) -> bool:
 
 
 _ALPHA = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_PLACEHOLDER_NAMES = frozenset(
+    """test tester testing user username your-email youremail your.email your_email email
+    name yourname your.name your-name firstname.lastname first.last noreply no-reply
+    donotreply do-not-reply xxx foo bar foobar sample dummy placeholder example someone
+    somebody nobody""".split()
+)
+"""Local parts of addresses written as placeholders (``your-email@…``, ``test@test.com``)."""
+
+
+def _placeholder(value: str) -> str | None:
+    """Why ``value`` is a placeholder, not a value, or None: an address whose local part is
+    a placeholder word (:data:`_PLACEHOLDER_NAMES`), a value that is one letter over and over
+    (``XXX@XXX.XXX``, ``AAAAAA``; ``111`` is a number) or whose three or more digits are
+    all zeros (``E-0000``, ``EVT-0000``): a template or a test, not a request's own."""
+    chars = [c.lower() for c in value if c.isalnum()]
+    digits = [c for c in chars if c.isdigit()]
+    local = value.rsplit("@", 1)[0].lower() if "@" in value else ""
+    same = len(chars) >= 3 and len(set(chars)) == 1 and chars[0].isalpha()
+    if local in _PLACEHOLDER_NAMES or same:
+        return f"{value!r} is written as a placeholder, not a value: a template or a test?"
+    if len(digits) >= 3 and set(digits) == {"0"}:
+        return f"{value!r} has only zeros for digits: a placeholder, not a value?"
+    return None
 
 
 def _mask(value: str) -> str:
@@ -362,6 +385,7 @@ def bind_inputs(
                 why = why or _bounded(text, start, end, rule=rule)
                 why = why or _other_kind(value, rule, examples=own, kinds=kinds)
                 why = why or _unlike_examples(value, name, rule, examples=own)
+                why = why or _placeholder(value)
             except PatternTimeoutError as exc:
                 why = str(exc)
             if why is None and request.text and not _written(value, request.text):

@@ -56,8 +56,8 @@ the model, with the flow offered as a tool:
   :func:`~soloflow_core.memory.asking.speaker_acts`), and no loose end the job's texts do
   not have (another person joined to the value, a second destination or action, a time
   limit, an end cut off, a reply: :func:`~soloflow_core.memory.asking.loose_ends`);
-- every word every one of the job's texts holds, when it has three or more
-  (``Update reservation B6HDF4 to 2`` holds no ``bag``: 2 of what?);
+- every word every one of the job's texts holds, a typo of it counting (``invioce``), when
+  it has three or more (``Update reservation B6HDF4 to 2`` holds no ``bag``: 2 of what?);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`FAMILIAR_SHARE`).
@@ -103,6 +103,7 @@ from soloflow_core.memory.reading import (
     read_request,
     says_send,
 )
+from soloflow_core.memory.typos import held, spelled_right
 from soloflow_core.store.fulltext import stem
 
 __all__ = [
@@ -185,6 +186,9 @@ class JobEvidence:
     """How many texts ask for the job again (:func:`~soloflow_core.memory.forms.repeated`)."""
     recurs: int = 0
     """How many texts ask for it on a schedule (:func:`~soloflow_core.memory.forms.recurring`)."""
+    every: frozenset[str] = frozenset()
+    """Words every text holds, written right or with one typo (``invioce``:
+    :func:`~soloflow_core.memory.typos.held`)."""
     loose: Mapping[str, int] = field(default_factory=dict)
     """Kind of loose end (:func:`~soloflow_core.memory.asking.loose_ends`) → how many texts."""
     named_only: frozenset[str] = frozenset()
@@ -221,6 +225,7 @@ class JobEvidence:
         inside: set[str] = set()
         outside: set[str] = set()
         loose: Counter[str] = Counter()
+        each: list[frozenset[str]] = []
         n = seen = changes = repeats = recurs = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
         for kind, text in [*every, *(("person", x) for x in confirmed)]:
@@ -245,6 +250,7 @@ class JobEvidence:
             repeats += repeated(read.normalized, verbs=_DOING)
             recurs += bool(recurring(read.normalized))
             loose.update(loose_ends(read.normalized, verbs=_THEN_VERBS))
+            each.append(frozenset(read.terms))
             named, alone = hyphen_parts(read.normalized)
             inside |= named
             outside |= alone
@@ -279,6 +285,7 @@ class JobEvidence:
             picked=frozenset(picked),
             repeats=repeats,
             recurs=recurs,
+            every=frozenset(spelled_right([w for w in df if all(held(w, t) for t in each)], df)),
             loose=dict(loose),
             named_only=frozenset(inside - outside),
         )
@@ -436,11 +443,11 @@ def judge_intent(
             f"it does not name the job's action ({', '.join(sorted(named))}), "
             "which most of the job's requests name"
         )
-    every = [w for w, k in evidence.df.items() if k == evidence.texts >= MIN_EXEMPLARS]
-    if terms and [w for w in every if w not in said]:
+    lacks = sorted(w for w in evidence.every if not held(w, said))
+    if terms and evidence.texts >= MIN_EXEMPLARS and lacks:
         reasons.append(
-            f"it lacks {', '.join(w for w in every if w not in said)}, which every one of "
-            f"the job's {evidence.texts} requests holds"
+            f"it lacks {', '.join(lacks)}, which every one of the job's {evidence.texts} "
+            "requests holds (a typo of it counts)"
         )
     plain = request.normalized or request.text
     reasons += [

@@ -509,8 +509,9 @@ def _reported(text: str) -> tuple[str, ...]:
                 s = _past_verb(w)
                 if s is not None:
                     found.append(s)
-            elif before == _VALUE_MARK and _past_verb(w) in _ASKED:
-                found.append(stem(w))  # `alice@… wanted a reset`: the value is the subject
+            elif before == _VALUE_MARK and (_past_verb(w) in _ASKED or (i == 1 and _past_verb(w))):
+                # `alice@… wanted a reset`, `bob@… invited me to EVT-1`: the value is the subject
+                found.append(stem(w) if _past_verb(w) in _ASKED else str(_past_verb(w)))
     return tuple(dict.fromkeys(found))
 
 
