@@ -415,3 +415,8 @@ def test_probe12_loose_ends(text: str, kind: str) -> None:
 )
 def test_probe12_plain_requests_have_no_loose_end(text: str) -> None:
     assert loose_ends(text, verbs=VERBS) == ()
+
+
+def test_a_question_mark_ending_a_sentence_after_a_value_is_not_vague():
+    text = "Would you mind cancelling my reservation 7897IB? User id aarav_smith_2396"
+    assert "vague" not in loose_ends(text, verbs=VERBS)

@@ -165,7 +165,7 @@ _VAGUE = re.compile(
     r"\b(?:or\s+so|and\s+so\s+(?:on|forth)|etc|or\s+something|or\s+whatever|and\s+stuff|"
     r"or\s+similar|give\s+or\s+take|approximately|roughly|ish)\b|\+/-|"
     rf"(?:{_MARK}|\w)-ish\b|\b(?:or|and)\s+(?:that|this|it|you)\s*(?=$|[.,;:!?)]|\s+(?:to|for|with|on|"
-    rf"in|from|and|or)\b)|{_MARK}\s*(?:\?|\.{{2,}}|\u2026)(?=\s*[,;]?\s*[a-z])",
+    rf"in|from|and|or)\b)|{_MARK}\s*(?:\?|\.{{2,}}|\u2026)(?=\s*[,;]?\s*(?-i:[a-z]))",
     re.IGNORECASE,
 )
 _YOURS = re.compile(
