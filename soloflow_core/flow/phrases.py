@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_PHRASE_CHARS", "PhraseMatch", "find_phrases", "phrase_problem"]
+__all__ = ["MAX_PHRASE_CHARS", "PhraseMatch", "cut_phrases", "find_phrases", "phrase_problem"]
 
 MAX_PHRASE_CHARS = 80
 """The longest phrase value."""
@@ -62,6 +62,26 @@ def find_phrases(rule: dict[str, Any], text: str) -> list[PhraseMatch]:
     bare = {str(w).lower() for w in rule.get("bare") or ()}
     most = int(rule.get("words") or MAX_PHRASE_WORDS)
     return list(_scan(text, labels, bare=bare, most=most))
+
+
+def cut_phrases(rule: dict[str, Any], text: str) -> list[str]:
+    """The unquoted values a bare label introduces that a comma or colon cuts short
+    (``subject Rent, for the flat``): :func:`find_phrases` finds none there, yet the text
+    names one (``thanks for your help,`` is no value)."""
+    labels = tuple(str(w) for w in rule.get("labels") or () if str(w).strip())
+    bare = {str(w).lower() for w in rule.get("bare") or ()}
+    cut: list[str] = []
+    for m in _label_regex(labels).finditer(text) if labels else ():
+        j = _skip(text, m.end())
+        thanks = re.search(r"\bthank(?:s|\s+you)\s*$", text[: m.start()], re.IGNORECASE)
+        if m.group().lower() not in bare or thanks or j >= len(text) or not text[j].isalnum():
+            continue
+        k = j
+        while k < len(text) and text[k] not in _STOPS:
+            k += 1
+        if k < len(text) and text[k] in ",:" and k - j <= MAX_PHRASE_CHARS:
+            cut.append(text[j:k].rstrip())
+    return cut
 
 
 def _scan(

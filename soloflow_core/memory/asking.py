@@ -43,9 +43,9 @@ loose end of a kind is not turned down for it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
-from soloflow_core.memory.forms import blank_value
+from soloflow_core.memory.forms import IRREGULAR, blank_value
 from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
@@ -228,6 +228,13 @@ LOOSE_ENDS = {
 """The kinds of loose end :func:`loose_ends` finds, and what each says."""
 
 
+def _does(word: str, verbs: frozenset[str]) -> bool:
+    """Whether ``word`` after a value opening a sentence is a verb the value does: one of
+    ``verbs``, or any verb in a past form (``E-3333 broke my laptop``, ``zoe@… deleted…``)."""
+    past = word in IRREGULAR or (word.endswith("ed") and not word.endswith("eed") and len(word) > 4)
+    return stem(word) in verbs or past
+
+
 def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
     """The kinds of loose end (:data:`LOOSE_ENDS`) ``text`` has; ``verbs`` are the stems of
     verbs of request or action (one after ``and``, ``then``… that follows another is a
@@ -253,7 +260,37 @@ def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
             then = True
             break
     subject = (m.group("v").lower() for m in _VALUE_DOES.finditer(marked))
-    someone = _SOMEONE.search(marked) is not None or any(stem(v) in verbs for v in subject)
+    someone = _SOMEONE.search(marked) is not None or any(_does(v, verbs) for v in subject)
     found = [kind for kind, regex in _KINDS if regex.search(marked)]
     found[2:2] = ["then"] * then + ["someone"] * someone
     return tuple(found)
+
+
+_AFTER_OBJECT = frozenset(
+    "to for on at in from with into as onto please pls plz thanks thank".split()
+)
+
+
+def value_objects(text: str, verbs: Collection[str]) -> frozenset[tuple[str, str]]:
+    """(stem, kind of value) for each of the ``verbs`` (base forms) that takes a value as its
+    whole object: the value right after the verb, then the clause's end or a preposition
+    (``Unlock E-7453``, ``Invite zoe@… to EVT-1``; not ``reset for bob@…``, nor ``Send bob@…
+    the invoice``). The kind is ``@`` for an address, ``#`` for a value with a digit, ``a``
+    for any other (``Invite EVT-1 to zoe@…`` gives the verb an id, not an address).
+
+    Example:
+        >>> sorted(value_objects("Unlock E-7453? Send bob@x.io the invoice", {"unlock", "send"}))
+        [('unlock', '#')]
+    """
+    marked = VALUE_PATTERN.sub(lambda m: f" \x00{_kind(m.group(0))} ", text.lower())
+    words = re.findall(r"[a-z]+|\x00[@#a]|[.?!;:,()]", marked)
+    ends = [*words, ".", "."]
+    return frozenset(
+        (stem(a), b[1])
+        for a, b, c in zip(words, ends[1:], ends[2:], strict=False)
+        if a in verbs and b.startswith("\x00") and (c in _AFTER_OBJECT or not c.isalpha())
+    )
+
+
+def _kind(value: str) -> str:
+    return "@" if "@" in value else "#" if any(ch.isdigit() for ch in value) else "a"

@@ -22,12 +22,13 @@ from typing import Any
 
 from soloflow_core.errors import PatternTimeoutError
 from soloflow_core.flow import patterns
-from soloflow_core.flow.phrases import QUOTES
+from soloflow_core.flow.phrases import QUOTES, cut_phrases
 from soloflow_core.generalize.shapes import CURRENCY_SIGNS, bound_problem
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
     FILLER,
     NEGATION,
+    NOUN_ENDINGS,
     REQUEST_STEMS,
     RequestText,
     read_request,
@@ -77,8 +78,12 @@ _PLAIN = frozenset({"is", "are", "am", "i'm", "im"})
 
 def _says_nothing(word: str) -> bool:
     """Whether ``word`` just before a value says nothing of what the value is: filler, a
-    copula, or a verb taking it as its object (``cancel ZFA04Y``)."""
-    return word in FILLER or word in _PLAIN or stem(word) in REQUEST_STEMS
+    copula, or a verb taking it as its object (``cancel ZFA04Y``) — not a noun made from one
+    (``reservation 2``, ``booking 2``: the value is that thing's)."""
+    if word in FILLER or word in _PLAIN:
+        return True
+    noun = word.endswith(NOUN_ENDINGS) or (word.endswith("ing") and len(word) > 5)
+    return stem(word) in REQUEST_STEMS and not noun
 
 
 _GLUE = frozenset("+-$€£¥%*/^=<>~&|@")
@@ -396,6 +401,12 @@ def bind_inputs(
                 problems.append(f"input {name!r}: {why}")
             elif value not in found:
                 found.append(value)
+        cut = cut_phrases(dict(rule), text) if phrase and found else []
+        if cut:  # `subject Rent, for the flat`: Rent, or the flat?
+            problems.append(
+                f"input {name!r}: {cut[0]!r} is cut short by a comma, and "
+                f"{found[0]!r} is named too: which one?"
+            )
         if problems:
             continue
         if not found:

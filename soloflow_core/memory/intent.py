@@ -16,9 +16,11 @@ the model, with the flow offered as a tool:
   the Latin script, no invisible characters, no markup (``<p>``, ``**``, code, JSON);
 - every word of the request known to the evidence, a free text's aside (``data``: a
   payment's subject; a word the job's texts hold only inside a hyphenated name,
-  ``sre-admins``, is not known alone: ``as admin``), at least two of them, and one of the
-  job's *key words* (a word most of its texts hold that no other job commonly holds —
-  :func:`soloflow_core.memory.router.decide_route` computes them per namespace);
+  ``sre-admins``, is not known alone: ``as admin``), at least two of them (one when it is
+  the job's own verb given a value as its whole object, as two of its texts do and most
+  use that verb: ``Unlock E-7453``, not ``Send tom@x.com`` when they send an invoice), and
+  one of the job's *key words* (a word most of its texts hold that no other job commonly
+  holds — :func:`soloflow_core.memory.router.decide_route` computes them per namespace);
 - no retraction (``never mind``, ``just kidding``, ``scratch that``…), no negation of a word
   of the job or of an action and no negation that governs nothing but the request itself
   (``Refund my order — NOT!``);
@@ -57,10 +59,12 @@ the model, with the flow offered as a tool:
   not have (another person joined to the value, a second destination or action, a time
   limit, an end cut off, a reply: :func:`~soloflow_core.memory.asking.loose_ends`);
 - every word every one of the job's texts holds, a typo of it counting (``invioce``), when
-  it has three or more (``Update reservation B6HDF4 to 2`` holds no ``bag``: 2 of what?);
+  it has three or more (``Update reservation B6HDF4 to 2`` holds no ``bag``: 2 of what?),
+  and none of them followed by a word of the job no text puts after it (``order a laptop
+  screen``: a screen, not a laptop);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
-  *familiar* with (:data:`FAMILIAR_SHARE`).
+  *familiar* with (:data:`~soloflow_core.memory.evidence.FAMILIAR_SHARE`).
 
 ``hint`` needs one common word of the job whatever else the request says; otherwise ``none``.
 
@@ -71,9 +75,8 @@ Every required input must also be bound from the request itself
 from __future__ import annotations
 
 import re
-from collections import Counter
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 from soloflow_core.memory.asking import (
@@ -83,6 +86,15 @@ from soloflow_core.memory.asking import (
     offers,
     opening_label,
     speaker_acts,
+    value_objects,
+)
+from soloflow_core.memory.evidence import (
+    CONFIRMATIONS,
+    DOING,
+    FAMILIAR_MIN,
+    MIN_EXEMPLARS,
+    THEN_VERBS,
+    JobEvidence,
 )
 from soloflow_core.memory.forms import (
     asks_yes_or_no,
@@ -100,10 +112,9 @@ from soloflow_core.memory.reading import (
     NOUN_ENDINGS,
     REQUEST_STEMS,
     RequestText,
-    read_request,
     says_send,
 )
-from soloflow_core.memory.typos import held, spelled_right
+from soloflow_core.memory.typos import held
 from soloflow_core.store.fulltext import stem
 
 __all__ = [
@@ -116,232 +127,8 @@ __all__ = [
     "tool_actions",
 ]
 
-MIN_EXEMPLARS = 3
-"""Task texts a learned flow's evidence needs before it may run without the model."""
-COMMON_SHARE = 0.25
-"""A word of the job is *common* when at least this share of the evidence's texts hold it."""
-KEY_SHARE = 0.5
-"""A word of the job can be a *key word* when at least this share of its texts hold it."""
-FAMILIAR_SHARE = 0.1
-"""A word of the job is *familiar* when at least three of the evidence's texts, and this
-share of them, hold it: an action, another person or a way of asking the job is done with."""
-FAMILIAR_MIN = 3
-CONFIRMATIONS = 2
-"""Hinted texts (the model chose the offered flow tool) that must hold a word before the job
-knows it, when no run of the job and no person gave it."""
 MAX_REQUEST_CHARS = 4000
 """A longer request is never run without the model (it is a conversation, not a request)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JobEvidence:
-    """What a flow's job is known by.
-
-    Built with :meth:`of` from the task texts of its runs (``texts``) and, for a flow a
-    person wrote, its declared words (``declared``: name, description, trigger keywords).
-    """
-
-    texts: int
-    """How many task texts the evidence holds."""
-    df: Mapping[str, int]
-    """Stem → how many of the texts hold it."""
-    declared: frozenset[str] = frozenset()
-    """Stems a person declared (a user-submitted flow's name, description, keywords)."""
-    user_submitted: bool = False
-    parties: Mapping[str, int] = field(default_factory=dict)
-    """Other person → how many of the texts name them."""
-    leads: Mapping[str, int] = field(default_factory=dict)
-    """Question opening → how many of the texts open a sentence with it."""
-    unconfirmed: frozenset[str] = frozenset()
-    """Words only *hinted* texts hold, fewer than :data:`CONFIRMATIONS` of them: not known."""
-    seen: int | None = None
-    """How many of the texts show the job done (runs, hinted requests); a person's confirmed
-    phrasings teach words, not that the job repeats. None: all of them."""
-    actions: Mapping[str, int] = field(default_factory=dict)
-    """Verb of action (used as a verb: ``RequestText.actions``) → how many texts use it."""
-    plurals: Mapping[str, int] = field(default_factory=dict)
-    """Stem → how many of the texts use it in a plural form (``RequestText.plurals``)."""
-    objects: frozenset[tuple[str, str]] = frozenset()
-    """(verb, term) pairs the texts hold: the term just after the verb or just before it
-    (``cancel my reservation``, ``password reset``): what the job's actions act on."""
-    targets: Mapping[str, int] = field(default_factory=dict)
-    """Noun naming the value a verb of action acts on (``RequestText.targets``) → how many
-    texts."""
-    namers: frozenset[str] = frozenset()
-    """Terms the texts put just before a value (``reservation``, ``account``, ``user``)."""
-    heads: frozenset[str] = frozenset()
-    """Terms the texts put just after a value, no value following (``RequestText.around``)."""
-    labels: frozenset[str] = frozenset()
-    """Labels the texts open with before a colon (a word and a colon opening them)."""
-    quantified: frozenset[str] = frozenset()
-    """Nouns the texts quantify over (``all my payments``:
-    :func:`~soloflow_core.memory.forms.quantified`)."""
-    changes: int = 0
-    """How many texts qualify a value as a change of a quantity (``2 more``, ``by 20``:
-    :func:`~soloflow_core.memory.forms.changed_by`)."""
-    picked: frozenset[tuple[str, str]] = frozenset()
-    """(word, noun) pairs the texts pick a thing out of several by (``old account``:
-    :func:`~soloflow_core.memory.forms.picked_out`)."""
-    repeats: int = 0
-    """How many texts ask for the job again (:func:`~soloflow_core.memory.forms.repeated`)."""
-    recurs: int = 0
-    """How many texts ask for it on a schedule (:func:`~soloflow_core.memory.forms.recurring`)."""
-    every: frozenset[str] = frozenset()
-    """Words every text holds, written right or with one typo (``invioce``:
-    :func:`~soloflow_core.memory.typos.held`)."""
-    loose: Mapping[str, int] = field(default_factory=dict)
-    """Kind of loose end (:func:`~soloflow_core.memory.asking.loose_ends`) → how many texts."""
-    named_only: frozenset[str] = frozenset()
-    """Stems the texts hold only inside hyphenated names (``sre-admins``): no word of the
-    job when a request uses them alone (:func:`~soloflow_core.memory.forms.hyphen_parts`)."""
-
-    @classmethod
-    def of(
-        cls,
-        texts: Iterable[str],
-        declared: Iterable[str] = (),
-        *,
-        user_submitted: bool = False,
-        hinted: Iterable[str] = (),
-        confirmed: Iterable[str] = (),
-    ) -> JobEvidence:
-        """The evidence of ``texts`` (runs that were the job), a person's ``declared`` words,
-        ``hinted`` texts (requests the model sent to the flow's tool after the gate declined
-        them and offered it; a word only they hold is known once :data:`CONFIRMATIONS` of
-        them hold it) and ``confirmed`` phrasings a person added (their words are known; they
-        do not count toward :data:`MIN_EXEMPLARS`, and one with no word is ignored)."""
-        df: Counter[str] = Counter()
-        parties: Counter[str] = Counter()
-        leads: Counter[str] = Counter()
-        actions: Counter[str] = Counter()
-        plurals: Counter[str] = Counter()
-        objects: set[tuple[str, str]] = set()
-        targets: Counter[str] = Counter()
-        around: set[tuple[str, str]] = set()
-        first_hand: set[str] = set()
-        every_of: set[str] = set()
-        labels: set[str] = set()
-        picked: set[tuple[str, str]] = set()
-        inside: set[str] = set()
-        outside: set[str] = set()
-        loose: Counter[str] = Counter()
-        each: list[frozenset[str]] = []
-        n = seen = changes = repeats = recurs = 0
-        every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
-        for kind, text in [*every, *(("person", x) for x in confirmed)]:
-            if not isinstance(text, str) or not text.strip():
-                continue
-            read = read_request(text)
-            if kind == "person" and not read.terms:
-                continue
-            n += 1
-            seen += kind != "person"
-            df.update(read.terms)
-            parties.update(read.parties)
-            leads.update(read.leads)
-            actions.update(set(read.actions) - states_only(read.normalized, read.actions))
-            plurals.update(read.plurals)
-            objects.update((v, w) for v, *around in read.objects for w in around if w)
-            targets.update(read.targets)
-            around.update(read.around)
-            changes += bool(changed_by(read.normalized, read.values))
-            every_of.update(quantified(read.normalized))
-            picked.update(picked_out(read.normalized))
-            repeats += repeated(read.normalized, verbs=_DOING)
-            recurs += bool(recurring(read.normalized))
-            loose.update(loose_ends(read.normalized, verbs=_THEN_VERBS))
-            each.append(frozenset(read.terms))
-            named, alone = hyphen_parts(read.normalized)
-            inside |= named
-            outside |= alone
-            labels.add(opening_label(read.normalized))
-            if kind != "hint":
-                first_hand.update(read.terms)
-        words: set[str] = set()
-        for phrase in declared:
-            read = read_request(phrase)
-            words.update(read.terms)
-            words.update(read.actions)  # `e-mail the invoice`: the person declared sending
-        return cls(
-            texts=n,
-            df=dict(df),
-            declared=frozenset(words),
-            user_submitted=user_submitted,
-            parties=dict(parties),
-            leads=dict(leads),
-            unconfirmed=frozenset(
-                w for w, k in df.items() if w not in first_hand and k < CONFIRMATIONS
-            ),
-            seen=seen,
-            actions=dict(actions),
-            plurals=dict(plurals),
-            objects=frozenset(objects),
-            targets=dict(targets),
-            namers=frozenset(b for b, _ in around if b),
-            heads=frozenset(a for _, a in around if a),
-            labels=frozenset(labels - {""}),
-            quantified=frozenset(every_of),
-            changes=changes,
-            picked=frozenset(picked),
-            repeats=repeats,
-            recurs=recurs,
-            every=frozenset(spelled_right([w for w in df if all(held(w, t) for t in each)], df)),
-            loose=dict(loose),
-            named_only=frozenset(inside - outside),
-        )
-
-    @property
-    def vocabulary(self) -> frozenset[str]:
-        return (frozenset(self.df) - self.unconfirmed) | self.declared
-
-    def _at_least(self, share: float, minimum: float) -> frozenset[str]:
-        floor = max(minimum, share * self.texts)
-        return frozenset(w for w, n in self.df.items() if n >= floor)
-
-    def common(self) -> frozenset[str]:
-        """Words a quarter of the texts (at least two, when there are several) hold, and the
-        words a person declared."""
-        return self._at_least(COMMON_SHARE, 1 if self.texts < 4 else 2) | self.declared
-
-    def strong(self) -> frozenset[str]:
-        """Words half of the texts hold (at least two), and the words a person declared: the
-        candidates for key words."""
-        return self._at_least(KEY_SHARE, 2) | self.declared
-
-    def held_by_most(self) -> frozenset[str]:
-        """Words more than half of the texts (at least :data:`MIN_EXEMPLARS`) hold; a
-        person's declared words are not counted."""
-        return frozenset(w for w, n in self.df.items() if n * 2 > self.texts and n >= MIN_EXEMPLARS)
-
-    def familiar(self) -> frozenset[str]:
-        """Words three of the texts (and :data:`FAMILIAR_SHARE` of them) hold, or a person
-        declared: an action word among them is part of the job."""
-        return self._at_least(FAMILIAR_SHARE, FAMILIAR_MIN) | self.declared
-
-    def familiar_actions(self) -> frozenset[str]:
-        """Verbs of action three of the texts (and :data:`FAMILIAR_SHARE` of them) use as
-        verbs, or a person declared: the job is done with them."""
-        floor = max(FAMILIAR_MIN, FAMILIAR_SHARE * self.texts)
-        return frozenset(w for w, n in self.actions.items() if n >= floor) | self.declared
-
-    def familiar_parties(self) -> frozenset[str]:
-        floor = max(FAMILIAR_MIN, FAMILIAR_SHARE * self.texts)
-        return frozenset(w for w, n in self.parties.items() if n >= floor)
-
-    def familiar_leads(self) -> frozenset[str]:
-        """Question openings two of the texts (and :data:`FAMILIAR_SHARE` of them) have."""
-        floor = max(2, FAMILIAR_SHARE * self.texts)
-        return frozenset(w for w, n in self.leads.items() if n >= floor)
-
-    @property
-    def enough(self) -> bool:
-        """Whether there is enough evidence to run without the model at all."""
-        return self.shown >= MIN_EXEMPLARS or (self.user_submitted and bool(self.declared))
-
-    @property
-    def shown(self) -> int:
-        """How many texts show the job done (see ``seen``)."""
-        return self.texts if self.seen is None else self.seen
 
 
 Verdict = Literal["run", "hint", "none"]
@@ -417,7 +204,7 @@ def judge_intent(
             f"words unknown to the job: {', '.join(unknown)}"
             + (f" (of another flow's job: {', '.join(elsewhere)})" if elsewhere else "")
         )
-    if terms and len(known) < 2:
+    if terms and len(known) < 2 and not _own_verb_alone(evidence, request, known):
         reasons.append("the request holds fewer than two words of the job")
     if terms and not key_words & set(known):
         reasons.append(
@@ -449,10 +236,28 @@ def judge_intent(
             f"it lacks {', '.join(lacks)}, which every one of the job's {evidence.texts} "
             "requests holds (a typo of it counts)"
         )
+    modified = sorted(
+        f"{a} {b}"
+        for a, b in request.pairs
+        if (a, b) not in evidence.pairs and b in evidence.df and b not in DOING
+        if any(held(w, {a}) for w in evidence.every)
+    )
+    if terms and evidence.texts >= MIN_EXEMPLARS and modified:
+        reasons.append(f"it names a {modified[0]}, which the job's requests never do")
     plain = request.normalized or request.text
+    swapped = [
+        verb
+        for verb, kind in value_objects(plain, _ACTION_WORDS)
+        if evidence.direct.get(verb, 0) >= 2 and (verb, kind) not in evidence.direct_kinds
+    ]
+    if swapped:
+        reasons.append(
+            f"it gives {swapped[0]} another kind of value as its object than the job's "
+            "requests do (an id where they give an address?)"
+        )
     reasons += [
         LOOSE_ENDS[kind]
-        for kind in loose_ends(plain, verbs=_THEN_VERBS)
+        for kind in loose_ends(plain, verbs=THEN_VERBS)
         if evidence.loose.get(kind, 0) < FAMILIAR_MIN
     ]
     done_with = evidence.familiar_actions()
@@ -552,7 +357,7 @@ def judge_intent(
         )
     if asks_yes_or_no(plain):
         reasons.append("it asks to be answered yes or no (Y/N, y or n, (?)), not for the job")
-    if repeated(plain, verbs=_DOING) and evidence.repeats < FAMILIAR_MIN:
+    if repeated(plain, verbs=DOING) and evidence.repeats < FAMILIAR_MIN:
         reasons.append(
             "it asks for the job again (again, once more…), which the job's requests never do"
         )
@@ -577,6 +382,15 @@ def judge_intent(
     return IntentVerdict(verdict, round(score, 4), known, unknown=unknown, reasons=tuple(reasons))
 
 
+def _own_verb_alone(job: JobEvidence, request: RequestText, known: tuple[str, ...]) -> bool:
+    """Whether one known word is enough: the job's verb, its object a value (module docstring)."""
+    verb = known[0] if len(known) == 1 else ""
+    took = {v for v, _ in value_objects(request.normalized or request.text, _ACTION_WORDS)}
+    return (
+        verb in took and job.direct.get(verb, 0) >= 2 and job.actions.get(verb, 0) * 2 > job.texts
+    )
+
+
 def tool_actions(tool_names: Iterable[str]) -> frozenset[str]:
     """The action stems named by tool names: ``send_email`` → ``send``, ``resetPassword`` →
     ``reset``. Only verbs of :data:`ACTION_WORDS` count, as written (``reservation`` in
@@ -592,9 +406,5 @@ def tool_actions(tool_names: Iterable[str]) -> frozenset[str]:
 
 _ACTION_WORDS = frozenset(ACTION_WORDS)
 
-
-_DOING = REQUEST_STEMS | ACTION_STEMS
-_THEN_VERBS = _DOING - {stem(w) for w in ("want", "need", "request", "get", "help")}
-"""Verbs a second action after ``and`` is told by (those that only ask are not)."""
 
 _TOOL_NAME_PARTS = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")

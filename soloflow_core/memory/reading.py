@@ -370,6 +370,9 @@ class RequestText:
     """(verb of request or action, the term after it, the term before it), per use."""
     around: tuple[tuple[str, str], ...] = ()
     """(term just before, term just after) each value (:func:`forms.around_values`)."""
+    pairs: tuple[tuple[str, str], ...] = ()
+    """(term, term) for two words side by side in a clause, the second one that may name a
+    thing (``laptop screen``, not ``laptop is``, ``laptop broken``, ``laptop replacement``)."""
 
 
 NEGATION_SCOPE = 6
@@ -515,6 +518,13 @@ def _reported(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def _named(word: str) -> bool:
+    """Whether ``word`` may name a thing after another noun (``laptop screen``): no verb form
+    (``is``, ``broken``, ``cracked``), no noun made from a verb (``laptop replacement``)."""
+    past = word in IRREGULAR or word.endswith("ed")
+    return not (word in _AUX or past or word.endswith(NOUN_ENDINGS))
+
+
 def read_request(text: str) -> RequestText:
     """Read ``text`` as the module docstring says.
 
@@ -568,6 +578,12 @@ def read_request(text: str) -> RequestText:
             value=_VALUE_MARK,
         ),
         around=around_values(clauses, content=_content, value=_VALUE_MARK),
+        pairs=tuple(
+            (a, b)
+            for c in ([(_content(w) or "", _named(w)) for w in ws] for ws in clauses)
+            for (a, _), (b, thing) in zip(c, c[1:], strict=False)
+            if a and b and thing and _VALUE_MARK not in (a, b)
+        ),
         reported=_reported(_marked)
         + thanked_for(normalized, verbs=REQUEST_STEMS | ACTION_STEMS)
         + had_done(clauses, past=_past_verb, subjects=_SUBJECTS | {"i've", "we've"}),
