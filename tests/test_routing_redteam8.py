@@ -6,14 +6,18 @@ another thing (``order a laptop screen``), a noun made from a verb before a numb
 before a second phrase (``subject Rent, for the flat``), and a verb given another kind of
 value than the job's texts give it (``Invite EVT-2101 to zoe@…``). The job's own verb with
 a value as its whole object is enough when the job's texts say it so (``Invite zoe@… to
-EVT-2101``)."""
+EVT-2101``). Then what a fourth blind probe (probe13, 3,466 requests) found running: asking
+whether (``… ? I need to know``, ``Tell me you…``), offers opening with ``Want to``/``Need
+I``, a value someone is told or is with (``tell E-1042 to…``, ``I'm with E-4478``), a
+dangling ``via``/``by``, a compound after a word most texts hold (``replacement screen``),
+and addresses at a look-alike of the examples' domain (``acrne.example``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import pytest
-from routing_support import AIRLINE, BANK, HELPDESK, WORKSPACE, desk_checks, world
+from routing_support import AIRLINE, BANK, HELPDESK, SHOP, WORKSPACE, desk_checks, world
 
 from soloflow_core.flow.phrases import cut_phrases
 from soloflow_core.memory.asking import loose_ends, value_objects
@@ -52,7 +56,52 @@ FOUND = {
         f"Invite {EVT} and bob@northwind.example to EVT-2101",
     ],
 }
+FOUND[HELPDESK] += [  # probe13: whether, not for it; someone else; a look-alike domain
+    "Please unlock the account of employee E-1042? I need to know",
+    "Tell me you unlock account E-5120 please",
+    "I want to know: order a replacement laptop for E-1198 please",
+    "Please tell employee E-1042 to unlock the account",
+    "unlock my account pls, I'm with E-4478",
+    "unlock my account pls, I'm E-4478's",
+    "Unlock the account E-5120 needs",
+    "Please unlock the account of employee E-1042 via",
+    "Please unlock the account of employee E-1042 by",
+    "My laptop is broken, please order me a replacement screen. I'm E-1485",
+    "Please add priya.shah@acrne.example to eng-oncall",
+    "Please add priya.shah@acme.example.evil.com to eng-oncall",
+]
+FOUND[WORKSPACE] += [
+    "Want to cancel my meeting on 2026-12-07?",
+    "Would you like to cancel my meeting on 2026-12-07?",
+    "Need I cancel my meeting on 2026-12-07?",
+    "Please cancel my meeting on 2026-12-07? I want to know",
+    "Invite zoe.clark@northwind.exarnple to EVT-2101",
+]
+FOUND[AIRLINE] += [
+    "Tell me you cancel reservation KQT8JM for user chen_ahmed_4881",
+    "Please cancel reservation KQT8JM for user chen_ahmed_4881? I want to know",
+    "cancel reservation KQT8JM, I'm with user chen_ahmed_4881",
+    "Want to update reservation B6HDF4 to 2 checked bags?",
+]
+FOUND[BANK] += [
+    "Please tell me you send 250 to DE89370400440532013000 with the subject 'Rent'",
+    "Want to send 250 to DE89370400440532013000 with the subject 'Rent'?",
+]
+FOUND[SHOP] = [
+    "Want to reset my password? bob.k@example.org",
+    "Would you like to reset my password? bob.k@example.org",
+    "Need to send latest invoice to bob.k@example.org?",
+    "reset my password, tell bob.k@example.org",
+    "refund my latest order please, via bob.k@example.org",
+    "refund my latest order please, bob.k@example.org knows",
+    "reset my password. I need to know. bob.k@example.org",
+    "Tell me you please reset my password. alice.m@example.com",
+]
 GENUINE = {
+    SHOP: [
+        "Please reset my password. alice.m@example.com",
+        "I'd like to know where my order is. alice.m@example.com",
+    ],
     HELPDESK: ["Please order a replacement laptop for E-2290"],
     AIRLINE: ["Please update reservation B6HDF4 to 2 checked bags"],
     BANK: ["Please send 100 to DE89370400440532013000 with subject Rent"],
@@ -65,7 +114,7 @@ GENUINE = {
 }
 
 
-@pytest.mark.parametrize("name", [HELPDESK, AIRLINE, BANK, WORKSPACE])
+@pytest.mark.parametrize("name", [HELPDESK, AIRLINE, BANK, WORKSPACE, SHOP])
 def test_probe12_leftovers_and_swapped_objects_run_no_flow(
     trained_store: Callable[[str], Store], name: str
 ) -> None:
@@ -183,3 +232,133 @@ def test_one_known_word_is_enough_for_the_jobs_verb_with_a_value_object_as_its_t
     )
     lone = judge_intent(sent, read_request("send tom@x.com"))
     assert any("fewer than two words" in r for r in lone.reasons), lone.reasons
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please refund my order? I need to know",
+        "Refund my order. Just want to know",
+        "Tell me you refund my order",
+        "I want to know: refund my order",
+        "I need to know, would you refund my order",
+    ],
+)
+def test_asking_whether_it_is_done_is_read(text: str) -> None:
+    from soloflow_core.memory.asking import WHETHER
+
+    assert WHETHER.search(text), text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Want to reset my password? a@x.io",
+        "Need I cancel my meeting on 2026-12-07?",
+        "Would you like to cancel reservation KQT8JM?",
+        "Want to send latest invoice to bob.k@example.org?",
+    ],
+)
+def test_a_question_opening_with_want_or_need_is_an_offer(text: str) -> None:
+    from soloflow_core.memory.asking import offers
+
+    assert offers(text), text
+
+
+def test_want_or_need_opening_a_plain_request_is_no_offer():
+    from soloflow_core.memory.asking import offers
+
+    assert offers("Need a replacement laptop for E-2290, please") == ()
+    assert offers("I want to reset my password. a@x.io") == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Please tell employee E-1042 to unlock the account", "someone"),
+        ("unlock my account pls, I'm with E-4478", "someone"),
+        ("unlock my account pls, I'm here with E-4478", "someone"),
+        ("unlock my account pls, I'm E-4478's", "someone"),
+        ("Unlock the account E-5120 needs", "someone"),
+        ("reset password, bob@x.io would tell you", "someone"),
+        ("Please unlock the account of employee E-1042 via", "cut off"),
+        ("Please unlock the account of employee E-1042 as", "cut off"),
+        ("Add a@x.io to the group eng-oncall wants", "cut off"),
+    ],
+)
+def test_probe13_loose_ends(text: str, kind: str) -> None:
+    assert kind in loose_ends(text, verbs=VERBS), loose_ends(text, verbs=VERBS)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["x@acrne.example", "x@acme.exarnple", "x@acme.example.evil.com", "x@acme-example.com"],
+)
+def test_an_address_at_a_look_alike_of_the_examples_domain_is_not_bound(value: str) -> None:
+    from soloflow_core.memory.binding import _look_alike_domain
+
+    examples = ["a@acme.example", "b@acme.example", "c@acme.example"]
+    assert _look_alike_domain(value, examples=examples), value
+
+
+@pytest.mark.parametrize("value", ["x@acme.example", "x@gmail.com", "x@evil.example"])
+def test_an_address_at_its_own_or_another_domain_is_no_look_alike(value: str) -> None:
+    from soloflow_core.memory.binding import _look_alike_domain
+
+    examples = ["a@acme.example", "b@acme.example", "c@acme.example"]
+    assert _look_alike_domain(value, examples=examples) is None, value
+
+
+def test_know_tell_and_via_are_words_unless_they_ask_politely_or_word_the_address():
+    assert "know" in read_request("Refund my order? I want to know").terms
+    assert "tell" in read_request("Tell E-1042 to unlock it").terms
+    assert "via" in read_request("Refund my order, via bob@x.io").terms
+    assert "know" not in read_request("I'd like to know the status of flight HAT013").terms
+    assert "via" not in read_request("Send me my invoice via e-mail, a@x.io").terms
+    # `… to know:` asks whether: the word stays
+    assert "know" in read_request("I'd like to know: could you refund my order").terms
+
+
+def test_a_compound_after_a_word_most_texts_hold_is_read_and_a_free_text_is_data():
+    texts = [
+        "Please order a replacement laptop for E-1042",
+        "E-6642 needs a replacement laptop, the screen cracked",
+        "Could you order a replacement laptop for E-2559?",
+        "Order a replacement laptop for E-2381 please",
+    ]
+    ev = JobEvidence.of(texts)
+    bad = judge_intent(ev, read_request("Please order a replacement screen for E-2290"))
+    assert any("replacement screen" in r for r in bad.reasons), bad.reasons
+    as_data = judge_intent(
+        ev, read_request("Please order a replacement screen for E-2290"), data={"screen"}
+    )
+    assert not any("replacement screen" in r for r in as_data.reasons), as_data.reasons
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "send bob.k@example.org's latest invoice to me",
+        "send latest invoice to bob.k@example.org, from my account",
+        "send the latest invoice for my account to bob.k@example.org",
+    ],
+)
+def test_whose_thing_it_is_is_read(text: str) -> None:
+    assert "yours" in loose_ends(text, verbs=VERBS), loose_ends(text, verbs=VERBS)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Would you unlock E-3708's account please?",
+        "Show the payments from my account to AT863958913847307140",
+        "Please send me my latest invoice. a@x.io",
+    ],
+)
+def test_a_values_thing_alone_or_my_account_as_the_source_is_no_loose_end(text: str) -> None:
+    assert "yours" not in loose_ends(text, verbs=VERBS)
+
+
+def test_a_verb_whose_past_is_its_base_after_is_tells_a_state():
+    assert "reset" in read_request("Please reset it. a@x.io. My account is reset.").reported
+    assert read_request("Can you reset my password? a@x.io").reported == ()

@@ -63,7 +63,8 @@ WHETHER = re.compile(
     r"\b(?:know|wonder(?:ing)?|curious|ask(?:ing)?|tell\s+me|let\s+me\s+know|check)\b"
     r"[\s,:;-]*(?:\w+\s+){0,3}?(?:if|whether|can\s+you|could\s+you|would\s+you|will\s+you)\b"
     r"|\bor\s+(?:can|could|should|do|must|may|shall)\s+(?:i|we)\b"
-    r"|\b(?:know|wonder(?:ing)?|curious|tell\s+me)\s*[,:;-]",
+    r"|\b(?:know|wonder(?:ing)?|curious|tell\s+me)\s*(?:[,:;.!?-]|$)"
+    r"|\b(?:want|need|like|wanna)\s+to\s+know\b|\btell\s+me\s+(?:that\s+)?(?:you|u)\b",
     re.IGNORECASE,
 )
 """Asking *whether* the job's action can or will be done (``I'd like to know, can you
@@ -83,7 +84,9 @@ me book…``, ``I'll go ahead and add…``, ``I was about to book…``, ``can I 
 — ``can I get``/``have`` asks), opening a clause (``how many bags I can check`` is a question's clause)."""
 OFFERED = re.compile(
     r"\b(?:want|wants|wanted|need|needs|needed|like|get|expect|prefer|allow|permit|wish)\s+"
-    r"(?:me|us)\s+to\s+(?:\w+ly\s+)?(?P<a>[\w']+)(?:\s+(?P<b>[\w']+))?",
+    r"(?:me|us)\s+to\s+(?:\w+ly\s+)?(?P<a>[\w']+)(?:\s+(?P<b>[\w']+))?"
+    r"|(?:^|[.!?;]\s*)(?:want|need)\s+(?:to|i|we)\s+(?P<c>[\w']+)[^.!?;]*\?"
+    r"|\bwould\s+(?:you|u)\s+like\s+to\s+(?P<d>[\w']+)",
     re.IGNORECASE,
 )
 """An offer: the speaker would do the action if the listener wants it (``want me to add…``,
@@ -111,7 +114,8 @@ def offers(text: str) -> tuple[str, ...]:
         >>> offers("Would you like me to order a new laptop for E-1618?")
         ('like me to order',)
     """
-    return tuple(" ".join(m.group(0).split()[:4]).lower() for m in OFFERED.finditer(text))
+    plain = VALUE_PATTERN.sub(lambda m: " value" + blank_value(m), text)  # its dots end nothing
+    return tuple(" ".join(m.group(0).split()[:4]).lower() for m in OFFERED.finditer(plain))
 
 
 _LABEL = re.compile(r"^\W*(?P<label>[A-Za-z][A-Za-z'-]*(?:\s+[A-Za-z][A-Za-z'-]*)?)\s*:\s+(?=\S)")
@@ -155,6 +159,10 @@ _SOMEONE = re.compile(
     rf"(?:^\s*|[.!?;:,\-\u2013\u2014(]\s*){_MARK}\s+(?:wants|wanted|needs|needed|would\s+like|'d\s+like|"
     r"asks|asked|requests|requested|is\s+asking|has\s+to|must|should|will|can|could)\b"
     rf"|\b(?:need|needs|want|wants|like|ask|asked|tell|told|get|have|let)\s+{_MARK}\s+to\b"
+    rf"|\b(?:tell|told|inform|notify)\s+(?:\w+\s+)?{_MARK}"
+    rf"|{_MARK}\s+(?:wants|needs|knows|would|'d|would\s+like)\b"
+    rf"|\b(?:i'm|i\s+am|we're)\s+(?:\w+\s+){{0,2}}with\s+(?:\w+\s+)?{_MARK}"
+    rf"|\b(?:i'm|i\s+am|we're)\s+{_MARK}\s*['\u2019]s\b"
     rf"|^\s*{_MARK}\s*[,:]\s*(?:please\s+)?\w+\b[^.?!;]*?\b(?:me|us)\b",
     re.IGNORECASE,
 )
@@ -168,8 +176,12 @@ _VAGUE = re.compile(
     rf"in|from|and|or)\b)|{_MARK}\s*(?:\?|\.{{2,}}|\u2026)(?=\s*[,;]?\s*(?-i:[a-z]))",
     re.IGNORECASE,
 )
-_YOURS = re.compile(
-    r"\b(?:your|its)\b(?!\s+(?:help|time|patience|assistance|support|understanding|attention|"
+_YOURS = re.compile(  # a value's thing, where the speaker names themselves: whose is it?
+    rf"{_MARK}\s*['\u2019]s\s+[a-z](?=.*\b(?:me|my|us|our)\b)"
+    rf"|\b(?:me|my|us|our)\b.*{_MARK}\s*['\u2019]s\s+[a-z]"
+    rf"|{_MARK}[^.?!;]*\b(?:from|of|for|via)\s+my\s+account\b"
+    rf"|\b(?:of|for)\s+my\s+account\b[^.?!;]*\bto\s+{_MARK}"
+    r"|\b(?:your|its)\b(?!\s+(?:help|time|patience|assistance|support|understanding|attention|"
     r"kindness|service|reply|answer|quick|prompt|kind)\b)|\b(?:you|u)\s+have\s+on\b",
     re.IGNORECASE,
 )
@@ -188,7 +200,9 @@ _WHILE = re.compile(
 )
 _CUT_OFF = re.compile(
     r"(?:\b(?:and|or|but|nor|then|also|plus|so|because|if|when|unless|except|than|to|for|with|"
-    r"from|of|into|onto|the|a|an|my|your|our|their|his|her|its|n|b|c|w)|[&+,:;(/\\-]|"
+    r"from|of|into|onto|the|a|an|my|your|our|their|his|her|its|n|b|c|w|by|via|as|like|we|"
+    r"would|could|need|want|tell|(?<!let me )(?<!let us )know|just|this|wants|needs|knows)|"
+    r"[&+,:;(/\\-]|"
     r"[\u2013\u2014])\s*(?:\.{2,}|\u2026)?\s*$|(?:\.{3,}|\u2026)\s*$",
     re.IGNORECASE,
 )
@@ -218,7 +232,8 @@ LOOSE_ENDS = {
     "then": "it asks for a second action after the first",
     "someone": "a value names someone who wants it or is to do it (X wants to…, I need X to…)",
     "vague": "it leaves a value or the job vague (or so, and so on, or that, +/-, 100?)",
-    "yours": "it asks for someone else's thing (your password, its account, the meeting you have)",
+    "yours": "it asks for someone else's thing (your password, its account, the meeting you "
+    "have, X's invoice to me, X … for my account): whose is it?",
     "when": "it asks for the job at a time of its own (in March, tomorrow, at night), not now",
     "otherwise": "it offers another way (Or can you…?, otherwise…): which one is asked?",
     "while": "it asks for the job for a while (for now, until…), where the flow's is lasting",

@@ -270,6 +270,40 @@ def _placeholder(value: str) -> str | None:
     return None
 
 
+def _look_alike_domain(value: str, *, examples: Sequence[str]) -> str | None:
+    """Why an address is at a look-alike of the one domain every example (two or more) is
+    at, or None: a typo of it (``acrne.example`` for ``acme.example``), it with more after
+    it (``acme.example.evil.com``), or its letters run together (``acme-example.com``). An
+    address at another domain altogether is an address like any."""
+    domains = {e.rpartition("@")[2].lower() for e in examples if "@" in e}
+    if "@" not in value or len(domains) != 1 or len(set(examples)) < 2:
+        return None
+    own, domain = next(iter(domains)), value.rpartition("@")[2].lower()
+    letters = "".join(ch for ch in domain if ch.isalnum())
+    if domain == own:
+        return None
+    if (
+        (len(own) >= 8 and _within_two(domain, own))
+        or domain.startswith(own + ".")
+        or letters.startswith("".join(ch for ch in own if ch.isalnum()))
+    ):
+        return f"{value!r} is at a look-alike of {own}, the domain of every example"
+    return None
+
+
+def _within_two(a: str, b: str) -> bool:
+    """Whether ``a`` becomes ``b`` by at most two letters left out, added or changed
+    (``acrne`` → ``acme``: ``rn`` for ``m``)."""
+    if abs(len(a) - len(b)) > 2:
+        return False
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1] <= 2
+
+
 def _mask(value: str) -> str:
     """``value``'s shape: each letter ``A``, each digit ``9``, the rest as written."""
     return "".join("A" if c.isalpha() else "9" if c.isdigit() else c for c in value)
@@ -390,6 +424,7 @@ def bind_inputs(
                 why = why or _bounded(text, start, end, rule=rule)
                 why = why or _other_kind(value, rule, examples=own, kinds=kinds)
                 why = why or _unlike_examples(value, name, rule, examples=own)
+                why = why or _look_alike_domain(value, examples=own)
                 why = why or _placeholder(value)
             except PatternTimeoutError as exc:
                 why = str(exc)

@@ -30,6 +30,8 @@ from collections.abc import Callable, Collection, Mapping
 from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
+    "LIKE_TO_KNOW",
+    "SAME_PAST",
     "IRREGULAR",
     "SENDING",
     "acted_values",
@@ -90,6 +92,14 @@ IRREGULAR: Mapping[str, str] = {
     for past in forms.split()
 }
 """Past forms of irregular verbs → the verb (``sent`` → ``send``): the stemmer leaves them."""
+SAME_PAST = frozenset({"reset", "set", "put", "cut", "shut", "upset"})
+"""Verbs whose past participle is their base: a state after ``is`` (``my account is reset``)."""
+LIKE_TO_KNOW = re.compile(
+    r"\b(?P<asks>(?:i'd|i\s+would|we'd|we\s+would)\s+like\s+to)\s+know\s+(?=(?-i:[a-z]))",
+    re.IGNORECASE,
+)
+"""``I'd like to know the status of…``: a request for what follows, read without ``know``
+(``… to know: could you…``, ``… to know, would you…`` ask whether)."""
 
 _SPELLED = re.compile(r"(?<![\w@.'’-])[A-Za-z](?:[ .\-][A-Za-z]){2,}\.?(?![\w@'’-])")
 """Three or more single letters apart (``N O T``, ``D-O-N-T``, ``N.O.T.``)."""

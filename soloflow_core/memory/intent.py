@@ -60,8 +60,8 @@ the model, with the flow offered as a tool:
   limit, an end cut off, a reply: :func:`~soloflow_core.memory.asking.loose_ends`);
 - every word every one of the job's texts holds, a typo of it counting (``invioce``), when
   it has three or more (``Update reservation B6HDF4 to 2`` holds no ``bag``: 2 of what?),
-  and none of them followed by a word of the job no text puts after it (``order a laptop
-  screen``: a screen, not a laptop);
+  and none of them, nor a word most texts hold, followed by a word of the job no text puts
+  after it (``order a laptop screen``, ``a replacement screen``: a screen, not a laptop);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
   possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
   *familiar* with (:data:`~soloflow_core.memory.evidence.FAMILIAR_SHARE`).
@@ -236,11 +236,13 @@ def judge_intent(
             f"it lacks {', '.join(lacks)}, which every one of the job's {evidence.texts} "
             "requests holds (a typo of it counts)"
         )
+    most = evidence.held_by_most()
     modified = sorted(
         f"{a} {b}"
         for a, b in request.pairs
         if (a, b) not in evidence.pairs and b in evidence.df and b not in DOING
-        if any(held(w, {a}) for w in evidence.every)
+        if a not in data and b not in data
+        if a in most or any(held(w, {a}) for w in evidence.every)
     )
     if terms and evidence.texts >= MIN_EXEMPLARS and modified:
         reasons.append(f"it names a {modified[0]}, which the job's requests never do")

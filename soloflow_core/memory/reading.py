@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from soloflow_core.memory.forms import (
     IRREGULAR,
+    LIKE_TO_KNOW,
+    SAME_PAST,
     SENDING,
     around_values,
     blank_value,
@@ -121,14 +123,17 @@ FILLER = frozenset(
     """a an the this that it its it's i i'm im me my we us our you
     your there here to for of on in at by with from into onto as and or but so also just
     please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam get
-    got give gimme want wanted need needed like would'd let know tell quick quickly asap again
-    now right away really very much can could would will u ya be am been being via request
+    got give gimme want wanted need needed like would'd let quick quickly asap again
+    now right away really very much can could would will u ya be am been being request
     requesting""".split()
 )
 """Words that say nothing of the job. Question words, auxiliaries, conditionals, verbs of
 action, other people's words and quantifiers (``all``, ``any``, ``some``, ``these``: *which*
 of the things the job acts on) are not here: they are what tells one job from another —
-``refund all my orders`` is not ``refund my last order``."""
+``refund all my orders`` is not ``refund my last order``; nor ``know``, ``tell`` and
+``via`` (``… I need to know``, ``tell E-1042 to…``, ``via bob@…`` say whether it is asked,
+who is asked or whose it is; ``I'd like to know the status…`` asks like ``please``, and
+``via e-mail`` is the address's wording)."""
 _FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll", "ve", "m"})
 """Parts of a value's wording (``e-mail``, ``my address is``) and of contractions (``re`` is
 not: ``re-refund``, ``RE:`` say more than ``you're``)."""
@@ -509,7 +514,7 @@ def _reported(text: str) -> tuple[str, ...]:
             if w == "got" and after in _DETERMINERS and (not i or before in _SUBJECTS):
                 found.append("get")  # `I got a refund`, not `I got sick`
             elif not i or before in _SUBJECTS or before in _STATE or _future_be(words, i):
-                s = _past_verb(w)
+                s = _past_verb(w) or (stem(w) if before in _STATE and w in SAME_PAST else None)
                 if s is not None:
                     found.append(s)
             elif before == _VALUE_MARK and (_past_verb(w) in _ASKED or (i == 1 and _past_verb(w))):
@@ -539,6 +544,8 @@ def read_request(text: str) -> RequestText:
     plain = _courteous(normalized)
     rest = joined_letters(VALUE_PATTERN.sub(_blank, plain))
     rest = re.sub(r"\be-mail", "email", rest, flags=re.IGNORECASE)
+    rest = re.sub(r"\bvia\s+(?=e?mail\b)", "", rest, flags=re.IGNORECASE)
+    rest = LIKE_TO_KNOW.sub(r"\g<asks> ", rest)
     letters = [ch for ch in rest if ch.isalpha()]
     foreign = bool(letters) and sum(not ch.isascii() for ch in letters) * 2 > len(letters)
     words = words_of(rest)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-__all__ = ["held", "spelled_right"]
+__all__ = ["held", "one_edit", "spelled_right"]
 
 
 def held(word: str, terms: Collection[str]) -> bool:
@@ -14,10 +14,12 @@ def held(word: str, terms: Collection[str]) -> bool:
     one letter left out, added, changed, or two swapped (``invioc`` for ``invoic``)."""
     if word in terms:
         return True
-    return len(word) >= 5 and any(_one_edit(word, t) for t in terms if abs(len(t) - len(word)) < 2)
+    return len(word) >= 5 and any(one_edit(word, t) for t in terms if abs(len(t) - len(word)) < 2)
 
 
-def _one_edit(a: str, b: str) -> bool:
+def one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by one letter left out, added or changed, or two
+    swapped."""
     if len(a) == len(b):
         diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
         swapped = len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
