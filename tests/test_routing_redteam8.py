@@ -362,3 +362,32 @@ def test_a_values_thing_alone_or_my_account_as_the_source_is_no_loose_end(text: 
 def test_a_verb_whose_past_is_its_base_after_is_tells_a_state():
     assert "reset" in read_request("Please reset it. a@x.io. My account is reset.").reported
     assert read_request("Can you reset my password? a@x.io").reported == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "my " * 13_000 + "a@x.io",
+        "a@x.io " * 6_000,
+        "want to go " * 4_000 + "?",
+        "I'm with " * 5_000,
+        "a@x.io's thing " * 3_000 + "for my account " * 2_000,
+    ],
+)
+def test_loose_ends_read_a_long_hostile_text_in_linear_time(text: str) -> None:
+    """No pattern backtracks over the whole text: 40,000 characters read well within a
+    second (a quadratic pattern took 6 s here; CPU time, not wall clock)."""
+    import time
+
+    start = time.process_time()
+    loose_ends(text, verbs=VERBS)
+    assert time.process_time() - start < 1.5
+
+
+def test_cut_phrases_read_a_long_hostile_text_in_linear_time():
+    import time
+
+    rule = {"shape": "phrase", "labels": ["subject", "for"], "bare": ["subject", "for"]}
+    start = time.process_time()
+    cut_phrases(rule, "for " * 10_000 + "subject Rent, for the flat")
+    assert time.process_time() - start < 1.5  # a prefix searched per label took 5 s here

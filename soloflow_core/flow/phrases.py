@@ -73,11 +73,13 @@ def cut_phrases(rule: dict[str, Any], text: str) -> list[str]:
     cut: list[str] = []
     for m in _label_regex(labels).finditer(text) if labels else ():
         j = _skip(text, m.end())
-        thanks = re.search(r"\bthank(?:s|\s+you)\s*$", text[: m.start()], re.IGNORECASE)
+        thanks = re.search(
+            r"\bthank(?:s|\s+you)\s*$", text[max(0, m.start() - 16) : m.start()], re.IGNORECASE
+        )
         if m.group().lower() not in bare or thanks or j >= len(text) or not text[j].isalnum():
             continue
         k = j
-        while k < len(text) and text[k] not in _STOPS:
+        while k < len(text) and text[k] not in _STOPS and k - j <= MAX_PHRASE_CHARS:
             k += 1
         if k < len(text) and text[k] in ",:" and k - j <= MAX_PHRASE_CHARS:
             cut.append(text[j:k].rstrip())

@@ -176,15 +176,36 @@ _VAGUE = re.compile(
     rf"in|from|and|or)\b)|{_MARK}\s*(?:\?|\.{{2,}}|\u2026)(?=\s*[,;]?\s*(?-i:[a-z]))",
     re.IGNORECASE,
 )
-_YOURS = re.compile(  # a value's thing, where the speaker names themselves: whose is it?
-    rf"{_MARK}\s*['\u2019]s\s+[a-z](?=.*\b(?:me|my|us|our)\b)"
-    rf"|\b(?:me|my|us|our)\b.*{_MARK}\s*['\u2019]s\s+[a-z]"
-    rf"|{_MARK}[^.?!;]*\b(?:from|of|for|via)\s+my\s+account\b"
-    rf"|\b(?:of|for)\s+my\s+account\b[^.?!;]*\bto\s+{_MARK}"
-    r"|\b(?:your|its)\b(?!\s+(?:help|time|patience|assistance|support|understanding|attention|"
+_YOURS = re.compile(
+    r"\b(?:your|its)\b(?!\s+(?:help|time|patience|assistance|support|understanding|attention|"
     r"kindness|service|reply|answer|quick|prompt|kind)\b)|\b(?:you|u)\s+have\s+on\b",
     re.IGNORECASE,
 )
+_POSSESSIVE = re.compile(rf"{_MARK}\s*['\u2019]s\s+[a-z]", re.IGNORECASE)
+_SPEAKER = re.compile(r"\b(?:me|my|us|our)\b", re.IGNORECASE)
+_TO_VALUE = re.compile(rf"\bto\s+{_MARK}", re.IGNORECASE)
+_MY_ACCOUNT = re.compile(r"\b(?P<by>from|of|for|via)\s+my\s+account\b", re.IGNORECASE)
+
+
+def _whose(marked: str) -> bool:
+    """Whether a value's thing stands where the speaker names themselves (``send bob@…'s
+    latest invoice to me``), or ``from``/``of``/``for``/``via my account`` after a value in
+    its sentence, or ``of``/``for my account`` before ``to`` a value (``send latest invoice
+    to bob@… for my account``): whose is it? Each sentence read once (no
+    backtracking over a long text)."""
+    if _POSSESSIVE.search(marked) and _SPEAKER.search(marked):
+        return True
+    for sentence in re.split(r"[.?!;]", marked):
+        if _MARK not in sentence:
+            continue
+        first = sentence.find(_MARK)
+        sent_to = max((m.start() for m in _TO_VALUE.finditer(sentence)), default=-1)
+        for m in _MY_ACCOUNT.finditer(sentence):
+            if first < m.start() or (m.group("by").lower() in ("of", "for") and sent_to > m.end()):
+                return True
+    return False
+
+
 _WHEN = re.compile(
     r"\b(?:in|on|by|next|this|every)\s+(?:january|february|march|april|may|june|july|august|"
     r"september|october|november|december|monday|tuesday|wednesday|thursday|friday|saturday|"
@@ -276,7 +297,11 @@ def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
             break
     subject = (m.group("v").lower() for m in _VALUE_DOES.finditer(marked))
     someone = _SOMEONE.search(marked) is not None or any(_does(v, verbs) for v in subject)
-    found = [kind for kind, regex in _KINDS if regex.search(marked)]
+    found = [
+        kind
+        for kind, regex in _KINDS
+        if regex.search(marked) or (kind == "yours" and _whose(marked))
+    ]
     found[2:2] = ["then"] * then + ["someone"] * someone
     return tuple(found)
 
