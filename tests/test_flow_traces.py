@@ -20,14 +20,20 @@ from soloflow_langgraph.runtime.flow_runtime import FlowRuntime
 NS = {"user_id": "tr-user", "agent_id": "tr-agent"}
 
 
-def _tools(fail: dict[str, int]) -> list[Any]:
+def _tools(fail: dict[str, int], parallel: bool = True) -> list[Any]:
     lock = threading.Lock()
+    # The two parallel steps meet at a barrier: each call waits until the other is in
+    # flight, so their spans overlap however slowly a busy machine starts the second
+    # thread; a runtime that ran them one after the other would time out here and fail.
+    both = threading.Barrier(2, timeout=30)
 
-    def make(name: str, sleep: float = 0.0) -> Any:
+    def make(name: str, sleep: float = 0.0, meet: bool = False) -> Any:
         def fn(v: Any = None) -> Any:
             with lock:
                 left = fail.get(name, 0)
                 fail[name] = max(left - 1, 0)
+            if meet and parallel:
+                both.wait()
             time.sleep(sleep)
             if left:
                 raise RuntimeError(f"{name} broke")
@@ -36,7 +42,12 @@ def _tools(fail: dict[str, int]) -> list[Any]:
         fn.__name__ = name
         return fn
 
-    return [make("fetch"), make("left", 0.05), make("right", 0.02), make("join")]
+    return [
+        make("fetch"),
+        make("left", 0.2, meet=True),
+        make("right", 0.0, meet=True),
+        make("join"),
+    ]
 
 
 def _step(sid: str, *deps: str, **kw: Any) -> FlowStep:
@@ -131,7 +142,7 @@ def test_an_approval_wait_sits_between_the_invocations(store: Store) -> None:
             FlowStep(id="left", skill_key="left", depends_on=["fetch"], side_effects=True),
         ],
     )
-    rt = FlowRuntime(store, tools=_tools({}), **NS)
+    rt = FlowRuntime(store, tools=_tools({}, parallel=False), **NS)
     try:
         first = rt.run(flow, {})
         assert first.status == "waiting" and first.run_id is not None

@@ -276,18 +276,26 @@ def _instrumented_tools(provider: TracerProvider, seen: dict[str, int]) -> list[
     """The flow's tools, each opening its own span with the OpenTelemetry API (as a user's
     instrumented client would); ``seen`` gets each tool's thread."""
     tracer = trace.get_tracer("user-code", tracer_provider=provider)
+    both = threading.Barrier(2, timeout=30)  # the parallel pair: each waits for the other
 
-    def make(name: str, sleep: float) -> Any:
+    def make(name: str, sleep: float, meet: bool = False) -> Any:
         def fn(v: Any = None) -> Any:
             seen[name] = threading.get_ident()
             with tracer.start_as_current_span(f"user {name}"):
+                if meet:
+                    both.wait()
                 time.sleep(sleep)
             return {"from": name}
 
         fn.__name__ = name
         return fn
 
-    return [make("fetch", 0.0), make("left", 0.05), make("right", 0.05), make("join", 0.0)]
+    return [
+        make("fetch", 0.0),
+        make("left", 0.05, meet=True),
+        make("right", 0.05, meet=True),
+        make("join", 0.0),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -97,17 +97,25 @@ def test_an_overrunning_call_that_returns_late_leaves_no_trace(store, runtimes):
             _step("b", "h"),
         ],
     )
-    rt = _rt(runtimes, store, [calls.make("a"), calls.make("h", sleep=0.8), calls.make("b")])
+    release, returned = threading.Event(), threading.Event()
+
+    def hold() -> None:  # h stays in its call until the test lets it go, long after its limit
+        release.wait(30)
+        returned.set()
+
+    rt = _rt(runtimes, store, [calls.make("a"), calls.make("h", then=hold), calls.make("b")])
     t0 = time.perf_counter()
     result = rt.run(flow, {})
     elapsed = time.perf_counter() - t0
-    assert result.status == "completed" and elapsed < 0.7, elapsed
+    assert result.status == "completed" and elapsed < 10, elapsed  # waiting for h: 30 s
     assert "StepTimeoutError" in result.errors["h"] and "0.2 s" in result.errors["h"]
     before = (
         [(s.step_key, s.state, s.attempts) for s in rt.status(result.run_id).steps],
         [(m.step_key, m.from_state, m.to_state) for m in rt.history(result.run_id)],
     )
-    time.sleep(1.0)  # the abandoned call returns now, on its own thread
+    release.set()  # the abandoned call returns now, on its own thread
+    assert returned.wait(10)
+    time.sleep(0.5)  # and whatever would follow its return has had time to happen
     after = (
         [(s.step_key, s.state, s.attempts) for s in rt.status(result.run_id).steps],
         [(m.step_key, m.from_state, m.to_state) for m in rt.history(result.run_id)],
