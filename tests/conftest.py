@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,12 @@ from routing_support import TrainedWorlds
 
 from soloflow_core.plugins import get_plugin_manager
 from soloflow_core.store import Store
+
+# A test run started in the background by a non-interactive shell (`cmd &`, nohup) inherits
+# SIGINT ignored, and so would every process it starts: the Ctrl-C tests would see their
+# signal vanish. Put Python's own handler back, as an interactive terminal has it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DATA = Path(__file__).parent / "data"
 TAU_BENCH = DATA / "tau_bench_gpt-4o_airline_trials0-2.jsonl.gz"

@@ -368,11 +368,15 @@ def test_ctrl_c_while_the_command_loads_prints_no_traceback(tmp_path: Path):
 
 def _in_python_start_up(err: str) -> bool:
     """Whether a traceback is Python's own, from before the command's first line ran: the
-    console script importing the entry point (a busy machine started this process slower
+    interpreter starting (``site`` reading the ``.pth`` files: no frame of SoloFlow at all),
+    the console script importing the entry point (a busy machine started this process slower
     than the start-up measured: the interrupt may land inside the standard library's
     ``typing`` that the package imports first), then the KeyboardInterrupt — and no frame of
     ``main``, where the command's own handling begins."""
     frames = [line for line in err.splitlines() if line.strip().startswith("File ")]
+    if frames and err.rstrip().endswith("KeyboardInterrupt"):
+        if not any("soloflow" in f for f in frames):  # interpreter start-up: site, .pth files
+            return True
     return (
         bool(frames)
         and "bin/soloflow" in frames[0]
@@ -389,6 +393,8 @@ def test_a_traceback_counts_as_start_up_only_before_main():
     typing = '  File "/py/lib/python3.11/typing.py", line 278, in _collect_parameters\n'
     assert _in_python_start_up(head + "KeyboardInterrupt\n")
     assert _in_python_start_up(head + typing + "KeyboardInterrupt\n")
+    site = 'Traceback (most recent call last):\n  File "<frozen importlib._bootstrap_external>"'
+    assert _in_python_start_up(site + ", line 1437, in _path_importer_cache\nKeyboardInterrupt\n")
     in_main = '  File "/v/soloflow_langgraph/__main__.py", line 20, in main\n'
     assert not _in_python_start_up(head + in_main + "KeyboardInterrupt\n")
     assert not _in_python_start_up(head + typing + "ValueError: x\n")

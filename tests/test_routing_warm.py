@@ -18,9 +18,9 @@ import pytest
 from routing_support import AIRLINE, SHOP, Desk, World, approve, world
 
 from benchmarks import routing_world as W
-from soloflow_core.memory.forms import picked_out
 from soloflow_core.memory.intent import CONFIRMATIONS, JobEvidence, judge_intent
 from soloflow_core.memory.reading import read_request
+from soloflow_core.memory.which import picked_out
 from soloflow_core.store import Store
 from soloflow_langgraph.routing.tools import flow_tool_name
 

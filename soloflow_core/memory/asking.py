@@ -16,7 +16,8 @@ because they change what the words ask without changing which words there are:
     on (``Add priya@… and me to eng-oncall``, ``… to EVT-2101 and me``, ``me too``), or the
     listener as the one it is for or the one it goes to (``… for you``, ``… to you``) — the
     flow takes one person;
-  - **a second destination**: ``… to EVT-2101 and to my meeting``, ``… and with bob``;
+  - **a second destination**: ``… to EVT-2101 and to my meeting``, ``… and with bob``,
+    ``… to li.wang@… to me``;
   - **a second action**: a verb of request or action after ``and``/``then``/``also``
     (``Invite Z to EVT-2101 and add an event``) — the flow does one job;
   - **someone else** named by a value: ``zoe@… wants to reset my password``, ``I need E-1111
@@ -34,7 +35,15 @@ because they change what the words ask without changing which words there are:
   - **cut off**: the text ends on a conjunction, a preposition, a determiner or an open mark
     (``… and``, ``… or``, ``… to the``, ``…,``, ``… n``): what came next is unknown;
   - **a reply**: the text ends acknowledging (``- got it``, ``, ok.``, ``on it``, ``will
-    do``): it quotes a request and answers it, it does not ask.
+    do``): it quotes a request and answers it, it does not ask;
+  - **taken back**: a statement that the speaker has, keeps or wants the thing (``… I can
+    make it``, ``… We need that meeting``), did the job's action (``Reset my password. I
+    reset it.``), that the thing is there (``It is here``) or that the speaker knows the
+    answer (``I know where it is``) — negated, it is a reason (``I can't make it``);
+  - **told**: asking to know about a value or to be told (``I'd like to know paul@…
+    invited…``, ``Tell me you track…``);
+  - **how to**: ``where to order``, ``how to reset…``, ``… from?``;
+  - **only me**: ``just for me`` — the flow acts for everyone.
 
 A job whose own requests (:data:`~soloflow_core.memory.intent.FAMILIAR_MIN` of them) have a
 loose end of a kind is not turned down for it.
@@ -142,7 +151,8 @@ _PERSON = re.compile(
     re.IGNORECASE,
 )
 _DESTINATION = re.compile(
-    rf"\b{_JOIN}\s+(?:also\s+)?(?:to|into|onto|with|from|for|on|in|at)\s+{_NEXT}\b",
+    rf"\b{_JOIN}\s+(?:also\s+)?(?:to|into|onto|with|from|for|on|in|at)\s+{_NEXT}\b"
+    rf"|\bto\s+{_MARK}\s+to\s+(?:me|us|my|our|him|her|them|his|their|{_MARK})\b",
     re.IGNORECASE,
 )
 _THEN = re.compile(
@@ -234,8 +244,131 @@ _REPLY = re.compile(
     re.IGNORECASE,
 )
 
+_CLAUSE = r"(?:^|[.!?;,:]\s*|\b(?:and|but|so|because|as|since)\s+)"
+_SOFT = r"(?:(?:now|also|really|still|actually|honestly|anyway|oh|well|ok|okay)\s*,?\s+){0,3}"
+_AUX = (
+    r"(?:\s+(?:can|could|do|did|will|'ll|still|really|actually|now|already|just|have|'ve|had|"
+    r"also|totally|definitely|truly)){0,4}"
+)
+_OBJECT = r"(?:it|that|this|them|those|these|(?:that|this|my|our|the|those|these)\s+[a-z]+)"
+_TAIL = (
+    r"(?:\s+(?:now|too|again|still|after\s+all|anyway|already|here|then|though|thanks|"
+    r"thank\s+you)){0,3}\s*(?:[.!?;,]|$)"
+)
+_KEEPS = frozenset(
+    stem(w) for w in "need want like love keep prefer make have use enjoy found got".split()
+)
+"""Verbs of a statement that the speaker has, keeps or still wants the thing (``I need it``,
+``I like my reservation``, ``I can make it``)."""
+_HOLDS = re.compile(
+    rf"(?P<at>{_CLAUSE}){_SOFT}(?:i|we)(?P<aux>{_AUX})\s+(?P<verb>[a-z]+)\s+{_OBJECT}{_TAIL}",
+    re.IGNORECASE,
+)
+_STATE = re.compile(
+    rf"{_CLAUSE}{_SOFT}(?:it|that|this|(?:my|our|the)\s+[a-z]+)(?:'s|\s+is|\s+was|\s+has|"
+    r"\s+has\s+been|\s+now|\s+just|\s+already){0,3}\s+(?:here|arrived|delivered|back|found|fine|"
+    rf"ok|okay|done|sorted|fixed|resolved|works|worked|working|came){_TAIL}"
+    rf"|{_CLAUSE}{_SOFT}(?:i|we)(?:\s+(?:already|really|do|now|just|totally|still)){{0,3}}\s+"
+    r"(?:know|knew)\s+(?!(?:if|whether|that\s+(?:you|u)|(?:you|u))\b)[a-z]",
+    re.IGNORECASE,
+)
+"""A statement that the thing is already where the job would bring it, or that the speaker
+knows the answer: ``It is here``, ``my order arrived``, ``I know where it is``."""
+
+
+def _taken_back(marked: str, verbs: frozenset[str]) -> bool:
+    """Whether a statement takes the request back or answers it: the speaker has, keeps or
+    wants the thing (``Cancel my meeting… I need it``, ``… I can make it``, ``I like my
+    reservation``); a later sentence in which the speaker did the job's action (``Reset my
+    password. I reset it.``); the thing is already there or the speaker knows the answer
+    (:data:`_STATE`). Negated statements (``I can't make it``, ``I don't need it``) are
+    reasons for the request, and ``I would like it…`` asks."""
+    if _STATE.search(marked):
+        return True
+    for m in _HOLDS.finditer(marked):
+        verb = stem(m.group("verb").lower())
+        if verb in _KEEPS:
+            return True
+        future = re.search(r"\b(?:can|could|will|'ll)\b", m.group("aux"), re.IGNORECASE)
+        later = m.group("at").strip()[:1] in tuple(".!?;")
+        if verb in verbs and later and future is None:
+            return True
+    return False
+
+
+_TO_ME = re.compile(r"\b(?:to|for)\s+(?:me|us|myself|ourselves)\b", re.IGNORECASE)
+_TO_THING = re.compile(
+    rf"\bto\s+(?:(?:the|my|our|this|that)\s+)?(?:(?P<noun>[a-z-]+)\s+)?{_MARK}", re.IGNORECASE
+)
+_WORDING = frozenset("email e-mail mail address inbox account id".split())
+"""Words between ``to`` and a value that name the speaker's own address (``to my email X``)."""
+_GIVING = frozenset(
+    stem(w)
+    for w in "forward send email e-mail mail invite add share pass deliver bring cc bcc".split()
+)
+"""Verbs whose indirect object ``me`` is a recipient (``forward me…``); ``show me``, ``give
+me the list`` ask the listener to answer."""
+_VERB_ME = re.compile(r"\b(?P<v>[a-z]+)\s*[.,!]?\s+(?:me|us)\b", re.IGNORECASE)
+_ASIDE = re.compile(r"\((?P<inside>[^()]{0,80})\)|(?:^|\s)s/[^/\s]+/[^/\s]*/?", re.IGNORECASE)
+_EITHER = re.compile(r"\b(?P<a>[a-z]+)\s*(?:/|\bor\b|\(\s*or\b)\s*(?P<b>[a-z]+)", re.IGNORECASE)
+_HESITANT = re.compile(
+    r"(?:^|[.!;:]\s*)(?:(?:please|pls|plz|ok|okay|so|then|and)\s+)?"
+    r"(?!(?:hi|hello|hey|thanks|ok|okay|sorry|um+|uh+|hm+|well|so|yes|no|sure|help|please)\b)"
+    r"[a-z]+\s*(?:\?+|\.{2,}|\u2026)"
+    rf"\s*(?=(?-i:[a-z])|[0-9\u20ac$\u00a3]|{_MARK})",
+    re.IGNORECASE,
+)
+
+
+def _speaker_receives(marked: str) -> bool:
+    """Whether the speaker is a second recipient beside ``to`` a value: ``Forward me the last
+    e-mail from X to Y``, ``… forwarded to me``, ``Forward. Me. The last…``."""
+    if not any(
+        m.group("noun") is None or m.group("noun").lower() not in _WORDING
+        for m in _TO_THING.finditer(marked)
+    ):
+        return False
+    return _TO_ME.search(marked) is not None or any(
+        stem(m.group("v").lower()) in _GIVING for m in _VERB_ME.finditer(marked)
+    )
+
+
+def _two_ways(marked: str, verbs: frozenset[str]) -> bool:
+    """Whether two verbs of action or request are offered side by side (``request or send?``,
+    ``Email or refund my…``, ``send/request``, ``Refund (or email)…``), or an aside asks for
+    another (``… (request pls)``, ``s/send/request``)."""
+    asked = verbs | {"request"}
+    for m in _EITHER.finditer(marked):
+        a, b = stem(m.group("a").lower()), stem(m.group("b").lower())
+        if a != b and a in asked and b in asked:
+            return True
+    for m in _ASIDE.finditer(marked):
+        inside = m.group("inside")
+        if inside is None:  # s/send/request
+            return True
+        words = re.findall(r"[a-z]+", inside.lower())
+        lead = words[1] if words[:1] == ["or"] and len(words) > 1 else words[0] if words else ""
+        if stem(lead) in asked and not lead.endswith("ed"):  # (request pls), (or email)
+            return True
+    return False
+
+
+_ONLY_ME = re.compile(r"\b(?:just|only|solely)\s+for\s+(?:me|us|myself|ourselves)\b", re.I)
+_TOLD = re.compile(
+    rf"\b(?:know|knew|wonder(?:ing)?|ask(?:ing)?)\s+(?:if\s+|whether\s+)?{_MARK}"
+    r"|\btell\s+me\s+(?:that\s+)?(?:you|u)\b",
+    re.IGNORECASE,
+)
+_HOW_TO = re.compile(
+    r"\b(?:where|how|when|what|whom?|which)\s+to\s+(?!me\b|us\b|you\b)[a-z]+|\bfrom\s*\?",
+    re.IGNORECASE,
+)
+
 _KINDS = (
     ("person", _PERSON),
+    ("only me", _ONLY_ME),
+    ("told", _TOLD),
+    ("how to", _HOW_TO),
     ("destination", _DESTINATION),
     ("vague", _VAGUE),
     ("yours", _YOURS),
@@ -249,17 +382,28 @@ _KINDS = (
 
 LOOSE_ENDS = {
     "person": "it joins another person (me, us, myself) to what the job acts on",
-    "destination": "it names a second destination (and to…, and with…)",
+    "destination": "it names a second destination (and to…, and with…, to X to me, forward me "
+    "… to X)",
+    "only me": "it asks for the job only for the speaker (just for me), where the flow acts "
+    "for everyone",
+    "told": "it asks to be told or to know something (tell me you…, I'd like to know X "
+    "invited…), not for the job",
+    "how to": "it asks how, where or whence (how to reset, where to order, … from?), not for "
+    "the job done",
     "then": "it asks for a second action after the first",
     "someone": "a value names someone who wants it or is to do it (X wants to…, I need X to…)",
-    "vague": "it leaves a value or the job vague (or so, and so on, or that, +/-, 100?)",
+    "vague": "it leaves a value or the job vague (or so, and so on, or that, +/-, 100?, "
+    "cancel? my…)",
     "yours": "it asks for someone else's thing (your password, its account, the meeting you "
     "have, X's invoice to me, X … for my account): whose is it?",
     "when": "it asks for the job at a time of its own (in March, tomorrow, at night), not now",
-    "otherwise": "it offers another way (Or can you…?, otherwise…): which one is asked?",
+    "otherwise": "it offers another way (Or can you…?, otherwise…, request or send?, an aside: "
+    "(request pls)): which one is asked?",
     "while": "it asks for the job for a while (for now, until…), where the flow's is lasting",
     "cut off": "it is cut off (it ends on a conjunction, a preposition or an open mark)",
     "reply": "it ends acknowledging (got it, ok, will do): a reply, not a request",
+    "taken back": "a statement takes the request back or answers it (I need it, I can make "
+    "it, I reset it, it is here, I know where it is)",
 }
 """The kinds of loose end :func:`loose_ends` finds, and what each says."""
 
@@ -289,12 +433,14 @@ def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
     """
     marked = VALUE_PATTERN.sub(lambda m: f" {_MARK}" + blank_value(m), text)
     joined = _LEAD_IN.sub(" ", marked)  # `go ahead and add…` is one action
-    then = False
-    for m in _THEN.finditer(joined):
-        before = (stem(w.lower()) for w in re.findall(r"[A-Za-z']+", joined[: m.start()]))
-        if stem(m.group("verb").lower()) in verbs and any(b in verbs for b in before):
-            then = True
-            break
+    first = next(  # where the first verb of action ends: a second one is after it
+        (w.end() for w in re.finditer(r"[A-Za-z']+", joined) if stem(w.group(0).lower()) in verbs),
+        None,
+    )
+    then = first is not None and any(
+        stem(m.group("verb").lower()) in verbs and first <= m.start()
+        for m in _THEN.finditer(joined)
+    )
     subject = (m.group("v").lower() for m in _VALUE_DOES.finditer(marked))
     someone = _SOMEONE.search(marked) is not None or any(_does(v, verbs) for v in subject)
     found = [
@@ -302,6 +448,13 @@ def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
         for kind, regex in _KINDS
         if regex.search(marked) or (kind == "yours" and _whose(marked))
     ]
+    found += ["taken back"] * _taken_back(marked, verbs)
+    if "destination" not in found and _speaker_receives(marked):
+        found.insert(1, "destination")
+    if "otherwise" not in found and _two_ways(marked, verbs):
+        found.append("otherwise")
+    if "vague" not in found and _HESITANT.search(marked):
+        found.append("vague")
     found[2:2] = ["then"] * then + ["someone"] * someone
     return tuple(found)
 
@@ -316,7 +469,8 @@ def value_objects(text: str, verbs: Collection[str]) -> frozenset[tuple[str, str
     whole object: the value right after the verb, then the clause's end or a preposition
     (``Unlock E-7453``, ``Invite zoe@… to EVT-1``; not ``reset for bob@…``, nor ``Send bob@…
     the invoice``). The kind is ``@`` for an address, ``#`` for a value with a digit, ``a``
-    for any other (``Invite EVT-1 to zoe@…`` gives the verb an id, not an address).
+    for any other (``Invite EVT-1 to zoe@…`` gives the verb an id, not an address), and
+    ``'s`` when the object is the value's thing (``add priya@…'s group to…``).
 
     Example:
         >>> sorted(value_objects("Unlock E-7453? Send bob@x.io the invoice", {"unlock", "send"}))
@@ -326,9 +480,11 @@ def value_objects(text: str, verbs: Collection[str]) -> frozenset[tuple[str, str
     words = re.findall(r"[a-z]+|\x00[@#a]|[.?!;:,()]", marked)
     ends = [*words, ".", "."]
     return frozenset(
-        (stem(a), b[1])
+        (stem(a), "'s" if c == "s" else b[1])
         for a, b, c in zip(words, ends[1:], ends[2:], strict=False)
-        if a in verbs and b.startswith("\x00") and (c in _AFTER_OBJECT or not c.isalpha())
+        if a in verbs
+        and b.startswith("\x00")
+        and (c in _AFTER_OBJECT or not c.isalpha() or c == "s")
     )
 
 

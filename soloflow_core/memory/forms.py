@@ -42,7 +42,6 @@ __all__ = [
     "had_done",
     "joined_letters",
     "objects_of",
-    "picked_out",
     "recurring",
     "repeated",
     "quantified",
@@ -95,11 +94,13 @@ IRREGULAR: Mapping[str, str] = {
 SAME_PAST = frozenset({"reset", "set", "put", "cut", "shut", "upset"})
 """Verbs whose past participle is their base: a state after ``is`` (``my account is reset``)."""
 LIKE_TO_KNOW = re.compile(
-    r"\b(?P<asks>(?:i'd|i\s+would|we'd|we\s+would)\s+like\s+to)\s+know\s+(?=(?-i:[a-z]))",
+    r"\b(?P<asks>(?:i'd|i\s+would|we'd|we\s+would)\s+like\s+to)\s+know\s+(?=(?-i:[a-z]))"
+    r"(?![\w.+-]*@)(?![\w-]*\d)",
     re.IGNORECASE,
 )
 """``I'd like to know the status of…``: a request for what follows, read without ``know``
-(``… to know: could you…``, ``… to know, would you…`` ask whether)."""
+(``… to know: could you…``, ``… to know, would you…`` ask whether, and so does a value
+after it: ``I'd like to know paul@… invited to…``)."""
 
 _SPELLED = re.compile(r"(?<![\w@.'’-])[A-Za-z](?:[ .\-][A-Za-z]){2,}\.?(?![\w@'’-])")
 """Three or more single letters apart (``N O T``, ``D-O-N-T``, ``N.O.T.``)."""
@@ -422,42 +423,6 @@ def quantified(text: str) -> tuple[str, ...]:
             if m.group("noun").lower() not in _QUANTIFIED_ADVERBS | _THANKED_NOTHING
         )
     )
-
-
-INSTANCE_WORDS = frozenset(
-    "old older oldest former previous prior earlier other another second secondary backup "
-    "spare alternate alternative different extra duplicate spouse's partner's work business "
-    "personal joint shared closed deleted dormant inactive expired cancelled canceled".split()
-)
-"""Words that pick one thing out of several of its kind (``my old account``, ``the other
-reservation``, ``my work account``): the request may be about another one than usual."""
-_PICK_WORDS = re.compile(r"[a-z][a-z'’-]*|[^\sa-z]+", re.IGNORECASE)
-_BETWEEN = frozenset({"one", "email", "e-mail", "mail", "login", "user"})
-"""Words between the picking word and its noun (``old email address``, ``other user id``)."""
-
-
-def picked_out(text: str) -> tuple[tuple[str, str], ...]:
-    """(word, stem of the noun) for each noun ``text`` picks out of several of its kind with
-    one of :data:`INSTANCE_WORDS` (``the password on my old account`` → ``(old,
-    account)``); a noun like ``one`` alone is no noun.
-
-    Example:
-        >>> picked_out("Reset the password on my old account, the old one is gone")
-        (('old', 'account'),)
-    """
-    words = [w.lower() for w in _PICK_WORDS.findall(text)]
-    out: list[tuple[str, str]] = []
-    for i, word in enumerate(words[:-1]):
-        if word not in INSTANCE_WORDS:
-            continue
-        j = i + 2 if words[i + 1] in _BETWEEN - {"one"} and i + 2 < len(words) else i + 1
-        noun = words[j]
-        if noun.isalpha() and len(noun) > 2 and noun not in INSTANCE_WORDS | _NOT_NOUNS:
-            out.append((word, stem(noun)))
-    return tuple(dict.fromkeys(out))
-
-
-_NOT_NOUNS = frozenset("one ones and but the that this then than for from with was were".split())
 
 
 _REPEATED = re.compile(

@@ -47,7 +47,7 @@ the model, with the flow offered as a tool:
   ``… ZFA04Y payment``);
 - no noun the job's texts know picked out of several of its kind in a way they never do
   (``the password on my old account``, ``my other reservation``:
-  :func:`~soloflow_core.memory.forms.picked_out`);
+  :func:`~soloflow_core.memory.which.picked_out`);
 - no yes-or-no prompt (``? Y/N``, ``(y/n)``, ``y or n``, ``(?)``:
   :func:`~soloflow_core.memory.forms.asks_yes_or_no`);
 - not asked for again (``again``, ``once more``) nor on a schedule (``every month``,
@@ -100,7 +100,6 @@ from soloflow_core.memory.forms import (
     asks_yes_or_no,
     changed_by,
     hyphen_parts,
-    picked_out,
     quantified,
     recurring,
     repeated,
@@ -115,6 +114,7 @@ from soloflow_core.memory.reading import (
     says_send,
 )
 from soloflow_core.memory.typos import held
+from soloflow_core.memory.which import ARTICLES, filler_plurals, picked_out
 from soloflow_core.store.fulltext import stem
 
 __all__ = [
@@ -255,7 +255,7 @@ def judge_intent(
     if swapped:
         reasons.append(
             f"it gives {swapped[0]} another kind of value as its object than the job's "
-            "requests do (an id where they give an address?)"
+            "requests do (an id where they give an address? the value's thing, X's…?)"
         )
     reasons += [
         LOOSE_ENDS[kind]
@@ -317,7 +317,7 @@ def judge_intent(
         t
         for t in request.plurals
         if evidence.df.get(t, 0) >= FAMILIAR_MIN and not evidence.plurals.get(t)
-    ]
+    ] + [t for t in filler_plurals(plain) if not evidence.plurals.get(t)]
     if several:
         reasons.append(
             f"it names several ({', '.join(several)}…) where the job's requests name one"
@@ -351,11 +351,17 @@ def judge_intent(
         f"{w} {n}"
         for w, n in picked_out(request.normalized or request.text)
         if n in evidence.df and (w, n) not in evidence.picked
+        # `an order` where the texts say `my latest order`; `a meeting room` names any room
+        if w not in ARTICLES or evidence.owned.get(n, 0) * 2 >= evidence.df[n]
+    ] + [  # `send a request for 150 to…`: a word of request named as the thing acted on
+        f"{w} {n}"
+        for w, n in picked_out(plain)
+        if w in ARTICLES and n in _ASKING_NOUNS and (w, n) not in evidence.picked
     ]
     if other:
         reasons.append(
-            f"it picks one out of several ({', '.join(other)}), which the job's requests "
-            "never do: the value may name another one"
+            f"it picks one out of several or does not say which ({', '.join(other)}), which "
+            "the job's requests never do: the value may name another one"
         )
     if asks_yes_or_no(plain):
         reasons.append("it asks to be answered yes or no (Y/N, y or n, (?)), not for the job")
@@ -384,10 +390,18 @@ def judge_intent(
     return IntentVerdict(verdict, round(score, 4), known, unknown=unknown, reasons=tuple(reasons))
 
 
+_ASKING_NOUNS = frozenset(stem(w) for w in ("request", "requests", "ask"))
+"""Words of asking that, after an article, name a thing sent (``send a request for 150``)."""
+
+
 def _own_verb_alone(job: JobEvidence, request: RequestText, known: tuple[str, ...]) -> bool:
     """Whether one known word is enough: the job's verb, its object a value (module docstring)."""
     verb = known[0] if len(known) == 1 else ""
-    took = {v for v, _ in value_objects(request.normalized or request.text, _ACTION_WORDS)}
+    took = {
+        v
+        for v, kind in value_objects(request.normalized or request.text, _ACTION_WORDS)
+        if kind != "'s"
+    }
     return (
         verb in took and job.direct.get(verb, 0) >= 2 and job.actions.get(verb, 0) * 2 > job.texts
     )

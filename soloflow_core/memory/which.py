@@ -1,0 +1,88 @@
+"""Which one a request names: one picked out of several of its kind (``my old account``),
+any one (``an order``), one particular thing (``my latest order``), several (``the last
+emails``). :func:`~soloflow_core.memory.intent.judge_intent` compares each with what the
+job's texts say (:class:`~soloflow_core.memory.evidence.JobEvidence`)."""
+
+from __future__ import annotations
+
+import re
+
+from soloflow_core.store.fulltext import stem
+
+__all__ = ["ARTICLES", "INSTANCE_WORDS", "filler_plurals", "owned_nouns", "picked_out"]
+
+INSTANCE_WORDS = frozenset(
+    "old older oldest former previous prior earlier other another second secondary backup "
+    "spare alternate alternative different extra duplicate spouse's partner's work business "
+    "personal joint shared closed deleted dormant inactive expired cancelled canceled".split()
+)
+"""Words that pick one thing out of several of its kind (``my old account``, ``the other
+reservation``, ``my work account``): the request may be about another one than usual."""
+ARTICLES = frozenset({"a", "an", "any", "some"})
+"""Articles that name one of several without saying which (``refund an order``, ``cancel a
+meeting on…``) where the job's requests say which (``my latest order``, ``my meeting``)."""
+_PICK_WORDS = re.compile(r"[a-z][a-z'’-]*|[^\sa-z]+", re.IGNORECASE)
+_BETWEEN = frozenset({"one", "email", "e-mail", "mail", "login", "user"})
+"""Words between the picking word and its noun (``old email address``, ``other user id``)."""
+
+
+def picked_out(text: str) -> tuple[tuple[str, str], ...]:
+    """(word, stem of the noun) for each noun ``text`` picks out of several of its kind with
+    one of :data:`INSTANCE_WORDS` (``the password on my old account`` → ``(old,
+    account)``) or names with one of :data:`ARTICLES` (``an order`` → ``(an, order)``); a
+    noun like ``one`` alone is no noun.
+
+    Example:
+        >>> picked_out("Reset the password on my old account, the old one is gone")
+        (('old', 'account'),)
+    """
+    words = [w.lower() for w in _PICK_WORDS.findall(text)]
+    out: list[tuple[str, str]] = []
+    for i, word in enumerate(words[:-1]):
+        if word not in INSTANCE_WORDS and word not in ARTICLES:
+            continue
+        j = i + 2 if words[i + 1] in _BETWEEN - {"one"} and i + 2 < len(words) else i + 1
+        noun = words[j]
+        if noun.isalpha() and len(noun) > 2 and noun not in INSTANCE_WORDS | _NOT_NOUNS:
+            out.append((word, stem(noun)))
+    return tuple(dict.fromkeys(out))
+
+
+_FILLER_PLURALS = re.compile(r"\b(?P<one>e-?mail|mail|address)(?:s|es)\b", re.IGNORECASE)
+
+
+def filler_plurals(text: str) -> tuple[str, ...]:
+    """The words that word an address (``email``, ``mail``, ``address``: no terms of a
+    request) ``text`` uses in a plural form, singular: ``forward the last emails`` names
+    several.
+
+    Example:
+        >>> filler_plurals("Forward the last emails and e-mails to my addresses")
+        ('email', 'address')
+    """
+    found = (m.group("one").lower().replace("-", "") for m in _FILLER_PLURALS.finditer(text))
+    return tuple(dict.fromkeys(found))
+
+
+_OWNERS = frozenset("my our the that this your his her their".split())
+
+
+def owned_nouns(text: str) -> frozenset[str]:
+    """Stems of the words up to three after a possessive or definite word (``my most recent
+    order`` → ``most``, ``recent``, ``order``): nouns ``text`` names as one particular thing.
+
+    Example:
+        >>> sorted(owned_nouns("Please refund my last order"))
+        ['last', 'order']
+    """
+    words = [w.lower() for w in _PICK_WORDS.findall(text)]
+    return frozenset(
+        stem(w)
+        for i, word in enumerate(words)
+        if word in _OWNERS
+        for w in words[i + 1 : i + 4]
+        if w.isalpha() and w not in _OWNERS
+    )
+
+
+_NOT_NOUNS = frozenset("one ones and but the that this then than for from with was were".split())
