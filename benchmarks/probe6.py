@@ -7,7 +7,8 @@ benchmarks/data/probe11_probes.json``, the 909 near misses and 40 genuine reques
 blind probe of all five worlds (those it marked debatable are counted apart); with
 ``benchmarks/data/probe13_probes.json``, the 446 near misses (245 harmful, 201 debatable) a
 fourth blind probe found running on 2026-11-29; with ``benchmarks/data/probe14_probes.json``,
-the 205 (57 harmful, 148 debatable) a fifth found running the same day.
+the 205 (57 harmful, 148 debatable) a fifth found running the same day; with
+``benchmarks/data/probe15_probes.json``, the 124 (84 harmful, 40 debatable) of a sixth.
 """
 
 from __future__ import annotations

@@ -13,7 +13,12 @@ last e-mail from X to Y``), a request for money sent as a payment (``send a requ
 150…``, ``an invoice for 150``), two verbs offered (``request or send?``, ``(request
 pls)``, ``s/send/request``) and a hesitant verb (``cancel? my meeting…``); ``transfer`` and
 ``pay``, which two of the bank's texts each use, now serve; a word only inside a training
-text's quotes (``reference "Invoice 2022-118"``) is that free text's data, not the job's. The
+text's quotes (``reference "Invoice 2022-118"``) is that free text's data, not the job's.
+And what a sixth (probe15, 8,130 requests) found: the speaker's own value where the job is
+for someone the request names without one (``I'm E-2468; please unlock the account of my
+employee``, ``I'm maria@…, please add a participant to…``), the job's verb with no object
+(``li.wang@… here, please invite to the meeting…``), and payments to the speaker's own IBAN
+read as payments to it (``Show me all payments to my IBAN…``). The
 negated statements and the other articles stay requests (``I can't make it``, ``I don't
 need it anymore``, ``a meeting room``, ``a list of my payments``)."""
 
@@ -28,7 +33,8 @@ from routing_support import AIRLINE, BANK, HELPDESK, SHOP, WORKSPACE, desk_check
 from soloflow_core.memory.asking import LOOSE_ENDS, loose_ends, value_objects
 from soloflow_core.memory.evidence import THEN_VERBS, _quoted_only
 from soloflow_core.memory.forms import LIKE_TO_KNOW
-from soloflow_core.memory.which import owned_nouns, picked_out
+from soloflow_core.memory.reading import read_request
+from soloflow_core.memory.which import other_people, owned_nouns, picked_out
 from soloflow_core.store import Store
 
 PAUL, EMMA = "paul.martin@northwind.example", "emma.rossi@northwind.example"
@@ -104,10 +110,30 @@ FOUND[SHOP] += [
     "Email or refund my latest order, bob.k@example.org",
     "refund? my latest order, bob.k@example.org",
 ]
+MARIA = "maria.lopez@northwind.example"
+FOUND[HELPDESK] += [  # probe15: the speaker's own value where the job is for someone else
+    "I'm E-2468; please unlock the account of my employee",
+    "E-9031 here, please order a replacement laptop for my employee",
+    "Please unlock the account of E-2468's employee",
+    "Unlock the account of the employee of E-7301",
+]
+FOUND[WORKSPACE] += [
+    f"I'm {MARIA}, please add a participant to the meeting EVT-4821",
+    f"{AISHA} here. I'd like a participant invited to the meeting EVT-3310",
+    f"{LI} here, please invite to the meeting EVT-4821",
+]
+FOUND[BANK] += [
+    f"Please list payments to me, my IBAN {IBAN}",
+    f"Show me all payments to my IBAN {IBAN}",
+    f"Please list payments to my account, IBAN {IBAN}",
+    f"Show me all payments made to {IBAN}, my account",
+]
 GENUINE = {
     AIRLINE: ["Please cancel reservation KQT8JM for user chen_ahmed_4881"],
     HELPDESK: [
         "Please add priya.shah@acme.example to eng-oncall",
+        "Please unlock the account of employee E-1042",
+        "Unlock account E-5120 please",
         "We need a meeting room on 2027-01-11 — please book A4-112",
         "Would you unlock E-3708's account please?",
     ],
@@ -272,6 +298,52 @@ def test_words_only_inside_quotes_are_a_free_texts_data_not_the_jobs(
     assert _quoted_only(text) == only_quoted
 
 
+@pytest.mark.parametrize(
+    ("text", "people"),
+    [
+        ("Unlock the account of employee E-1042", ()),
+        ("I'm locked out. Employee id E-3307, please unlock me", ()),
+        ("Please cancel reservation CQT8JK for user chen_ahmed_4886", ()),
+        (f"Add {LI} as a participant to EVT-4102", ()),
+        ("I'm E-2468; please unlock the account of my employee", ("employee",)),
+        ("Unlock the account of the employee of E-7301", ("employee",)),
+        (f"I'm {MARIA}, please add a participant to the meeting EVT-4821", ("participant",)),
+        ("Please send 75 to my landlord's account DE62088177869897716232", ("landlord's",)),
+    ],
+)
+def test_a_word_for_a_person_before_its_value_is_a_label_and_otherwise_someone(
+    text: str, people: tuple[str, ...]
+) -> None:
+    assert other_people(text, read_request(text).parties) == people
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Please list payments to me, my IBAN {IBAN}",
+        f"Show me all payments to my IBAN {IBAN}",
+        f"Please list payments to my account, IBAN {IBAN}",
+        f"Show me all payments made to {IBAN}, my account",
+        f"Please send 100 to my own IBAN {IBAN}",
+    ],
+)
+def test_the_speakers_own_iban_or_payments_to_the_speaker_are_a_loose_end(text: str) -> None:
+    assert "mine" in loose_ends(text, verbs=THEN_VERBS)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Please list my payments to IBAN DE30496577090601579357",
+        "I'd like to see my payments to account DE63840246429256974061",
+        "Show the payments from my account to AT863958913847307140",
+        "Could you send 75 to my landlord's account DE62088177869897716232?",
+    ],
+)
+def test_payments_to_another_account_are_no_such_loose_end(text: str) -> None:
+    assert "mine" not in loose_ends(text, verbs=THEN_VERBS)
+
+
 def test_the_values_thing_as_a_verbs_object_has_its_own_kind():
     assert value_objects("Please add priya@acme.example's group to eng-oncall", {"add"}) == {
         ("add", "'s")
@@ -308,6 +380,8 @@ def test_like_to_know_before_a_value_asks_and_before_words_requests():
         "(" * 20_000,
         "( request " * 4_000,
         "cancel? " * 5_000,
+        "payments to " * 4_000,
+        "a@b.io, my " * 4_000,
     ],
 )
 def test_the_new_loose_ends_read_a_long_hostile_text_in_linear_time(text: str) -> None:
@@ -316,4 +390,5 @@ def test_the_new_loose_ends_read_a_long_hostile_text_in_linear_time(text: str) -
     first verb's end instead of reading the text before each ``and``)."""
     start = time.process_time()
     loose_ends(text, verbs=THEN_VERBS)
+    other_people(text, ["employee"])
     assert time.process_time() - start < 1.5

@@ -235,25 +235,26 @@ def test_an_interrupted_caller_abandons_the_call_and_resume_runs_it_again(store,
     main = threading.main_thread().ident
     assert main is not None
     fired: list[int] = []
+    release, returned = threading.Event(), threading.Event()
 
-    def interrupt() -> None:
+    def interrupt() -> None:  # the first b: Ctrl-C, then stay in the call until let go
         if not fired:
             fired.append(1)
             signal.pthread_kill(main, signal.SIGINT)
+            release.wait(30)
+            returned.set()
 
     flow = FlowDefinition(name="ctrl-c", steps=[_step("a"), _step("b", "a"), _step("c", "b")])
-    rt = _rt(
-        runtimes,
-        store,
-        [calls.make("a"), calls.make("b", then=interrupt, sleep=0.4), calls.make("c")],
-    )
+    rt = _rt(runtimes, store, [calls.make("a"), calls.make("b", then=interrupt), calls.make("c")])
     started: list[str] = []
     with pytest.raises(KeyboardInterrupt):
         rt.run(flow, {}, on_started=started.append)
     assert {s.step_key: s.state for s in rt.status(started[0]).steps}["b"] == "running"
-    result = rt.resume(started[0])  # at once: the first b is still sleeping
+    result = rt.resume(started[0])  # at once: the first b is still in its call
     assert result.status == "completed"
-    time.sleep(0.6)  # the abandoned b returns: nothing of it is written
+    release.set()  # the abandoned b returns now: nothing of it is written
+    assert returned.wait(10)
+    time.sleep(0.5)
     assert calls.names() == ["a", "b", "b", "c"]
     steps = {s.step_key: (s.state, s.attempts) for s in rt.status(started[0]).steps}
     assert steps == {"a": ("completed", 1), "b": ("completed", 2), "c": ("completed", 1)}

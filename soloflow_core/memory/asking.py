@@ -353,6 +353,12 @@ def _two_ways(marked: str, verbs: frozenset[str]) -> bool:
     return False
 
 
+_MINE = re.compile(
+    rf"\bmy\s+(?:own\s+)?iban\b|{_MARK}\s*,\s*(?:that's\s+|which\s+is\s+)?my\s+(?:own\s+)?"
+    r"(?:iban|account)\b|\bpayments?\s+(?:made\s+|sent\s+)?to\s+(?:me|us|myself|my\s+(?:own\s+)?"
+    r"(?:account|iban))\b",
+    re.IGNORECASE,
+)
 _ONLY_ME = re.compile(r"\b(?:just|only|solely)\s+for\s+(?:me|us|myself|ourselves)\b", re.I)
 _TOLD = re.compile(
     rf"\b(?:know|knew|wonder(?:ing)?|ask(?:ing)?)\s+(?:if\s+|whether\s+)?{_MARK}"
@@ -367,6 +373,7 @@ _HOW_TO = re.compile(
 _KINDS = (
     ("person", _PERSON),
     ("only me", _ONLY_ME),
+    ("mine", _MINE),
     ("told", _TOLD),
     ("how to", _HOW_TO),
     ("destination", _DESTINATION),
@@ -386,6 +393,8 @@ LOOSE_ENDS = {
     "… to X)",
     "only me": "it asks for the job only for the speaker (just for me), where the flow acts "
     "for everyone",
+    "mine": "it names the speaker's own IBAN or account as the value, or payments to the "
+    "speaker (my IBAN X, X, my account, payments to me): the job's value is the other side",
     "told": "it asks to be told or to know something (tell me you…, I'd like to know X "
     "invited…), not for the job",
     "how to": "it asks how, where or whence (how to reset, where to order, … from?), not for "

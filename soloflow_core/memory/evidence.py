@@ -21,7 +21,7 @@ from soloflow_core.memory.forms import (
 )
 from soloflow_core.memory.reading import ACTION_STEMS, ACTION_WORDS, REQUEST_STEMS, read_request
 from soloflow_core.memory.typos import held, spelled_right
-from soloflow_core.memory.which import filler_plurals, owned_nouns, picked_out
+from soloflow_core.memory.which import filler_plurals, other_people, owned_nouns, picked_out
 from soloflow_core.store.fulltext import stem
 
 __all__ = [
@@ -194,7 +194,7 @@ class JobEvidence:
             n += 1
             seen += kind != "person"
             df.update(set(read.terms) - _quoted_only(read.normalized))
-            parties.update(read.parties)
+            parties.update(other_people(read.normalized, read.parties))
             leads.update(read.leads)
             actions.update(set(read.actions) - states_only(read.normalized, read.actions))
             plurals.update(read.plurals + filler_plurals(read.normalized))

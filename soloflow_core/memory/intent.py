@@ -114,7 +114,7 @@ from soloflow_core.memory.reading import (
     says_send,
 )
 from soloflow_core.memory.typos import held
-from soloflow_core.memory.which import ARTICLES, filler_plurals, picked_out
+from soloflow_core.memory.which import ARTICLES, filler_plurals, other_people, picked_out
 from soloflow_core.store.fulltext import stem
 
 __all__ = [
@@ -252,6 +252,17 @@ def judge_intent(
         for verb, kind in value_objects(plain, _ACTION_WORDS)
         if evidence.direct.get(verb, 0) >= 2 and (verb, kind) not in evidence.direct_kinds
     ]
+    strong = {v for v, n in evidence.direct.items() if n >= 2}
+    bare = [
+        m.group(1)
+        for m in _NO_OBJECT.finditer(plain)
+        if stem(m.group(1).lower()) in strong and not m.group(1).lower().endswith("ed")
+    ]
+    if bare:
+        reasons.append(
+            f"it gives {bare[0]} no object, where the job's requests name the value it acts on "
+            "right after it"
+        )
     if swapped:
         reasons.append(
             f"it gives {swapped[0]} another kind of value as its object than the job's "
@@ -381,7 +392,8 @@ def judge_intent(
             f"it opens with a label ({label}:) that frames what follows (a log, a note, a "
             "question), which the job's requests never do"
         )
-    strangers = [p for p in request.parties if p not in evidence.familiar_parties()]
+    people = other_people(request.normalized or request.text, request.parties)
+    strangers = [p for p in people if p not in evidence.familiar_parties()]
     if strangers:
         reasons.append(f"asks for someone else: {', '.join(strangers)}")
     if not reasons:
@@ -390,6 +402,9 @@ def judge_intent(
     return IntentVerdict(verdict, round(score, 4), known, unknown=unknown, reasons=tuple(reasons))
 
 
+_NO_OBJECT = re.compile(r"\b([A-Za-z]+)\s+(?:to|into|onto|for|on|at|in)\b")
+"""A verb followed straight by a preposition: no object (``please invite to the meeting…``;
+``X invited to…`` is a participle after its object)."""
 _ASKING_NOUNS = frozenset(stem(w) for w in ("request", "requests", "ask"))
 """Words of asking that, after an article, name a thing sent (``send a request for 150``)."""
 

@@ -6,10 +6,19 @@ job's texts say (:class:`~soloflow_core.memory.evidence.JobEvidence`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-from soloflow_core.store.fulltext import stem
+from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
-__all__ = ["ARTICLES", "INSTANCE_WORDS", "filler_plurals", "owned_nouns", "picked_out"]
+__all__ = [
+    "ARTICLES",
+    "INSTANCE_WORDS",
+    "ROLE_PARTIES",
+    "filler_plurals",
+    "other_people",
+    "owned_nouns",
+    "picked_out",
+]
 
 INSTANCE_WORDS = frozenset(
     "old older oldest former previous prior earlier other another second secondary backup "
@@ -86,3 +95,42 @@ def owned_nouns(text: str) -> frozenset[str]:
 
 
 _NOT_NOUNS = frozenset("one ones and but the that this then than for from with was were".split())
+
+
+ROLE_PARTIES = frozenset(
+    "participant participants attendee attendees invitee invitees member members".split()
+)
+"""Words naming a person by the role a job gives them (``add a participant to…``), read as
+other people beside :data:`~soloflow_core.memory.reading.PARTY_WORDS`."""
+_LABEL_GAP = frozenset("id number no num # : is email e-mail address iban account code".split())
+"""Words that may stand between a label and its value (``employee id E-3307``, ``user id:
+x``)."""
+_TOKENS = re.compile(r"\x00|[a-z][a-z'-]*|[#:]", re.IGNORECASE)
+
+
+def other_people(text: str, parties: Iterable[str]) -> tuple[str, ...]:
+    """Of ``parties`` (the words a text names other people by) and the role words
+    (:data:`ROLE_PARTIES`) it holds, those used for a person and not only as a value's label
+    or role: ``employee E-1042`` and ``add bob@… as a participant`` name the value itself;
+    ``for my employee``, ``the employee of E-7301``, ``add a participant to…`` name someone
+    the request gives no value for.
+
+    Example:
+        >>> other_people("Unlock the account of employee E-1042", ["employee"])
+        ()
+        >>> other_people("I'm E-2468; please unlock the account of my employee", ["employee"])
+        ('employee',)
+    """
+    marked = VALUE_PATTERN.sub(" \x00 ", text)
+    tokens = [t.lower() for t in _TOKENS.findall(marked)]
+    wanted = set(parties) | ROLE_PARTIES
+    found: list[str] = []
+    for i, word in enumerate(tokens):
+        if word not in wanted:
+            continue
+        after = tokens[i + 1 : i + 4]
+        labels = next((t for t in after if t not in _LABEL_GAP), "") == "\x00"
+        role = tokens[max(0, i - 2) : i] in (["as", "a"], ["as", "an"], ["as", "the"])
+        if not labels and not role or word.endswith(("'s", "s'")):  # `bob's`: always whose
+            found.append(word)
+    return tuple(dict.fromkeys(found))

@@ -16,6 +16,14 @@ if TYPE_CHECKING:
 
 __all__ = ["SpanListener", "SpanRecorder", "current_span", "new_span_id"]
 
+_WALL_AT_ZERO = datetime.now(UTC)
+_MONO_AT_ZERO = time.perf_counter_ns()
+"""One anchor of the wall clock on the monotonic one for the whole process: a span's start
+is the anchor plus the monotonic time since, and its end that start plus its monotonic
+duration, so spans of different recorders (an agent's tool call, the flow run it started)
+nest in time as they nest in the run — reading the wall clock at each start could put a
+child's end a fraction of a millisecond after its parent's."""
+
 log = logging.getLogger(__name__)
 
 current_span: ContextVar[Span | None] = ContextVar("soloflow_current_span", default=None)
@@ -77,8 +85,8 @@ class SpanRecorder:
     ) -> Span:
         """Open a span under ``parent`` (a span, its id, or None for a root); ``ago_ms``
         backdates its start (a call whose report comes when it has ended)."""
-        wall = datetime.now(UTC)
         mono = time.perf_counter_ns()
+        wall = _WALL_AT_ZERO + timedelta(microseconds=(mono - _MONO_AT_ZERO) / 1000)
         if ago_ms:
             wall -= timedelta(milliseconds=ago_ms)
             mono -= int(ago_ms * 1_000_000)
