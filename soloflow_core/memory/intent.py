@@ -47,7 +47,11 @@ the model, with the flow offered as a tool:
   ``… ZFA04Y payment``);
 - no noun the job's texts know picked out of several of its kind in a way they never do
   (``the password on my old account``, ``my other reservation``:
-  :func:`~soloflow_core.memory.which.picked_out`);
+  :func:`~soloflow_core.memory.which.picked_out`), nor named with an article where the
+  texts name one particular thing (``refund an order`` for ``my latest order``), nor a
+  word of asking sent (``send a request for 150``);
+- the job's verb given an object whenever its texts give it a value right after it
+  (``please invite to the meeting EVT-4821`` gives ``invite`` none);
 - no yes-or-no prompt (``? Y/N``, ``(y/n)``, ``y or n``, ``(?)``:
   :func:`~soloflow_core.memory.forms.asks_yes_or_no`);
 - not asked for again (``again``, ``once more``) nor on a schedule (``every month``,
@@ -63,8 +67,10 @@ the model, with the flow offered as a tool:
   and none of them, nor a word most texts hold, followed by a word of the job no text puts
   after it (``order a laptop screen``, ``a replacement screen``: a screen, not a laptop);
 - no action word (:data:`ACTION_STEMS`) and no other person (:data:`PARTY_WORDS`, a
-  possessive such as ``wife's``, ``her``/``his``/``their``) the job's evidence is not
-  *familiar* with (:data:`~soloflow_core.memory.evidence.FAMILIAR_SHARE`).
+  possessive such as ``wife's``, ``her``/``his``/``their``; a word for a person right
+  before its value is that value's label: :func:`~soloflow_core.memory.which.other_people`)
+  the job's evidence is not *familiar* with
+  (:data:`~soloflow_core.memory.evidence.FAMILIAR_SHARE`).
 
 ``hint`` needs one common word of the job whatever else the request says; otherwise ``none``.
 
