@@ -8,7 +8,9 @@ blind probe of all five worlds (those it marked debatable are counted apart); wi
 ``benchmarks/data/probe13_probes.json``, the 446 near misses (245 harmful, 201 debatable) a
 fourth blind probe found running on 2026-11-29; with ``benchmarks/data/probe14_probes.json``,
 the 205 (57 harmful, 148 debatable) a fifth found running the same day; with
-``benchmarks/data/probe15_probes.json``, the 124 (84 harmful, 40 debatable) of a sixth.
+``benchmarks/data/probe15_probes.json``, the 124 (84 harmful, 40 debatable) of a sixth;
+with ``benchmarks/data/probe16_probes.json``, the 63 (49 harmful, 14 debatable) a seventh
+found in the standing-order and file-sharing bindings.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ __all__ = [
     "MAX_PATTERN_SIZE",
     "extraction_regex",
     "find_all",
+    "label_before",
     "pattern_problem",
     "pattern_size",
     "search",
@@ -195,6 +196,9 @@ def search(rule: dict[str, Any], text: str, *, field: str, flow: str | None = No
     if rule.get("shape") == "phrase":  # a label's free text: scanned, no pattern
         found = find_phrases(rule, text)
         return found[0] if found else None
+    if rule.get("labelled"):
+        found = find_all(rule, text, field=field, flow=flow)
+        return found[0] if found else None
     pattern = str(rule["pattern"])
     rx = extraction_regex(pattern, str(rule.get("anchor") or ""))
     try:
@@ -215,6 +219,29 @@ def find_all(rule: dict[str, Any], text: str, *, field: str, flow: str | None = 
     pattern = str(rule["pattern"])
     rx = extraction_regex(pattern, str(rule.get("anchor") or ""))
     try:
-        return list(rx.finditer(text, timeout=MATCH_TIMEOUT))
+        found = list(rx.finditer(text, timeout=MATCH_TIMEOUT))
     except TimeoutError:
         raise _timed_out(pattern, field=field, text=text, flow=flow) from None
+    if rule.get("labelled"):  # among values of one shape, the one its own words introduce
+        labels = {str(w).lower() for w in rule.get("labels") or () if str(w).strip()}
+        found = [m for m in found if _is_label(label_before(text, m.start("v")), labels)]
+    return found
+
+
+_SKIPPED_BEFORE = " \t:=#'\"(\u2018\u201c$\u20ac\u00a3\u00a5"
+"""What may stand between a value and the word that introduces it: blanks, ``:``, ``#``,
+quotes, an opening parenthesis and the currency signs (``to €89.99`` is introduced by ``to``)."""
+_LAST_WORD = regex.compile(r"[^\W\d_]+$")
+
+
+def label_before(text: str, start: int) -> str:
+    """The word that introduces the value starting at ``text[start]``, lowercased: the last
+    word of letters before it, past blanks, ``:``, ``#``, quotes, ``(`` and currency signs
+    (``transaction #31`` → ``transaction``); "" when a digit, a dot or nothing stands there."""
+    m = _LAST_WORD.search(text[max(0, start - 64) : start].rstrip(_SKIPPED_BEFORE))
+    return m.group().lower() if m else ""
+
+
+def _is_label(word: str, labels: set[str]) -> bool:
+    """Whether ``word`` is one of ``labels``, or one of them with a plural ``s``."""
+    return bool(word) and (word in labels or (word.endswith("s") and word[:-1] in labels))

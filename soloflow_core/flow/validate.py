@@ -94,6 +94,20 @@ MAX_FLOW_STEPS = 1000
 """The most steps a flow may have."""
 
 
+def _labelled_problem(rule: Mapping[str, Any]) -> tuple[str, str] | None:
+    """What is wrong with a rule's ``labelled`` and the ``labels`` it needs, as (field, why)."""
+    if not isinstance(rule.get("labelled"), bool):
+        return "labelled", "labelled must be true or false (find the value by its labels)"
+    labels = rule.get("labels")
+    words = labels if isinstance(labels, list) else []
+    if rule["labelled"] and not (words and all(isinstance(w, str) and w.strip() for w in words)):
+        return (
+            "labels",
+            "a labelled rule needs 'labels': the words that introduce its value (e.g. to)",
+        )
+    return None
+
+
 def _check_extraction(extraction: Mapping[str, Mapping[str, Any]]) -> list[Problem]:
     """Each extraction rule's ``pattern`` is a regular expression that compiles, of bounded
     size and time (:func:`~soloflow_core.flow.patterns.pattern_problem`), and its ``anchor``
@@ -106,6 +120,8 @@ def _check_extraction(extraction: Mapping[str, Mapping[str, Any]]) -> list[Probl
             problems.append(
                 (None, f"{where}.anchor", "anchor must be text (the word before the value)")
             )
+        if "labelled" in rule and (wrong := _labelled_problem(rule)) is not None:
+            problems.append((None, f"{where}.{wrong[0]}", wrong[1]))
         if rule.get("shape") == "phrase":  # labelled free text: no pattern, its own fields
             if (why := phrase_problem(dict(rule))) is not None:
                 problems.append((None, where, why))

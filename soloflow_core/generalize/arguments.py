@@ -102,6 +102,10 @@ _SCALARS: dict[type, Callable[[Any], str]] = {
 }
 
 
+_ID_KEY = re.compile(r"(?:^|_)(?:id|ID)$|[a-z]Id$")
+"""A tool argument that names an identifier (``id``, ``order_id``, ``eventId``)."""
+
+
 def canonical_json(v: Any) -> str:
     """``json.dumps(v, sort_keys=True, default=str)``, the same text; scalars (most argument
     values) without the encoder, a tenth of the cost."""
@@ -449,6 +453,9 @@ def generalize(
                     srcs[key] = ArgumentSource("composed", composed, 0.9)
                     continue
             rule = learn_extraction(strs, tasks) if in_task else None
+            if rule is not None and rule["shape"] == "integer" and _ID_KEY.search(key):
+                if all(int(v) > 0 for v in strs):  # no id is 0 where none of them was
+                    rule["positive"] = True
             near = None if rule is not None or one_task or told else _near_constant(canon)
             asked = _asked_for(strs, near[1], tasks) if near is not None else None
             if asked is not None:

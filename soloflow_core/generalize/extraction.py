@@ -40,7 +40,10 @@ def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | No
     value introduced by another noun (``flight HAT170`` is no reservation); and the bounds of
     the values (:func:`~soloflow_core.generalize.shapes.learn_bounds`: ``digits``,
     ``date_format``), outside which routing sets a value aside (``999`` bags, ``2024-02-30``)."""
-    rule = _shape_rule(values, tasks) or _phrase_rule(values, tasks)
+    rule = _shape_rule(values, tasks)
+    if rule is None or (not rule["anchor"] and _another_of_the_shape(rule, tasks)):
+        rule = _labelled_rule(values, tasks) or rule  # `transaction 7 to 1200`: two numbers
+    rule = rule or _phrase_rule(values, tasks)
     if rule is not None and rule["shape"] not in (
         "email",
         "phrase",
@@ -53,6 +56,10 @@ def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | No
         signs = _signs(written, tasks) if numeric else ""
         if signs:
             rule["signs"] = signs
+        if numeric:  # `2 bags`, `1100 EUR`: what may follow the number; `3 payments` may not
+            rule["after"] = sorted(
+                {_word_after(v, t) for v, t in zip(written, tasks, strict=True)} - {""}
+            )
         wide = {**rule, "pattern": IBAN_PATTERN}  # any IBAN's length: check digits decide
         if rule.get("check_digits") == MOD97 and rule["shape"] == "learned":
             rule = wide if _gives_back(wide, values, tasks) else rule
@@ -74,12 +81,47 @@ def _standalone(value: str, task: str) -> int:
     """Where ``value`` stands alone in ``task`` (not inside a longer word: the ``2`` of
     ``to 2``, not of ``PY7FF2``), else its first occurrence."""
     m = re.search(rf"(?<![\w]){re.escape(value)}(?![\w])", task)
+    if m is None and re.fullmatch(r"-?\d+(?:\.\d+)?", value):  # 1200.0 written 1200
+        m = next((n for n in _NUMBER.finditer(task) if float(n.group()) == float(value)), None)
     return m.start() if m else task.find(value)
 
 
+def _word_after(value: str, task: str) -> str:
+    """The word (or ``%``, ``/``) right after ``value`` in ``task``, lowercased; "" when
+    punctuation or nothing follows."""
+    i = _standalone(value, task)
+    if i < 0:
+        return ""
+    m = _AFTER.match(task, i + len(value))
+    return (m.group(1) or "").lower() if m else ""
+
+
+_AFTER = re.compile(r"[ \t]*([^\W\d_]+|[%\u2030/])")
+
+
 def _word_before(value: str, task: str) -> str:
-    words = re.findall(r"[^\W\d_]+$", task[: _standalone(value, task)].rstrip(" :=#'\"("))
-    return words[0].lower() if words else ""
+    return patterns.label_before(task, _standalone(value, task))
+
+
+def _labelled_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
+    """A number rule told apart from the task's other numbers by the words that introduce
+    it (``labelled``): ``scheduled transaction 7 to 1200`` holds the id after
+    ``transaction`` and the amount after ``to``. Learned from two values or more when a word
+    introduces each value and, in every task, the value is the only one of its shape that
+    those words introduce."""
+    shape = next((s for s in _SHAPES[1:4] if all(re.fullmatch(s[1], v) for v in values)), None)
+    if shape is None or len(values) < 2:
+        return None
+    labels = sorted({_word_before(v, t) for v, t in zip(values, tasks, strict=True)})
+    if "" in labels:
+        return None
+    rule: dict[str, Any] = {"shape": shape[0], "pattern": shape[1], "anchor": ""}
+    rule.update(labels=labels, labelled=True)
+    for v, t in zip(values, tasks, strict=True):
+        found = {m.group("v") for m in patterns.find_all(rule, t, field="extraction pattern")}
+        if len(found) != 1 or not _same(found.pop(), v, numeric=True):
+            return None
+    return rule
 
 
 def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
@@ -98,12 +140,13 @@ def _shape_rule(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
 
 
 def _signs(values: list[str], tasks: list[str]) -> str:
-    """The currency signs the tasks write against the value (``€15``, ``35€``)."""
+    """The currency signs and ``#`` the tasks write against the value (``€15``, ``35€``,
+    ``#31``)."""
     found: set[str] = set()
     for v, t in zip(values, tasks, strict=True):
         for m in re.finditer(rf"(?<![\w.]){re.escape(v)}(?:0*)(?![\w])", t):
             around = t[m.start() - 1 : m.start()] + t[m.end() : m.end() + 1]
-            found.update(c for c in around if c in CURRENCY_SIGNS)
+            found.update(c for c in around if c in CURRENCY_SIGNS or c == "#")
     return "".join(sorted(found))
 
 

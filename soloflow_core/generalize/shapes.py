@@ -11,6 +11,8 @@ from typing import Any
 
 from stdnum import iban
 
+from soloflow_core.flow.files import FILE_EXTENSIONS
+
 __all__ = [
     "CURRENCY_SIGNS",
     "DATE_FORMATS",
@@ -19,6 +21,7 @@ __all__ = [
     "bound_problem",
     "learn_bounds",
     "learn_shape",
+    "unit_after",
 ]
 
 _CLASSES = (
@@ -85,11 +88,29 @@ def learn_shape(values: Sequence[str]) -> str | None:
     for v in values:
         tokens = _shape_tokens(v)
         if tokens is None or len(tokens) < 3 or _mixed_run(tokens):
-            return _code_shape(values)
+            return _code_shape(values) or _file_shape(values)
         shapes.add(_collapse(tokens))
         if len(shapes) > 1:
-            return _code_shape(values)
+            return _code_shape(values) or _file_shape(values)
     return shapes.pop() if shapes else None
+
+
+_FILE_NAME = re.compile(r"[^\W_][\w-]*\.([A-Za-z][A-Za-z0-9]{1,4})")
+
+
+def _file_shape(values: Sequence[str]) -> str | None:
+    """The shape of file names: a name of letters, digits, ``-`` and ``_`` and an extension
+    (``Q3-report.xlsx``, ``roadmap.pdf``). When every example's extension is a common one
+    (:data:`~soloflow_core.flow.files.FILE_EXTENSIONS`), any common one is taken
+    (``notes.csv``); otherwise only the examples' own. ``example.com`` is no file name. None
+    unless every value, two at least, is such a name."""
+    found = [_FILE_NAME.fullmatch(v) for v in values]
+    if len(values) < 2 or not all(found):
+        return None
+    extensions = sorted({m.group(1).lower() for m in found if m})
+    if set(extensions) <= set(FILE_EXTENSIONS):
+        extensions = sorted(FILE_EXTENSIONS)
+    return r"[^\W_][\w-]*\.(?i:" + "|".join(re.escape(e) for e in extensions) + r")(?![\w-]|\.\w)"
 
 
 def _mixed_run(tokens: list[str]) -> bool:
@@ -300,6 +321,8 @@ def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
             return f"{value!r} has more digits than any example of the input ({digits})"
         if len(plain) > 1 and plain.startswith("0") and rule.get("padded") is not True:
             return f"{value!r} is written with a leading zero, as no example of the input was"
+        if rule.get("positive") is True and int(value) <= 0:
+            return f"{value!r} is not above zero, as every example of the input was"
     places = rule.get("decimals")
     if isinstance(places, int) and not isinstance(places, bool) and _DECIMAL.fullmatch(value):
         whole, _, fraction = value.lstrip("-").partition(".")
@@ -323,3 +346,37 @@ def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
             "input was (python-stdnum's IBAN registry)"
         )
     return None
+
+
+_AFTER = re.compile(r"[ \t]*([^\W\d_]+|[%\u2030/])")
+_CURRENCY_WORDS = frozenset("eur euro euros usd dollar dollars gbp pound pounds chf".split())
+_AFTER_FREE = frozenset(
+    "to from with for and or on in at by as please pls plz thanks thank thx now asap then".split()
+)
+"""Words that may follow a number whatever the job's requests put after it: they start the
+rest of the sentence (``send 250 to …``), they say nothing of the number."""
+
+
+def unit_after(text: str, end: int, rule: Mapping[str, Any]) -> str | None:
+    """Why the number ending at ``text[end]`` is not the value alone, or None: a unit or a
+    count follows it (``50 %``, ``2.5 m``, ``9 am``, ``30 d``, ``55 / m``, ``3 payments``)
+    that the job's requests never put after theirs (its ``after`` words: ``2 bags``)."""
+    after = {str(w).lower() for w in rule.get("after") or ()}
+    for _ in range(2):  # `1100 EUR`, then what follows the currency: `1100 EUR m`
+        m = _AFTER.match(text, end)
+        if m is None:
+            return None
+        word = m.group(1).lower()
+        if word in _AFTER_FREE or (word.endswith("ed") and len(word) > 4):
+            return None  # the rest of the sentence: `to …`, `payment 9 changed to …`
+        if word not in after and word.rstrip("s") not in {w.rstrip("s") for w in after}:
+            break
+        if word not in _CURRENCY_WORDS:
+            return None
+        end = m.end()
+    else:
+        return None
+    return (
+        f"{text[max(0, end - 12) : m.end()].strip()!r}: {word!r} follows the number, as the "
+        "job's requests never wrote it (a unit, a count or a time)"
+    )

@@ -152,7 +152,15 @@ _PERSON = re.compile(
 )
 _DESTINATION = re.compile(
     rf"\b{_JOIN}\s+(?:also\s+)?(?:to|into|onto|with|from|for|on|in|at)\s+{_NEXT}\b"
-    rf"|\bto\s+{_MARK}\s+to\s+(?:me|us|my|our|him|her|them|his|their|{_MARK})\b",
+    rf"|\bto\s+{_MARK}\s+to\s+(?:me|us|my|our|him|her|them|his|their|{_MARK})\b"
+    r"|\bwith\s+(?:me|us|myself|ourselves|you)\b",
+    re.IGNORECASE,
+)
+_WHETHER = re.compile(
+    r"(?:^|[.:;!\u2014,]\s*)(?:(?P<modal>should|shall|can|could|would|will|may|might|must)\s+)?"
+    r"(?:it|this|that|(?:the|my|our|its|this|that)\s+[a-z-]+)\s+"
+    r"(?(modal)|(?:should|shall|can|could|would|will|may|might|must)\s+)"
+    rf"(?:be|become|stay|remain)\s+(?:[a-z]+\s+){{0,2}}?{_MARK}[^.!?\n]{{0,40}}\?",
     re.IGNORECASE,
 )
 _THEN = re.compile(
@@ -377,6 +385,7 @@ _KINDS = (
     ("told", _TOLD),
     ("how to", _HOW_TO),
     ("destination", _DESTINATION),
+    ("whether", _WHETHER),
     ("vague", _VAGUE),
     ("yours", _YOURS),
     ("when", _WHEN),
@@ -390,7 +399,9 @@ _KINDS = (
 LOOSE_ENDS = {
     "person": "it joins another person (me, us, myself) to what the job acts on",
     "destination": "it names a second destination (and to…, and with…, to X to me, forward me "
-    "… to X)",
+    "… to X, share … with me)",
+    "whether": "it asks whether a value should be so (should it be 55?, can the amount be "
+    "55?, the amount should be 55?), not for the job",
     "only me": "it asks for the job only for the speaker (just for me), where the flow acts "
     "for everyone",
     "mine": "it names the speaker's own IBAN or account as the value, or payments to the "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from typing import Any
 from soloflow_core.errors import PatternTimeoutError
 from soloflow_core.flow import patterns
 from soloflow_core.flow.phrases import QUOTES, cut_phrases
-from soloflow_core.generalize.shapes import CURRENCY_SIGNS, bound_problem
+from soloflow_core.generalize.shapes import CURRENCY_SIGNS, bound_problem, unit_after
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
     FILLER,
@@ -86,9 +87,10 @@ def _says_nothing(word: str) -> bool:
     return stem(word) in REQUEST_STEMS and not noun
 
 
-_GLUE = frozenset("+-$€£¥%*/^=<>~&|@")
+_GLUE = frozenset("+-$€£¥%*/^=<>~&|@#")
 """Signs and symbols that, touching a value, change what it says (``-1``, ``1+1``, ``10%``,
-``$1``, ``CQT8JK/4C7C4P``)."""
+``$1``, ``CQT8JK/4C7C4P``, ``#8``: another item's number)."""
+_MARKS = CURRENCY_SIGNS + "#"
 _URL = re.compile(r"(?:https?://|www\.|mailto:)\S+", re.IGNORECASE)
 
 
@@ -131,6 +133,8 @@ def _set_aside(
     role = [w for w in near[-2:] if w in _ROLE and w not in labels]
     if role:
         return f"{value!r} follows {role[0]!r}: another role (a source, an agent, an amount)"
+    if labels and near[-1:] == ["with"] and "with" not in labels:  # `share with roadmap.pdf`
+        return f"{value!r} follows 'with': someone or something beside what the job acts on"
     if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):
         return f"{value!r} is set aside by the words before it ({' '.join(near)})"
     if near and near[-1] in _LIKENED and not any(w in _WANTING for w in near[:-1]):
@@ -395,6 +399,7 @@ def bind_inputs(
     inputs: dict[str, Any] = {}
     problems: list[str] = []
     used: set[str] = set()
+    phrased: set[str] = set()  # values inside a bound phrase: its own, however often
     for name in required:
         rule = extraction.get(name)
         if rule is None:
@@ -415,8 +420,10 @@ def bind_inputs(
         own = [str(e) for e in examples] if isinstance(examples, list) else []
         phrase = rule.get("shape") == "phrase"
         for value, start, end in matches:
-            signs = "".join(c for c in rule.get("signs") or () if c in CURRENCY_SIGNS)
+            signs = "".join(c for c in rule.get("signs") or () if c in _MARKS)
             why = _set_aside(text, start, end, urls=urls, labels=labels, signs=signs)
+            if why is None and "after" in rule:
+                why = unit_after(text, end, rule)
             why = why or (
                 phrase_asks(value, quoted=text[start - 1 : start] in QUOTES) if phrase else None
             )
@@ -466,11 +473,15 @@ def bind_inputs(
         inputs[name] = value
         used.add(found[0])
         if phrase:  # the values a phrase holds are its own (`reference "Invoice 2022-118"`)
-            used.update(v for v in request.values if v in found[0])
+            phrased.update(v for v in request.values if v in found[0])
+            used.update(phrased)
     if not problems:
         problems.extend(_one_value_twice(inputs, props))
     if not problems:
-        spare = [v for v in request.values if v not in used]
+        # a value named again where no input takes it (`order 2 to 55 for 2 payments`)
+        taken = Counter({v: 1 for v in used}) + Counter(v for v in request.values if v in phrased)
+        named = Counter(v.lstrip("#") if v.lstrip("#") in used else v for v in request.values)
+        spare = list((named - taken).elements())
         if spare:
             problems.append(
                 "the request names "

@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING, Any
 import snowballstemmer
 import sqlalchemy as sa
 
+from soloflow_core.flow.files import FILE_EXTENSIONS
+
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection
 
@@ -118,14 +120,17 @@ def stem(word: str) -> str:
 
 
 VALUE_PATTERN = re.compile(
-    r"[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"  # e-mail address
+    r"(?<![\w.+\-])[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"  # e-mail address (from its start)
     r"|(?:https?://|www\.)\S+"  # URL
     r"|(?<![\w\-./:])#?(?:[^\W_][\w\-./:#]*?\d|\d)[\w\-./:#]*"  # a word holding a digit
+    r"|(?<![\w\-./:@])[^\W_][\w\-]*(?:\.[\w\-]+)*?\."  # a file name
+    rf"(?:{'|'.join(FILE_EXTENSIONS)})(?![\w\-]|\.\w)"
     r"|\b[a-z]+(?:_[a-z0-9]+)+\b",  # snake_case identifiers
     re.IGNORECASE,
 )
-"""Values in a text: e-mail addresses, URLs, words holding a digit, snake_case identifiers.
-They name the things a task is about, never what the task is."""
+"""Values in a text: e-mail addresses, URLs, words holding a digit, file names (a word and
+one of :data:`FILE_EXTENSIONS`), snake_case identifiers. They name the things a task is
+about, never what the task is."""
 
 
 def remove_values(text: str) -> str:
