@@ -141,6 +141,7 @@ def test_file_names_have_a_shape_and_are_values() -> None:
         (" please", False),
         (" EUR", False),
         (" changed to 5", False),
+        (" sent to X", False),
         ("?", False),
         ("", False),
         (" %", True),
@@ -155,6 +156,16 @@ def test_file_names_have_a_shape_and_are_values() -> None:
 def test_a_unit_or_count_after_a_number_sets_it_aside(after: str, bad: bool) -> None:
     rule = {"shape": "number", "after": ["eur", "please"]}
     assert (unit_after("to 55" + after, 5, rule) is not None) is bad
+
+
+@pytest.mark.parametrize(
+    ("after", "bad"),
+    [(" %", True), (" m", True), (" am", True), (" days", True), (" bags", False), (" to", False)],
+)
+def test_a_rule_learned_before_after_words_sets_aside_plain_units_only(
+    after: str, bad: bool
+) -> None:
+    assert (unit_after("to 55" + after, 5, {"shape": "number"}) is not None) is bad
 
 
 def test_a_number_rule_learns_the_words_after_its_values() -> None:
@@ -316,3 +327,12 @@ def test_a_file_name_is_bound_and_shared(trained_store: Callable[[str], Store]) 
     effects = _served(trained_store(WORKSPACE), WORKSPACE, SHARE_RUNS, SHARE_NEAR_MISSES)
     assert [e["tool"] for e in effects] == ["share_file"]
     assert effects[0]["args"]["email"] == "omar.haddad@contoso.example"
+
+
+def test_help_me_asks_and_today_says_nothing_of_the_job() -> None:
+    read = read_request("Can you help me cancel reservation DI902J? I'm ivan_brown_2590")
+    assert read.asking and read.terms == ("cancel", "reservation")
+    assert read_request("help me understand my invoice").terms == ("understand", "invoic")
+    assert read_request("the status of flight HAT154 today").terms == ("status", "flight")
+    # `currently` is no filler: `How many bags are currently on…` asks no allowance
+    assert "current" in read_request("How many bags are currently on G0ZP7N?").terms

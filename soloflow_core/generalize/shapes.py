@@ -22,6 +22,7 @@ __all__ = [
     "learn_bounds",
     "learn_shape",
     "unit_after",
+    "UNITS",
 ]
 
 _CLASSES = (
@@ -349,6 +350,15 @@ def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
 
 
 _AFTER = re.compile(r"[ \t]*([^\W\d_]+|[%\u2030/])")
+UNITS = frozenset(
+    """% \u2030 / a b d h k m s t x am pm hr hrs min mins sec k bn mn mio million millions billion
+    thousand thousands percent pct per times day days week weeks month months year years
+    hour hours minute minutes""".split()
+)
+"""Words and signs after a number that make it another quantity (``50 %``, ``2.5 m``,
+``9 am``, ``30 days``), set aside even by a rule that keeps no ``after`` words."""
+_PARTICIPLES = frozenset("sent paid set put made done given taken kept".split())
+"""Past participles not in ``-ed`` that go on the sentence (``I need 260 sent to …``)."""
 _CURRENCY_WORDS = frozenset("eur euro euros usd dollar dollars gbp pound pounds chf".split())
 _AFTER_FREE = frozenset(
     "to from with for and or on in at by as please pls plz thanks thank thx now asap then".split()
@@ -360,14 +370,18 @@ rest of the sentence (``send 250 to …``), they say nothing of the number."""
 def unit_after(text: str, end: int, rule: Mapping[str, Any]) -> str | None:
     """Why the number ending at ``text[end]`` is not the value alone, or None: a unit or a
     count follows it (``50 %``, ``2.5 m``, ``9 am``, ``30 d``, ``55 / m``, ``3 payments``)
-    that the job's requests never put after theirs (its ``after`` words: ``2 bags``)."""
+    that the job's requests never put after theirs (its ``after`` words: ``2 bags``). A rule
+    learned before ``after`` was kept knows no such words: only a plain unit sets the number
+    aside there (:data:`UNITS`: ``%``, ``m``, ``am``…), a count noun cannot be told."""
     after = {str(w).lower() for w in rule.get("after") or ()}
     for _ in range(2):  # `1100 EUR`, then what follows the currency: `1100 EUR m`
         m = _AFTER.match(text, end)
         if m is None:
             return None
         word = m.group(1).lower()
-        if word in _AFTER_FREE or (word.endswith("ed") and len(word) > 4):
+        if "after" not in rule and word not in UNITS and word[:1].isalpha():
+            return None
+        if word in _AFTER_FREE or word in _PARTICIPLES or (word.endswith("ed") and len(word) > 4):
             return None  # the rest of the sentence: `to …`, `payment 9 changed to …`
         if word not in after and word.rstrip("s") not in {w.rstrip("s") for w in after}:
             break

@@ -422,7 +422,7 @@ def bind_inputs(
         for value, start, end in matches:
             signs = "".join(c for c in rule.get("signs") or () if c in _MARKS)
             why = _set_aside(text, start, end, urls=urls, labels=labels, signs=signs)
-            if why is None and "after" in rule:
+            if why is None and ("after" in rule or rule.get("shape") in ("integer", "number")):
                 why = unit_after(text, end, rule)
             why = why or (
                 phrase_asks(value, quoted=text[start - 1 : start] in QUOTES) if phrase else None

@@ -87,11 +87,12 @@ _ASKING = re.compile(
 _COURTESY_ASK = re.compile(
     r"\bwould\s+you\s+(?:kindly\s+)?mind\b|\bwould\s+it\s+be\s+possible\s+(?:for\s+you\s+)?to\b"
     r"|\b(?:i\s+am|i'?m)\s+writing\s+to\s+(?:request|ask)(?:\s+(?:that|for|you\s+to))?\b"
-    r"|\b(?:could|may|can)\s+(?:i|we)\s+(?:please\s+)?(?:get|have)\b|\bgo\s+ahead\s+and\b",
+    r"|\b(?:could|may|can)\s+(?:i|we)\s+(?:please\s+)?(?:get|have)\b|\bgo\s+ahead\s+and\b"
+    r"|\b(?:(?:can|could|would|will)\s+(?:you|u)\s+)?help\s+(?:me|us)\s+(?:to\s+)?(?=[a-z])",
     re.IGNORECASE,
 )
-"""Courtesy forms of asking (``would you mind``, ``would it be possible to``, ``could I
-have``, ``go ahead and``): read as ``please``. ``is it possible to…`` is not here: it may ask about a rule."""
+"""Courtesy forms of asking (``would you mind``, ``would it be possible to``, ``could I have``,
+``go ahead and``, ``can you help me``): ``please``. Not ``is it possible to…`` (a rule?)."""
 _COURTESY = re.compile(
     r"\bgood\s+(?:morning|afternoon|evening|day)\b|\bhi\s+there\b"
     r"|\bthank(?:s|\s+you)(?:\s+(?:very|so)\s+much)?(?:\s+in\s+advance)?\b"
@@ -110,8 +111,7 @@ _VALUE_WORDING = re.compile(
     r"|(?:my\s+)?login(?:\s+e-?mail)?(?:\s+is)?)\s*[:=-]?\s*(?=[\w.+-]+@[\w-]+\.)",
     re.IGNORECASE,
 )
-"""Words that introduce the request's address (``you can reach me at``, ``account holder:``,
-``my login is``): the value's wording, like ``my e-mail is``."""
+"""Words introducing the request's address (``reach me at``, ``my login is``): its wording."""
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
 _SENTENCE_END = re.compile(r"[^.?!;\n]+[.?!;\n]*")
 """A sentence and the marks ending it."""
@@ -125,7 +125,7 @@ FILLER = frozenset(
     please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam get
     got give gimme want wanted need needed like would'd let quick quickly asap again
     now right away really very much can could would will u ya be am been being request
-    requesting""".split()
+    requesting today""".split()
 )
 """Words that say nothing of the job. Question words, auxiliaries, conditionals, verbs of
 action, other people's words and quantifiers (``all``, ``any``, ``some``, ``these``: *which*
