@@ -9,7 +9,9 @@ number taken for the amount (``to 50 %``, ``2.5 m``, ``9 am``, ``3 payments``; t
 amount had the same holes), ``to #8``, ``should it be 55?`` and the file's owner as its
 recipient (``share roadmap.pdf of X with me``): a number rule now keeps the words its
 values were followed by (``after``), ``#`` is a sign learned like ``€``, asking whether a
-value should be so and ``with me`` are loose ends. And the request reader finds values in
+value should be so and ``with me`` are loose ends. An eighth (probe17) found ``today`` read
+as filler (reverted) and ``my accountant bob@…`` stemmed into ``account`` (a word for a
+person is kept whole). And the request reader finds values in
 linear time (an address is looked for from its start: ``a.a.a.…`` took 15 s for 40,000
 characters)."""
 
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from routing_support import BANK, WORKSPACE, Desk, approve, world
+from routing_support import BANK, SHOP, WORKSPACE, Desk, approve, desk_checks, world
 
 from soloflow_core.errors import FlowValidationError
 from soloflow_core.flow.patterns import find_all, label_before
@@ -32,6 +34,7 @@ from soloflow_core.memory.reading import read_request
 from soloflow_core.models.flows import FlowDefinition
 from soloflow_core.store import Store
 
+AISHA, LI = "aisha.khan@northwind.example", "li.wang@northwind.example"
 UPDATES = [
     "Please change scheduled transaction 7 to 1200",
     "Update my standing order 2: the amount should be 55 from now on",
@@ -329,10 +332,99 @@ def test_a_file_name_is_bound_and_shared(trained_store: Callable[[str], Store]) 
     assert effects[0]["args"]["email"] == "omar.haddad@contoso.example"
 
 
-def test_help_me_asks_and_today_says_nothing_of_the_job() -> None:
+def test_help_me_asks_and_today_stays_a_word() -> None:
     read = read_request("Can you help me cancel reservation DI902J? I'm ivan_brown_2590")
     assert read.asking and read.terms == ("cancel", "reservation")
     assert read_request("help me understand my invoice").terms == ("understand", "invoic")
-    assert read_request("the status of flight HAT154 today").terms == ("status", "flight")
+    # `today` as filler ran `cancel my meeting on … and my meeting today` (probe17)
+    assert "today" in read_request("the status of flight HAT154 today").terms
     # `currently` is no filler: `How many bags are currently on…` asks no allowance
     assert "current" in read_request("How many bags are currently on G0ZP7N?").terms
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("I want a refund for my last order, and my latest. alice.m@example.com", "another"),
+        ("Refund my last order and my latest invoice", "another"),
+        ("Forward the last email address from a@x.io to b@x.io", "address"),
+    ],
+)
+def test_probe13_leftovers_another_thing_or_an_address(text: str, kind: str) -> None:
+    assert kind in loose_ends(text, verbs=frozenset({"refund", "forward"}))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I want a refund for my last order. alice.m@example.com",
+        "Forward the last email from a@x.io to b@x.io",
+        "forward the last email from my email address a@x.io to b@x.io",
+    ],
+)
+def test_one_thing_and_a_message_are_no_such_loose_end(text: str) -> None:
+    found = loose_ends(text, verbs=frozenset({"refund", "forward"}))
+    assert "another" not in found and "address" not in found
+
+
+@pytest.mark.parametrize(
+    ("name", "genuine", "found"),
+    [
+        (
+            SHOP,
+            "I want a refund for my last order. alice.m@example.com",
+            "I want a refund for my last order, and my latest. alice.m@example.com",
+        ),
+        (
+            WORKSPACE,
+            f"Forward the last email from {AISHA} to {LI}",
+            f"Forward the last email address from {AISHA} to {LI}",
+        ),
+    ],
+)
+def test_probe13_leftovers_run_no_flow(
+    trained_store: Callable[[str], Store], name: str, genuine: str, found: str
+) -> None:
+    assert desk_checks(trained_store(name), world(name), genuine=[genuine], found=[found]) == []
+
+
+PROBE17 = {  # an eighth blind probe: `today` read as filler, an accountant read as an account
+    WORKSPACE: [
+        "Please cancel my meeting on 2026-12-03 and my meeting today",
+        "Please cancel my meeting on 2026-12-03 or today",
+        "Please share Q3-report.xlsx with maria.lopez@northwind.example just today",
+    ],
+    SHOP: [
+        "Please email my latest invoice to my accountant bob@example.org",
+        "Please reset the password of my accountant alice@example.com",
+        "Please email my latest invoice to accounts: bob@example.org",
+        "send my latest invoice to accounting: bob@example.org",
+        "Please refund my last order into the account of bob@example.org",
+        "Please refund my order from today or my last order. alice@example.com",
+    ],
+    BANK: [
+        "Please send 250 to FR8011066580351737459081366 with the subject 'Rent' from today on",
+        "Show me my transactions from 2022-03-28 to today",
+    ],
+}
+GENUINE17 = {
+    WORKSPACE: "Please cancel my meeting on 2026-12-03",
+    SHOP: "Please email my latest invoice to bob@example.org",
+    BANK: "Please send 250 to FR8011066580351737459081366 with the subject 'Rent'",
+}
+
+
+@pytest.mark.parametrize("name", [WORKSPACE, SHOP, BANK])
+def test_probe17_today_and_an_accountant_run_no_flow(
+    trained_store: Callable[[str], Store], name: str
+) -> None:
+    found = desk_checks(
+        trained_store(name), world(name), genuine=[GENUINE17[name]], found=PROBE17[name]
+    )
+    assert found == []
+
+
+def test_a_word_for_a_person_is_kept_whole_not_stemmed_into_a_job_word() -> None:
+    read = read_request("Please email my latest invoice to my accountant bob@example.org")
+    assert "accountant" in read.terms and "account" not in read.terms
+    assert "accounting" in read_request("send it to accounting: bob@example.org").terms

@@ -150,10 +150,21 @@ _PERSON = re.compile(
     rf"|\b(?:for|to)\s+(?:you|u|ya|yourself|yourselves)\b|\b(?:me|us)\s*,?\s+(?:too|as\s+well|also)\b|\b{_JOIN}\s+i\s+(?:to|into|on)\b",
     re.IGNORECASE,
 )
+_ANOTHER = re.compile(
+    rf"\b{_JOIN}\s+(?:also\s+)?(?:my|our|the|your)\s+"
+    r"(?:last|latest|newest|recent|previous|first|other|next|oldest|earlier|second)\b",
+    re.IGNORECASE,
+)
+_ADDRESS = re.compile(
+    r"\b(?:last|latest|newest|recent|first|previous|an?|the)\s+e-?mail\s+address(?:es)?\s+"
+    r"(?:from|of|in|on)\b",
+    re.IGNORECASE,
+)
 _DESTINATION = re.compile(
     rf"\b{_JOIN}\s+(?:also\s+)?(?:to|into|onto|with|from|for|on|in|at)\s+{_NEXT}\b"
     rf"|\bto\s+{_MARK}\s+to\s+(?:me|us|my|our|him|her|them|his|their|{_MARK})\b"
-    r"|\bwith\s+(?:me|us|myself|ourselves|you)\b",
+    r"|\bwith\s+(?:me|us|myself|ourselves|you)\b"
+    r"|\binto\s+(?:the\s+|an?\s+|my\s+)?(?:bank\s+)?account\b",
     re.IGNORECASE,
 )
 _WHETHER = re.compile(
@@ -380,6 +391,8 @@ _HOW_TO = re.compile(
 
 _KINDS = (
     ("person", _PERSON),
+    ("another", _ANOTHER),
+    ("address", _ADDRESS),
     ("only me", _ONLY_ME),
     ("mine", _MINE),
     ("told", _TOLD),
@@ -398,8 +411,11 @@ _KINDS = (
 
 LOOSE_ENDS = {
     "person": "it joins another person (me, us, myself) to what the job acts on",
+    "another": "it joins another of the things the job acts on (my last order, and my "
+    "latest): one, or two?",
+    "address": "it asks for an address (the last e-mail address from X), not a message",
     "destination": "it names a second destination (and to…, and with…, to X to me, forward me "
-    "… to X, share … with me)",
+    "… to X, share … with me, refund … into the account of X)",
     "whether": "it asks whether a value should be so (should it be 55?, can the amount be "
     "55?, the amount should be 55?), not for the job",
     "only me": "it asks for the job only for the speaker (just for me), where the flow acts "

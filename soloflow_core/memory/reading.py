@@ -125,7 +125,7 @@ FILLER = frozenset(
     please pls plz kindly thanks thank thx hi hello hey dear ok okay yes sir madam get
     got give gimme want wanted need needed like would'd let quick quickly asap again
     now right away really very much can could would will u ya be am been being request
-    requesting today""".split()
+    requesting""".split()
 )
 """Words that say nothing of the job. Question words, auxiliaries, conditionals, verbs of
 action, other people's words and quantifiers (``all``, ``any``, ``some``, ``these``: *which*
@@ -179,7 +179,7 @@ PARTY_WORDS = frozenset(
     her hers him his husband kid kids landlord lawyer manager member mom mother mum neighbour
     neighbor nephew niece parent parents partner patient roommate flatmate she someone
     somebody son sister spouse stepson stepdaughter student team teammate tenant their theirs
-    them they uncle user users wife""".split()
+    them they uncle user users wife accounting accountancy accounts finance payroll""".split()
 )
 """Words naming another person: a request for someone else is not the job learned from
 requests for oneself, unless the job's evidence says so."""
@@ -227,8 +227,8 @@ def _content(word: str) -> str | None:
     if word in FILLER or word in _FILLER_EXTRA or NEGATION.fullmatch(word):
         return None
     base = word.split("'", 1)[0] if "'" in word else word
-    if base in ("mine", "yours", "ours", "myself", "ourselves"):
-        return base  # whose, or who does it: not a word of the job (`… and mine`)
+    if base in ("mine", "yours", "ours", "myself", "ourselves") or base in PARTY_WORDS:
+        return base  # whose, or who does it: not a word of the job (`… and mine`, `accountant`)
     s = stem(IRREGULAR.get(base, base))
     if s in ACTION_STEMS and base.endswith(NOUN_ENDINGS):
         return base.removesuffix("s")  # a cancellation is not the verb cancel
