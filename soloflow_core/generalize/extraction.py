@@ -17,6 +17,7 @@ from soloflow_core.generalize.shapes import (
     CURRENCY_SIGNS,
     IBAN_PATTERN,
     MOD97,
+    WORD_AFTER,
     learn_bounds,
     learn_shape,
 )
@@ -92,11 +93,8 @@ def _word_after(value: str, task: str) -> str:
     i = _standalone(value, task)
     if i < 0:
         return ""
-    m = _AFTER.match(task, i + len(value))
+    m = WORD_AFTER.match(task, i + len(value))
     return (m.group(1) or "").lower() if m else ""
-
-
-_AFTER = re.compile(r"[ \t]*([^\W\d_]+|[%\u2030/])")
 
 
 def _word_before(value: str, task: str) -> str:

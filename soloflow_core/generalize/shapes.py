@@ -23,6 +23,7 @@ __all__ = [
     "learn_shape",
     "unit_after",
     "UNITS",
+    "WORD_AFTER",
 ]
 
 _CLASSES = (
@@ -349,7 +350,8 @@ def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
     return None
 
 
-_AFTER = re.compile(r"[ \t]*([^\W\d_]+|[%\u2030/])")
+WORD_AFTER = re.compile(r"[ \t]*([^\W\d_]+|[%\u2030/])")
+"""The word (or ``%``, ``‰``, ``/``) right after a number."""
 UNITS = frozenset(
     """% \u2030 / a b d h k m s t x am pm hr hrs min mins sec k bn mn mio million millions billion
     thousand thousands percent pct per times day days week weeks month months year years
@@ -375,7 +377,7 @@ def unit_after(text: str, end: int, rule: Mapping[str, Any]) -> str | None:
     aside there (:data:`UNITS`: ``%``, ``m``, ``am``…), a count noun cannot be told."""
     after = {str(w).lower() for w in rule.get("after") or ()}
     for _ in range(2):  # `1100 EUR`, then what follows the currency: `1100 EUR m`
-        m = _AFTER.match(text, end)
+        m = WORD_AFTER.match(text, end)
         if m is None:
             return None
         word = m.group(1).lower()
