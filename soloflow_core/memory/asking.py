@@ -36,9 +36,12 @@ because they change what the words ask without changing which words there are:
     (``… and``, ``… or``, ``… to the``, ``…,``, ``… n``): what came next is unknown;
   - **a reply**: the text ends acknowledging (``- got it``, ``, ok.``, ``on it``, ``will
     do``): it quotes a request and answers it, it does not ask;
-  - **taken back**: a statement that the speaker has, keeps or wants the thing (``… I can
-    make it``, ``… We need that meeting``), did the job's action (``Reset my password. I
-    reset it.``), that the thing is there (``It is here``) or that the speaker knows the
+  - **taken back**: a statement that the speaker has, keeps, wants or remembers the thing
+    (``… I can make it``, ``… We need that meeting``, ``… I remember it now``), did the
+    job's action (``Reset my password. I reset it.``, ``… I've paid it.``), that the thing
+    is there or works again (``It is here``, ``It boots again``), that the speaker is there
+    or can do it now (``I'll be there``, ``I can log in again``), that what was asked is
+    done (``… It's refunded.``, ``Send 250… It's paid.``) or that the speaker knows the
     answer (``I know where it is``) — negated, it is a reason (``I can't make it``);
   - **told**: asking to know about a value or to be told (``I'd like to know paul@…
     invited…``, ``Tell me you track…``);
@@ -54,7 +57,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterator
 
-from soloflow_core.memory.forms import IRREGULAR, blank_value
+from soloflow_core.memory.forms import IRREGULAR, SAME_PAST, blank_value
 from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
@@ -263,19 +266,22 @@ _REPLY = re.compile(
     re.IGNORECASE,
 )
 
-_CLAUSE = r"(?:^|[.!?;,:]\s*|\b(?:and|but|so|because|as|since)\s+)"
+_CLAUSE = r"(?:^|[.!?;,:]\s*|\s[-\u2013\u2014]\s*|\b(?:and|but|so|because|as|since)\s+)"
 _SOFT = r"(?:(?:now|also|really|still|actually|honestly|anyway|oh|well|ok|okay)\s*,?\s+){0,3}"
 _AUX = (
-    r"(?:\s+(?:can|could|do|did|will|'ll|still|really|actually|now|already|just|have|'ve|had|"
-    r"also|totally|definitely|truly)){0,4}"
+    r"(?:'(?:ll|ve)\b|\s+(?:can|could|do|did|will|'ll|still|really|actually|now|already|just|"
+    r"have|'ve|had|also|totally|definitely|truly)){0,4}"
 )
-_OBJECT = r"(?:it|that|this|them|those|these|(?:that|this|my|our|the|those|these)\s+[a-z]+)"
+_OBJECT = (
+    r"(?:it|that|this|them|those|these|(?:that|this|my|our|the|those|these)\s+[a-z]+(?:\s+one)?)"
+)
 _TAIL = (
     r"(?:\s+(?:now|too|again|still|after\s+all|anyway|already|here|then|though|thanks|"
     r"thank\s+you)){0,3}\s*(?:[.!?;,]|$)"
 )
 _KEEPS = frozenset(
-    stem(w) for w in "need want like love keep prefer make have use enjoy found got".split()
+    stem(w)
+    for w in "need want like love keep prefer make have use enjoy found got remember recall".split()
 )
 """Verbs of a statement that the speaker has, keeps or still wants the thing (``I need it``,
 ``I like my reservation``, ``I can make it``)."""
@@ -286,13 +292,60 @@ _HOLDS = re.compile(
 _STATE = re.compile(
     rf"{_CLAUSE}{_SOFT}(?:it|that|this|(?:my|our|the)\s+[a-z]+)(?:'s|\s+is|\s+was|\s+has|"
     r"\s+has\s+been|\s+now|\s+just|\s+already){0,3}\s+(?:here|arrived|delivered|back|found|fine|"
-    rf"ok|okay|done|sorted|fixed|resolved|works|worked|working|came){_TAIL}"
+    r"ok|okay|done|sorted|fixed|resolved|works|worked|working|came|boots|booting|booted|on|"
+    rf"back\s+on|runs|running|starts|starting|started|turns\s+on){_TAIL}"
     rf"|{_CLAUSE}{_SOFT}(?:i|we)(?:\s+(?:already|really|do|now|just|totally|still)){{0,3}}\s+"
     r"(?:know|knew)\s+(?!(?:if|whether|that\s+(?:you|u)|(?:you|u))\b)[a-z]",
     re.IGNORECASE,
 )
 """A statement that the thing is already where the job would bring it, or that the speaker
 knows the answer: ``It is here``, ``my order arrived``, ``I know where it is``."""
+_SENTENCE = r"(?:^|[.!?;]\s*|\s[-\u2013\u2014]\s*)"
+_THERE = re.compile(
+    rf"{_SENTENCE}{_SOFT}(?:i|we)(?:'m|'re|'ll|\s+am|\s+are|\s+will|\s+can|\s+could)"
+    r"(?:\s+(?:now|already|just|still|also))?(?:\s+be)?\s+(?:there|in|logged\s+in|back(?:\s+in)?|"
+    rf"online){_TAIL}"
+    rf"|{_SENTENCE}{_SOFT}(?:i|we)(?:\s+(?:can|could|will)|'ll)\s+[a-z]+(?:\s+(?:in|on|out|there))?"
+    rf"\s+(?:now|again){_TAIL}"
+    rf"|{_SENTENCE}{_SOFT}(?:(?:i|we)\s+)?(?:just\s+)?(?:remembered|recalled)\s+(?:it|that){_TAIL}",
+    re.IGNORECASE,
+)
+"""A sentence of its own saying the speaker is there or can do it now (``I'll be there``,
+``I'm in again``, ``I can log in now``, ``I can travel again``): the reason is gone. A
+clause of purpose is no such sentence (``… so I can log in again``)."""
+_DONE = re.compile(
+    rf"{_SENTENCE}{_SOFT}(?:it|that|this|(?:my|our|the)\s+[a-z]+)(?:'s|\s+is|\s+was|\s+has|"
+    r"\s+have|\s+got|\s+been|\s+now|\s+just|\s+already){0,3}\s+(?P<done>[a-z]+)"
+    rf"{_TAIL}",
+    re.IGNORECASE,
+)
+_ONE_ACTION = (
+    frozenset(stem(w) for w in ("send", "pay", "transfer", "wire")),
+    frozenset(stem(w) for w in ("send", "email", "mail", "forward")),
+)
+"""Verbs one of which done answers a request for another (``Send 250 to … It's paid.``)."""
+
+
+def _past(word: str) -> str:
+    """The stem of the verb a past form is of (``paid`` → ``pay``, ``reset``, ``refunded``)."""
+    w = word.lower()
+    return stem(IRREGULAR.get(w, w))
+
+
+def _done_already(text: str, verbs: frozenset[str]) -> bool:
+    """Whether a sentence says the thing asked for before it is done: ``Please refund my
+    order … It's refunded.``, ``… order a laptop… It's been ordered.``, ``Send 250 to …
+    It's paid.`` — a word the text uses before it, or a verb of ``verbs`` one of
+    :data:`_ONE_ACTION` holds with it, in a past form."""
+    for m in _DONE.finditer(text):
+        word = m.group("done").lower()
+        if not (word in IRREGULAR or word in SAME_PAST or word.endswith("ed")):
+            continue
+        done = _past(word)
+        before = {stem(w.lower()) for w in re.findall(r"[A-Za-z']+", text[: m.start()])}
+        if done in before or any(done in g and before & verbs & g for g in _ONE_ACTION):
+            return True
+    return False
 
 
 def _taken_back(marked: str, verbs: frozenset[str]) -> bool:
@@ -304,8 +357,10 @@ def _taken_back(marked: str, verbs: frozenset[str]) -> bool:
     reasons for the request, and ``I would like it…`` asks."""
     if _STATE.search(marked):
         return True
+    if _THERE.search(marked):
+        return True
     for m in _HOLDS.finditer(marked):
-        verb = stem(m.group("verb").lower())
+        verb = _past(m.group("verb"))
         if verb in _KEEPS:
             return True
         future = re.search(r"\b(?:can|could|will|'ll)\b", m.group("aux"), re.IGNORECASE)
@@ -439,7 +494,7 @@ LOOSE_ENDS = {
     "cut off": "it is cut off (it ends on a conjunction, a preposition or an open mark)",
     "reply": "it ends acknowledging (got it, ok, will do): a reply, not a request",
     "taken back": "a statement takes the request back or answers it (I need it, I can make "
-    "it, I reset it, it is here, I know where it is)",
+    "it, I reset it, it is here, it boots again, I'll be there, it's paid, I know where it is)",
 }
 """The kinds of loose end :func:`loose_ends` finds, and what each says."""
 
@@ -484,7 +539,7 @@ def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
         for kind, regex in _KINDS
         if regex.search(marked) or (kind == "yours" and _whose(marked))
     ]
-    found += ["taken back"] * _taken_back(marked, verbs)
+    found += ["taken back"] * (_taken_back(marked, verbs) or _done_already(joined, verbs))
     if "destination" not in found and _speaker_receives(marked):
         found.insert(1, "destination")
     if "otherwise" not in found and _two_ways(marked, verbs):

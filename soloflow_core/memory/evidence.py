@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from soloflow_core.memory.asking import loose_ends, opening_label, value_objects
 from soloflow_core.memory.forms import (
+    blank_value,
     changed_by,
     hyphen_parts,
     quantified,
@@ -22,7 +23,7 @@ from soloflow_core.memory.forms import (
 from soloflow_core.memory.reading import ACTION_STEMS, ACTION_WORDS, REQUEST_STEMS, read_request
 from soloflow_core.memory.typos import held, spelled_right
 from soloflow_core.memory.which import filler_plurals, other_people, owned_nouns, picked_out
-from soloflow_core.store.fulltext import stem
+from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
     "COMMON_SHARE",
@@ -144,6 +145,10 @@ class JobEvidence:
     owned: Mapping[str, int] = field(default_factory=dict)
     """Stem → how many texts name it as one particular thing (``my latest order``:
     :func:`~soloflow_core.memory.which.owned_nouns`)."""
+    phrasings: frozenset[str] = frozenset()
+    """The :func:`phrasing` of each run's text and each phrasing a person confirmed (not of
+    hinted texts): a request worded as one of them, values aside, is a request the job was
+    done for."""
     named_only: frozenset[str] = frozenset()
     """Stems the texts hold only inside hyphenated names (``sre-admins``): no word of the
     job when a request uses them alone (:func:`~soloflow_core.memory.forms.hyphen_parts`)."""
@@ -183,6 +188,7 @@ class JobEvidence:
         loose: Counter[str] = Counter()
         owned: Counter[str] = Counter()
         each: list[frozenset[str]] = []
+        phrasings: set[str] = set()
         n = seen = changes = repeats = recurs = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
         for kind, text in [*every, *(("person", x) for x in confirmed)]:
@@ -219,6 +225,7 @@ class JobEvidence:
             labels.add(opening_label(read.normalized))
             if kind != "hint":
                 first_hand.update(read.terms)
+                phrasings.add(phrasing(text))
         words: set[str] = set()
         for phrase in declared:
             read = read_request(phrase)
@@ -254,6 +261,7 @@ class JobEvidence:
             named_only=frozenset(inside - outside),
             pairs=frozenset(pairs),
             owned=dict(owned),
+            phrasings=frozenset(phrasings),
         )
 
     @property
@@ -309,3 +317,23 @@ class JobEvidence:
     def shown(self) -> int:
         """How many texts show the job done (see ``seen``)."""
         return self.texts if self.seen is None else self.seen
+
+
+def phrasing(text: str) -> str:
+    """``text`` as it is worded, values aside: its values (:data:`VALUE_PATTERN`) blanked
+    (the marks ending one kept), case folded, runs of white space one space; every word and
+    mark kept, invisible characters too.
+
+    Example:
+        >>> phrasing("Cancel my meeting on 2026-12-14!") == phrasing("cancel my  meeting on 2027-01-05!")
+        True
+        >>> phrasing("Cancel my meeting on 2026-12-14") == phrasing("Cancelled my meeting on 2026-12-14")
+        False
+        >>> phrasing("Cancel my meeting on 2026-12-14...")
+        'cancel my meeting on \\x00 ...'
+    """
+    return " ".join(VALUE_PATTERN.sub(_blanked, text).casefold().split())
+
+
+def _blanked(value: re.Match[str]) -> str:
+    return " \x00" + blank_value(value)  # the marks ending it stay: `… E-1618...` is cut off

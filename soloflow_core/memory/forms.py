@@ -373,13 +373,15 @@ def acted_values(
 
 
 _MORE = r"(?:more|extra|additional|further|fewer|less)"
+_COUNT = re.compile(r"\d{1,6}")
+"""A plain count: ``add 2 checked bags`` adds two (``add E-1042 to …`` names a person)."""
 _BY_VERB = r"\b(?:increas|rais|bump|top\s+up|up\b|reduc|lower|decreas|cut|drop)\w*\b[^.;!?\n]{0,40}?\bby\s+"
 
 
 def changed_by(text: str, values: Collection[str]) -> tuple[str, ...]:
     """The values in ``text`` holding a digit that it qualifies as a change of a quantity,
     not the quantity: ``2 more bags``, ``2 extra``, ``another 2``, ``an additional 2``,
-    ``increase the order by 20``.
+    ``increase the order by 20``, ``add 2 checked bags``.
 
     Example:
         >>> changed_by("Please add 2 more checked bags to B6HDF4", ["2", "B6HDF4"])
@@ -394,7 +396,7 @@ def changed_by(text: str, values: Collection[str]) -> tuple[str, ...]:
             rf"{v}\s+{_MORE}\b|\b(?:another|an?\s+{_MORE}|{_MORE})\s+[$€£]?{v}|{_BY_VERB}[$€£]?{v}",
             text,
             re.IGNORECASE,
-        ):
+        ) or (_COUNT.fullmatch(value) and re.search(rf"\b(?:add|adding|plus)\s+{v}", text, re.I)):
             out.append(value)
     return tuple(out)
 

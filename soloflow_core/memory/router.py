@@ -8,7 +8,12 @@ candidates) and keeps the one that may run unasked. A flow may run only when all
 2. the request is its job (:func:`~soloflow_core.memory.intent.judge_intent` against the
    flow's evidence: the task texts of its runs and a person's confirmed phrasings; a
    user-submitted flow's own name, description and trigger keywords; requests the model
-   sent to the offered flow tool, whose words count once two of them hold them);
+   sent to the offered flow tool, whose words count once two of them hold them; when that
+   declines it, against the texts it was learned from alone, so that what the job's later
+   runs add never takes back what those allowed — the other jobs' whole evidence stays
+   the rivals'), or it is worded, values aside, as a request the job was done for (a run's
+   text or a phrasing a person confirmed; not a hinted request) and as none another
+   matched job was (:func:`~soloflow_core.memory.evidence.phrasing`);
 3. every required input is bound from the request itself, its shape, type and learned
    bounds checked, not of the shape of another kind of value the namespace's flows take
    (a flight number as a reservation code), and no value of the request is left unused
@@ -31,8 +36,15 @@ from typing import TYPE_CHECKING, Any
 
 from soloflow_core.learning.outcomes import FlowStats, may_auto_execute
 from soloflow_core.memory.binding import ValueKind, bind_inputs, phrase_words, value_kinds
+from soloflow_core.memory.evidence import phrasing
 from soloflow_core.memory.forms import acted_values
-from soloflow_core.memory.intent import JobEvidence, Verdict, judge_intent, tool_actions
+from soloflow_core.memory.intent import (
+    IntentVerdict,
+    JobEvidence,
+    Verdict,
+    judge_intent,
+    tool_actions,
+)
 from soloflow_core.memory.reading import ACTION_STEMS, RequestText, read_request
 from soloflow_core.models import SOURCE_USER
 
@@ -106,6 +118,7 @@ def decide_route(
     names = [m.name for m in matches]
     texts = store.flow_evidence_sources(names, user_id=user_id, agent_id=agent_id)
     evidence: dict[str, JobEvidence] = {}
+    learned: dict[str, JobEvidence] = {}  # the runs each flow was learned from, alone
     for m in matches:
         user = m.source == SOURCE_USER
         declared: list[str] = []
@@ -122,29 +135,27 @@ def decide_route(
             hinted=[x for x, source in pairs if source == "flow_tool"],
             confirmed=[x for x, source in pairs if source == "person"],
         )
+        learned[m.name] = JobEvidence.of(
+            [x for x, source in pairs if source == "learned"], declared, user_submitted=user
+        )
     jobs = {m.name: job_tools(definition(m.name)) for m in matches}
     checks: list[FlowCheck] = []
     runnable: list[tuple[WorkflowMatch, FlowCheck]] = []
     kinds: list[ValueKind] | None = None
     for m in matches:
-        others: set[str] = set()
-        for o in matches:
-            if o.name != m.name and jobs[o.name] != jobs[m.name]:
-                others |= evidence[o.name].common()
-        rivals = [
-            evidence[o.name] for o in matches if o.name != m.name and jobs[o.name] != jobs[m.name]
-        ]
-        keys = key_words(evidence[m.name], rivals)
         flow = definition(m.name)
-        verdict = judge_intent(
-            evidence[m.name],
-            read,
-            keys=keys,
-            other_jobs=others,
-            own_actions=tool_actions(jobs[m.name]),
-            data=phrase_words(flow.input_schema, flow.extraction, read),
-        )
-        reasons = list(verdict.reasons)
+        job = evidence[m.name]
+        judged = _judge(m.name, job, read, evidence, jobs=jobs, flow=flow)
+        if judged.verdict != "run" and learned[m.name].texts < job.texts:
+            # The job's evidence grows with the agent's own runs of it; that must not make
+            # the gate decline what the runs the flow was learned from let run. (What other
+            # jobs learn still counts: their grown evidence is the rivals'.)
+            first = _judge(m.name, learned[m.name], read, evidence, jobs=jobs, flow=flow)
+            if first.verdict == "run":
+                judged, job = first, learned[m.name]
+        if judged.verdict != "run" and _worded_as_done(m.name, read, evidence, jobs):
+            judged = IntentVerdict(verdict="run", score=1.0, known=read.terms)
+        reasons = list(judged.reasons)
         inputs: dict[str, Any] = {}
         if m.status != "active":
             reasons.append(f"the flow is {m.status}")
@@ -154,19 +165,19 @@ def decide_route(
                 f"confidence below {config.confidence_threshold}, or its last "
                 "executions failed)"
             )
-        if verdict.verdict == "run":
+        if judged.verdict == "run":
             if kinds is None:  # every kind of value the namespace's flows take, once
                 kinds = store.derived_from_flows(_kinds_of, user_id=user_id, agent_id=agent_id)
             binding = bind_inputs(flow.input_schema, flow.extraction, read, kinds=kinds)
             reasons += binding.problems or _acts_on_another(
-                read, flow=flow, inputs=binding.inputs, job=evidence[m.name]
+                read, flow=flow, inputs=binding.inputs, job=job
             )
             inputs = binding.inputs
-        kind: Verdict = "run" if not reasons else ("none" if verdict.verdict == "none" else "hint")
+        kind: Verdict = "run" if not reasons else ("none" if judged.verdict == "none" else "hint")
         check = FlowCheck(
             name=m.name,
             verdict=kind,
-            score=verdict.score,
+            score=judged.score,
             inputs=inputs if kind == "run" else {},
             reasons=tuple(reasons),
         )
@@ -197,6 +208,46 @@ def decide_route(
         checks=tuple(checks),
         reason=f"the request is {m.name!r}'s job",
     )
+
+
+def _judge(
+    name: str,
+    job: JobEvidence,
+    read: RequestText,
+    evidence: dict[str, JobEvidence],
+    *,
+    jobs: dict[str, frozenset[str]],
+    flow: FlowDefinition,
+) -> IntentVerdict:
+    """:func:`judge_intent` of the request for flow ``name`` against ``job`` (its evidence),
+    the other matched jobs (``evidence``, every matched flow's) its rivals."""
+    rivals = [evidence[o] for o in evidence if o != name and jobs[o] != jobs[name]]
+    others: set[str] = set().union(*(r.common() for r in rivals)) if rivals else set()
+    return judge_intent(
+        job,
+        read,
+        keys=key_words(job, rivals),
+        other_jobs=others,
+        own_actions=tool_actions(jobs[name]),
+        data=phrase_words(flow.input_schema, flow.extraction, read),
+    )
+
+
+def _worded_as_done(
+    name: str, read: RequestText, evidence: dict[str, JobEvidence], jobs: dict[str, frozenset[str]]
+) -> bool:
+    """Whether the request is worded as one the job was done for (a run's text or a
+    phrasing a person confirmed, values aside: :func:`~soloflow_core.memory.evidence.phrasing`)
+    and as none another matched job was: the job known by enough texts, two words at least
+    besides the values, the job's own action not negated."""
+    job = evidence[name]
+    if not job.enough or len(read.terms) < 2:
+        return False
+    if set(read.negated) & (tool_actions(jobs[name]) | job.familiar_actions()):
+        return False  # a run the agent did though the request said not to teaches nothing
+    worded = phrasing(read.text)
+    rivals = (evidence[o] for o in evidence if o != name and jobs[o] != jobs[name])
+    return worded in job.phrasings and not any(worded in r.phrasings for r in rivals)
 
 
 KEY_RATIO = 3.0
