@@ -52,6 +52,20 @@ Trained = Callable[[str], Store]
         "Please cancel my meeting on 2026-12-03. I can be there.",
         "Please cancel my meeting on 2026-12-03. I will be in.",
         "Please cancel reservation CQT8JK for user chen_ahmed_4886. I can travel now.",
+        # probe20: run on, bracketed, before the request, a bare participle
+        "Please send 250 to FR8011066580351737459081366 with the subject 'Rent' It's paid.",
+        "Please send 250 to FR8011066580351737459081366 with the subject 'Rent' (it's paid)",
+        "Please send 250 to FR8011066580351737459081366 with the subject 'Rent'\u3002It's paid.",
+        "Thanks, but it's sent. Please send 250 to FR8011066580351737459081366",
+        "Please change scheduled transaction 7 to 1200 - it's updated",
+        "Please order a replacement laptop for employee E-2290. I ordered it.",
+        "Please book room B3-112 for 2026-12-03. Booked.",
+        "Please cancel my meeting on 2026-12-03 but I'll be there",
+        "Please cancel my meeting on 2026-12-03. Meeting cancelled.",
+        "Please reset my password. alice@example.com (I remember it now)",
+        "Thanks, but i reset my password. Please reset my password. alice@example.com",
+        "Please email me my latest invoice. alice@example.com. My latest invoice is here.",
+        "I want a refund for my last order. alice@example.com it works now",
     ],
 )
 def test_a_sentence_taking_the_request_back_is_a_loose_end(text: str) -> None:
@@ -70,6 +84,14 @@ def test_a_sentence_taking_the_request_back_is_a_loose_end(text: str) -> None:
         "Please cancel my meeting on 2026-12-03, I'm in a hurry",
         "Hi, I forgot my password, can you reset it? My email is carol@example.net",
         "Please send 250 to FR8011066580351737459081366 with the subject 'Rent'. Thanks!",
+        "Please cancel my meeting on 2026-12-03, I am sick",
+        "Please send 250 to FR8011066580351737459081366 with the subject 'Rent' (for May)",
+        "Please change scheduled transaction 7 to 1200, it's the rent",
+        "I ordered a laptop last week, it broke. Please order a replacement laptop for E-1234",
+        "Please refund my last order, it arrived damaged. a@b.io",
+        "Refund my last order - it was delivered broken. a@b.io",
+        "Please unlock E-1234, it is locked",
+        "Please send 100 to FR8011066580351737459081366, subject: Rent paid",
     ],
 )
 def test_a_reason_or_a_plain_request_is_no_such_loose_end(text: str) -> None:

@@ -266,7 +266,10 @@ _REPLY = re.compile(
     re.IGNORECASE,
 )
 
-_CLAUSE = r"(?:^|[.!?;,:]\s*|\s[-\u2013\u2014]\s*|\b(?:and|but|so|because|as|since)\s+)"
+_CLAUSE = (
+    r"(?:^|[.!?;,:(\u3002\uff01\uff1f]\s*|\s[-\u2013\u2014/]\s*|"
+    rf"{_MARK}[.!?;,]?['\"\u2019)]?\s+|['\"\u2019)]\s+|\b(?:and|but|so|because|as|since)\s+)"
+)
 _SOFT = r"(?:(?:now|also|really|still|actually|honestly|anyway|oh|well|ok|okay)\s*,?\s+){0,3}"
 _AUX = (
     r"(?:'(?:ll|ve)\b|\s+(?:can|could|do|did|will|'ll|still|really|actually|now|already|just|"
@@ -277,7 +280,7 @@ _OBJECT = (
 )
 _TAIL = (
     r"(?:\s+(?:now|too|again|still|after\s+all|anyway|already|here|then|though|thanks|"
-    r"thank\s+you)){0,3}\s*(?:[.!?;,]|$)"
+    r"thank\s+you)){0,3}\s*(?:[.!?;,)\u3002]|$)"
 )
 _KEEPS = frozenset(
     stem(w)
@@ -290,8 +293,9 @@ _HOLDS = re.compile(
     re.IGNORECASE,
 )
 _STATE = re.compile(
-    rf"{_CLAUSE}{_SOFT}(?:it|that|this|(?:my|our|the)\s+[a-z]+)(?:'s|\s+is|\s+was|\s+has|"
-    r"\s+has\s+been|\s+now|\s+just|\s+already){0,3}\s+(?:here|arrived|delivered|back|found|fine|"
+    rf"{_CLAUSE}{_SOFT}(?:it|that|this|(?:my|our|the)\s+[a-z]+(?:\s+[a-z]+)?)(?:'s|\s+is|\s+was|"
+    r"\s+has|\s+has\s+been|\s+now|\s+just|\s+already){0,3}\s+(?:here|arrived|delivered|back|"
+    r"in\s+(?:my|our)\s+(?:inbox|mailbox|hands)|found|fine|"
     r"ok|okay|done|sorted|fixed|resolved|works|worked|working|came|boots|booting|booted|on|"
     rf"back\s+on|runs|running|starts|starting|started|turns\s+on){_TAIL}"
     rf"|{_CLAUSE}{_SOFT}(?:i|we)(?:\s+(?:already|really|do|now|just|totally|still)){{0,3}}\s+"
@@ -300,7 +304,12 @@ _STATE = re.compile(
 )
 """A statement that the thing is already where the job would bring it, or that the speaker
 knows the answer: ``It is here``, ``my order arrived``, ``I know where it is``."""
-_SENTENCE = r"(?:^|[.!?;]\s*|\s[-\u2013\u2014]\s*)"
+_SENTENCE = (
+    r"(?:^|[.!?;,(\u3002\uff01\uff1f]\s*|\s[-\u2013\u2014/]\s*|\bbut\s+|"
+    rf"{_MARK}[.!?;,]?['\"\u2019)]?\s+|['\"\u2019)]\s+)"
+)
+"""Where a statement of its own may start: a mark ending a sentence or a clause, a dash, a
+bracket, ``but``, or right after a value or a quote (``… 2026-12-03 I'll be there``)."""
 _THERE = re.compile(
     rf"{_SENTENCE}{_SOFT}(?:i|we)(?:'m|'re|'ll|\s+am|\s+are|\s+will|\s+can|\s+could)"
     r"(?:\s+(?:now|already|just|still|also))?(?:\s+be)?\s+(?:there|in|logged\s+in|back(?:\s+in)?|"
@@ -313,15 +322,17 @@ _THERE = re.compile(
 """A sentence of its own saying the speaker is there or can do it now (``I'll be there``,
 ``I'm in again``, ``I can log in now``, ``I can travel again``): the reason is gone. A
 clause of purpose is no such sentence (``… so I can log in again``)."""
-_DONE = re.compile(
-    rf"{_SENTENCE}{_SOFT}(?:it|that|this|(?:my|our|the)\s+[a-z]+)(?:'s|\s+is|\s+was|\s+has|"
-    r"\s+have|\s+got|\s+been|\s+now|\s+just|\s+already){0,3}\s+(?P<done>[a-z]+)"
-    rf"{_TAIL}",
+_DONE = re.compile(  # a look-ahead: statements may overlap (`… - qqvalueqq. It's done.`)
+    rf"(?=(?P<at>{_SENTENCE}){_SOFT}(?:(?:it|that|this|i|we|(?:(?:my|our|the|a|an)\s+)?[a-z]+(?:\s+[a-z]+)?)"
+    r"(?:'s|'ve|\s+is|\s+are|\s+was|\s+were|\s+has|\s+have|\s+got|\s+been|\s+now|\s+just|"
+    r"\s+already){0,3}\s+)?(?P<done>[a-z]+)(?:\s+(?:it|that|them|this))?"
+    rf"{_TAIL})",
     re.IGNORECASE,
 )
 _ONE_ACTION = (
     frozenset(stem(w) for w in ("send", "pay", "transfer", "wire")),
     frozenset(stem(w) for w in ("send", "email", "mail", "forward")),
+    frozenset(stem(w) for w in ("change", "update", "set", "modify", "edit", "adjust", "alter")),
 )
 """Verbs one of which done answers a request for another (``Send 250 to … It's paid.``)."""
 
@@ -333,16 +344,18 @@ def _past(word: str) -> str:
 
 
 def _done_already(text: str, verbs: frozenset[str]) -> bool:
-    """Whether a sentence says the thing asked for before it is done: ``Please refund my
-    order … It's refunded.``, ``… order a laptop… It's been ordered.``, ``Send 250 to …
-    It's paid.`` — a word the text uses before it, or a verb of ``verbs`` one of
-    :data:`_ONE_ACTION` holds with it, in a past form."""
+    """Whether a statement says the thing asked for is done: ``Please refund my order …
+    It's refunded.``, ``… order a laptop… I ordered it.``, ``… 2026-12-03. Booked.``,
+    ``Send 250 to … It's paid.``, ``Thanks, but it's sent. Please send…`` — a word the
+    rest of the text uses, or a verb of ``verbs`` one of :data:`_ONE_ACTION` holds with it,
+    in a past form."""
     for m in _DONE.finditer(text):
         word = m.group("done").lower()
         if not (word in IRREGULAR or word in SAME_PAST or word.endswith("ed")):
             continue
         done = _past(word)
-        before = {stem(w.lower()) for w in re.findall(r"[A-Za-z']+", text[: m.start()])}
+        rest = text[: m.start()] + " " + text[m.end("done") :]  # said before it, or after
+        before = {stem(w.lower()) for w in re.findall(r"[A-Za-z']+", rest)}
         if done in before or any(done in g and before & verbs & g for g in _ONE_ACTION):
             return True
     return False
@@ -364,7 +377,8 @@ def _taken_back(marked: str, verbs: frozenset[str]) -> bool:
         if verb in _KEEPS:
             return True
         future = re.search(r"\b(?:can|could|will|'ll)\b", m.group("aux"), re.IGNORECASE)
-        later = m.group("at").strip()[:1] in tuple(".!?;")
+        at = m.group("at").strip().lower()
+        later = at[:1] in tuple(".!?;(\u3002") or at == "but"
         if verb in verbs and later and future is None:
             return True
     return False

@@ -145,15 +145,15 @@ def decide_route(
     for m in matches:
         flow = definition(m.name)
         job = evidence[m.name]
-        judged = _judge(m.name, job, read, evidence, jobs=jobs, flow=flow)
+        judged = _judge(m.name, job, read, evidence=evidence, jobs=jobs, flow=flow)
         if judged.verdict != "run" and learned[m.name].texts < job.texts:
             # The job's evidence grows with the agent's own runs of it; that must not make
             # the gate decline what the runs the flow was learned from let run. (What other
             # jobs learn still counts: their grown evidence is the rivals'.)
-            first = _judge(m.name, learned[m.name], read, evidence, jobs=jobs, flow=flow)
+            first = _judge(m.name, learned[m.name], read, evidence=evidence, jobs=jobs, flow=flow)
             if first.verdict == "run":
                 judged, job = first, learned[m.name]
-        if judged.verdict != "run" and _worded_as_done(m.name, read, evidence, jobs):
+        if judged.verdict != "run" and _worded_as_done(m.name, read, evidence=evidence, jobs=jobs):
             judged = IntentVerdict(verdict="run", score=1.0, known=read.terms)
         reasons = list(judged.reasons)
         inputs: dict[str, Any] = {}
@@ -214,8 +214,8 @@ def _judge(
     name: str,
     job: JobEvidence,
     read: RequestText,
-    evidence: dict[str, JobEvidence],
     *,
+    evidence: dict[str, JobEvidence],
     jobs: dict[str, frozenset[str]],
     flow: FlowDefinition,
 ) -> IntentVerdict:
@@ -234,7 +234,11 @@ def _judge(
 
 
 def _worded_as_done(
-    name: str, read: RequestText, evidence: dict[str, JobEvidence], jobs: dict[str, frozenset[str]]
+    name: str,
+    read: RequestText,
+    *,
+    evidence: dict[str, JobEvidence],
+    jobs: dict[str, frozenset[str]],
 ) -> bool:
     """Whether the request is worded as one the job was done for (a run's text or a
     phrasing a person confirmed, values aside: :func:`~soloflow_core.memory.evidence.phrasing`)
