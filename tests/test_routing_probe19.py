@@ -18,6 +18,7 @@ from routing_support import (
     SHOP,
     WORKSPACE,
     Desk,
+    World,
     approve,
     desk_checks,
     world,
@@ -151,11 +152,11 @@ def test_probe19_cold_leftovers_run_no_flow(trained_store: Trained, name: str) -
     assert desk_checks(trained_store(name), world(name), genuine=[genuine], found=found) == []
 
 
-def _teach(store: Store, w: object, tool: str, texts: list[str]) -> str:
-    ns = w.ns  # type: ignore[attr-defined]
-    name = next(m.name for m in store.list_flow_meta(**ns) if m.skill_keys[-1] == tool)
+def _teach(store: Store, w: World, tool: str, texts: list[str]) -> str:
+    """Add ``texts`` as agent runs of the flow ending in ``tool``; its name."""
+    name = next(m.name for m in store.list_flow_meta(**w.ns) if m.skill_keys[-1] == tool)
     store.add_flow_evidence(
-        name, [(f"stream-{i}", t) for i, t in enumerate(texts)], source="agent_run", **ns
+        name, [(f"stream-{i}", t) for i, t in enumerate(texts)], source="agent_run", **w.ns
     )
     return name
 
