@@ -118,7 +118,7 @@ def decide_route(
     names = [m.name for m in matches]
     texts = store.flow_evidence_sources(names, user_id=user_id, agent_id=agent_id)
     evidence: dict[str, JobEvidence] = {}
-    learned: dict[str, JobEvidence] = {}  # the runs each flow was learned from, alone
+    first_runs: dict[str, tuple[list[str], list[str], bool]] = {}  # texts learned from
     for m in matches:
         user = m.source == SOURCE_USER
         declared: list[str] = []
@@ -135,9 +135,7 @@ def decide_route(
             hinted=[x for x, source in pairs if source == "flow_tool"],
             confirmed=[x for x, source in pairs if source == "person"],
         )
-        learned[m.name] = JobEvidence.of(
-            [x for x, source in pairs if source == "learned"], declared, user_submitted=user
-        )
+        first_runs[m.name] = ([x for x, s in pairs if s == "learned"], declared, user)
     jobs = {m.name: job_tools(definition(m.name)) for m in matches}
     checks: list[FlowCheck] = []
     runnable: list[tuple[WorkflowMatch, FlowCheck]] = []
@@ -146,13 +144,15 @@ def decide_route(
         flow = definition(m.name)
         job = evidence[m.name]
         judged = _judge(m.name, job, read, evidence=evidence, jobs=jobs, flow=flow)
-        if judged.verdict != "run" and learned[m.name].texts < job.texts:
+        learned_from, declared, user = first_runs[m.name]
+        if judged.verdict != "run" and len(learned_from) < job.texts:
             # The job's evidence grows with the agent's own runs of it; that must not make
             # the gate decline what the runs the flow was learned from let run. (What other
             # jobs learn still counts: their grown evidence is the rivals'.)
-            first = _judge(m.name, learned[m.name], read, evidence=evidence, jobs=jobs, flow=flow)
+            alone = JobEvidence.of(learned_from, declared, user_submitted=user)
+            first = _judge(m.name, alone, read, evidence=evidence, jobs=jobs, flow=flow)
             if first.verdict == "run":
-                judged, job = first, learned[m.name]
+                judged, job = first, alone
         if judged.verdict != "run" and _worded_as_done(m.name, read, evidence=evidence, jobs=jobs):
             judged = IntentVerdict(verdict="run", score=1.0, known=read.terms)
         reasons = list(judged.reasons)
