@@ -57,7 +57,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterator
 
-from soloflow_core.memory.forms import IRREGULAR, SAME_PAST, blank_value
+from soloflow_core.memory.forms import IRREGULAR, blank_value
+from soloflow_core.memory.taken_back import MARK, done_already, taken_back
 from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
@@ -84,6 +85,7 @@ cancel…?``, ``tell me if you can refund…``, ``… or can I?``, ``tell me: re
 password?``), not asking for it."""
 MYSELF = re.compile(
     r"(?:^|[,.;:!?(]\s*|\b(?:and|but|so|then)\s+)(?:(?:please|pls|plz|just|ok|okay|so)\s+)?"
+    r"(?:(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?(?=let\b))?"
     r"(?:(?:can|could|may)\s+(?:i|we)(?:\s+(?:please|pls|plz))?(?!\s+(?:get|have)\b)"
     r"|(?:i|we)\s*(?:can|could|will|shall|'ll|might|may|gonna"
     r"|(?:am|'m|are|'re|was|were)\s+(?:going|about)\s+to)|let\s*(?:me|us|'s))"
@@ -92,7 +94,7 @@ MYSELF = re.compile(
     re.IGNORECASE,
 )
 """The speaker doing the action (``I can cancel it myself``, ``let me reset…``, ``please let
-me book…``, ``I'll go ahead and add…``, ``I was about to book…``, ``can I please unlock…``
+me book…``, ``can you let me send…``, ``I'll go ahead and add…``, ``I was about to book…``, ``can I please unlock…``
 — ``can I get``/``have`` asks), opening a clause (``how many bags I can check`` is a question's clause)."""
 OFFERED = re.compile(
     r"\b(?:want|wants|wanted|need|needs|needed|like|get|expect|prefer|allow|permit|wish)\s+"
@@ -143,7 +145,7 @@ def opening_label(text: str) -> str:
     return stem(m.group("label").split()[-1].lower())
 
 
-_MARK = "qqvalueqq"
+_MARK = MARK
 _JOIN = r"(?:and|or|&|\+|plus|nor|as\s+well\s+as|along\s+with|together\s+with)"
 _SELF = r"(?:me|us|myself|ourselves|yourself|yourselves)"
 _NEXT = r"(?:my|our|your|his|her|their|the|a|an|" + _MARK + r")"
@@ -191,6 +193,7 @@ _SOMEONE = re.compile(
     rf"(?:^\s*|[.!?;:,\-\u2013\u2014(]\s*){_MARK}\s+(?:wants|wanted|needs|needed|would\s+like|'d\s+like|"
     r"asks|asked|requests|requested|is\s+asking|has\s+to|must|should|will|can|could)\b"
     rf"|\b(?:need|needs|want|wants|like|ask|asked|tell|told|get|have|let)\s+{_MARK}\s+to\b"
+    rf"|\b(?:let|allow|permit|make)\s+{_MARK}\s+[a-z]"
     rf"|\b(?:tell|told|inform|notify)\s+(?:\w+\s+)?{_MARK}"
     rf"|{_MARK}\s+(?:wants|needs|knows|would|'d|would\s+like)\b"
     rf"|\b(?:i'm|i\s+am|we're)\s+(?:\w+\s+){{0,2}}with\s+(?:\w+\s+)?{_MARK}"
@@ -266,124 +269,6 @@ _REPLY = re.compile(
     re.IGNORECASE,
 )
 
-_CLAUSE = (
-    r"(?:^|[.!?;,:(\u3002\uff01\uff1f]\s*|\s[-\u2013\u2014/]\s*|"
-    rf"{_MARK}[.!?;,]?['\"\u2019)]?\s+|['\"\u2019)]\s+|\b(?:and|but|so|because|as|since)\s+)"
-)
-_SOFT = r"(?:(?:now|also|really|still|actually|honestly|anyway|oh|well|ok|okay)\s*,?\s+){0,3}"
-_AUX = (
-    r"(?:'(?:ll|ve)\b|\s+(?:can|could|do|did|will|'ll|still|really|actually|now|already|just|"
-    r"have|'ve|had|also|totally|definitely|truly)){0,4}"
-)
-_OBJECT = (
-    r"(?:it|that|this|them|those|these|(?:that|this|my|our|the|those|these)\s+[a-z]+(?:\s+one)?)"
-)
-_TAIL = (
-    r"(?:\s+(?:now|too|again|still|after\s+all|anyway|already|here|then|though|thanks|"
-    r"thank\s+you)){0,3}\s*(?:[.!?;,)\u3002]|$)"
-)
-_KEEPS = frozenset(
-    stem(w)
-    for w in "need want like love keep prefer make have use enjoy found got remember recall".split()
-)
-"""Verbs of a statement that the speaker has, keeps or still wants the thing (``I need it``,
-``I like my reservation``, ``I can make it``)."""
-_HOLDS = re.compile(
-    rf"(?P<at>{_CLAUSE}){_SOFT}(?:i|we)(?P<aux>{_AUX})\s+(?P<verb>[a-z]+)\s+{_OBJECT}{_TAIL}",
-    re.IGNORECASE,
-)
-_STATE = re.compile(
-    rf"{_CLAUSE}{_SOFT}(?:it|that|this|(?:my|our|the)\s+[a-z]+(?:\s+[a-z]+)?)(?:'s|\s+is|\s+was|"
-    r"\s+has|\s+has\s+been|\s+now|\s+just|\s+already){0,3}\s+(?:here|arrived|delivered|back|"
-    r"in\s+(?:my|our)\s+(?:inbox|mailbox|hands)|found|fine|"
-    r"ok|okay|done|sorted|fixed|resolved|works|worked|working|came|boots|booting|booted|on|"
-    rf"back\s+on|runs|running|starts|starting|started|turns\s+on){_TAIL}"
-    rf"|{_CLAUSE}{_SOFT}(?:i|we)(?:\s+(?:already|really|do|now|just|totally|still)){{0,3}}\s+"
-    r"(?:know|knew)\s+(?!(?:if|whether|that\s+(?:you|u)|(?:you|u))\b)[a-z]",
-    re.IGNORECASE,
-)
-"""A statement that the thing is already where the job would bring it, or that the speaker
-knows the answer: ``It is here``, ``my order arrived``, ``I know where it is``."""
-_SENTENCE = (
-    r"(?:^|[.!?;,(\u3002\uff01\uff1f]\s*|\s[-\u2013\u2014/]\s*|\bbut\s+|"
-    rf"{_MARK}[.!?;,]?['\"\u2019)]?\s+|['\"\u2019)]\s+)"
-)
-"""Where a statement of its own may start: a mark ending a sentence or a clause, a dash, a
-bracket, ``but``, or right after a value or a quote (``… 2026-12-03 I'll be there``)."""
-_THERE = re.compile(
-    rf"{_SENTENCE}{_SOFT}(?:i|we)(?:'m|'re|'ll|\s+am|\s+are|\s+will|\s+can|\s+could)"
-    r"(?:\s+(?:now|already|just|still|also))?(?:\s+be)?\s+(?:there|in|logged\s+in|back(?:\s+in)?|"
-    rf"online){_TAIL}"
-    rf"|{_SENTENCE}{_SOFT}(?:i|we)(?:\s+(?:can|could|will)|'ll)\s+[a-z]+(?:\s+(?:in|on|out|there))?"
-    rf"\s+(?:now|again){_TAIL}"
-    rf"|{_SENTENCE}{_SOFT}(?:(?:i|we)\s+)?(?:just\s+)?(?:remembered|recalled)\s+(?:it|that){_TAIL}",
-    re.IGNORECASE,
-)
-"""A sentence of its own saying the speaker is there or can do it now (``I'll be there``,
-``I'm in again``, ``I can log in now``, ``I can travel again``): the reason is gone. A
-clause of purpose is no such sentence (``… so I can log in again``)."""
-_DONE = re.compile(  # a look-ahead: statements may overlap (`… - qqvalueqq. It's done.`)
-    rf"(?=(?P<at>{_SENTENCE}){_SOFT}(?:(?:it|that|this|i|we|(?:(?:my|our|the|a|an)\s+)?[a-z]+(?:\s+[a-z]+)?)"
-    r"(?:'s|'ve|\s+is|\s+are|\s+was|\s+were|\s+has|\s+have|\s+got|\s+been|\s+now|\s+just|"
-    r"\s+already){0,3}\s+)?(?P<done>[a-z]+)(?:\s+(?:it|that|them|this))?"
-    rf"{_TAIL})",
-    re.IGNORECASE,
-)
-_ONE_ACTION = (
-    frozenset(stem(w) for w in ("send", "pay", "transfer", "wire")),
-    frozenset(stem(w) for w in ("send", "email", "mail", "forward")),
-    frozenset(stem(w) for w in ("change", "update", "set", "modify", "edit", "adjust", "alter")),
-)
-"""Verbs one of which done answers a request for another (``Send 250 to … It's paid.``)."""
-
-
-def _past(word: str) -> str:
-    """The stem of the verb a past form is of (``paid`` → ``pay``, ``reset``, ``refunded``)."""
-    w = word.lower()
-    return stem(IRREGULAR.get(w, w))
-
-
-def _done_already(text: str, verbs: frozenset[str]) -> bool:
-    """Whether a statement says the thing asked for is done: ``Please refund my order …
-    It's refunded.``, ``… order a laptop… I ordered it.``, ``… 2026-12-03. Booked.``,
-    ``Send 250 to … It's paid.``, ``Thanks, but it's sent. Please send…`` — a word the
-    rest of the text uses, or a verb of ``verbs`` one of :data:`_ONE_ACTION` holds with it,
-    in a past form."""
-    for m in _DONE.finditer(text):
-        word = m.group("done").lower()
-        if not (word in IRREGULAR or word in SAME_PAST or word.endswith("ed")):
-            continue
-        done = _past(word)
-        rest = text[: m.start()] + " " + text[m.end("done") :]  # said before it, or after
-        before = {stem(w.lower()) for w in re.findall(r"[A-Za-z']+", rest)}
-        if done in before or any(done in g and before & verbs & g for g in _ONE_ACTION):
-            return True
-    return False
-
-
-def _taken_back(marked: str, verbs: frozenset[str]) -> bool:
-    """Whether a statement takes the request back or answers it: the speaker has, keeps or
-    wants the thing (``Cancel my meeting… I need it``, ``… I can make it``, ``I like my
-    reservation``); a later sentence in which the speaker did the job's action (``Reset my
-    password. I reset it.``); the thing is already there or the speaker knows the answer
-    (:data:`_STATE`). Negated statements (``I can't make it``, ``I don't need it``) are
-    reasons for the request, and ``I would like it…`` asks."""
-    if _STATE.search(marked):
-        return True
-    if _THERE.search(marked):
-        return True
-    for m in _HOLDS.finditer(marked):
-        verb = _past(m.group("verb"))
-        if verb in _KEEPS:
-            return True
-        future = re.search(r"\b(?:can|could|will|'ll)\b", m.group("aux"), re.IGNORECASE)
-        at = m.group("at").strip().lower()
-        later = at[:1] in tuple(".!?;(\u3002") or at == "but"
-        if verb in verbs and later and future is None:
-            return True
-    return False
-
-
 _TO_ME = re.compile(r"\b(?:to|for)\s+(?:me|us|myself|ourselves)\b", re.IGNORECASE)
 _TO_THING = re.compile(
     rf"\bto\s+(?:(?:the|my|our|this|that)\s+)?(?:(?P<noun>[a-z-]+)\s+)?{_MARK}", re.IGNORECASE
@@ -447,6 +332,21 @@ _MINE = re.compile(
     r"(?:account|iban))\b",
     re.IGNORECASE,
 )
+_RECEIVES = re.compile(
+    rf"\b(?:send|pay|transfer|wire|give|lend)\s+(?:me|us)\s+(?:[€$£]\s*)?{_MARK}"
+    rf"|\b(?:send|pay|transfer|wire)\s+(?:{_MARK}\s+|money\s+)?(?:\w+\s+)?to\s+(?:me|us|myself|"
+    r"my\s+(?:own\s+)?account)\b",
+    re.IGNORECASE,
+)
+"""Money to the speaker: ``send me 250``, ``pay me 300``, ``send money to me``."""
+_OWN_VALUE = re.compile(
+    rf"\b(?:i'm|i\s+am|it's\s+me|it\s+is\s+me|this\s+is)\s*[,:-]?\s*{_MARK}"
+    rf"|(?:^|[.!?;,-])\s*{_MARK}\s+here\b|\bmy\s+(?:(?:own|registered|login|user|e-?mail)\s+)*"
+    r"(?:e-?mail|address|account|login|id|iban|username|name|number)(?:\s+(?:is|=))?\s*[:=-]?\s*"
+    + _MARK,
+    re.IGNORECASE,
+)
+"""A value named as the speaker's own: ``I'm X``, ``X here``, ``my email is X``."""
 _ONLY_ME = re.compile(r"\b(?:just|only|solely)\s+for\s+(?:me|us|myself|ourselves)\b", re.I)
 _TOLD = re.compile(
     rf"\b(?:know|knew|wonder(?:ing)?|ask(?:ing)?)\s+(?:if\s+|whether\s+)?{_MARK}"
@@ -463,6 +363,8 @@ _KINDS = (
     ("another", _ANOTHER),
     ("address", _ADDRESS),
     ("only me", _ONLY_ME),
+    ("mine", _RECEIVES),
+    ("speaker", _OWN_VALUE),
     ("mine", _MINE),
     ("told", _TOLD),
     ("how to", _HOW_TO),
@@ -489,8 +391,11 @@ LOOSE_ENDS = {
     "55?, the amount should be 55?), not for the job",
     "only me": "it asks for the job only for the speaker (just for me), where the flow acts "
     "for everyone",
-    "mine": "it names the speaker's own IBAN or account as the value, or payments to the "
-    "speaker (my IBAN X, X, my account, payments to me): the job's value is the other side",
+    "mine": "it names the speaker's own IBAN or account as the value, or payments or money "
+    "to the speaker (my IBAN X, X, my account, payments to me, send me 250): the job's value "
+    "is the other side",
+    "speaker": "it names the value as the speaker's own (I'm X, X here, my email is X) where "
+    "the job's requests never do: the job's value is someone else",
     "told": "it asks to be told or to know something (tell me you…, I'd like to know X "
     "invited…), not for the job",
     "how to": "it asks how, where or whence (how to reset, where to order, … from?), not for "
@@ -548,12 +453,14 @@ def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
     )
     subject = (m.group("v").lower() for m in _VALUE_DOES.finditer(marked))
     someone = _SOMEONE.search(marked) is not None or any(_does(v, verbs) for v in subject)
-    found = [
-        kind
-        for kind, regex in _KINDS
-        if regex.search(marked) or (kind == "yours" and _whose(marked))
-    ]
-    found += ["taken back"] * (_taken_back(marked, verbs) or _done_already(joined, verbs))
+    found = list(
+        dict.fromkeys(
+            kind
+            for kind, regex in _KINDS
+            if regex.search(marked) or (kind == "yours" and _whose(marked))
+        )
+    )
+    found += ["taken back"] * (taken_back(marked, verbs) or done_already(joined, verbs))
     if "destination" not in found and _speaker_receives(marked):
         found.insert(1, "destination")
     if "otherwise" not in found and _two_ways(marked, verbs):

@@ -25,6 +25,7 @@ from soloflow_core.errors import PatternTimeoutError
 from soloflow_core.flow import patterns
 from soloflow_core.flow.phrases import QUOTES, cut_phrases
 from soloflow_core.generalize.shapes import CURRENCY_SIGNS, bound_problem, unit_after
+from soloflow_core.memory.forms import NOT_A_SUBJECT
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
     FILLER,
@@ -295,6 +296,23 @@ def _look_alike_domain(value: str, *, examples: Sequence[str]) -> str | None:
     return None
 
 
+def _run_on_address(value: str) -> str | None:
+    """Why an address's last part is the next sentence's first word run into it, or None:
+    one letter (no top-level domain has one: ``alice@example.com.I remember…``) or a
+    capitalised word after a domain written in lower case (``….com.Please``)."""
+    domain = value.rpartition("@")[2]
+    head, dot, last = domain.rpartition(".")
+    if "@" not in value or not dot or not last.isalpha():
+        return None
+    capitalised = last[0].isupper() and last[1:].islower() and head == head.lower()
+    if len(last) == 1 or capitalised:
+        return (
+            f"{value!r} runs into the next sentence ({'.' + last!r} after {head!r}): "
+            "a space after the address tells them apart"
+        )
+    return None
+
+
 def _within_two(a: str, b: str) -> bool:
     """Whether ``a`` becomes ``b`` by at most two letters left out, added or changed
     (``acrne`` → ``acme``: ``rn`` for ``m``)."""
@@ -432,6 +450,7 @@ def bind_inputs(
                 why = why or _other_kind(value, rule, examples=own, kinds=kinds)
                 why = why or _unlike_examples(value, name, rule, examples=own)
                 why = why or _look_alike_domain(value, examples=own)
+                why = why or _run_on_address(value)
                 why = why or _placeholder(value)
             except PatternTimeoutError as exc:
                 why = str(exc)
@@ -531,12 +550,12 @@ def phrase_asks(value: str, *, quoted: bool) -> str | None:
         | {w for w in words if NEGATION.fullmatch(w)}
         | set(read.parties)
     )
+    said |= {w for w in words if w in NOT_A_SUBJECT} | set(_TIMES.findall(value))
     if quoted:
         said |= {w for w in words if w in _OBJECTS} | ({"?"} if "?" in value else set())
     else:
         rest = words[1:] if words and words[0] in _DETERMINERS else words
         said |= {w for w in rest if w in _JOINING | _ASIDES | _QUALIFIERS | FILLER}
-        said |= {m.group() for m in _TIMES.finditer(value)}
     if said:
         return (
             f"its text {value!r} says {', '.join(sorted(said))}: more than a subject; "
@@ -554,7 +573,7 @@ _QUALIFIERS = frozenset(
     were do does did has have had should shall might must""".split()
 )
 """Words that, in an unquoted subject, say when, whether, how much or ask: not its text."""
-_TIMES = re.compile(r"\b(?:x\d+|\d+x)\b", re.IGNORECASE)
+_TIMES = re.compile(r"\b(?:x\d+|\d+x|\d+(?:st|nd|rd|th))\b", re.IGNORECASE)
 
 
 def _one_value_twice(inputs: Mapping[str, Any], props: Mapping[str, Any]) -> list[str]:

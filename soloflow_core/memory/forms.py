@@ -551,3 +551,19 @@ def asks_yes_or_no(text: str) -> bool:
         (True, False)
     """
     return _YES_OR_NO.search(text) is not None
+
+
+NOT_A_SUBJECT = frozenset(
+    """test tests testing draft preview simulation simulate simulated dry ignore wait waiting
+    await awaiting hold pending confirm confirmation approval approve ok okay maybe perhaps
+    possibly probably half double twice thrice triple wrong mistake fake dummy undo tomorrow
+    later tonight soon monthly weekly daily yearly annually every each per recurring until till
+    only instead if unless whether nicht nein kein keine ne pas non niet nee nie nur erst
+    morgen demain mañana manana domani später spater après apres jeden jede chaque cada ogni
+    monatlich mensuel mensual mensile wöchentlich täglich entwurf brouillon borrador bozza
+    prueba probe essai teste solo seulement""".split()
+)
+"""Words that in a payment's subject, quoted or not, say more than its text: a test or a draft
+(``'test - please ignore'``, ``'dry run'``), a hold (``'wait for my ok'``), a time or a
+repeat (``'Rent monatlich'``, ``'Loyer demain'``), a part (``'half now'``), a negation in
+the languages a subject is often written in (``'Nicht senden'``, ``'ne pas envoyer'``)."""

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from soloflow_core.errors import FlowValidationError, PluginError
 from soloflow_core.flow.loader import validate_flow_file
 from soloflow_core.flow.validate import validate_flow
+from soloflow_core.memory.by_evidence import find_by_evidence
 from soloflow_core.models import SOURCE_LEARNED, SOURCE_USER, FlowDefinition
 from soloflow_core.plugins import call_hook
 from soloflow_core.store.fulltext import identifiers, phrase_terms, scan_window, tokenize, top_terms
@@ -299,6 +300,7 @@ class ProceduralMemory:
         min_confidence: float = DEFAULT_MIN_CONFIDENCE,
         limit: int = 5,
         include_unavailable: bool = False,
+        by_evidence: bool = True,
     ) -> list[WorkflowMatch]:
         """The namespace's flows that fit ``context`` (a task, or a whole conversation), best
         first. Never raises on odd text: empty, any language, 1 MB, query-syntax look-alikes.
@@ -319,27 +321,46 @@ class ProceduralMemory:
         contains in full (U answers every trigger of L the context holds). Otherwise the
         order is by score, ties by name. ``score`` is reported before this reordering.
 
+        When the index finds no flow, and ``by_evidence``, the flows whose jobs were asked
+        in the context's words are the matches
+        (:func:`~soloflow_core.memory.by_evidence.find_by_evidence`: two words the job's
+        requests hold, one of them common in them).
+
         Args:
             available_tools: the agent's tools. When given, a flow calling any other tool is
                 left out, or, with ``include_unavailable``, returned with ``missing_tools``.
             min_confidence: leave out flows below it.
             limit: at most this many matches.
+            by_evidence: look at the jobs' requests when the index finds nothing.
         """
         if limit <= 0 or not isinstance(context, str):
             return []
         tokens = tokenize(scan_window(context))
         terms = top_terms(tokens)
-        if not terms:
-            return []
-        found = self.store.find_flow_candidates(
-            terms,
-            user_id=user_id,
-            agent_id=agent_id,
-            min_confidence=min_confidence,
-            limit=max(_CANDIDATES, 8 * limit),
+        found = (
+            self.store.find_flow_candidates(
+                terms,
+                user_id=user_id,
+                agent_id=agent_id,
+                min_confidence=min_confidence,
+                limit=max(_CANDIDATES, 8 * limit),
+            )
+            if terms
+            else []
         )
         if not found:
-            return []
+            if not by_evidence:
+                return []
+            return find_by_evidence(
+                self.store,
+                context,
+                user_id=user_id,
+                agent_id=agent_id,
+                available_tools=available_tools,
+                min_confidence=min_confidence,
+                limit=limit,
+                include_unavailable=include_unavailable,
+            )
         available = None if available_tools is None else set(available_tools)
         named = identifiers(context)
         best = max(f.rank for f in found)
@@ -364,6 +385,7 @@ class ProceduralMemory:
         min_confidence: float = DEFAULT_MIN_CONFIDENCE,
         limit: int = 5,
         include_unavailable: bool = False,
+        by_evidence: bool = True,
     ) -> list[WorkflowMatch]:
         return await asyncio.to_thread(
             self.find_workflow,
@@ -374,6 +396,7 @@ class ProceduralMemory:
             min_confidence=min_confidence,
             limit=limit,
             include_unavailable=include_unavailable,
+            by_evidence=by_evidence,
         )
 
     def submit_workflow(

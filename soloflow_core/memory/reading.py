@@ -21,6 +21,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from soloflow_core.memory.courtesy import ASKING, COURTESY, COURTESY_ASK, SIGN_OFF, VALUE_WORDING
 from soloflow_core.memory.forms import (
     IRREGULAR,
     LIKE_TO_KNOW,
@@ -77,41 +78,6 @@ _RETRACTION = re.compile(
     r"(?:(?:last|previous|earlier|above|own|current)\s+)?request)\b",
     re.IGNORECASE,
 )
-_ASKING = re.compile(
-    r"\b(?:please|pls|plz|kindly)\b|\b(?:can|could|would|will)\s+(?:you|u|ya|someone|somebody)\b"
-    r"|\b(?:i|we)\s*(?:'d|would)?\s*(?:want|need|like|wish)\b|\bi'?d\s+like\b"
-    r"|\b(?:i|we)\s+(?:am|are)\s+(?:requesting|asking)\b|\bcan\s+(?:i|we)\s+(?:get|have)\b",
-    re.IGNORECASE,
-)
-"""Ways of asking for something (``please``, ``can you``, ``I'd like``)."""
-_COURTESY_ASK = re.compile(
-    r"\bwould\s+you\s+(?:kindly\s+)?mind\b|\bwould\s+it\s+be\s+possible\s+(?:for\s+you\s+)?to\b"
-    r"|\b(?:i\s+am|i'?m)\s+writing\s+to\s+(?:request|ask)(?:\s+(?:that|for|you\s+to))?\b"
-    r"|\b(?:could|may|can)\s+(?:i|we)\s+(?:please\s+)?(?:get|have)\b|\bgo\s+ahead\s+and\b"
-    r"|\b(?:(?:can|could|would|will)\s+(?:you|u)\s+)?help\s+(?:me|us)\s+(?:to\s+)?(?=[a-z])",
-    re.IGNORECASE,
-)
-"""Courtesy forms of asking (``would you mind``, ``would it be possible to``, ``could I have``,
-``go ahead and``, ``can you help me``): ``please``. Not ``is it possible to…`` (a rule?)."""
-_COURTESY = re.compile(
-    r"\bgood\s+(?:morning|afternoon|evening|day)\b|\bhi\s+there\b"
-    r"|\bthank(?:s|\s+you)(?:\s+(?:very|so)\s+much)?(?:\s+in\s+advance)?\b"
-    r"|\b(?:much|greatly)\s+appreciated\b|\b(?:(?:kind|best|warm)\s+)?regards\b|"
-    r"\b(?:the\s+)?(?:(?:e-?mail|address)\s+)?on\s+file\b",
-    re.IGNORECASE,
-)
-"""Greetings, thanks and ``on file``: no intent in any request."""
-_SIGN_OFF = re.compile(
-    r"\b(?:(?:kind|best|warm)\s+regards|regards|sincerely|cheers|best\s+wishes|thanks|thank\s+you)"
-    r"\s*[,.!-]?\s+(?P<name>[A-Z][a-z'-]+(?:\s+[A-Z][a-z'-]+)?)\s*[.!]?\s*$"
-)
-"""A closing and the writer's name (one or two capitalised words) ending the request."""
-_VALUE_WORDING = re.compile(
-    r"\b(?:(?:you\s+can\s+)?reach\s+me\s+at|account\s+holder|registered\s+(?:(?:e-?mail|address)(?:\s+is)?|to)"
-    r"|(?:my\s+)?login(?:\s+e-?mail)?(?:\s+is)?)\s*[:=-]?\s*(?=[\w.+-]+@[\w-]+\.)",
-    re.IGNORECASE,
-)
-"""Words introducing the request's address (``reach me at``, ``my login is``): its wording."""
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
 _SENTENCE_END = re.compile(r"[^.?!;\n]+[.?!;\n]*")
 """A sentence and the marks ending it."""
@@ -147,6 +113,18 @@ _WH = frozenset(
 _AUX = frozenset(
     """is are was were am has have had did does do should shall may might must will would can
     could isn't aren't wasn't hasn't haven't didn't doesn't""".split()
+)
+_AUX_FORMS = {"are": "is", "am": "is", "were": "was", "does": "do", "has": "have"}
+"""Forms of one auxiliary in one tense, one word to the job's evidence (``How many bags are
+free`` where its texts ask ``What is the allowance``); tenses stay apart (``did``, ``was``)."""
+_WH_UNMARKED = frozenset("whats wheres hows whos whens".split())
+_WANTING = frozenset("want wants like need needs wish love prefer".split())
+"""After ``would I``, ``will we``, ``could you``: a question about wanting (``Would I like to
+cancel…?``, ``Will I need to…?``), not a polite request (``Could I get…``)."""
+_ASKS_IN = re.compile(
+    r"\b(?:please|pls|plz|kindly)\b|\b(?:can|could|would|will|may)\s+(?:you|u|ya|i|we|someone|"
+    r"somebody|anyone)\b",
+    re.IGNORECASE,
 )
 _PLEASE = frozenset("please pls plz kindly thanks thank thx now asap".split())
 _CONJUNCTIONS = frozenset({"or", "and", "but", "so", "then"})
@@ -229,7 +207,9 @@ def _content(word: str) -> str | None:
     base = word.split("'", 1)[0] if "'" in word else word
     if base in ("mine", "yours", "ours", "myself", "ourselves") or base in PARTY_WORDS:
         return base  # whose, or who does it: not a word of the job (`… and mine`, `accountant`)
-    s = stem(IRREGULAR.get(base, base))
+    s = stem(IRREGULAR.get(base, _AUX_FORMS.get(base, base)))
+    if s in _FILLER_STEMS and base.endswith("ly"):
+        return base  # `likely` is no `like`
     if s in ACTION_STEMS and base.endswith(NOUN_ENDINGS):
         return base.removesuffix("s")  # a cancellation is not the verb cancel
     return s if s and s not in _FILLER_STEMS else None
@@ -246,9 +226,9 @@ def _lead(words: list[str]) -> str | None:
     """The question word or auxiliary ``words`` open with as a question, or None ("can you
     …" asks; "can I?" or "or can I?" with nothing after it is a question)."""
     first = words[0] if words else ""
-    if first in _WH or (
-        first in _AUX and not (first in _POLITE and len(words) > 2 and words[1] in _ASKER)
-    ):
+    first = first[:-1] if first in _WH_UNMARKED else first  # `whats` → `what`
+    polite = first in _POLITE and len(words) > 2 and words[1] in _ASKER
+    if first in _WH or (first in _AUX and not (polite and words[2] not in _WANTING)):
         return first.split("'", 1)[0]  # where's → where
     return None
 
@@ -286,6 +266,8 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         found = [f"{x} {stranded(sentence)}".strip() if x else x for x in map(_lead, clauses)]
         if asked:  # "You refunded my order?": a statement asked back is a question
             found += [c[0] for c in clauses if c and c[0] in ("you", "u")]
+        if asked and not any(found) and not _ASKS_IN.search(sentence):
+            found.append("?")  # `So refund my order?`, `Ok, I need X?`: asked back, not asked
         leads += [lead for lead in found if lead]
     return tuple(dict.fromkeys(openers)), tuple(dict.fromkeys(leads))
 
@@ -298,7 +280,7 @@ def _narrated(text: str) -> tuple[str, ...]:
     read (``would you mind cancelling`` asks)."""
     found: list[str] = []
     for sentence in _SENTENCE_END.finditer(text):
-        if _ASKING.search(sentence.group(0)):
+        if ASKING.search(sentence.group(0)):
             continue
         for clause in re.finditer(r"[^,:\u2014\u2013]+", sentence.group(0)):
             words = [w for w in words_of(clause.group(0)) if w not in _GREETING]
@@ -453,8 +435,8 @@ def _courteous(text: str) -> str:
     """``text`` with its courtesy said plainly: asking forms as ``please``; greetings, thanks,
     a closing name and the wording of its address left out. A closing "name" that is a verb
     of request or action, a negation or another person is kept (it may be an instruction)."""
-    text = _VALUE_WORDING.sub(" ", text)
-    sign = _SIGN_OFF.search(text)
+    text = VALUE_WORDING.sub(" ", text)
+    sign = SIGN_OFF.search(text)
     if sign is not None:
         name = words_of(sign.group("name"))
         if not any(
@@ -467,8 +449,8 @@ def _courteous(text: str) -> str:
             for w in name
         ):
             text = text[: sign.start()]
-    text = _COURTESY_ASK.sub(" please ", text)
-    return _COURTESY.sub(" ", text)
+    text = COURTESY_ASK.sub(" please ", text)
+    return COURTESY.sub(" ", text)
 
 
 _blank = blank_value
@@ -572,7 +554,7 @@ def read_request(text: str) -> RequestText:
         parties=_parties(words),
         leads=leads,
         openers=openers,
-        asking=_ASKING.search(rest) is not None,
+        asking=ASKING.search(rest) is not None,
         flags=tuple(flags),
         normalized=normalized,
         narrated=_narrated(VALUE_PATTERN.sub(_blank, plain)),
