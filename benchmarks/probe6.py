@@ -11,7 +11,9 @@ the 205 (57 harmful, 148 debatable) a fifth found running the same day; with
 ``benchmarks/data/probe15_probes.json``, the 124 (84 harmful, 40 debatable) of a sixth;
 with ``benchmarks/data/probe16_probes.json``, the 63 (49 harmful, 14 debatable) a seventh
 found in the standing-order and file-sharing bindings; with
-``benchmarks/data/probe17_probes.json``, the 61 (44 harmful, 17 debatable) an eighth found.
+``benchmarks/data/probe17_probes.json``, the 61 (44 harmful, 17 debatable) an eighth found;
+later files (``probe19``…``probe22``) hold what later blind probes found running, the same
+way (``probe22_probes.json`` also lists, under ``refused``, genuine requests it saw declined).
 """
 
 from __future__ import annotations

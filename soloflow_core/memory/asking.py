@@ -201,7 +201,11 @@ _SOMEONE = re.compile(
     rf"|^\s*{_MARK}\s*[,:]\s*(?:please\s+)?\w+\b[^.?!;]*?\b(?:me|us)\b",
     re.IGNORECASE,
 )
-_VALUE_DOES = re.compile(rf"(?:^\s*|[.!?;]\s*){_MARK}\s+(?P<v>[a-z]+)\b(?!\s*[,:])")
+_VALUE_DOES = re.compile(
+    r"(?:^\s*|[.!?;]\s*)(?:(?:employee|user|customer|account|id|number|iban|e-?mail|my|the)\s+){0,2}"
+    rf"{_MARK}\s+(?P<v>[a-z]+)\b(?!\s*[,:])",
+    re.IGNORECASE,
+)
 """A value opening a sentence and the word after it: a verb there has the value as subject
 (``zoe@… reset my password``)."""
 _VAGUE = re.compile(
@@ -216,6 +220,13 @@ _YOURS = re.compile(
     r"kindness|service|reply|answer|quick|prompt|kind)\b)|\b(?:you|u)\s+have\s+on\b",
     re.IGNORECASE,
 )
+_ANOTHER_ONE = r"(?:new|old|other|right|correct|real|actual|second|updated|current|proper|another)"
+_OTHER_ACCOUNT = re.compile(
+    rf"{_MARK}(?:\s*['\u2019]s)?\s+(?:[a-z]+\s+)?{_ANOTHER_ONE}\s+(?:[a-z]+\s+)?(?:iban|account|card)\b"
+    rf"|\b(?:the|a|an)\s+(?:[a-z]+\s+)?{_ANOTHER_ONE}\s+(?:iban|account|card)\s+of\s+{_MARK}",
+    re.IGNORECASE,
+)
+"""Another account of a value's holder (``DE08…'s new IBAN``, ``the right account of X``)."""
 _POSSESSIVE = re.compile(rf"{_MARK}\s*['\u2019]s\s+[a-z]", re.IGNORECASE)
 _SPEAKER = re.compile(r"\b(?:me|my|us|our)\b", re.IGNORECASE)
 _TO_VALUE = re.compile(rf"\bto\s+{_MARK}", re.IGNORECASE)
@@ -343,10 +354,22 @@ _OWN_VALUE = re.compile(
     rf"\b(?:i'm|i\s+am|it's\s+me|it\s+is\s+me|this\s+is)\s*[,:-]?\s*{_MARK}"
     rf"|(?:^|[.!?;,-])\s*{_MARK}\s+here\b|\bmy\s+(?:(?:own|registered|login|user|e-?mail)\s+)*"
     r"(?:e-?mail|address|account|login|id|iban|username|name|number)(?:\s+(?:is|=))?\s*[:=-]?\s*"
-    + _MARK,
+    rf"{_MARK}|{_MARK}\s*[,(]?\s*(?:that's|that\s+is|which\s+is|it's)\s+(?:me|mine|us|ours|my\s+own)\b"
+    rf"|\b(?:regards|thanks|thank\s+you|cheers|sincerely|best)\s*[,.!:-]*\s*{_MARK}\s*[.!]?\s*$"
+    rf"|(?:--|\s-|\u2014|\u2013)\s*{_MARK}\s*[.!]?\s*$"
+    rf"|(?:^|[.!?]\s*)account\s*:?\s*{_MARK}\s*(?:$|[.!?])"
+    rf"|\b(?:hi|hello|hey|dear)\s*,?\s*{_MARK}|\bto\s*:\s*{_MARK}",
     re.IGNORECASE,
 )
-"""A value named as the speaker's own: ``I'm X``, ``X here``, ``my email is X``."""
+"""A value named as the speaker's own (``I'm X``, ``X here``, ``my email is X``, ``X (that's
+me)``), signing the request (``… Regards, X``, ``… -- X``) or addressed (``X, please…``,
+``Dear X``, ``To: X``): the writer or the one asked, not what the job acts on — unless the
+job's own requests name their value so."""
+_ADDRESSED = re.compile(
+    r"\s*(?:[\w.+-]+@[\w-]+(?:\.[\w-]+)+|[A-Z]{2}\d{2}[A-Z0-9]{10,30})\s*(?:[:,]|\s-\s|--)"
+)
+"""An address or an IBAN opening the request before a colon, a comma or a dash: the writer,
+or the one asked (``ann@…: please share…``, ``FR80…, please send 250``)."""
 _ONLY_ME = re.compile(r"\b(?:just|only|solely)\s+for\s+(?:me|us|myself|ourselves)\b", re.I)
 _TOLD = re.compile(
     rf"\b(?:know|knew|wonder(?:ing)?|ask(?:ing)?)\s+(?:if\s+|whether\s+)?{_MARK}"
@@ -394,8 +417,9 @@ LOOSE_ENDS = {
     "mine": "it names the speaker's own IBAN or account as the value, or payments or money "
     "to the speaker (my IBAN X, X, my account, payments to me, send me 250): the job's value "
     "is the other side",
-    "speaker": "it names the value as the speaker's own (I'm X, X here, my email is X) where "
-    "the job's requests never do: the job's value is someone else",
+    "speaker": "it names the value as the speaker's own, signing the request or as the one "
+    "asked (I'm X, X here, my email is X, Regards, X, Dear X, X: please…) where the job's "
+    "requests never do: the job's value is someone else",
     "told": "it asks to be told or to know something (tell me you…, I'd like to know X "
     "invited…), not for the job",
     "how to": "it asks how, where or whence (how to reset, where to order, … from?), not for "
@@ -457,7 +481,9 @@ def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
         dict.fromkeys(
             kind
             for kind, regex in _KINDS
-            if regex.search(marked) or (kind == "yours" and _whose(marked))
+            if regex.search(marked)
+            or (kind == "yours" and (_whose(marked) or _OTHER_ACCOUNT.search(marked)))
+            or (kind == "speaker" and _ADDRESSED.match(text) is not None)
         )
     )
     found += ["taken back"] * (taken_back(marked, verbs) or done_already(joined, verbs))

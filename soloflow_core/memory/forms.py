@@ -561,9 +561,17 @@ NOT_A_SUBJECT = frozenset(
     only instead if unless whether nicht nein kein keine ne pas non niet nee nie nur erst
     morgen demain mañana manana domani später spater après apres jeden jede chaque cada ogni
     monatlich mensuel mensual mensile wöchentlich täglich entwurf brouillon borrador bozza
-    prueba probe essai teste solo seulement""".split()
+    prueba probe essai teste solo seulement abort aborted halt stop standby stand call ask
+    sign-off signoff unapproved unconfirmed unverified tentative provisional conditional tbc
+    tbd decided storno annuler abbrechen stornieren warten attendre retract retracted withdrawn
+    withdraw rollback duplicate error incorrect demo sandbox rehearsal mock trial placeholder
+    todo estimate ballpark guess postdated future request requested owe owes owed collection
+    collect password reversal chargeback escrow eom monday tuesday wednesday thursday friday
+    saturday sunday me us require requires required""".split()
 )
 """Words that in a payment's subject, quoted or not, say more than its text: a test or a draft
-(``'test - please ignore'``, ``'dry run'``), a hold (``'wait for my ok'``), a time or a
-repeat (``'Rent monatlich'``, ``'Loyer demain'``), a part (``'half now'``), a negation in
-the languages a subject is often written in (``'Nicht senden'``, ``'ne pas envoyer'``)."""
+(``'test - please ignore'``, ``'dry run'``, ``'TBC'``), a hold or a stop (``'wait for my
+ok'``, ``'abort'``, ``'call me first'``, ``'storno'``), a time or a repeat (``'Rent
+monatlich'``, ``'Loyer demain'``, ``'Friday'``), a part (``'half now'``), the direction
+turned (``'Payment request'``, ``'You owe me'``), a negation in the languages a subject is
+often written in (``'Nicht senden'``, ``'ne pas envoyer'``)."""

@@ -78,6 +78,11 @@ _RETRACTION = re.compile(
     r"(?:(?:last|previous|earlier|above|own|current)\s+)?request)\b",
     re.IGNORECASE,
 )
+_QUOTED_WHOLE = re.compile(
+    r"\s*(?:\"[^\"\u201c\u201d]+\"|\u201c[^\"\u201c\u201d]+\u201d|'[^'\u2018\u2019]+'"
+    r"|\u2018[^'\u2018\u2019]+\u2019|\u00ab[^\u00ab\u00bb]+\u00bb)[\s.?!]*$"
+)
+"""A request in quotes and nothing else (``"Please send 250 to …"?``)."""
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
 _SENTENCE_END = re.compile(r"[^.?!;\n]+[.?!;\n]*")
 """A sentence and the marks ending it."""
@@ -105,7 +110,7 @@ _FILLER_EXTRA = frozenset({"e", "mail", "email", "address", "s", "t", "d", "ll",
 not: ``re-refund``, ``RE:`` say more than ``you're``)."""
 _GREETING = frozenset(
     """hi hello hey dear ok okay so well please pls plz thanks yes good morning afternoon
-    evening""".split()
+    evening just simply""".split()
 )
 _WH = frozenset(
     """how why what when where which who whom whose what's where's how's who's when's""".split()
@@ -117,6 +122,10 @@ _AUX = frozenset(
 _AUX_FORMS = {"are": "is", "am": "is", "were": "was", "does": "do", "has": "have"}
 """Forms of one auxiliary in one tense, one word to the job's evidence (``How many bags are
 free`` where its texts ask ``What is the allowance``); tenses stay apart (``did``, ``was``)."""
+_DOUBTING = frozenset("so but really seriously honestly actually truly".split())
+"""Words that make a polite question doubt it (``So would you…?``, ``Would you really…?``)."""
+_ENDING = " \t\n.?!;"
+"""The marks and spaces ending a sentence."""
 _WH_UNMARKED = frozenset("whats wheres hows whos whens".split())
 _WANTING = frozenset("want wants like need needs wish love prefer".split())
 """After ``would I``, ``will we``, ``could you``: a question about wanting (``Would I like to
@@ -163,7 +172,7 @@ PARTY_WORDS = frozenset(
 requests for oneself, unless the job's evidence says so."""
 
 REQUEST_VERBS = frozenset(ACTION_WORDS) | frozenset(
-    "check track find look show tell give get email mail refund help resend fix reimburse "
+    "check track find look show list tell give get email mail refund help resend fix reimburse "
     "lookup verify retrieve fetch provide need want request".split()
 )
 """Verbs a request opens with (the imperative): ``Refund my…``, ``Track…``, ``Send me…``."""
@@ -228,6 +237,8 @@ def _lead(words: list[str]) -> str | None:
     first = words[0] if words else ""
     first = first[:-1] if first in _WH_UNMARKED else first  # `whats` → `what`
     polite = first in _POLITE and len(words) > 2 and words[1] in _ASKER
+    if polite and words[2] in _DOUBTING | {"be"}:  # `Would you really…?`, `Will you be sending…?`
+        return words[2]
     if first in _WH or (first in _AUX and not (polite and words[2] not in _WANTING)):
         return first.split("'", 1)[0]  # where's → where
     return None
@@ -243,8 +254,9 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     leads: list[str] = []
     for m in _SENTENCE_END.finditer(text):
         sentence = m.group(0)
-        asked = sentence.rstrip().endswith("?")
-        words = _opened(words_of(sentence))
+        asked = "?" in sentence[len(sentence.rstrip(_ENDING)) :]  # `?`, `?!`, `!?`, `?.`
+        raw = words_of(sentence)
+        words = _opened(raw)
         # `…, really?` asks back: a last clause of filler only (`…, please?` asks for it)
         tail = words_of(sentence.rsplit(",", 1)[1]) if "," in sentence else words
         if asked and (
@@ -268,6 +280,9 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
             found += [c[0] for c in clauses if c and c[0] in ("you", "u")]
         if asked and not any(found) and not _ASKS_IN.search(sentence):
             found.append("?")  # `So refund my order?`, `Ok, I need X?`: asked back, not asked
+        doubt = [w for w in raw[:2] if w in _DOUBTING]  # `So would you…?`, `Really, will you…?`
+        if asked and doubt and any(w in _POLITE for w in raw[1:3]):
+            found.append(doubt[0])
         leads += [lead for lead in found if lead]
     return tuple(dict.fromkeys(openers)), tuple(dict.fromkeys(leads))
 
@@ -538,6 +553,8 @@ def read_request(text: str) -> RequestText:
         flags.append("it takes itself back")
     if bare:
         flags.append("a negation governs the request itself")
+    if _QUOTED_WHOLE.match(normalized):
+        flags.append("it is quoted whole: a request reported or pasted, not asked")
     if _MARKUP.search(rest):
         flags.append("it is formatted text, not a plain request")
     flags += unread_marks(text, rest, verb=lambda w: _content(_fold(w)) in _DOING)
