@@ -414,9 +414,9 @@ def test_probe12_loose_ends(text: str, kind: str) -> None:
     ],
 )
 def test_probe12_plain_requests_have_no_loose_end(text: str) -> None:
-    # An address opening the request before a dash names the writer (or the one asked):
-    # `speaker`, which a job whose requests name their value so (the shop's) allows.
-    allowed = {"speaker"} if text.startswith("dan@") else set()
+    # An address opening the request (before a dash, or `please`) names the writer or the
+    # one asked: `speaker`, which a job whose requests name their value so (the shop's) allows.
+    allowed = {"speaker"} if "@" in text.split()[0] else set()
     assert set(loose_ends(text, verbs=VERBS)) <= allowed
 
 

@@ -256,7 +256,8 @@ _WHEN = re.compile(
     r"\b(?:in|on|by|next|this|every)\s+(?:january|february|march|april|may|june|july|august|"
     r"september|october|november|december|monday|tuesday|wednesday|thursday|friday|saturday|"
     r"sunday|week|month|year|weekend)\b|\b(?:tomorrow|tonight|later|at\s+night|in\s+the\s+"
-    r"(?:morning|afternoon|evening)|on\s+my\s+birthday|next\s+time|at\s+noon|at\s+midnight)\b",
+    r"(?:morning|afternoon|evening)|on\s+my\s+birthday|next\s+time|at\s+noon|at\s+midnight|"
+    r"on\s+(?:the\s+|[a-z]+\s+)?night)\b",
     re.IGNORECASE,
 )
 _LEAD_IN = re.compile(r"\b(?:go\s+ahead|try|be\s+sure|come|go)\s+and\b", re.IGNORECASE)
@@ -358,7 +359,7 @@ _OWN_VALUE = re.compile(
     rf"|\b(?:regards|thanks|thank\s+you|cheers|sincerely|best)\s*[,.!:-]*\s*{_MARK}\s*[.!]?\s*$"
     rf"|(?:--|\s-|\u2014|\u2013)\s*{_MARK}\s*[.!]?\s*$"
     rf"|(?:^|[.!?]\s*)account\s*:?\s*{_MARK}\s*(?:$|[.!?])"
-    rf"|\b(?:hi|hello|hey|dear)\s*,?\s*{_MARK}|\bto\s*:\s*{_MARK}",
+    rf"|(?:^|[.!?])\s*{_MARK}\s+(?:please|pls|plz|kindly)\b",
     re.IGNORECASE,
 )
 """A value named as the speaker's own (``I'm X``, ``X here``, ``my email is X``, ``X (that's
@@ -370,6 +371,17 @@ _ADDRESSED = re.compile(
 )
 """An address or an IBAN opening the request before a colon, a comma or a dash: the writer,
 or the one asked (``ann@…: please share…``, ``FR80…, please send 250``)."""
+_GREETED = re.compile(
+    rf"\b(?:hi|hello|hey|dear|yo)\s*,?\s*{_MARK}|\bto\s*:\s*{_MARK}|,\s*(?:hi|hey)\s+{_MARK}",
+    re.IGNORECASE,
+)
+"""A value greeted or written to (``Hi alice@…, please…``, ``To: X``): the one asked."""
+_HAVE_NOW = re.compile(
+    rf"\b(?:i|we)\s*(?:have|'ve|'ve\s+got|have\s+got|got|currently\s+have|am\s+at|'m\s+at)\s+(?:only\s+)?"
+    rf"{_MARK}|\b(?:i|we)\s+have\s+{_MARK}\s*$",
+    re.IGNORECASE,
+)
+"""A number the speaker has now (``…, I have 2 checked bags``): the state, not the one asked."""
 _ONLY_ME = re.compile(r"\b(?:just|only|solely)\s+for\s+(?:me|us|myself|ourselves)\b", re.I)
 _TOLD = re.compile(
     rf"\b(?:know|knew|wonder(?:ing)?|ask(?:ing)?)\s+(?:if\s+|whether\s+)?{_MARK}"
@@ -388,6 +400,8 @@ _KINDS = (
     ("only me", _ONLY_ME),
     ("mine", _RECEIVES),
     ("speaker", _OWN_VALUE),
+    ("addressed", _GREETED),
+    ("now", _HAVE_NOW),
     ("mine", _MINE),
     ("told", _TOLD),
     ("how to", _HOW_TO),
@@ -420,6 +434,10 @@ LOOSE_ENDS = {
     "speaker": "it names the value as the speaker's own, signing the request or as the one "
     "asked (I'm X, X here, my email is X, Regards, X, Dear X, X: please…) where the job's "
     "requests never do: the job's value is someone else",
+    "addressed": "it greets or writes to a value (Hi X, Dear X, To: X): the one asked, not "
+    "what the job acts on",
+    "now": "it says what the speaker has now (I have 2 checked bags): the state, not the "
+    "value asked for",
     "told": "it asks to be told or to know something (tell me you…, I'd like to know X "
     "invited…), not for the job",
     "how to": "it asks how, where or whence (how to reset, where to order, … from?), not for "

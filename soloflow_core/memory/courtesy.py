@@ -10,7 +10,19 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ASKING", "COURTESY", "COURTESY_ASK", "SIGN_OFF", "VALUE_WORDING"]
+__all__ = [
+    "ASKING",
+    "ASKS_IN",
+    "COURTESY",
+    "COURTESY_ASK",
+    "DOUBTING",
+    "ENDING",
+    "NOUN_NEXT",
+    "SIGN_OFF",
+    "VALUE_WORDING",
+    "WANTING",
+    "WH_UNMARKED",
+]
 
 ASKING = re.compile(
     r"\b(?:please|pls|plz|kindly)\b|\b(?:can|could|would|will)\s+(?:you|u|ya|someone|somebody)\b"
@@ -47,3 +59,19 @@ VALUE_WORDING = re.compile(
     re.IGNORECASE,
 )
 """Words introducing the request's address (``reach me at``, ``my login is``): its wording."""
+NOUN_NEXT = re.compile(r" (?:of|for|on|request)\b", re.IGNORECASE)
+"""Right after a verb of request, a word that makes it a noun (``Refund for my order…``)."""
+DOUBTING = frozenset("so but really seriously honestly actually truly".split())
+"""Words that make a polite question doubt it (``So would you…?``, ``Would you really…?``)."""
+ENDING = " \t\n.?!;"
+"""The marks and spaces ending a sentence."""
+WH_UNMARKED = frozenset("whats wheres hows whos whens".split())
+"""Question words written without their apostrophe (``whats`` is ``what's``)."""
+WANTING = frozenset("want wants like need needs wish love prefer".split())
+"""After ``would I``, ``will we``, ``could you``: a question about wanting (``Would I like to
+cancel…?``, ``Will I need to…?``), not a polite request (``Could I get…``)."""
+ASKS_IN = re.compile(  # a sentence asked with these asks: `Could you…?`, `…, please?`
+    r"\b(?:please|pls|plz|kindly)\b|\b(?:can|could|would|will|may)\s+(?:you|u|ya|i|we|someone|"
+    r"somebody|anyone)\b",
+    re.IGNORECASE,
+)

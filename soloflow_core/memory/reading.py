@@ -21,7 +21,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from soloflow_core.memory.courtesy import ASKING, COURTESY, COURTESY_ASK, SIGN_OFF, VALUE_WORDING
+from soloflow_core.memory import courtesy
 from soloflow_core.memory.forms import (
     IRREGULAR,
     LIKE_TO_KNOW,
@@ -84,6 +84,7 @@ _QUOTED_WHOLE = re.compile(
 )
 """A request in quotes and nothing else (``"Please send 250 to …"?``)."""
 _MARKUP = re.compile(r"[<>{}\[\]`*|#~^\\]|(?:^|\s)_\w|\w_(?:\s|$)")
+_A_MESSAGE = re.compile(r"\b(the|this|that|an?)\s+(?:email|mail)\b(?!\s+address)", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[^.?!;\n]+[.?!;\n]*")
 """A sentence and the marks ending it."""
 _CLAUSE_END = re.compile(
@@ -122,19 +123,6 @@ _AUX = frozenset(
 _AUX_FORMS = {"are": "is", "am": "is", "were": "was", "does": "do", "has": "have"}
 """Forms of one auxiliary in one tense, one word to the job's evidence (``How many bags are
 free`` where its texts ask ``What is the allowance``); tenses stay apart (``did``, ``was``)."""
-_DOUBTING = frozenset("so but really seriously honestly actually truly".split())
-"""Words that make a polite question doubt it (``So would you…?``, ``Would you really…?``)."""
-_ENDING = " \t\n.?!;"
-"""The marks and spaces ending a sentence."""
-_WH_UNMARKED = frozenset("whats wheres hows whos whens".split())
-_WANTING = frozenset("want wants like need needs wish love prefer".split())
-"""After ``would I``, ``will we``, ``could you``: a question about wanting (``Would I like to
-cancel…?``, ``Will I need to…?``), not a polite request (``Could I get…``)."""
-_ASKS_IN = re.compile(
-    r"\b(?:please|pls|plz|kindly)\b|\b(?:can|could|would|will|may)\s+(?:you|u|ya|i|we|someone|"
-    r"somebody|anyone)\b",
-    re.IGNORECASE,
-)
 _PLEASE = frozenset("please pls plz kindly thanks thank thx now asap".split())
 _CONJUNCTIONS = frozenset({"or", "and", "but", "so", "then"})
 """Words a sentence may open with before its question (``Or can I?``)."""
@@ -235,13 +223,21 @@ def _lead(words: list[str]) -> str | None:
     """The question word or auxiliary ``words`` open with as a question, or None ("can you
     …" asks; "can I?" or "or can I?" with nothing after it is a question)."""
     first = words[0] if words else ""
-    first = first[:-1] if first in _WH_UNMARKED else first  # `whats` → `what`
+    first = first[:-1] if first in courtesy.WH_UNMARKED else first  # `whats` → `what`
     polite = first in _POLITE and len(words) > 2 and words[1] in _ASKER
-    if polite and words[2] in _DOUBTING | {"be"}:  # `Would you really…?`, `Will you be sending…?`
+    if polite and (words[2] in courtesy.DOUBTING or words[2] == "be"):  # `Would you really…?`
         return words[2]
-    if first in _WH or (first in _AUX and not (polite and words[2] not in _WANTING)):
+    if first in _WH or (first in _AUX and not (polite and words[2] not in courtesy.WANTING)):
         return first.split("'", 1)[0]  # where's → where
     return None
+
+
+def _noun_use(sentence: str, first: str) -> bool:
+    """Whether ``first`` is followed, right after it (no value between), by ``of``, ``for``,
+    ``on`` or ``request``: a noun (``Refund for my order…``), not the verb (``Book A4-114
+    for…``, its value taken out, leaves a wider gap)."""
+    at = re.search(rf"\b{re.escape(first)}\b", sentence, re.IGNORECASE)
+    return at is not None and courtesy.NOUN_NEXT.match(sentence, at.end()) is not None
 
 
 def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -254,7 +250,7 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     leads: list[str] = []
     for m in _SENTENCE_END.finditer(text):
         sentence = m.group(0)
-        asked = "?" in sentence[len(sentence.rstrip(_ENDING)) :]  # `?`, `?!`, `!?`, `?.`
+        asked = "?" in sentence[len(sentence.rstrip(courtesy.ENDING)) :]  # `?`, `?!`, `!?`, `?.`
         raw = words_of(sentence)
         words = _opened(raw)
         # `…, really?` asks back: a last clause of filler only (`…, please?` asks for it)
@@ -270,7 +266,10 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         first = words[0].split("'", 1)[0]
         # neither a gerund (`Cancelling …`: narrates) nor `reservation` opens a request
         verb = not first.endswith(NOUN_ENDINGS) and not gerund(first, verbs=_DOING)
-        openers.append(stem(first) if verb else first)
+        if _noun_use(sentence, first):  # `Refund for my order…`, `Transfer of 250…`
+            openers.append(f"{first} {words[1]}")
+        else:
+            openers.append(stem(first) if verb else first)
         clauses = [words]
         if asked and "," in sentence:
             clauses.append(_opened(words_of(sentence.rsplit(",", 1)[1])))
@@ -278,9 +277,9 @@ def _openings(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         found = [f"{x} {stranded(sentence)}".strip() if x else x for x in map(_lead, clauses)]
         if asked:  # "You refunded my order?": a statement asked back is a question
             found += [c[0] for c in clauses if c and c[0] in ("you", "u")]
-        if asked and not any(found) and not _ASKS_IN.search(sentence):
+        if asked and not any(found) and not courtesy.ASKS_IN.search(sentence):
             found.append("?")  # `So refund my order?`, `Ok, I need X?`: asked back, not asked
-        doubt = [w for w in raw[:2] if w in _DOUBTING]  # `So would you…?`, `Really, will you…?`
+        doubt = [w for w in raw[:2] if w in courtesy.DOUBTING]  # `So would you…?`
         if asked and doubt and any(w in _POLITE for w in raw[1:3]):
             found.append(doubt[0])
         leads += [lead for lead in found if lead]
@@ -295,7 +294,7 @@ def _narrated(text: str) -> tuple[str, ...]:
     read (``would you mind cancelling`` asks)."""
     found: list[str] = []
     for sentence in _SENTENCE_END.finditer(text):
-        if ASKING.search(sentence.group(0)):
+        if courtesy.ASKING.search(sentence.group(0)):
             continue
         for clause in re.finditer(r"[^,:\u2014\u2013]+", sentence.group(0)):
             words = [w for w in words_of(clause.group(0)) if w not in _GREETING]
@@ -450,8 +449,8 @@ def _courteous(text: str) -> str:
     """``text`` with its courtesy said plainly: asking forms as ``please``; greetings, thanks,
     a closing name and the wording of its address left out. A closing "name" that is a verb
     of request or action, a negation or another person is kept (it may be an instruction)."""
-    text = VALUE_WORDING.sub(" ", text)
-    sign = SIGN_OFF.search(text)
+    text = courtesy.VALUE_WORDING.sub(" ", text)
+    sign = courtesy.SIGN_OFF.search(text)
     if sign is not None:
         name = words_of(sign.group("name"))
         if not any(
@@ -464,8 +463,8 @@ def _courteous(text: str) -> str:
             for w in name
         ):
             text = text[: sign.start()]
-    text = COURTESY_ASK.sub(" please ", text)
-    return COURTESY.sub(" ", text)
+    text = courtesy.COURTESY_ASK.sub(" please ", text)
+    return courtesy.COURTESY.sub(" ", text)
 
 
 _blank = blank_value
@@ -541,6 +540,7 @@ def read_request(text: str) -> RequestText:
     plain = _courteous(normalized)
     rest = joined_letters(VALUE_PATTERN.sub(_blank, plain))
     rest = re.sub(r"\be-mail", "email", rest, flags=re.IGNORECASE)
+    rest = _A_MESSAGE.sub(r"\g<1> message", rest)  # `cancel the email for my meeting`: a thing
     rest = re.sub(r"\bvia\s+(?=e?mail\b)", "", rest, flags=re.IGNORECASE)
     rest = LIKE_TO_KNOW.sub(r"\g<asks> ", rest)
     letters = [ch for ch in rest if ch.isalpha()]
@@ -571,7 +571,7 @@ def read_request(text: str) -> RequestText:
         parties=_parties(words),
         leads=leads,
         openers=openers,
-        asking=ASKING.search(rest) is not None,
+        asking=courtesy.ASKING.search(rest) is not None,
         flags=tuple(flags),
         normalized=normalized,
         narrated=_narrated(VALUE_PATTERN.sub(_blank, plain)),

@@ -66,6 +66,25 @@ _SENTENCE = (
 )
 """Where a statement of its own may start: a mark ending a sentence or a clause, a dash, a
 bracket, ``but``, or right after a value or a quote (``… 2026-12-03 I'll be there``)."""
+_STILL_WANTED = re.compile(
+    rf"{_SENTENCE}{_SOFT}(?:i|we)(?:'d|\s+would|'ll|\s+will|\s+really|\s+still|\s+do)*\s+"
+    r"(?:need|needs|have|want|like|got)\s+to\s+(?:make\s+it|be\s+there|attend|get\s+on|be\s+on|"
+    r"fly|travel|keep\s+it)\b"
+    rf"|{_SENTENCE}{_SOFT}(?:i|we)(?:'ll|\s+will)\s+be\s+on\s+(?:the|my|that)\s+(?:flight|plane|trip)\b"
+    r"|\b(?:i|we)\s+(?:can|could|will|'ll)\s+(?:still\s+|now\s+)?make\s+it\s+(?:to|for)\b",
+    re.IGNORECASE,
+)
+"""The speaker still needs what the request would take away (``…, I need to make it``, ``…,
+I want to get on the flight``)."""
+_KEPT = re.compile(
+    r"[,.;!]\s*(?:but\s+)?(?:i|we)(?:'d|\s+would)\s+(?:like|love|prefer)\s+(?:to\s+keep\s+)?"
+    r"(?:the|my|our)\s+(?:right\s+)?(?P<noun>[a-z]+)\s*(?:[.!]|$)",
+    re.IGNORECASE,
+)
+_STAYS = re.compile(
+    r"\b(?:it|that|this)\s+(?:needs|has|is)\s+to\s+(?:be|stay|remain)\s+(?P<done>[a-z]+)",
+    re.IGNORECASE,
+)
 _THERE = re.compile(
     rf"{_SENTENCE}{_SOFT}(?:i|we)(?:'m|'re|'ll|\s+am|\s+are|\s+will|\s+can|\s+could)"
     r"(?:\s+(?:now|already|just|still|also))?(?:\s+be)?\s+(?:there|in|logged\s+in|back(?:\s+in)?|"
@@ -141,8 +160,16 @@ def taken_back(marked: str, verbs: frozenset[str]) -> bool:
     password. I reset it.``); the thing is already there or the speaker knows the answer
     (:data:`_STATE`). Negated statements (``I can't make it``, ``I don't need it``) are
     reasons for the request, and ``I would like it…`` asks."""
-    if _STATE.search(marked):
+    if _STATE.search(marked) or _STILL_WANTED.search(marked):
         return True
+    for m in _KEPT.finditer(marked):  # `Please refund my last order, I'd like the order.`
+        before = {stem(w) for w in re.findall(r"[a-z]+", marked[: m.start()].lower())}
+        if stem(m.group("noun").lower()) in before:
+            return True
+    for m in _STAYS.finditer(marked):  # `Unlock E-1042, it needs to be locked`
+        before = {stem(w) for w in re.findall(r"[a-z]+", marked[: m.start()].lower())}
+        if "un" + _past(m.group("done")) in before:
+            return True
     if _THERE.search(marked):
         return True
     for m in _HOLDS.finditer(marked):

@@ -27,9 +27,10 @@ INSTANCE_WORDS = frozenset(
 )
 """Words that pick one thing out of several of its kind (``my old account``, ``the other
 reservation``, ``my work account``): the request may be about another one than usual."""
-ARTICLES = frozenset({"a", "an", "any", "some"})
+ARTICLES = frozenset({"a", "an", "any", "some", "this", "that"})
 """Articles that name one of several without saying which (``refund an order``, ``cancel a
-meeting on…``) where the job's requests say which (``my latest order``, ``my meeting``)."""
+meeting on…``, ``refund that order`` as a first message) where the job's requests say which
+(``my latest order``, ``my meeting``)."""
 _PICK_WORDS = re.compile(r"[a-z][a-z'’-]*|[^\sa-z]+", re.IGNORECASE)
 _BETWEEN = frozenset({"one", "email", "e-mail", "mail", "login", "user"})
 """Words between the picking word and its noun (``old email address``, ``other user id``)."""
