@@ -31,6 +31,7 @@ flow tool, and of a routed run. Run: ``python benchmarks/bench_routing.py [--db 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import random
 import statistics
@@ -43,6 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import time_machine  # noqa: E402
 from langchain.agents import create_agent  # noqa: E402
 
 from soloflow_core.learning import LearningConfig  # noqa: E402
@@ -147,6 +149,18 @@ def main() -> None:
     args = parser.parse_args()
     global W
     W = importlib.import_module(WORLDS[args.world])
+    with clock(W):
+        _measure(args)
+
+
+def clock(world: Any) -> contextlib.AbstractContextManager[Any]:
+    """The world's own clock (its ``CLOCK``, ticking from there) where its dated jobs act on
+    days to come; else the real one."""
+    day = getattr(world, "CLOCK", None)
+    return time_machine.travel(day, tick=True) if day else contextlib.nullcontext()
+
+
+def _measure(args: argparse.Namespace) -> None:
     corpus = W.load_corpus()
     near = [r["text"] for r in corpus if r["split"] == "test" and r["job"] is None]
     near += [text for text, job in W.HOSTILE if job is None]

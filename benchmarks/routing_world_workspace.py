@@ -37,6 +37,12 @@ from pydantic import PrivateAttr
 from soloflow_langgraph.testing import ScriptedChatModel
 
 CORPUS = Path(__file__).parent / "data" / "routing_workspace_requests.json"
+CLOCK = "2026-11-28T12:00:00+00:00"
+"""The world's day: its corpus was written then, and its dated jobs act on days to come
+(a cancelled meeting, a booked room), so a flow learns that a day that has passed is not its
+job (``extraction.<input>.to_come``). The benchmark and the tests that need it run on this
+clock (``time-machine``); on the real one, after the training requests' days, that is not
+learned and those near misses are only arguably wrong."""
 JOBS = ("share_file", "cancel_meeting", "invite_participant", "forward_email")
 
 EFFECTS: list[dict[str, Any]] = []

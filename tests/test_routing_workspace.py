@@ -5,9 +5,13 @@ A real ``create_agent`` agent learns four jobs — share a file, cancel a meetin
 invite a person to an event, forward an e-mail — and a person approves the flows. Of its 486
 near misses, 25 ran before: 20 were a served request with a yes-or-no prompt after it
 (``Cancel my meeting on 2027-01-04? Y/N``, ``… (y/n)``, ``… y or n``, ``… (?)``), which now
-run no flow. The 5 left are the ones the probe itself judged arguably genuine — a meeting
-cancelled on a past date (the gate has no calendar) and ``… on 2027-01-04?!`` — pinned here
-so that any other near miss that runs fails the test.
+run no flow. The 5 left were the ones the probe itself judged arguably genuine — a meeting
+cancelled on a past date and ``… on 2027-01-04?!`` — pinned here so that any other near miss
+that runs fails the test. ``?!`` is read as asked since probe22, and a day that has passed
+is set aside where the job's dates were all days to come when asked
+(``tests/test_days_to_come.py``, on the world's own clock). This test's store learns on the
+real clock: after the training requests' days (2026-12) that is not learned, so the four
+past days stay allowed here.
 """
 
 from __future__ import annotations

@@ -122,6 +122,24 @@ def _check_extraction(extraction: Mapping[str, Mapping[str, Any]]) -> list[Probl
             )
         if "labelled" in rule and (wrong := _labelled_problem(rule)) is not None:
             problems.append((None, f"{where}.{wrong[0]}", wrong[1]))
+        preps = rule.get("preps", [])
+        if not isinstance(preps, list) or not all(isinstance(w, str) for w in preps):
+            problems.append(
+                (
+                    None,
+                    f"{where}.preps",
+                    "preps must be a list of words (those the job's requests put right "
+                    "before the address, e.g. ['to'])",
+                )
+            )
+        if "to_come" in rule and not isinstance(rule["to_come"], bool):
+            problems.append(
+                (
+                    None,
+                    f"{where}.to_come",
+                    "to_come must be true or false (true: a day that has passed is set aside)",
+                )
+            )
         if rule.get("shape") == "phrase":  # labelled free text: no pattern, its own fields
             if (why := phrase_problem(dict(rule))) is not None:
                 problems.append((None, where, why))

@@ -40,6 +40,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from soloflow_core.errors import SoloFlowError
@@ -66,6 +67,9 @@ class Occurrence:
     step_calls: Sequence[Sequence[Any]] = ()
     """Per step, every successful call of its unit (several for a loop: the same tool
     called once per item), as ``ToolCall`` objects; empty when not known."""
+    asked_at: datetime | None = None
+    """When the run started (UTC), when recorded: a date input whose every example was a
+    day to come when it was asked is learned so (``to_come``)."""
 
 
 @dataclass(slots=True)
@@ -452,7 +456,8 @@ def generalize(
                     imap[key] = composed
                     srcs[key] = ArgumentSource("composed", composed, 0.9)
                     continue
-            rule = learn_extraction(strs, tasks) if in_task else None
+            when = [o.asked_at for o in occurrences]
+            rule = learn_extraction(strs, tasks, asked_at=when) if in_task else None
             if rule is not None and rule["shape"] == "integer" and _ID_KEY.search(key):
                 if all(int(v) > 0 for v in strs):  # no id is 0 where none of them was
                     rule["positive"] = True

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from soloflow_core.flow import patterns
@@ -20,9 +22,16 @@ from soloflow_core.generalize.shapes import (
     WORD_AFTER,
     learn_bounds,
     learn_shape,
+    learn_to_come,
 )
 
-__all__ = ["extract_inputs", "extract_value", "learn_extraction", "names_number"]
+__all__ = [
+    "PREPOSITIONS",
+    "extract_inputs",
+    "extract_value",
+    "learn_extraction",
+    "names_number",
+]
 
 _SHAPES = [
     ("email", r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
@@ -34,17 +43,30 @@ _SHAPES = [
 ]
 
 
-def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | None:
+def learn_extraction(
+    values: list[str], tasks: list[str], *, asked_at: Sequence[datetime | None] = ()
+) -> dict[str, Any] | None:
     """A rule that finds the value in a task text: a value shape and, when every occurrence
     has the same word before the value, that word as an anchor. It keeps the words seen
     right before the value (``labels``: ``reservation``, ``booking``): routing sets aside a
     value introduced by another noun (``flight HAT170`` is no reservation); and the bounds of
     the values (:func:`~soloflow_core.generalize.shapes.learn_bounds`: ``digits``,
-    ``date_format``), outside which routing sets a value aside (``999`` bags, ``2024-02-30``)."""
+    ``date_format``), outside which routing sets a value aside (``999`` bags, ``2024-02-30``);
+    ``to_come`` when every date was a day to come when its task was asked (``asked_at``, each
+    task's time: :func:`~soloflow_core.generalize.shapes.learn_to_come`), so that a day that
+    has passed is set aside."""
     rule = _shape_rule(values, tasks)
     if rule is None or (not rule["anchor"] and _another_of_the_shape(rule, tasks)):
         rule = _labelled_rule(values, tasks) or rule  # `transaction 7 to 1200`: two numbers
     rule = rule or _phrase_rule(values, tasks)
+    if rule is not None and rule["shape"] == "email":  # `a refund … for zoe@…`: whose order?
+        rule["preps"] = sorted(
+            {
+                w
+                for v, t in zip(values, tasks, strict=True)
+                if (w := _word_before(v, t)) in PREPOSITIONS
+            }
+        )
     if rule is not None and rule["shape"] not in (
         "email",
         "phrase",
@@ -54,6 +76,9 @@ def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | No
         # a number's bounds as the tasks wrote it (`42.50` has two decimals; JSON says 42.5)
         written = [extract_value(rule, t) or v for v, t in zip(values, tasks, strict=True)]
         rule.update(learn_bounds(written if numeric else values))
+        fmt = rule.get("date_format")
+        if isinstance(fmt, str) and learn_to_come(values, asked_at, fmt):
+            rule["to_come"] = True
         signs = _signs(written, tasks) if numeric else ""
         if signs:
             rule["signs"] = signs
@@ -65,6 +90,12 @@ def learn_extraction(values: list[str], tasks: list[str]) -> dict[str, Any] | No
         if rule.get("check_digits") == MOD97 and rule["shape"] == "learned":
             rule = wide if _gives_back(wide, values, tasks) else rule
     return rule
+
+
+PREPOSITIONS = frozenset("for to of on about with from by into onto".split())
+"""Words that give an address a role right before it (``a refund for zoe@…``: whose order?):
+an address rule keeps those its examples followed (``preps``: ``send … to bob@…``). ``at``
+is the address's own wording (``reach me at …``)."""
 
 
 _NUMBER = re.compile(r"(?<![\w.-])\d+(?:\.\d+)?(?![\w@]|\.\d)")

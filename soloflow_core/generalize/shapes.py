@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from stdnum import iban
@@ -19,7 +19,9 @@ __all__ = [
     "IBAN_PATTERN",
     "MOD97",
     "bound_problem",
+    "earliest_day",
     "learn_bounds",
+    "learn_to_come",
     "learn_shape",
     "unit_after",
     "UNITS",
@@ -249,6 +251,36 @@ def _is_date(value: str, fmt: str) -> bool:
         return False
 
 
+def earliest_day(at: datetime | None = None) -> date:
+    """The earliest calendar day anywhere on Earth at the instant ``at`` (now, when None):
+    the UTC day 12 hours before (UTC-12 is the westmost zone). A day before it has ended
+    everywhere; ``at`` naive is taken as UTC."""
+    at = datetime.now(UTC) if at is None else at
+    at = at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+    return (at - timedelta(hours=12)).date()
+
+
+def _day(value: str, fmt: str) -> date | None:
+    try:
+        return datetime.strptime(value, fmt).date()
+    except ValueError:
+        return None
+
+
+def learn_to_come(values: Sequence[str], asked_at: Sequence[datetime | None], fmt: str) -> bool:
+    """Whether every date of ``values`` (written in ``fmt``) was a day still to come, or
+    that day, when its task was asked (``asked_at``, each run's start): from
+    :data:`_MIN_CHECKED` examples, each with its time. A job that always acted on days to
+    come (cancel a meeting, book a room) is not run unasked for a day that has passed."""
+    if len(values) < _MIN_CHECKED or len(asked_at) != len(values):
+        return False
+    for value, at in zip(values, asked_at, strict=True):
+        day = _day(value, fmt)
+        if at is None or day is None or day < earliest_day(at):
+            return False
+    return True
+
+
 def learn_bounds(values: Sequence[str]) -> dict[str, Any]:
     """What a value of the examples' kind may be beyond its shape, as extraction-rule keys:
     integers have at most as many digits as the longest example (``digits``; ``padded`` when
@@ -310,12 +342,14 @@ def _mod97_valid(value: str) -> bool:
     return int("".join(str(int(ch, 36)) for ch in moved)) % 97 == 1
 
 
-def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
+def bound_problem(value: str, rule: Mapping[str, Any], *, today: date | None = None) -> str | None:
     """Why ``value`` lies outside the bounds an extraction ``rule`` learned
     (:func:`learn_bounds`), or None: more digits than any example (``999`` bags where the
     examples were ``1``–``4``), a leading zero no example had (``007``), or no real date in
-    the examples' form (``2024-13-45``, ``2024-02-30``), or wrong check digits where every
-    example's were right (an IBAN with a digit left out or changed)."""
+    the examples' form (``2024-13-45``, ``2024-02-30``), a day that has passed where every
+    example was a day to come (``to_come``; ``today``: :func:`earliest_day` of now), or
+    wrong check digits where every example's were right (an IBAN with a digit left out or
+    changed)."""
     digits = rule.get("digits")
     if isinstance(digits, int) and not isinstance(digits, bool) and _INTEGER.fullmatch(value):
         plain = value.lstrip("-")
@@ -340,6 +374,13 @@ def bound_problem(value: str, rule: Mapping[str, Any]) -> str | None:
     fmt = rule.get("date_format")
     if isinstance(fmt, str) and fmt in DATE_FORMATS and not _is_date(value, fmt):
         return f"{value!r} is no real date in the form of the input's examples ({fmt})"
+    if isinstance(fmt, str) and fmt in DATE_FORMATS and rule.get("to_come") is True:
+        day = _day(value, fmt)
+        if day is not None and day < (today or earliest_day()):
+            return (
+                f"{value!r} is a day that has passed, where every example of the input was a "
+                "day to come when it was asked"
+            )
     if rule.get("check_digits") == MOD97 and not _mod97_valid(value):
         return f"{value!r} fails the check digits every example of the input passed ({MOD97})"
     if rule.get("check_digits") == MOD97 and not iban.is_valid(value, check_country=False):

@@ -202,12 +202,12 @@ _SOMEONE = re.compile(
     re.IGNORECASE,
 )
 _VALUE_DOES = re.compile(
-    r"(?:^\s*|[.!?;]\s*)(?:(?:employee|user|customer|account|id|number|iban|e-?mail|my|the)\s+){0,2}"
+    r"(?:^\s*|[.!?;,]\s*)(?:(?:employee|user|customer|account|id|number|iban|e-?mail|my|the)\s+){0,2}"
     rf"{_MARK}\s+(?P<v>[a-z]+)\b(?!\s*[,:])",
     re.IGNORECASE,
 )
-"""A value opening a sentence and the word after it: a verb there has the value as subject
-(``zoe@… reset my password``)."""
+"""A value opening a sentence or a clause after a comma, and the word after it: a verb there
+has the value as subject (``zoe@… reset my password``, ``…, E-1234 cracked the screen``)."""
 _VAGUE = re.compile(
     r"\b(?:or\s+so|and\s+so\s+(?:on|forth)|etc|or\s+something|or\s+whatever|and\s+stuff|"
     r"or\s+similar|give\s+or\s+take|approximately|roughly|ish)\b|\+/-|"
@@ -353,8 +353,11 @@ _RECEIVES = re.compile(
 """Money to the speaker: ``send me 250``, ``pay me 300``, ``send money to me``."""
 _OWN_VALUE = re.compile(
     rf"\b(?:i'm|i\s+am|it's\s+me|it\s+is\s+me|this\s+is)\s*[,:-]?\s*{_MARK}"
+    r"|\b(?:i'm|i\s+am|we're|we\s+are|i\s+sit|we\s+sit|i\s+work|we\s+work)\s+(?:sitting\s+|based\s+|"
+    rf"located\s+|staying\s+)?(?:in|at|from)\s+(?:(?:the\s+)?(?:room|office|building|desk|site)\s+)?{_MARK}"
     rf"|(?:^|[.!?;,-])\s*{_MARK}\s+here\b|\bmy\s+(?:(?:own|registered|login|user|e-?mail)\s+)*"
-    r"(?:e-?mail|address|account|login|id|iban|username|name|number)(?:\s+(?:is|=))?\s*[:=-]?\s*"
+    r"(?:e-?mail|address|account|login|id|iban|username|name|number|room|office|desk|seat)"
+    r"(?:\s+(?:is|=))?\s*[:=-]?\s*"
     rf"{_MARK}|{_MARK}\s*[,(]?\s*(?:that's|that\s+is|which\s+is|it's)\s+(?:me|mine|us|ours|my\s+own)\b"
     rf"|\b(?:regards|thanks|thank\s+you|cheers|sincerely|best)\s*[,.!:-]*\s*{_MARK}\s*[.!]?\s*$"
     rf"|(?:--|\s-|\u2014|\u2013)\s*{_MARK}\s*[.!]?\s*$"
@@ -363,9 +366,9 @@ _OWN_VALUE = re.compile(
     re.IGNORECASE,
 )
 """A value named as the speaker's own (``I'm X``, ``X here``, ``my email is X``, ``X (that's
-me)``), signing the request (``… Regards, X``, ``… -- X``) or addressed (``X, please…``,
-``Dear X``, ``To: X``): the writer or the one asked, not what the job acts on — unless the
-job's own requests name their value so."""
+me)``, ``I'm in room X``, ``my office is X``), signing the request (``… Regards, X``,
+``… -- X``) or addressed (``X, please…``, ``Dear X``, ``To: X``): the writer or the one
+asked, not what the job acts on — unless the job's own requests name their value so."""
 _ADDRESSED = re.compile(
     r"\s*(?:[\w.+-]+@[\w-]+(?:\.[\w-]+)+|[A-Z]{2}\d{2}[A-Z0-9]{10,30})\s*(?:[:,]|\s-\s|--)"
 )

@@ -24,18 +24,18 @@ from typing import Any
 from soloflow_core.errors import PatternTimeoutError
 from soloflow_core.flow import patterns
 from soloflow_core.flow.phrases import QUOTES, cut_phrases
-from soloflow_core.generalize.shapes import CURRENCY_SIGNS, bound_problem, unit_after
+from soloflow_core.generalize.shapes import bound_problem, unit_after
 from soloflow_core.memory.forms import NOT_A_SUBJECT
 from soloflow_core.memory.reading import (
     ACTION_STEMS,
     FILLER,
     NEGATION,
-    NOUN_ENDINGS,
     REQUEST_STEMS,
     RequestText,
     read_request,
     words_of,
 )
+from soloflow_core.memory.set_aside import MARKS, URL, set_aside
 from soloflow_core.store.fulltext import stem
 
 __all__ = ["Binding", "ValueKind", "bind_inputs", "phrase_asks", "phrase_words", "value_kinds"]
@@ -61,38 +61,6 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "number": (int, float),
     "boolean": (bool,),
 }
-_SET_ASIDE = frozenset(
-    "not no never isn't wasn't aren't cc bcc old former formerly previous previously used "
-    "instead except excluding besides unlike wrong typo than".split()
-)
-"""Words that, just before a value in its clause, say the value is not the one to use."""
-_LIKENED = frozenset({"but", "like"})
-"""Words that, right before a value, compare it or except it (``all IBANs but …``, ``IBANs
-like …``) — unless ``like`` is wanting (``I'd like …``, ``would like …``)."""
-_WANTING = frozenset({"i'd", "we'd", "you'd", "would", "d", "'d"})
-_ROLE = frozenset({"by", "from", "as"})
-"""Words that, just before a value, give it another role than the input's: ``by 1`` (a
-change by an amount), ``from bob@…`` (a source), ``as bob@…``, ``by user …`` (an agent)."""
-_BEFORE = 4
-_PLAIN = frozenset({"is", "are", "am", "i'm", "im"})
-"""Words before a value that say nothing of what it is (``my user id is …``, ``I'm …``)."""
-
-
-def _says_nothing(word: str) -> bool:
-    """Whether ``word`` just before a value says nothing of what the value is: filler, a
-    copula, or a verb taking it as its object (``cancel ZFA04Y``) — not a noun made from one
-    (``reservation 2``, ``booking 2``: the value is that thing's)."""
-    if word in FILLER or word in _PLAIN:
-        return True
-    noun = word.endswith(NOUN_ENDINGS) or (word.endswith("ing") and len(word) > 5)
-    return stem(word) in REQUEST_STEMS and not noun
-
-
-_GLUE = frozenset("+-$€£¥%*/^=<>~&|@#")
-"""Signs and symbols that, touching a value, change what it says (``-1``, ``1+1``, ``10%``,
-``$1``, ``CQT8JK/4C7C4P``, ``#8``: another item's number)."""
-_MARKS = CURRENCY_SIGNS + "#"
-_URL = re.compile(r"(?:https?://|www\.|mailto:)\S+", re.IGNORECASE)
 
 
 def _matches(rule: Mapping[str, Any], text: str, field: str) -> list[tuple[str, int, int]]:
@@ -105,46 +73,6 @@ def _matches(rule: Mapping[str, Any], text: str, field: str) -> list[tuple[str, 
         return []
     found = patterns.find_all(dict(rule), text, field=field)
     return [(m.group("v"), m.start("v"), m.end("v")) for m in found]
-
-
-def _set_aside(
-    text: str,
-    start: int,
-    end: int,
-    *,
-    urls: list[tuple[int, int]],
-    labels: frozenset[str],
-    signs: str = "",
-) -> str | None:
-    """Why a value found at ``text[start:end]`` may not be bound, or None. ``signs``: the
-    currency signs the job's own requests wrote against the value (``€15``)."""
-    value = text[start:end]
-    if not value.isascii():
-        return f"{value!r} holds characters outside ASCII"
-    if any(a <= start and end <= b for a, b in urls):
-        return f"{value!r} stands inside a link"
-    if (start > 0 and text[start - 1].isalnum()) or (end < len(text) and text[end].isalnum()):
-        return f"{value!r} runs into the text around it"
-    glue = _GLUE - set(signs)
-    if (start > 0 and text[start - 1] in glue) or (end < len(text) and text[end] in glue):
-        return f"{value!r} is glued to a sign or symbol ({text[max(0, start - 1) : end + 1]!r})"
-    before = text[:start]
-    clause = re.split(r"[.;!?()\n\u2014]|\s-\s", before)[-1]
-    near = words_of(clause)[-_BEFORE:]
-    role = [w for w in near[-2:] if w in _ROLE and w not in labels]
-    if role:
-        return f"{value!r} follows {role[0]!r}: another role (a source, an agent, an amount)"
-    if labels and near[-1:] == ["with"] and "with" not in labels:  # `share with roadmap.pdf`
-        return f"{value!r} follows 'with': someone or something beside what the job acts on"
-    if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):
-        return f"{value!r} is set aside by the words before it ({' '.join(near)})"
-    if near and near[-1] in _LIKENED and not any(w in _WANTING for w in near[:-1]):
-        return f"{value!r} is compared or excepted by {near[-1]!r}, not named"
-    label = re.findall(r"[^\W\d_]+(?:['’][^\W\d_]+)?$", before.rstrip(" :=#'\"("))
-    word = label[0].lower().replace("’", "'") if label else ""
-    if labels and word and not _says_nothing(word) and stem(word) not in labels:
-        return f"{value!r} is introduced as {word!r}, which the job's requests never put before it"
-    return None
 
 
 _SPLIT_NUMBER = re.compile(r"\d[.,]$")
@@ -413,7 +341,7 @@ def bind_inputs(
     props: Mapping[str, Any] = schema.get("properties") or {}
     required = [r for r in schema.get("required") or [] if isinstance(r, str)]
     text = request.normalized or request.text
-    urls = [(m.start(), m.end()) for m in _URL.finditer(text)]
+    urls = [(m.start(), m.end()) for m in URL.finditer(text)]
     inputs: dict[str, Any] = {}
     problems: list[str] = []
     used: set[str] = set()
@@ -438,8 +366,17 @@ def bind_inputs(
         own = [str(e) for e in examples] if isinstance(examples, list) else []
         phrase = rule.get("shape") == "phrase"
         for value, start, end in matches:
-            signs = "".join(c for c in rule.get("signs") or () if c in _MARKS)
-            why = _set_aside(text, start, end, urls=urls, labels=labels, signs=signs)
+            signs = "".join(c for c in rule.get("signs") or () if c in MARKS)
+            preps = rule.get("preps")
+            why = set_aside(
+                text,
+                start,
+                end,
+                urls=urls,
+                labels=labels,
+                signs=signs,
+                preps=frozenset(preps) if isinstance(preps, list) else None,
+            )
             if why is None and ("after" in rule or rule.get("shape") in ("integer", "number")):
                 why = unit_after(text, end, rule)
             why = why or (

@@ -22,7 +22,14 @@ from soloflow_core.memory.forms import (
 )
 from soloflow_core.memory.reading import ACTION_STEMS, ACTION_WORDS, REQUEST_STEMS, read_request
 from soloflow_core.memory.typos import held, spelled_right
-from soloflow_core.memory.which import filler_plurals, other_people, owned_nouns, picked_out
+from soloflow_core.memory.which import (
+    filler_plurals,
+    offers_choice,
+    other_people,
+    owned_nouns,
+    picked_out,
+    recency_picks,
+)
 from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
 __all__ = [
@@ -149,6 +156,15 @@ class JobEvidence:
     """The :func:`phrasing` of each run's text and each phrasing a person confirmed (not of
     hinted texts): a request worded as one of them, values aside, is a request the job was
     done for."""
+    recent: frozenset[tuple[str, str]] = frozenset()
+    """(kind, stem) of the words the texts put right after a word of recency or newness
+    (``latest invoice``, ``replacement laptop``:
+    :func:`~soloflow_core.memory.which.recency_picks`), a word only hinted texts put there
+    once :data:`CONFIRMATIONS` of them do: the things the job picks by when they came."""
+    recent_texts: Mapping[str, int] = field(default_factory=dict)
+    """Kind (``recent``, ``new``) → how many texts pick a thing so."""
+    choices: int = 0
+    """How many texts offer a choice (``or``: :func:`~soloflow_core.memory.which.offers_choice`)."""
     named_only: frozenset[str] = frozenset()
     """Stems the texts hold only inside hyphenated names (``sre-admins``): no word of the
     job when a request uses them alone (:func:`~soloflow_core.memory.forms.hyphen_parts`)."""
@@ -189,7 +205,10 @@ class JobEvidence:
         owned: Counter[str] = Counter()
         each: list[frozenset[str]] = []
         phrasings: set[str] = set()
-        n = seen = changes = repeats = recurs = 0
+        recent: Counter[tuple[str, str]] = Counter()
+        recent_first: set[tuple[str, str]] = set()
+        recent_texts: Counter[str] = Counter()
+        n = seen = changes = repeats = recurs = choices = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
         for kind, text in [*every, *(("person", x) for x in confirmed)]:
             if not isinstance(text, str) or not text.strip():
@@ -223,9 +242,14 @@ class JobEvidence:
             inside |= named
             outside |= alone
             labels.add(opening_label(read.normalized))
+            picks = {(kind, w) for kind, after in recency_picks(read.normalized) for w in after}
+            recent.update(picks)
+            recent_texts.update({kind for kind, _ in recency_picks(read.normalized)})
+            choices += offers_choice(read.normalized)
             if kind != "hint":
                 first_hand.update(read.terms)
                 phrasings.add(phrasing(text))
+                recent_first |= picks
         words: set[str] = set()
         for phrase in declared:
             read = read_request(phrase)
@@ -262,6 +286,11 @@ class JobEvidence:
             pairs=frozenset(pairs),
             owned=dict(owned),
             phrasings=frozenset(phrasings),
+            recent=frozenset(
+                w for w, k in recent.items() if w in recent_first or k >= CONFIRMATIONS
+            ),
+            recent_texts=dict(recent_texts),
+            choices=choices,
         )
 
     @property

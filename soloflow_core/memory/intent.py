@@ -120,7 +120,14 @@ from soloflow_core.memory.reading import (
     says_send,
 )
 from soloflow_core.memory.typos import held
-from soloflow_core.memory.which import ARTICLES, filler_plurals, other_people, picked_out
+from soloflow_core.memory.which import (
+    ARTICLES,
+    filler_plurals,
+    offers_choice,
+    other_people,
+    picked_out,
+    recency_picks,
+)
 from soloflow_core.store.fulltext import stem
 
 __all__ = [
@@ -380,6 +387,22 @@ def judge_intent(
             f"it picks one out of several or does not say which ({', '.join(other)}), which "
             "the job's requests never do: the value may name another one"
         )
+    unlike = [  # `my latest expense report` where the job's requests say `latest invoice`
+        (kind, " ".join(after))
+        for kind, after in recency_picks(plain)
+        if after and evidence.recent_texts.get(kind, 0) >= MIN_EXEMPLARS
+        if not {(kind, w) for w in after} & evidence.recent
+    ]
+    if unlike:
+        kind, words = unlike[0]
+        theirs = sorted(w for k, w in evidence.recent if k == kind)[:4]
+        reasons.append(
+            f"it asks for the {'latest' if kind == 'recent' else 'new'} {words}, where the "
+            f"job's requests ask for the {'latest' if kind == 'recent' else 'new'} "
+            f"{', '.join(theirs)}"
+        )
+    if offers_choice(plain) and evidence.choices < FAMILIAR_MIN:
+        reasons.append("it offers a choice (or, either), which the job's requests never do")
     if asks_yes_or_no(plain):
         reasons.append("it asks to be answered yes or no (Y/N, y or n, (?)), not for the job")
     if repeated(plain, verbs=DOING) and evidence.repeats < FAMILIAR_MIN:

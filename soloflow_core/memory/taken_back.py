@@ -71,11 +71,11 @@ _STILL_WANTED = re.compile(
     r"(?:need|needs|have|want|like|got)\s+to\s+(?:make\s+it|be\s+there|attend|get\s+on|be\s+on|"
     r"fly|travel|keep\s+it)\b"
     rf"|{_SENTENCE}{_SOFT}(?:i|we)(?:'ll|\s+will)\s+be\s+on\s+(?:the|my|that)\s+(?:flight|plane|trip)\b"
-    r"|\b(?:i|we)\s+(?:can|could|will|'ll)\s+(?:still\s+|now\s+)?make\s+it\s+(?:to|for)\b",
+    r"|\b(?:i|we)\s+(?:can|could|will|'ll)\s+(?:still\s+|now\s+)?make\s+it\s+(?:to|for|on|at|by)\b",
     re.IGNORECASE,
 )
 """The speaker still needs what the request would take away (``…, I need to make it``, ``…,
-I want to get on the flight``)."""
+I want to get on the flight``, ``…, I can make it on 2026-12-09``)."""
 _KEPT = re.compile(
     r"[,.;!]\s*(?:but\s+)?(?:i|we)(?:'d|\s+would)\s+(?:like|love|prefer)\s+(?:to\s+keep\s+)?"
     r"(?:the|my|our)\s+(?:right\s+)?(?P<noun>[a-z]+)\s*(?:[.!]|$)",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from soloflow_core.store.fulltext import VALUE_PATTERN, stem
+from soloflow_core.store.fulltext import STOPWORDS, VALUE_PATTERN, stem
 
 __all__ = [
     "ARTICLES",
@@ -18,6 +18,10 @@ __all__ = [
     "other_people",
     "owned_nouns",
     "picked_out",
+    "NEWNESS",
+    "RECENCY",
+    "offers_choice",
+    "recency_picks",
 ]
 
 INSTANCE_WORDS = frozenset(
@@ -135,3 +139,54 @@ def other_people(text: str, parties: Iterable[str]) -> tuple[str, ...]:
         if not labels and not role or word.endswith(("'s", "s'")):  # `bob's`: always whose
             found.append(word)
     return tuple(dict.fromkeys(found))
+
+
+RECENCY = frozenset("latest last newest recent".split())
+"""Words that pick a thing by when it came (``my latest invoice``, ``most recent order``)."""
+NEWNESS = frozenset("new replacement".split())
+"""Words that name a thing to come in place of another (``a new laptop``, ``a replacement
+laptop``)."""
+_PICK_TOKENS = re.compile(r"\x00|[a-z][a-z'’-]*|[^\sa-z]", re.IGNORECASE)
+
+
+def recency_picks(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """For each word of :data:`RECENCY` (kind ``recent``) or :data:`NEWNESS` (kind ``new``)
+    in ``text``, its kind and the stems of the (up to two) words right after it, up to a
+    value, a mark or a function word: the thing the request picks by when it came, or asks anew. A job whose
+    requests pick or ask for their thing so (``my latest invoice``, ``a replacement laptop``)
+    is not asked for ``my latest expense report``, ``a new screen`` or ``last week``.
+
+    Example:
+        >>> recency_picks("I need a copy of my latest expense report. frank@example.co.uk")
+        (('recent', ('expens', 'report')),)
+        >>> recency_picks("a new screen for my laptop, last!")
+        (('new', ('screen',)), ('recent', ()))
+    """
+    marked = VALUE_PATTERN.sub(" \x00 ", text)
+    tokens = [t.lower() for t in _PICK_TOKENS.findall(marked)]
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for i, word in enumerate(tokens):
+        kind = "recent" if word in RECENCY else "new" if word in NEWNESS else ""
+        if not kind:
+            continue
+        after: list[str] = []
+        for token in tokens[i + 1 : i + 3]:
+            if not token[0].isalpha() or token in STOPWORDS:
+                break
+            after.append(stem(token))
+        out.append((kind, tuple(after)))
+    return tuple(out)
+
+
+_CHOICE = re.compile(r"\b(?:or|either)\b", re.IGNORECASE)
+
+
+def offers_choice(text: str) -> bool:
+    """Whether ``text`` offers a choice (``or``, ``either``) outside its values: ``a refund
+    for my last order or the right size`` leaves the job to be chosen.
+
+    Example:
+        >>> offers_choice("I want a refund or the right size"), offers_choice("refund bob.or@x.io")
+        (True, False)
+    """
+    return bool(_CHOICE.search(VALUE_PATTERN.sub(" ", text)))

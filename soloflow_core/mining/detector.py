@@ -207,6 +207,7 @@ def _occurrences(
                 args=[c.args for c in picked],
                 outputs=[c.output for c in picked],
                 step_calls=step_calls,
+                asked_at=getattr(run, "started_at", None),
             )
         )
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -439,6 +440,8 @@ class EvidenceRun:
     task: str | None
     tool_calls: list[EvidenceCall]
     model_calls: list[EvidenceTurn]
+    started_at: datetime | None = None
+    """When the run started (UTC), when recorded: the day its task was asked."""
 
 
 _EVIDENCE_CHUNK = 5000
@@ -478,8 +481,8 @@ def read_evidence(
         runs, calls, turns = (_sqlite_evidence if sqlite else _evidence_rows)(
             conn, user, agent, chunk
         )
-        for pk, task in runs:
-            out[pk] = EvidenceRun(task, [], [])
+        for pk, task, started in runs:
+            out[pk] = EvidenceRun(task, [], [], _utc(started))
         if sqlite:
             args, outputs, metas = (_json_array([row[k] for row in calls]) for k in (2, 3, 5))
         else:
@@ -498,15 +501,30 @@ def read_evidence(
     return out
 
 
+def _utc(value: Any) -> datetime | None:
+    """A run's ``started_at`` as read: an aware datetime (through SQLAlchemy), or SQLite's
+    stored text of a UTC wall time (through the driver)."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 _EvidenceRows = tuple[Sequence[Any], Sequence[Any], Sequence[Any]]
 
 
 def _evidence_rows(conn: Connection, user: str, agent: str, pks: list[int]) -> _EvidenceRows:
-    """The runs' (pk, task), tool-call (run pk, name, args, output, error, meta) and
+    """The runs' (pk, task, started_at), tool-call (run pk, name, args, output, error, meta) and
     model-call (run pk, input, output and total tokens, calls requested) rows, each in
     ``(run pk, seq)`` order (any database)."""
     r, tc, mc = t.task_runs.c, t.tool_calls.c, t.model_calls.c
-    runs = sa.select(r.id, r.task).where(r.user_id == user, r.agent_id == agent, r.id.in_(pks))
+    runs = sa.select(r.id, r.task, r.started_at).where(
+        r.user_id == user, r.agent_id == agent, r.id.in_(pks)
+    )
     calls = sa.select(tc.run_pk, tc.name, tc.args, tc.output, tc.error, tc.meta).where(
         tc.user_id == user, tc.agent_id == agent, tc.run_pk.in_(pks)
     )
@@ -529,7 +547,7 @@ def _sqlite_evidence(conn: Connection, user: str, agent: str, pks: list[int]) ->
     ns = f"user_id = ? AND agent_id = ? AND run_pk IN ({marks}) ORDER BY run_pk, seq"
     return (
         cursor.execute(
-            f"SELECT id, task FROM sf_task_runs WHERE user_id = ? AND agent_id = ? "
+            f"SELECT id, task, started_at FROM sf_task_runs WHERE user_id = ? AND agent_id = ? "
             f"AND id IN ({marks})",
             params,
         ).fetchall(),
