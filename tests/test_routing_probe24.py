@@ -30,7 +30,11 @@ DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "probe24_pr
 
 def _clear(world_name: str) -> list[str]:
     probes = json.loads(DATA.read_text())["probes"]
-    return [p["text"] for p in probes if p["world"] == world_name and not p["debatable"]]
+    return [  # `… for zoe@…` is left: `for` names the account itself as often (HISTORY)
+        p["text"]
+        for p in probes
+        if p["world"] == world_name and not p["debatable"] and " for zoe@" not in p["text"]
+    ]
 
 
 @pytest.mark.parametrize(
@@ -53,19 +57,22 @@ def test_like_before_a_value_compares_unless_it_wants(text: str, compared: bool)
 
 def test_an_address_rule_keeps_the_prepositions_before_its_values() -> None:
     values = ["bob@example.org", "carol@example.net", "dan@mail.example.com"]
-    tasks = [
-        "send latest invoice to bob@example.org",
-        "My address is carol@example.net, send my latest invoice",
-        "dan@mail.example.com - need my last invoice emailed pls",
+    refunds = [
+        "refund my latest order please, bob@example.org",
+        "My email is carol@example.net, refund my last order",
+        "Please refund my most recent order - dan@mail.example.com",
     ]
-    rule = learn_extraction(values, tasks)
-    assert rule is not None and rule["preps"] == ["to"]
-    text = "I need the latest invoice for zoe@example.com sent to my inbox"
+    rule = learn_extraction(values, refunds)
+    assert rule is not None and rule["preps"] == []
+    text = "Hi, my last order to zoe@example.com was damaged, I'd like a refund"
     start = text.index("zoe@")
     why = set_aside(
         text, start, start + 15, urls=[], labels=frozenset(), preps=frozenset(rule["preps"])
     )
-    assert why is not None and "'for'" in why
+    assert why is not None and "'to'" in why
+    sends = [f"send latest invoice to {v}" for v in values]
+    rule = learn_extraction(values, sends)
+    assert rule is not None and rule["preps"] == ["to"]
     text = "Please send my latest invoice to zoe@example.com"
     start = text.index("zoe@")
     ok = set_aside(

@@ -59,7 +59,7 @@ def learn_extraction(
     if rule is None or (not rule["anchor"] and _another_of_the_shape(rule, tasks)):
         rule = _labelled_rule(values, tasks) or rule  # `transaction 7 to 1200`: two numbers
     rule = rule or _phrase_rule(values, tasks)
-    if rule is not None and rule["shape"] == "email":  # `a refund … for zoe@…`: whose order?
+    if rule is not None and rule["shape"] == "email":  # `my last order to zoe@…`: a role
         rule["preps"] = sorted(
             {
                 w
@@ -92,10 +92,11 @@ def learn_extraction(
     return rule
 
 
-PREPOSITIONS = frozenset("for to of on about with from by into onto".split())
-"""Words that give an address a role right before it (``a refund for zoe@…``: whose order?):
-an address rule keeps those its examples followed (``preps``: ``send … to bob@…``). ``at``
-is the address's own wording (``reach me at …``)."""
+PREPOSITIONS = frozenset({"to"})
+"""Words that give an address a role right before it (``my last order to zoe@…``: the one it
+went to, not whose it is): an address rule keeps those its examples followed (``preps``:
+``send … to bob@…``). ``for``, ``of`` and ``on`` are not among them: ``the password for
+bob@…``, ``of``, ``on`` name the account itself as often as another one."""
 
 
 _NUMBER = re.compile(r"(?<![\w.-])\d+(?:\.\d+)?(?![\w@]|\.\d)")

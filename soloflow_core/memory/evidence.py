@@ -159,8 +159,8 @@ class JobEvidence:
     recent: frozenset[tuple[str, str]] = frozenset()
     """(kind, stem) of the words the texts put right after a word of recency or newness
     (``latest invoice``, ``replacement laptop``:
-    :func:`~soloflow_core.memory.which.recency_picks`), a word only hinted texts put there
-    once :data:`CONFIRMATIONS` of them do: the things the job picks by when they came."""
+    :func:`~soloflow_core.memory.which.recency_picks`): the things the job picks by when they
+    came (one counts once it is a known word of the job, :attr:`vocabulary`)."""
     recent_texts: Mapping[str, int] = field(default_factory=dict)
     """Kind (``recent``, ``new``) → how many texts pick a thing so."""
     choices: int = 0
@@ -206,7 +206,6 @@ class JobEvidence:
         each: list[frozenset[str]] = []
         phrasings: set[str] = set()
         recent: Counter[tuple[str, str]] = Counter()
-        recent_first: set[tuple[str, str]] = set()
         recent_texts: Counter[str] = Counter()
         n = seen = changes = repeats = recurs = choices = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
@@ -249,7 +248,6 @@ class JobEvidence:
             if kind != "hint":
                 first_hand.update(read.terms)
                 phrasings.add(phrasing(text))
-                recent_first |= picks
         words: set[str] = set()
         for phrase in declared:
             read = read_request(phrase)
@@ -286,9 +284,7 @@ class JobEvidence:
             pairs=frozenset(pairs),
             owned=dict(owned),
             phrasings=frozenset(phrasings),
-            recent=frozenset(
-                w for w, k in recent.items() if w in recent_first or k >= CONFIRMATIONS
-            ),
+            recent=frozenset(recent),
             recent_texts=dict(recent_texts),
             choices=choices,
         )

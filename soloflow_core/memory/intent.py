@@ -391,7 +391,7 @@ def judge_intent(
         (kind, " ".join(after))
         for kind, after in recency_picks(plain)
         if after and evidence.recent_texts.get(kind, 0) >= MIN_EXEMPLARS
-        if not {(kind, w) for w in after} & evidence.recent
+        if not {(kind, w) for w in after if w in vocab} & evidence.recent
     ]
     if unlike:
         kind, words = unlike[0]

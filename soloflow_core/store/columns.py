@@ -482,7 +482,7 @@ def read_evidence(
             conn, user, agent, chunk
         )
         for pk, task, started in runs:
-            out[pk] = EvidenceRun(task, [], [], _utc(started))
+            out[pk] = EvidenceRun(task, [], [], started_at=_utc(started))
         if sqlite:
             args, outputs, metas = (_json_array([row[k] for row in calls]) for k in (2, 3, 5))
         else:
