@@ -29,10 +29,10 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from soloflow_core.learning.config import format_duration
+from soloflow_core.models.ledger import utc_instant
 
 if TYPE_CHECKING:
     from soloflow_core.learning.config import LearningConfig
@@ -164,26 +164,15 @@ def _gaps(run: TaskRun, window: float) -> tuple[list[float | None], str | None]:
     )
 
 
-def _timestamp(value: Any) -> datetime | None:
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    if not isinstance(value, datetime):
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
-
-
 def _exact_gaps(calls: Sequence[ToolCall]) -> list[float | None]:
     gaps: list[float | None] = [None] * len(calls)
     for i in range(1, len(calls)):
         prev, cur = calls[i - 1], calls[i]
-        prev_start = _timestamp(prev.meta.get("started_at"))
-        cur_start = _timestamp(cur.meta.get("started_at"))
+        prev_start = utc_instant(prev.meta.get("started_at"))
+        cur_start = utc_instant(cur.meta.get("started_at"))
         if prev_start is None or cur_start is None:
             continue
-        prev_end = _timestamp(prev.meta.get("ended_at"))
+        prev_end = utc_instant(prev.meta.get("ended_at"))
         end = (
             prev_end.timestamp()
             if prev_end is not None

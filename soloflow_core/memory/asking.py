@@ -463,6 +463,15 @@ LOOSE_ENDS = {
 """The kinds of loose end :func:`loose_ends` finds, and what each says."""
 
 
+_VALUE_DID = re.compile(rf"{_MARK}\s+(?P<v>[a-z]+)\b(?!\s*[,:])", re.IGNORECASE)
+"""A value anywhere and the word after it (``the item zoe@… received``)."""
+_ACQUIRED = frozenset("received got gotten placed ordered bought purchased".split())
+"""Past forms that, right after a value, make it the one who got or bought the thing (``the
+item zoe@… received``, ``the order alice@… placed for me``, ``the laptop E-3456 got``): the
+value is that person, not whose account the job acts on. (``reservation X cancelled``,
+``flight X delayed`` are not: other past forms after a value ask or describe.)"""
+
+
 def _does(word: str, verbs: frozenset[str]) -> bool:
     """Whether ``word`` after a value opening a sentence is a verb the value does: one of
     ``verbs``, or any verb in a past form (``E-3333 broke my laptop``, ``zoe@… deleted…``)."""
@@ -498,6 +507,9 @@ def loose_ends(text: str, *, verbs: frozenset[str]) -> tuple[str, ...]:
     )
     subject = (m.group("v").lower() for m in _VALUE_DOES.finditer(marked))
     someone = _SOMEONE.search(marked) is not None or any(_does(v, verbs) for v in subject)
+    someone = someone or any(  # `the item zoe@… received`, `the order alice@… placed`
+        m.group("v").lower() in _ACQUIRED for m in _VALUE_DID.finditer(marked)
+    )
     found = list(
         dict.fromkeys(
             kind

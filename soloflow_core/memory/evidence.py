@@ -29,6 +29,7 @@ from soloflow_core.memory.which import (
     owned_nouns,
     picked_out,
     recency_picks,
+    roles_named,
 )
 from soloflow_core.store.fulltext import VALUE_PATTERN, stem
 
@@ -163,6 +164,9 @@ class JobEvidence:
     came (one counts once it is a known word of the job, :attr:`vocabulary`)."""
     recent_texts: Mapping[str, int] = field(default_factory=dict)
     """Kind (``recent``, ``new``) → how many texts pick a thing so."""
+    roles: frozenset[str] = frozenset()
+    """The roles the texts name a value by (``recipient FR80…``:
+    :func:`~soloflow_core.memory.which.roles_named`)."""
     choices: int = 0
     """How many texts offer a choice (``or``: :func:`~soloflow_core.memory.which.offers_choice`)."""
     named_only: frozenset[str] = frozenset()
@@ -207,6 +211,7 @@ class JobEvidence:
         phrasings: set[str] = set()
         recent: Counter[tuple[str, str]] = Counter()
         recent_texts: Counter[str] = Counter()
+        roles: set[str] = set()
         n = seen = changes = repeats = recurs = choices = 0
         every = [*(("run", x) for x in texts), *(("hint", x) for x in hinted)]
         for kind, text in [*every, *(("person", x) for x in confirmed)]:
@@ -245,6 +250,7 @@ class JobEvidence:
             recent.update(picks)
             recent_texts.update({kind for kind, _ in recency_picks(read.normalized)})
             choices += offers_choice(read.normalized)
+            roles.update(roles_named(read.normalized))
             if kind != "hint":
                 first_hand.update(read.terms)
                 phrasings.add(phrasing(text))
@@ -287,6 +293,7 @@ class JobEvidence:
             recent=frozenset(recent),
             recent_texts=dict(recent_texts),
             choices=choices,
+            roles=frozenset(roles),
         )
 
     @property

@@ -127,6 +127,7 @@ from soloflow_core.memory.which import (
     other_people,
     picked_out,
     recency_picks,
+    roles_named,
 )
 from soloflow_core.store.fulltext import stem
 
@@ -391,7 +392,7 @@ def judge_intent(
         (kind, " ".join(after))
         for kind, after in recency_picks(plain)
         if after and evidence.recent_texts.get(kind, 0) >= MIN_EXEMPLARS
-        if not {(kind, w) for w in after if w in vocab} & evidence.recent
+        if not {(kind, w) for w in after if w in vocab or w not in evidence.df} & evidence.recent
     ]
     if unlike:
         kind, words = unlike[0]
@@ -400,6 +401,11 @@ def judge_intent(
             f"it asks for the {'latest' if kind == 'recent' else 'new'} {words}, where the "
             f"job's requests ask for the {'latest' if kind == 'recent' else 'new'} "
             f"{', '.join(theirs)}"
+        )
+    roles = [r for r in roles_named(plain) if r not in evidence.roles]
+    if roles:
+        reasons.append(
+            f"it names a value as the {roles[0]}, a role the job's requests never name a value by"
         )
     if offers_choice(plain) and evidence.choices < FAMILIAR_MIN:
         reasons.append("it offers a choice (or, either), which the job's requests never do")

@@ -41,6 +41,10 @@ def _comparing(words: list[str], back: int) -> bool:
     return not (k > 0 and words[k - 1] in _LIKING)
 
 
+_MEANT_FOR = frozenset("placed bought ordered purchased gifted got was were is are".split())
+"""Words that, before ``for`` and a value, make the value the one a thing was meant for (``I
+placed it for zoe@…``, ``it was for zoe@…``, ``the order is for zoe@…``), not whose it
+is."""
 _ROLE = frozenset({"by", "from", "as"})
 """Words that, just before a value, give it another role than the input's: ``by 1`` (a
 change by an amount), ``from bob@…`` (a source), ``as bob@…``, ``by user …`` (an agent)."""
@@ -102,6 +106,8 @@ def set_aside(
             f"{value!r} follows {said!r}, which the job's requests never put before it: "
             "another role (whose thing, for whom)"
         )
+    if said == "for" and set(near[-4:-1]) & _MEANT_FOR:  # `I placed it for zoe@…`
+        return f"{value!r} follows 'for' after {' '.join(near)}: the one it was meant for"
     if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):
         return f"{value!r} is set aside by the words before it ({' '.join(near)})"
     if near and near[-1] in _LIKENED and not any(w in _WANTING for w in near[:-1]):

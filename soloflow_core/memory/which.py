@@ -21,6 +21,7 @@ __all__ = [
     "NEWNESS",
     "RECENCY",
     "offers_choice",
+    "roles_named",
     "recency_picks",
 ]
 
@@ -190,3 +191,22 @@ def offers_choice(text: str) -> bool:
         (True, False)
     """
     return bool(_CHOICE.search(VALUE_PATTERN.sub(" ", text)))
+
+
+_ROLE_NAMED = re.compile(
+    r"\b(?P<role>receiver|recipient|beneficiary|payee|giftee|sender|owner|buyer|purchaser)s?"
+    r"(?:['’]s)?(?:\s+(?:e-?mail|address|id|account|iban))?\s*(?:is|was|=|:|-)?\s*\x00",
+    re.IGNORECASE,
+)
+
+
+def roles_named(text: str) -> tuple[str, ...]:
+    """The roles ``text`` names a value by (``the receiver is zoe@…``, ``payee: FR80…``): a
+    value named so is that party, which may not be the one the job acts for.
+
+    Example:
+        >>> roles_named("I want a refund for my last order, the receiver is alice@example.com")
+        ('receiver',)
+    """
+    marked = VALUE_PATTERN.sub(" \x00 ", text)
+    return tuple(dict.fromkeys(m.group("role").lower() for m in _ROLE_NAMED.finditer(marked)))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -99,3 +99,17 @@ class StepRecord(BaseModel):
     call: ToolCall
     source: str = "agent"
     """``"agent"`` for a captured agent call, ``"flow"`` for a step of a flow run."""
+
+
+def utc_instant(value: Any) -> datetime | None:
+    """A timestamp as recorded (a datetime, or ISO 8601 text as SQLite or a ledger line
+    keeps it) as an aware datetime in UTC; a naive one is taken as UTC; None when it is
+    neither."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

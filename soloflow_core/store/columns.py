@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from soloflow_core.errors import StoreError
+from soloflow_core.models.ledger import utc_instant
 from soloflow_core.store import schema as t
 
 if TYPE_CHECKING:
@@ -482,7 +483,7 @@ def read_evidence(
             conn, user, agent, chunk
         )
         for pk, task, started in runs:
-            out[pk] = EvidenceRun(task, [], [], started_at=_utc(started))
+            out[pk] = EvidenceRun(task, [], [], started_at=utc_instant(started))
         if sqlite:
             args, outputs, metas = (_json_array([row[k] for row in calls]) for k in (2, 3, 5))
         else:
@@ -499,19 +500,6 @@ def read_evidence(
                     EvidenceTurn(tin, tout, total, tool_calls_requested=requested)
                 )
     return out
-
-
-def _utc(value: Any) -> datetime | None:
-    """A run's ``started_at`` as read: an aware datetime (through SQLAlchemy), or SQLite's
-    stored text of a UTC wall time (through the driver)."""
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            return None
-    if not isinstance(value, datetime):
-        return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 _EvidenceRows = tuple[Sequence[Any], Sequence[Any], Sequence[Any]]

@@ -6,6 +6,12 @@ zoe@…``), ``I can make it on <date>``, another thing picked by when it came or
 (``my latest expense report``, ``a new screen for my laptop``), a choice left open (``… or
 the right size``) and the room the speaker is in (``I'm in room B3-112``) ran; each is now
 read, on the trained worlds' real stores and agents.
+
+probe25, a sixteenth (``benchmarks/data/probe25_probes.json``): an address or id naming
+someone other than the account holder — the one a thing was meant for (``I placed it for
+alice@…``, ``the order is for alice@…``), the one who got or bought it (``the item alice@…
+received``, ``the laptop E-3456 got``), a value named by a role (``the receiver is
+alice@…``) — ran; now read too.
 """
 
 from __future__ import annotations
@@ -20,21 +26,23 @@ from routing_support import AIRLINE, HELPDESK, SHOP, WORKSPACE, desk_checks, wor
 from soloflow_core.generalize.extraction import learn_extraction
 from soloflow_core.memory.asking import loose_ends
 from soloflow_core.memory.evidence import THEN_VERBS, JobEvidence
+from soloflow_core.memory.intent import judge_intent
+from soloflow_core.memory.reading import read_request
 from soloflow_core.memory.set_aside import set_aside
-from soloflow_core.memory.which import offers_choice, recency_picks
+from soloflow_core.memory.which import offers_choice, recency_picks, roles_named
 from soloflow_core.store import Store
 
 Trained = Callable[[str], Store]
-DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "probe24_probes.json"
+DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 
 
 def _clear(world_name: str) -> list[str]:
-    probes = json.loads(DATA.read_text())["probes"]
-    return [  # `… for zoe@…` is left: `for` names the account itself as often (HISTORY)
-        p["text"]
-        for p in probes
-        if p["world"] == world_name and not p["debatable"] and " for zoe@" not in p["text"]
+    probes = [
+        p
+        for probe in ("probe24", "probe25")
+        for p in json.loads((DATA / f"{probe}_probes.json").read_text())["probes"]
     ]
+    return [p["text"] for p in probes if p["world"] == world_name and not p["debatable"]]
 
 
 @pytest.mark.parametrize(
@@ -73,14 +81,23 @@ def test_an_address_rule_keeps_the_prepositions_before_its_values() -> None:
     sends = [f"send latest invoice to {v}" for v in values]
     rule = learn_extraction(values, sends)
     assert rule is not None and rule["preps"] == ["to"]
-    text = "Please send my latest invoice to zoe@example.com"
-    start = text.index("zoe@")
-    ok = set_aside(
-        text, start, start + 15, urls=[], labels=frozenset(), preps=frozenset(rule["preps"])
-    )
+    sent = "Please send my latest invoice to zoe@example.com"
+    at = sent.index("zoe@")
+    ok = set_aside(sent, at, at + 15, urls=[], labels=frozenset(), preps=frozenset(rule["preps"]))
     assert ok is None
     # a rule learned before `preps` existed checks none
-    assert set_aside(text, start, start + 15, urls=[], labels=frozenset()) is None
+    assert set_aside(sent, at, at + 15, urls=[], labels=frozenset()) is None
+    # `for` names the account itself (`the password for dave@…`) unless what it follows
+    # makes the value the one a thing was meant for
+    for text, meant in (
+        ("Please reset the password for dave@example.com", False),
+        ("I want a refund for my last order, it was for dave@example.com", True),
+        ("Refund my last order, I placed it for dave@example.com", True),
+        ("I want a refund for my last order, the order is for dave@example.com", True),
+    ):
+        at = text.index("dave@")
+        why = set_aside(text, at, at + 16, urls=[], labels=frozenset(), preps=frozenset())
+        assert (why is not None and "meant for" in why) is meant, (text, why)
 
 
 def test_what_is_picked_by_when_it_came_is_the_jobs_thing() -> None:
@@ -108,6 +125,9 @@ def test_what_is_picked_by_when_it_came_is_the_jobs_thing() -> None:
         ("Please book a room for 2026-12-03, I'm in room B3-112", "speaker"),
         ("Please book a room for 2026-12-03. My office is B3-112", "speaker"),
         ("Could you cancel my meeting? I can make it on 2026-12-09", "taken back"),
+        ("Hi, the item alice@example.com received was damaged, I'd like a refund", "someone"),
+        ("Please order a replacement laptop for the employee E-3456 got", "someone"),
+        ("Refund the order alice@example.com placed for me please", "someone"),
     ],
 )
 def test_a_value_that_is_not_the_jobs_is_a_loose_end(text: str, kind: str) -> None:
@@ -120,10 +140,37 @@ def test_a_value_that_is_not_the_jobs_is_a_loose_end(text: str, kind: str) -> No
         "Please order a replacement laptop for E-1234, the screen cracked",
         "Please book room B3-112 for 2026-12-03",
         "I can't make it, please cancel my meeting on 2026-12-14",
+        "Hi there, I need reservation DAWZ69 cancelled",
+        "Is my flight HAT051 on 2024-05-11 delayed?",
+        "I need the last e-mail from hana.kim@contoso.example forwarded to mila@contoso.example",
     ],
 )
 def test_the_jobs_own_requests_have_no_such_loose_end(text: str) -> None:
     assert not {"someone", "speaker", "taken back"} & set(loose_ends(text, verbs=THEN_VERBS))
+
+
+def test_a_value_named_by_a_role_the_job_never_names_is_not_its_value() -> None:
+    assert roles_named("I want a refund for my last order. receiver alice@example.com") == (
+        "receiver",
+    )
+    assert roles_named("Send 250 to recipient FR7630006000011234567890189") == ("recipient",)
+    assert roles_named("The owner of the shop is nice, alice@example.com") == ()
+    refunds = JobEvidence.of(
+        [
+            "I want a refund for my last order. alice@example.com",
+            "refund my latest order please, bob@example.org",
+            "Please refund my most recent order - dan@mail.example.com",
+        ]
+    )
+    found = judge_intent(
+        refunds, read_request("I want a refund for my last order, the receiver is a@b.io")
+    )
+    assert found.verdict != "run"
+    assert any("as the receiver" in r for r in found.reasons), found.reasons
+    payments = JobEvidence.of(
+        [f"Send {n} to recipient {iban}" for n, iban in ((5, "DE1"), (6, "DE2"), (7, "DE3"))]
+    )
+    assert "recipient" in payments.roles
 
 
 @pytest.mark.parametrize(
