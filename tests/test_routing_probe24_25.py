@@ -11,7 +11,10 @@ probe25, a sixteenth (``benchmarks/data/probe25_probes.json``): an address or id
 someone other than the account holder — the one a thing was meant for (``I placed it for
 alice@…``, ``the order is for alice@…``), the one who got or bought it (``the item alice@…
 received``, ``the laptop E-3456 got``), a value named by a role (``the receiver is
-alice@…``) — ran; now read too.
+alice@…``) — ran; now read too. probe26 (``probe26_probes.json``): a payment's unquoted
+subject asking for an approval, a practice run or a standing order (``Send 250 EUR to … for
+sign-off``, ``… for practice``, ``… for a standing order``) ran; such a subject now goes to
+the model.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from routing_support import AIRLINE, HELPDESK, SHOP, WORKSPACE, desk_checks, world
+from routing_support import AIRLINE, BANK, HELPDESK, SHOP, WORKSPACE, desk_checks, world
 
 from soloflow_core.generalize.extraction import learn_extraction
 from soloflow_core.memory.asking import loose_ends
+from soloflow_core.memory.binding import phrase_asks
 from soloflow_core.memory.evidence import THEN_VERBS, JobEvidence
 from soloflow_core.memory.intent import judge_intent
 from soloflow_core.memory.reading import read_request
@@ -39,7 +43,7 @@ DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 def _clear(world_name: str) -> list[str]:
     probes = [
         p
-        for probe in ("probe24", "probe25")
+        for probe in ("probe24", "probe25", "probe26")
         for p in json.loads((DATA / f"{probe}_probes.json").read_text())["probes"]
     ]
     return [p["text"] for p in probes if p["world"] == world_name and not p["debatable"]]
@@ -187,6 +191,7 @@ def test_a_value_named_by_a_role_the_job_never_names_is_not_its_value() -> None:
         (HELPDESK, ["Please order a replacement laptop for employee E-1234"]),
         (AIRLINE, ["I'd like to cancel my booking SL1OQG. My user id: john_doe_1234"]),
         (WORKSPACE, ["Please cancel my meeting on 2027-01-04"]),
+        (BANK, ["Please send 250 to FR7630006000011234567890189 with the subject 'Rent'"]),
     ],
 )
 def test_probe24_runs_nothing_on_real_agents(
@@ -199,3 +204,25 @@ def test_probe24_runs_nothing_on_real_agents(
     assert found, name
     ran = desk_checks(trained_sqlite(name), w, genuine=genuine, found=found)
     assert ran == [], ran
+
+
+@pytest.mark.parametrize(
+    ("subject", "asks"),
+    [
+        ("sign-off", True),
+        ("authorisation", True),
+        ("co-signing", True),
+        ("my signature", True),
+        ("practice", True),
+        ("a new standing order", True),
+        ("USD", True),
+        ("Mr Smith", True),
+        ("Rent", False),
+        ("Painter", False),
+        ("the bike repair", False),
+    ],
+)
+def test_a_subject_that_asks_for_more_than_paying_now_is_the_models(
+    subject: str, asks: bool
+) -> None:
+    assert (phrase_asks(subject, quoted=False) is not None) is asks

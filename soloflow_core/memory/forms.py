@@ -567,7 +567,12 @@ NOT_A_SUBJECT = frozenset(
     withdraw rollback duplicate error incorrect demo sandbox rehearsal mock trial placeholder
     todo estimate ballpark guess postdated future request requested owe owes owed collection
     collect password reversal chargeback escrow eom monday tuesday wednesday thursday friday
-    saturday sunday me us require requires required""".split()
+    saturday sunday me us require requires required authorisation authorization authorise
+    authorize authorised authorized co-sign co-signing cosign cosigning countersign signature
+    signatures signing sign review reviewing verification verify verified practice practise
+    demonstration standing scheduled schedule repeat repeating instalment installment usd gbp
+    jpy chf btc dollar dollars pound pounds sterling yen franc francs bitcoin crypto mr mrs ms
+    dr prof""".split()
 )
 """Words that in a payment's subject, quoted or not, say more than its text: a test or a draft
 (``'test - please ignore'``, ``'dry run'``, ``'TBC'``), a hold or a stop (``'wait for my
