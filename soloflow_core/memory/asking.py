@@ -198,7 +198,9 @@ _SOMEONE = re.compile(
     rf"|{_MARK}\s+(?:wants|needs|knows|would|'d|would\s+like)\b"
     rf"|\b(?:i'm|i\s+am|we're)\s+(?:\w+\s+){{0,2}}with\s+(?:\w+\s+)?{_MARK}"
     rf"|\b(?:i'm|i\s+am|we're)\s+{_MARK}\s*['\u2019]s\b"
-    rf"|^\s*{_MARK}\s*[,:]\s*(?:please\s+)?\w+\b[^.?!;]*?\b(?:me|us)\b",
+    rf"|^\s*{_MARK}\s*[,:]\s*(?:please\s+)?\w+\b[^.?!;]*?\b(?:me|us)\b"
+    rf"|(?:\b(?:my|your|his|her|their|our)|{_MARK}\s*['\u2019]s|\bthe)\s+(?:replacement|successor|"
+    r"substitute|stand-?in|deputy|cover)(?=\s*(?:[,.;!?)]|$|please|pls|of\b|who\b|when\b))",
     re.IGNORECASE,
 )
 _VALUE_DOES = re.compile(

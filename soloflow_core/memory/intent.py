@@ -125,6 +125,7 @@ from soloflow_core.memory.which import (
     filler_plurals,
     offers_choice,
     other_people,
+    picked_by_property,
     picked_out,
     recency_picks,
     roles_named,
@@ -402,6 +403,13 @@ def judge_intent(
             f"job's requests ask for the {'latest' if kind == 'recent' else 'new'} "
             f"{', '.join(theirs)}"
         )
+    if evidence.recent_texts.get("recent", 0) >= MIN_EXEMPLARS:  # the job takes the latest
+        by_what = [n for n in picked_by_property(plain) if n in evidence.df]
+        if by_what:
+            reasons.append(
+                f"it picks the {by_what[0]} by what it is, where the job's requests pick it "
+                "by when it came (the latest)"
+            )
     roles = [r for r in roles_named(plain) if r not in evidence.roles]
     if roles:
         reasons.append(

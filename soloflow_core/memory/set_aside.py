@@ -41,6 +41,10 @@ def _comparing(words: list[str], back: int) -> bool:
     return not (k > 0 and words[k - 1] in _LIKING)
 
 
+_GUESSED = (["could", "be"], ["might", "be"], ["may", "be"], ["will", "be"], ["maybe"], ["perhaps"])
+"""Words right before a value that name it as a guess or as another time's (``my email could
+be …``, ``… will be …``, ``my email was …``): not the value as it is."""
+_GUESS_AFTER = re.compile(r"\s*[,(]?\s*(?:could|might|may)\s+be\b", re.IGNORECASE)
 _MEANT_FOR = frozenset("placed bought ordered purchased gifted got was were is are".split())
 """Words that, before ``for`` and a value, make the value the one a thing was meant for (``I
 placed it for zoe@…``, ``it was for zoe@…``, ``the order is for zoe@…``), not whose it
@@ -106,6 +110,8 @@ def set_aside(
             f"{value!r} follows {said!r}, which the job's requests never put before it: "
             "another role (whose thing, for whom)"
         )
+    if near[-2:] in _GUESSED or near[-1:] in (["was"], ["were"]) or _GUESS_AFTER.match(text, end):
+        return f"{value!r} is a guess or another time's ({' '.join(near)} …): not named as it is"
     if said == "for" and set(near[-4:-1]) & _MEANT_FOR:  # `I placed it for zoe@…`
         return f"{value!r} follows 'for' after {' '.join(near)}: the one it was meant for"
     if any(w in _SET_ASIDE or NEGATION.fullmatch(w) for w in near):

@@ -54,12 +54,15 @@ _STATE = re.compile(
     r"in\s+(?:my|our)\s+(?:inbox|mailbox|hands)|found|fine|"
     r"ok|okay|done|sorted|fixed|resolved|works|worked|working|came|boots|booting|booted|on|"
     rf"back\s+on|runs|running|starts|starting|started|turns\s+on){_TAIL}"
+    rf"|{_CLAUSE}{_SOFT}(?:login|log-?in|logging\s+in|access|sign-?in|signing\s+in|it|everything)"
+    rf"(?:'s|\s+is|\s+are)(?:\s+(?:now|all|just|already))*\s+(?:working|fine|ok|okay|back){_TAIL}"
     rf"|{_CLAUSE}{_SOFT}(?:i|we)(?:\s+(?:already|really|do|now|just|totally|still)){{0,3}}\s+"
     r"(?:know|knew)\s+(?!(?:if|whether|that\s+(?:you|u)|(?:you|u))\b)[a-z]",
     re.IGNORECASE,
 )
 """A statement that the thing is already where the job would bring it, or that the speaker
-knows the answer: ``It is here``, ``my order arrived``, ``I know where it is``."""
+knows the answer: ``It is here``, ``my order arrived``, ``login is working again``, ``I know
+where it is``."""
 _SENTENCE = (
     r"(?:^|[.!?;,(\u3002\uff01\uff1f]\s*|\s[-\u2013\u2014/]\s*|\bbut\s+|"
     rf"{_MARK}[.!?;,]?['\"\u2019)]?\s+|['\"\u2019)]\s+)"

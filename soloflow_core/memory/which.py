@@ -21,6 +21,7 @@ __all__ = [
     "NEWNESS",
     "RECENCY",
     "offers_choice",
+    "picked_by_property",
     "roles_named",
     "recency_picks",
 ]
@@ -210,3 +211,26 @@ def roles_named(text: str) -> tuple[str, ...]:
     """
     marked = VALUE_PATTERN.sub(" \x00 ", text)
     return tuple(dict.fromkeys(m.group("role").lower() for m in _ROLE_NAMED.finditer(marked)))
+
+
+_BY_PROPERTY = re.compile(
+    r"\b(?:the|that|this)\s+(?P<noun>[a-z]+)\s+(?:that|which|with|where|containing)\b",
+    re.IGNORECASE,
+)
+_RECENTLY = re.compile(r"\b(?:latest|last|newest|recent|recently)\b", re.IGNORECASE)
+
+
+def picked_by_property(text: str) -> tuple[str, ...]:
+    """Stems of the nouns ``text`` picks by what they are or hold, and not by when they came
+    (``the order that arrived damaged``, ``the order with the damaged item``); empty when it
+    names a time of coming anywhere (``the order I placed most recently``).
+
+    Example:
+        >>> picked_by_property("refund the order with the damaged item, a@b.io")
+        ('order',)
+        >>> picked_by_property("refund the order that I placed most recently")
+        ()
+    """
+    if _RECENTLY.search(text):
+        return ()
+    return tuple(dict.fromkeys(stem(m.group("noun").lower()) for m in _BY_PROPERTY.finditer(text)))

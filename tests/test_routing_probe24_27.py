@@ -14,7 +14,10 @@ received``, ``the laptop E-3456 got``), a value named by a role (``the receiver 
 alice@…``) — ran; now read too. probe26 (``probe26_probes.json``): a payment's unquoted
 subject asking for an approval, a practice run or a standing order (``Send 250 EUR to … for
 sign-off``, ``… for practice``, ``… for a standing order``) ran; such a subject now goes to
-the model.
+the model. probe27 (``probe27_probes.json``): ``replacement`` as a person (``… for
+E-1198's replacement``), a value named as a guess or another time's (``my email could be
+…``, ``… will be …``), ``login is working again``, the order picked by what it is (``the
+order with the damaged item``) ran; now read.
 """
 
 from __future__ import annotations
@@ -33,7 +36,12 @@ from soloflow_core.memory.evidence import THEN_VERBS, JobEvidence
 from soloflow_core.memory.intent import judge_intent
 from soloflow_core.memory.reading import read_request
 from soloflow_core.memory.set_aside import set_aside
-from soloflow_core.memory.which import offers_choice, recency_picks, roles_named
+from soloflow_core.memory.which import (
+    offers_choice,
+    picked_by_property,
+    recency_picks,
+    roles_named,
+)
 from soloflow_core.store import Store
 
 Trained = Callable[[str], Store]
@@ -43,7 +51,7 @@ DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 def _clear(world_name: str) -> list[str]:
     probes = [
         p
-        for probe in ("probe24", "probe25", "probe26")
+        for probe in ("probe24", "probe25", "probe26", "probe27")
         for p in json.loads((DATA / f"{probe}_probes.json").read_text())["probes"]
     ]
     return [p["text"] for p in probes if p["world"] == world_name and not p["debatable"]]
@@ -226,3 +234,48 @@ def test_a_subject_that_asks_for_more_than_paying_now_is_the_models(
     subject: str, asks: bool
 ) -> None:
     assert (phrase_asks(subject, quoted=False) is not None) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("Order a replacement laptop for E-1198's replacement please", "someone"),
+        ("I'd like to request a replacement laptop for my replacement, my id is E-7301", "someone"),
+        ("Reset my password; login is working again. alice@example.com", "taken back"),
+        ("reset password bob@example.org - access is working", "taken back"),
+    ],
+)
+def test_probe27_loose_ends(text: str, kind: str) -> None:
+    assert kind in loose_ends(text, verbs=THEN_VERBS)
+
+
+def test_a_replacement_laptop_is_no_person_and_a_broken_laptop_is_no_take_back() -> None:
+    for text in (
+        "Order a replacement laptop for E-1198 please",
+        "My laptop is not working, I need a replacement. Employee id E-3815",
+    ):
+        assert not {"someone", "taken back"} & set(loose_ends(text, verbs=THEN_VERBS)), text
+
+
+@pytest.mark.parametrize(
+    ("text", "guessed"),
+    [
+        ("Please reset my password. My email could be alice@example.com", True),
+        ("Please refund my most recent order - alice@example.com, could be", True),
+        ("I want a refund for my last order. My email will be alice@example.com", True),
+        ("Account email was alice@example.com", True),
+        ("Please reset my password. My email is alice@example.com", False),
+        ("The item was damaged, refund my order alice@example.com", False),
+    ],
+)
+def test_a_value_named_as_a_guess_or_another_times_is_set_aside(text: str, guessed: bool) -> None:
+    at = text.index("alice@")
+    why = set_aside(text, at, at + 17, urls=[], labels=frozenset())
+    assert (why is not None and "a guess or another time's" in why) is guessed, why
+
+
+def test_the_thing_picked_by_what_it_is_is_not_the_latest() -> None:
+    assert picked_by_property("refund the order with the damaged item, a@b.io") == ("order",)
+    assert picked_by_property("refund the order that arrived damaged") == ("order",)
+    assert picked_by_property("refund the order that I placed most recently") == ()
+    assert picked_by_property("I'd like a refund for that order. a@b.io") == ()
