@@ -17,7 +17,10 @@ sign-off``, ``… for practice``, ``… for a standing order``) ran; such a subj
 the model. probe27 (``probe27_probes.json``): ``replacement`` as a person (``… for
 E-1198's replacement``), a value named as a guess or another time's (``my email could be
 …``, ``… will be …``), ``login is working again``, the order picked by what it is (``the
-order with the damaged item``) ran; now read.
+order with the damaged item``) ran; now read. probe28 (``probe28_probes.json``): a
+replacement for a part (``a replacement for the screen of my laptop``) and the speaker as the
+one who did it (``… from me``) ran; now read; four requests for another employee's laptop are
+left running (``LEFT_RUNNING``).
 """
 
 from __future__ import annotations
@@ -51,10 +54,22 @@ DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
 def _clear(world_name: str) -> list[str]:
     probes = [
         p
-        for probe in ("probe24", "probe25", "probe26", "probe27")
+        for probe in ("probe24", "probe25", "probe26", "probe27", "probe28")
         for p in json.loads((DATA / f"{probe}_probes.json").read_text())["probes"]
     ]
-    return [p["text"] for p in probes if p["world"] == world_name and not p["debatable"]]
+    return [
+        p["text"]
+        for p in probes
+        if p["world"] == world_name and not p["debatable"] and p["text"] not in LEFT_RUNNING
+    ]
+
+
+LEFT_RUNNING = {  # probe28: another employee's laptop as the replacement (HISTORY)
+    "My laptop died, I need the laptop of employee E-3815 as a replacement",
+    "My laptop is broken, can I get the laptop of E-5573 as a replacement?",
+    "I'd like the replacement laptop of employee E-7301, my laptop is broken",
+    "Could you get a replacement ordered for the screen of the laptop of employee E-4056?",
+}
 
 
 @pytest.mark.parametrize(
@@ -279,3 +294,14 @@ def test_the_thing_picked_by_what_it_is_is_not_the_latest() -> None:
     assert picked_by_property("refund the order that arrived damaged") == ("order",)
     assert picked_by_property("refund the order that I placed most recently") == ()
     assert picked_by_property("I'd like a refund for that order. a@b.io") == ()
+
+
+def test_probe28_a_replacement_for_a_part_and_the_speaker_who_did_it() -> None:
+    assert recency_picks("Please order a replacement for the screen of my laptop. E-3815") == (
+        ("new", ("screen",)),
+    )
+    assert recency_picks("I need a replacement for my laptop, E-3815") == (("new", ("laptop",)),)
+    assert recency_picks("I need a replacement for E-1234") == (("new", ()),)
+    text = "Too many failed logins on the account of employee E-1042 from me, please unlock it"
+    assert "by me" in loose_ends(text, verbs=THEN_VERBS)
+    assert "by me" not in loose_ends("Please email it to me at a@b.io", verbs=THEN_VERBS)

@@ -398,6 +398,9 @@ _HOW_TO = re.compile(
     re.IGNORECASE,
 )
 
+_BY_ME = re.compile(r"\b(?:from|by)\s+me\b(?!\s+(?:at|on|via)\b)", re.IGNORECASE)
+"""The speaker as the one who did it (``too many failed logins on the account of E-1042 from
+me``, ``the order placed by me for…``): the value may be someone else's."""
 _KINDS = (
     ("person", _PERSON),
     ("another", _ANOTHER),
@@ -419,6 +422,7 @@ _KINDS = (
     ("while", _WHILE),
     ("cut off", _CUT_OFF),
     ("reply", _REPLY),
+    ("by me", _BY_ME),
 )
 """The kinds of loose end found by one pattern each, in the order they are reported."""
 
@@ -459,6 +463,7 @@ LOOSE_ENDS = {
     "while": "it asks for the job for a while (for now, until…), where the flow's is lasting",
     "cut off": "it is cut off (it ends on a conjunction, a preposition or an open mark)",
     "reply": "it ends acknowledging (got it, ok, will do): a reply, not a request",
+    "by me": "it says the speaker did it (… from me, … by me): the value may be someone else's",
     "taken back": "a statement takes the request back or answers it (I need it, I can make "
     "it, I reset it, it is here, it boots again, I'll be there, it's paid, I know where it is)",
 }

@@ -172,7 +172,12 @@ def recency_picks(text: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
         if not kind:
             continue
         after: list[str] = []
-        for token in tokens[i + 1 : i + 3]:
+        rest = tokens[i + 1 :]
+        if kind == "new" and rest[:1] in (["for"], ["of"]):  # `a replacement for the screen`
+            rest = rest[1:]
+            while rest and rest[0] in _OWNERS | {"a", "an"}:
+                rest = rest[1:]
+        for token in rest[:2]:
             if not token[0].isalpha() or token in STOPWORDS:
                 break
             after.append(stem(token))
