@@ -246,9 +246,9 @@ class JobEvidence:
             inside |= named
             outside |= alone
             labels.add(opening_label(read.normalized))
-            picks = {(kind, w) for kind, after in recency_picks(read.normalized) for w in after}
-            recent.update(picks)
-            recent_texts.update({kind for kind, _ in recency_picks(read.normalized)})
+            by_time = recency_picks(read.normalized)
+            recent.update({(kind, w) for kind, after in by_time for w in after})
+            recent_texts.update({kind for kind, _ in by_time})
             choices += offers_choice(read.normalized)
             roles.update(roles_named(read.normalized))
             if kind != "hint":
